@@ -1,0 +1,10 @@
+"""alight: train the agents you already run. Decorate, reward, and the server does the rest."""
+
+from __future__ import annotations
+
+from alight.context import current, emit, reward
+from alight.decorator import rollout
+from alight.integrations import instrument_all
+
+__all__ = ["current", "emit", "instrument_all", "reward", "rollout"]
+__version__ = "0.1.0"

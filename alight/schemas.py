@@ -1,0 +1,279 @@
+"""Shared wire schemas: what the server stores and serves, and what clients send.
+
+The server, the controller, the trainer and the SDK client all speak these
+models; the store keeps them durably. Field names are the JSON names.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class Strict(BaseModel):
+    """Request bodies: unknown fields are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class RolloutState(str, enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+# The rollout state machine (DESIGN §3), enforced by the store and nowhere else.
+TRANSITIONS: dict[RolloutState, frozenset[RolloutState]] = {
+    RolloutState.QUEUED: frozenset({RolloutState.RUNNING, RolloutState.CANCELLED, RolloutState.FAILED}),
+    RolloutState.RUNNING: frozenset({RolloutState.SUCCEEDED, RolloutState.FAILED, RolloutState.CANCELLED}),
+    RolloutState.SUCCEEDED: frozenset(),
+    RolloutState.FAILED: frozenset(),
+    RolloutState.CANCELLED: frozenset(),
+}
+TERMINAL_STATES = frozenset(s for s, nxt in TRANSITIONS.items() if not nxt)
+
+
+class AttemptStatus(str, enum.Enum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class FailureKind(str, enum.Enum):
+    TASK = "task"  # the agent raised or exited non-zero: final, scored by its reward rules
+    INFRA = "infra"  # spawn failed, node lost, gateway unreachable: retried, never a fake reward
+    TIMEOUT = "timeout"  # ran past the rollout's timeout: retried like infra
+
+
+class Mode(str, enum.Enum):
+    TRAIN = "train"
+    VAL = "val"
+
+
+class RunnerSpec(Strict):
+    """What the controller starts for an attempt.
+
+    Either `entrypoint` ("module:function" or "path/to/file.py:function",
+    decorated with @alight.rollout) or `command` (any argv). `image` is for
+    the Kubernetes runner.
+    """
+
+    entrypoint: str | None = None
+    command: list[str] | None = None
+    cwd: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    image: str | None = None
+
+
+class RolloutCreate(Strict):
+    id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
+    task: Any = None
+    mode: Mode = Mode.TRAIN
+    group_id: str | None = Field(default=None, max_length=200)
+    runner: RunnerSpec | None = None
+    timeout_s: float = Field(default=600.0, gt=0, le=7 * 24 * 3600)
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Attempt(BaseModel):
+    rollout_id: str
+    attempt: int
+    status: AttemptStatus
+    failure_kind: FailureKind | None = None
+    message: str | None = None
+    exit_code: int | None = None
+    runner_handle: str | None = None
+    started_at: datetime
+    ended_at: datetime | None = None
+
+
+class Rollout(BaseModel):
+    id: str
+    task: Any = None
+    mode: Mode
+    group_id: str | None
+    runner: RunnerSpec | None
+    timeout_s: float
+    max_attempts: int
+    metadata: dict[str, Any]
+    state: RolloutState
+    policy_version: int
+    created_at: datetime
+    updated_at: datetime
+    # Monotonic per-store change counter: list?since_seq=N never misses a
+    # rollout that finished out of order.
+    seq: int
+    attempts: list[Attempt] = Field(default_factory=list)
+
+
+class EventCreate(Strict):
+    """An event appended to a rollout. `id` makes the append idempotent."""
+
+    id: str | None = Field(default=None, min_length=1, max_length=200)
+    attempt: int | None = Field(default=None, ge=1)
+    kind: str = Field(min_length=1, max_length=100)
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class Event(BaseModel):
+    id: str
+    rollout_id: str
+    attempt: int | None
+    kind: str
+    payload: dict[str, Any]
+    created_at: datetime
+
+
+class RewardSource(str, enum.Enum):
+    AGENT = "agent"
+    EVALUATOR = "evaluator"
+    FALLBACK = "fallback"
+
+
+class RewardCreate(Strict):
+    id: str | None = Field(default=None, min_length=1, max_length=200)
+    attempt: int = Field(ge=1)
+    value: float
+    name: str | None = Field(default=None, max_length=200)
+    final: bool = False
+    span_id: str | None = None
+    model_call_id: str | None = None
+    source: RewardSource = RewardSource.AGENT
+
+    @field_validator("value")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError(f"reward value must be a finite number, got {v}")
+        return v
+
+
+class Reward(RewardCreate):
+    model_config = ConfigDict(extra="ignore")
+    id: str  # type: ignore[assignment]
+    rollout_id: str
+    created_at: datetime
+
+
+class ApiFlavour(str, enum.Enum):
+    CHAT = "chat"
+    COMPLETIONS = "completions"
+    RESPONSES = "responses"
+    MESSAGES = "messages"
+
+
+class ModelCall(BaseModel):
+    """One request through the gateway, as recorded before the agent saw the answer."""
+
+    id: str
+    rollout_id: str
+    attempt: int
+    seq: int  # order within the attempt, from 0
+    trace_id: str | None = None  # from the caller's W3C traceparent
+    span_id: str | None = None
+    flavour: ApiFlavour
+    request: dict[str, Any]
+    response: dict[str, Any] | None = None
+    prompt_token_ids: list[int] = Field(default_factory=list)
+    response_token_ids: list[int] = Field(default_factory=list)
+    response_logprobs: list[float] = Field(default_factory=list)
+    # n > 1: one entry per extra choice, each {"token_ids": [...], "logprobs": [...]}
+    extra_choices: list[dict[str, Any]] = Field(default_factory=list)
+    policy_version: int | None = None
+    upstream: str | None = None
+    latency_ms: float | None = None
+    status_code: int
+    error: str | None = None
+    streamed: bool = False
+    # Set when token ids and logprobs disagree in length and the like: kept, not trained on.
+    flags: list[str] = Field(default_factory=list)
+    created_at: datetime
+
+
+class SpanRecord(BaseModel):
+    """An OpenTelemetry span received over OTLP, keyed by rollout and attempt."""
+
+    trace_id: str  # 32 hex
+    span_id: str  # 16 hex
+    parent_span_id: str | None = None
+    rollout_id: str
+    attempt: int
+    name: str
+    kind: int = 0
+    start_time_ns: int
+    end_time_ns: int | None = None
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    events: list[dict[str, Any]] = Field(default_factory=list)  # {"name", "time_ns", "attributes"}
+    status_code: int = 0  # 0 unset, 1 ok, 2 error
+    status_message: str | None = None
+
+
+class UpstreamCreate(Strict):
+    id: str | None = Field(default=None, min_length=1, max_length=200)
+    url: str = Field(min_length=1, description="OpenAI-compatible base URL, ending in /v1")
+    policy_version: int = Field(default=0, ge=0)
+    model: str | None = Field(default=None, description="model name the upstream serves")
+    api_key: str | None = None
+
+
+class Upstream(BaseModel):
+    id: str
+    url: str
+    policy_version: int
+    model: str | None
+    created_at: datetime
+
+
+class PolicyVersion(BaseModel):
+    version: int
+    created_at: datetime
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class AttemptStart(BaseModel):
+    """What the server hands the controller for a claimed attempt."""
+
+    rollout: Rollout
+    attempt: int
+    token: str
+    gateway_base_url: str  # ends in /v1
+    otlp_traces_endpoint: str
+
+
+class AttemptFinish(Strict):
+    status: Literal["succeeded", "failed"]
+    failure_kind: FailureKind | None = None
+    exit_code: int | None = None
+    message: str | None = Field(default=None, max_length=20000)
+    runner_handle: str | None = None
+
+
+class TrajectoryCall(BaseModel):
+    call: ModelCall
+    # Span names from the root to the span that made the call; [] outside any span.
+    span_path: list[str] = Field(default_factory=list)
+    agent_name: str | None = None
+    rewards: list[Reward] = Field(default_factory=list)
+
+
+class Trajectory(BaseModel):
+    rollout_id: str
+    attempt: int
+    group_id: str | None
+    mode: Mode
+    state: RolloutState
+    attempt_status: AttemptStatus | None
+    failure_kind: FailureKind | None
+    calls: list[TrajectoryCall]
+    # Tool and other non-model spans, in start order, each with the index of
+    # the model call that precedes it (-1 before the first call).
+    tool_spans: list[dict[str, Any]] = Field(default_factory=list)
+    rewards: list[Reward]
+    final_reward: float | None

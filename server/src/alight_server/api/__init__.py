@@ -1,0 +1,1 @@
+"""HTTP API routers under /api, plus health probes."""

@@ -1,0 +1,7 @@
+"""TODO: rollouts routes."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter()

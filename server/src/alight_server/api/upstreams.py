@@ -1,0 +1,7 @@
+"""TODO: upstreams routes."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter()

@@ -1,0 +1,39 @@
+"""Server configuration: one pydantic model, filled from flags, ALIGHT_* env vars or YAML."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class GatewayConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    train_temperature: float = Field(default=1.0, ge=0)
+    val_temperature: float = Field(default=0.0, ge=0)
+    # Logprobs the gateway forces; top_logprobs stays whatever the agent asked.
+    force_logprobs: bool = True
+    upstream_timeout_s: float = Field(default=300.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+    retry_after_s: float = Field(default=1.0, gt=0, description="Retry-After sent while paused")
+
+
+class ServerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8700, ge=0, le=65535)
+    db_url: str = "sqlite:///.alight/alight.db"
+    admin_key: str | None = None
+    # Secret that signs attempt tokens; derived from admin_key when unset.
+    token_secret: str | None = None
+    token_ttl_s: float = Field(default=24 * 3600, gt=0)
+    # Base URL agents use to reach this server (what the controller hands out).
+    public_url: str | None = None
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
+    log_level: str = "info"
+    # "module:function" or "path.py:function" called when an attempt finishes.
+    evaluator: str | None = None
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+
+    def base_url(self) -> str:
+        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")

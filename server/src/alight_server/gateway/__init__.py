@@ -1,0 +1,1 @@
+"""Gateway: the OpenAI-compatible capture proxy agents call."""

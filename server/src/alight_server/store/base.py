@@ -1,0 +1,146 @@
+"""The store protocol: the one durable source of truth, SQLite or PostgreSQL behind it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from alight.schemas import (
+    Attempt,
+    AttemptFinish,
+    Event,
+    EventCreate,
+    Mode,
+    ModelCall,
+    PolicyVersion,
+    Reward,
+    RewardCreate,
+    Rollout,
+    RolloutCreate,
+    RolloutState,
+    SpanRecord,
+    Upstream,
+    UpstreamCreate,
+)
+
+
+class StoreError(Exception):
+    """Base of the errors the API turns into 4xx answers."""
+
+
+class NotFound(StoreError):
+    pass
+
+
+class Conflict(StoreError):
+    """An illegal state move, or an id reused with a different body."""
+
+
+class SchemaTooNew(StoreError):
+    pass
+
+
+class Store(Protocol):
+    """Every method is synchronous and commits before it returns.
+
+    A method that returns has made its write durable: a `kill -9` of the
+    server right after loses nothing it acknowledged.
+    """
+
+    # rollouts
+    def create_rollouts(self, items: Sequence[RolloutCreate]) -> list[Rollout]:
+        """Idempotent per caller-chosen id: an existing id returns the stored rollout.
+
+        Missing ids are generated. The rollout's policy_version is the current one.
+        """
+        ...
+
+    def get_rollout(self, rollout_id: str) -> Rollout:
+        """With its attempts. Raises NotFound."""
+        ...
+
+    def list_rollouts(
+        self,
+        *,
+        state: Sequence[RolloutState] | None = None,
+        mode: Mode | None = None,
+        group_id: str | None = None,
+        ids: Sequence[str] | None = None,
+        since_seq: int = 0,
+        limit: int = 100,
+    ) -> list[Rollout]:
+        """Ordered by `seq` (bumped on every change), only rollouts with seq > since_seq."""
+        ...
+
+    def transition(self, rollout_id: str, to: RolloutState) -> Rollout:
+        """Move through TRANSITIONS; Conflict on an illegal move, NotFound on an unknown id.
+
+        Cancelling a running rollout also fails its running attempt (kind none).
+        """
+        ...
+
+    # attempts
+    def claim_attempts(self, limit: int) -> list[tuple[Rollout, int]]:
+        """Atomically start the next attempt of up to `limit` rollouts that need one.
+
+        A rollout needs one when it is queued, or running with its latest
+        attempt failed as infra/timeout and attempts left. Each claimed
+        rollout is running afterwards; the attempt row exists with status running.
+        """
+        ...
+
+    def set_runner_handle(self, rollout_id: str, attempt: int, handle: str) -> Attempt: ...
+
+    def finish_attempt(self, rollout_id: str, attempt: int, finish: AttemptFinish) -> Rollout:
+        """Record the attempt's end and move the rollout accordingly.
+
+        succeeded -> rollout succeeded; failed/task -> rollout failed;
+        failed/infra|timeout -> rollout stays running and becomes claimable
+        again while attempts remain, else failed. Finishing twice with the
+        same outcome is a no-op; with a different outcome it is a Conflict.
+        """
+        ...
+
+    # events and rewards
+    def add_event(self, rollout_id: str, event: EventCreate) -> Event:
+        """Idempotent on event.id."""
+        ...
+
+    def list_events(self, rollout_id: str, *, attempt: int | None = None, kind: str | None = None) -> list[Event]: ...
+
+    def add_reward(self, rollout_id: str, reward: RewardCreate) -> Reward:
+        """Idempotent on reward.id."""
+        ...
+
+    def list_rewards(self, rollout_id: str, *, attempt: int | None = None) -> list[Reward]: ...
+
+    # gateway captures
+    def add_model_call(self, call: ModelCall) -> ModelCall:
+        """Store assigns `seq` (next within the attempt) and returns the stored call."""
+        ...
+
+    def list_model_calls(self, rollout_id: str, attempt: int | None = None) -> list[ModelCall]: ...
+
+    # OTLP spans
+    def add_spans(self, spans: Sequence[SpanRecord]) -> int:
+        """Idempotent on (trace_id, span_id); returns how many were new."""
+        ...
+
+    def list_spans(self, rollout_id: str, attempt: int | None = None) -> list[SpanRecord]: ...
+
+    # upstreams and policy versions
+    def add_upstream(self, upstream: UpstreamCreate) -> Upstream: ...
+
+    def remove_upstream(self, upstream_id: str) -> None: ...
+
+    def list_upstreams(self) -> list[Upstream]: ...
+
+    def current_policy_version(self) -> int:
+        """0 before any version was added."""
+        ...
+
+    def add_policy_version(self, metadata: dict[str, object] | None = None) -> PolicyVersion:
+        """Next version number, durably."""
+        ...
+
+    def close(self) -> None: ...
