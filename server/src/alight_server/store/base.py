@@ -80,8 +80,10 @@ class Store(Protocol):
         ...
 
     # attempts
-    def claim_attempts(self, limit: int) -> list[tuple[Rollout, int]]:
+    def claim_attempts(self, limit: int, ids: Sequence[str] | None = None) -> list[tuple[Rollout, int]]:
         """Atomically start the next attempt of up to `limit` rollouts that need one.
+
+        `ids` restricts the claim to those rollouts (`alight run` claims its own).
 
         A rollout needs one when it is queued, or running with its latest
         attempt failed as infra/timeout and attempts left. Each claimed

@@ -1,0 +1,1 @@
+"""Subcommands of the `alight` command, one module each."""
