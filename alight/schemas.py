@@ -20,7 +20,7 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class RolloutState(str, enum.Enum):
+class RolloutState(enum.StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
@@ -39,19 +39,19 @@ TRANSITIONS: dict[RolloutState, frozenset[RolloutState]] = {
 TERMINAL_STATES = frozenset(s for s, nxt in TRANSITIONS.items() if not nxt)
 
 
-class AttemptStatus(str, enum.Enum):
+class AttemptStatus(enum.StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
 
 
-class FailureKind(str, enum.Enum):
+class FailureKind(enum.StrEnum):
     TASK = "task"  # the agent raised or exited non-zero: final, scored by its reward rules
     INFRA = "infra"  # spawn failed, node lost, gateway unreachable: retried, never a fake reward
     TIMEOUT = "timeout"  # ran past the rollout's timeout: retried like infra
 
 
-class Mode(str, enum.Enum):
+class Mode(enum.StrEnum):
     TRAIN = "train"
     VAL = "val"
 
@@ -131,7 +131,7 @@ class Event(BaseModel):
     created_at: datetime
 
 
-class RewardSource(str, enum.Enum):
+class RewardSource(enum.StrEnum):
     AGENT = "agent"
     EVALUATOR = "evaluator"
     FALLBACK = "fallback"
@@ -162,7 +162,7 @@ class Reward(RewardCreate):
     created_at: datetime
 
 
-class ApiFlavour(str, enum.Enum):
+class ApiFlavour(enum.StrEnum):
     CHAT = "chat"
     COMPLETIONS = "completions"
     RESPONSES = "responses"
