@@ -1,1 +1,1 @@
-"""TODO trainer."""
+"""Trainers: turn trajectories into samples and samples into policy updates."""
