@@ -1,0 +1,135 @@
+"""The agent environment contract (DESIGN §4): the variables an attempt's process starts with."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from urllib.parse import quote
+
+from alight import semconv
+from alight.schemas import AttemptStart, RunnerSpec
+
+ALIGHT_SERVER_URL = "ALIGHT_SERVER_URL"
+ALIGHT_ROLLOUT_ID = "ALIGHT_ROLLOUT_ID"
+ALIGHT_ATTEMPT = "ALIGHT_ATTEMPT"
+ALIGHT_MODE = "ALIGHT_MODE"
+ALIGHT_TASK = "ALIGHT_TASK"
+ALIGHT_TASK_FILE = "ALIGHT_TASK_FILE"
+ALIGHT_TOKEN = "ALIGHT_TOKEN"
+# Not in the minimal contract: the gateway URL survives an agent that overrides OPENAI_BASE_URL.
+ALIGHT_GATEWAY_URL = "ALIGHT_GATEWAY_URL"
+OPENAI_BASE_URL = "OPENAI_BASE_URL"
+OPENAI_API_KEY = "OPENAI_API_KEY"
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+OTEL_EXPORTER_OTLP_TRACES_HEADERS = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
+OTEL_RESOURCE_ATTRIBUTES = "OTEL_RESOURCE_ATTRIBUTES"
+
+# Every variable attempt_env() may set; a runner clears these from its own environment first.
+ALL = (
+    ALIGHT_SERVER_URL,
+    ALIGHT_ROLLOUT_ID,
+    ALIGHT_ATTEMPT,
+    ALIGHT_MODE,
+    ALIGHT_TASK,
+    ALIGHT_TASK_FILE,
+    ALIGHT_TOKEN,
+    ALIGHT_GATEWAY_URL,
+    OPENAI_BASE_URL,
+    OPENAI_API_KEY,
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+    OTEL_EXPORTER_OTLP_TRACES_HEADERS,
+    OTEL_RESOURCE_ATTRIBUTES,
+)
+
+# Larger tasks go through a file: environments are limited (execve fails near 128 KiB per string on Linux).
+TASK_INLINE_LIMIT = 64 * 1024
+
+
+def gateway_url(server_url: str, rollout_id: str, attempt: int) -> str:
+    """This attempt's OpenAI-compatible base URL, ending in /v1."""
+    return f"{server_url.rstrip('/')}/gw/{rollout_id}/{attempt}/v1"
+
+
+def otlp_traces_url(server_url: str) -> str:
+    return f"{server_url.rstrip('/')}/v1/traces"
+
+
+def resource_attributes(rollout_id: str, attempt: int, mode: str) -> str:
+    """OTEL_RESOURCE_ATTRIBUTES value; values percent-encoded as the OpenTelemetry spec asks."""
+    pairs = {
+        semconv.RESOURCE_ROLLOUT_ID: rollout_id,
+        semconv.RESOURCE_ATTEMPT: str(attempt),
+        semconv.RESOURCE_MODE: mode,
+    }
+    return ",".join(f"{key}={quote(value, safe='')}" for key, value in pairs.items())
+
+
+def attempt_env(start: AttemptStart, server_url: str, task_dir: str | Path | None = None) -> dict[str, str]:
+    """The variables an attempt's process needs, to be laid over the runner's own environment.
+
+    `server_url` is the address the *agent* reaches the server at (it may differ
+    from the server's own idea of itself, e.g. inside a cluster); the gateway
+    and OTLP URLs are derived from it. A task whose JSON exceeds
+    TASK_INLINE_LIMIT is written to `task_dir` (default: the temp dir) and
+    passed as ALIGHT_TASK_FILE instead of ALIGHT_TASK.
+    """
+    rollout = start.rollout
+    server_url = server_url.rstrip("/")
+    gateway = gateway_url(server_url, rollout.id, start.attempt)
+    env = {
+        ALIGHT_SERVER_URL: server_url,
+        ALIGHT_ROLLOUT_ID: rollout.id,
+        ALIGHT_ATTEMPT: str(start.attempt),
+        ALIGHT_MODE: rollout.mode.value,
+        ALIGHT_TOKEN: start.token,
+        ALIGHT_GATEWAY_URL: gateway,
+        OPENAI_BASE_URL: gateway,
+        OPENAI_API_KEY: start.token,
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlp_traces_url(server_url),
+        OTEL_EXPORTER_OTLP_TRACES_HEADERS: f"authorization={quote('Bearer ' + start.token, safe='')}",
+        OTEL_RESOURCE_ATTRIBUTES: resource_attributes(rollout.id, start.attempt, rollout.mode.value),
+    }
+    task_json = json.dumps(rollout.task, separators=(",", ":"))
+    if len(task_json.encode()) <= TASK_INLINE_LIMIT:
+        env[ALIGHT_TASK] = task_json
+    else:
+        folder = Path(task_dir) if task_dir is not None else Path(tempfile.gettempdir())
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"alight-task-{_safe(rollout.id)}-{start.attempt}.json"
+        path.write_text(task_json)
+        env[ALIGHT_TASK_FILE] = str(path)
+    return env
+
+
+def agent_argv(runner: RunnerSpec, python: str | None = None) -> list[str]:
+    """The argv that starts an attempt: an entrypoint goes through `python -m alight.entry`."""
+    if runner.entrypoint:
+        return [python or sys.executable, "-m", "alight.entry", runner.entrypoint]
+    if runner.command:
+        return list(runner.command)
+    raise ValueError("runner spec has neither 'entrypoint' nor 'command'; set one, e.g. entrypoint='agent.py:main'")
+
+
+def read_task(environ: dict[str, str] | os._Environ[str] | None = None) -> object:
+    """The task from ALIGHT_TASK or ALIGHT_TASK_FILE (None when neither is set)."""
+    environ = os.environ if environ is None else environ
+    if environ.get(ALIGHT_TASK_FILE):
+        path = environ[ALIGHT_TASK_FILE]
+        try:
+            return json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise RuntimeError(f"cannot read the task from {ALIGHT_TASK_FILE}={path!r}: {exc}") from exc
+    text = environ.get(ALIGHT_TASK)
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise RuntimeError(f"{ALIGHT_TASK} is not valid JSON ({exc}); got {text[:200]!r}") from exc
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in text)
