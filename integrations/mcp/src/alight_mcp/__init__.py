@@ -1,11 +1,8 @@
-"""alight integration for mcp (instrumentation arrives with the integrations issue)."""
+"""alight integration for MCP: client requests become spans, and a tool result can carry a reward."""
 
 from __future__ import annotations
 
+from alight_mcp.instrumentor import SUPPORTED_VERSIONS, instrument, is_instrumented, uninstrument
+from alight_mcp.rewards import REWARD_META_KEY, reward_in_result
 
-def instrument() -> None:
-    """Turn on alight spans for mcp. Idempotent."""
-
-
-def uninstrument() -> None:
-    """Undo instrument()."""
+__all__ = ["REWARD_META_KEY", "SUPPORTED_VERSIONS", "instrument", "is_instrumented", "reward_in_result", "uninstrument"]

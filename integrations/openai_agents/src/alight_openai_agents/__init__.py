@@ -1,11 +1,8 @@
-"""alight integration for openai-agents (instrumentation arrives with the integrations issue)."""
+"""alight integration for the OpenAI Agents SDK: agents, model calls, tools, handoffs and guardrails as spans."""
 
 from __future__ import annotations
 
+from alight_openai_agents.instrumentor import SUPPORTED_VERSIONS, instrument, is_instrumented, uninstrument
+from alight_openai_agents.processor import AlightTracingProcessor
 
-def instrument() -> None:
-    """Turn on alight spans for openai-agents. Idempotent."""
-
-
-def uninstrument() -> None:
-    """Undo instrument()."""
+__all__ = ["SUPPORTED_VERSIONS", "AlightTracingProcessor", "instrument", "is_instrumented", "uninstrument"]
