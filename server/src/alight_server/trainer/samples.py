@@ -1,0 +1,287 @@
+"""Sample builder: trajectories in, padded training tensors out (DESIGN §5).
+
+1. Each trajectory (one attempt of one rollout) needs a final reward and must
+   not have failed for infrastructure reasons; otherwise it is dropped whole.
+2. Each model call is kept, or dropped with a counted reason: outside the
+   agent filter, flagged by the gateway, an error or non-200 status, token
+   ids and logprobs of different lengths, an empty prompt or response.
+3. Kept calls are merged into rows (`samples_rows`): in `trajectory` mode a
+   row is a whole conversation, in `transition` mode every call is its own
+   row. Breaks in the conversation are classified (`samples_breaks`).
+4. Length limits: a row whose prompt (the tokens before its first generated
+   token) is over `max_prompt_tokens` is dropped; one whose remainder is over
+   `max_response_tokens` is truncated at the limit (or dropped).
+5. Rows are padded into tensors with the recorded logprobs aligned to tokens.
+
+No retokenization anywhere: ids are the ones the backend consumed and produced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Literal
+
+import numpy as np
+import torch
+
+from alight.schemas import FailureKind, Trajectory, TrajectoryCall
+from alight_server.trainer.samples_breaks import Decode
+from alight_server.trainer.samples_report import BuildReport
+from alight_server.trainer.samples_rows import AttemptRows, Segment
+
+__all__ = ["BuildReport", "SampleBatch", "SampleConfig", "build_samples"]
+
+
+@dataclass(frozen=True)
+class SampleConfig:
+    mode: Literal["trajectory", "transition"] = "trajectory"
+    max_prompt_tokens: int | None = None  # per row; longer prompts drop the row (cutting them would change the context)
+    max_response_tokens: int | None = None  # per row, tokens after the prompt (generated + tool results)
+    overlong: Literal["truncate", "drop"] = "truncate"  # what a row over max_response_tokens gets
+    # Train only calls made under these agents: a call matches when its agent
+    # name is one of them, or a span on its path is named `X` or `invoke_agent X`.
+    agents: tuple[str, ...] = ()
+    pad_token_id: int = 0
+    max_break_examples: int = 5
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("trajectory", "transition"):
+            raise ValueError(f"mode must be 'trajectory' or 'transition', got {self.mode!r}")
+        if self.overlong not in ("truncate", "drop"):
+            raise ValueError(f"overlong must be 'truncate' or 'drop', got {self.overlong!r}")
+        for name in ("max_prompt_tokens", "max_response_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be a positive number of tokens or None, got {value}")
+
+
+@dataclass
+class SampleBatch:
+    """Padded rows ready for any trainer backend. R rows, T tokens, U rollouts, G groups."""
+
+    input_ids: torch.Tensor  # (R, T) int64, right-padded with pad_token_id
+    attention_mask: torch.Tensor  # (R, T) int64, 1 on real tokens
+    loss_mask: torch.Tensor  # (R, T) float32, 1 on tokens the model generated (trained on)
+    # Recorded (gateway) logprob of input_ids[r, t] itself, so it pairs with
+    # logits[r, t - 1]; 0 where loss_mask is 0.
+    old_logprobs: torch.Tensor  # (R, T) float32
+    step_returns: torch.Tensor  # (R, T) float32, step rewards to go of the call that produced the token; 0 elsewhere
+    row_rollout: torch.Tensor  # (R,) int64, index into rollout_ids
+    row_group: torch.Tensor  # (R,) int64, index into group_ids
+    row_reward: torch.Tensor  # (R,) float32, the row's rollout's final reward
+    row_policy_version: torch.Tensor  # (R,) int64, oldest policy version among the row's calls; -1 unknown
+    rollout_ids: list[str]  # (U,) every rollout with a reward, rows or not (all count in group statistics)
+    rollout_group: torch.Tensor  # (U,) int64, index into group_ids
+    rollout_reward: torch.Tensor  # (U,) float32
+    group_ids: list[str]  # (G,) the rollout's group_id, or "rollout:<id>" for an ungrouped rollout
+    row_calls: list[tuple[int, ...]]  # (R,) seq of each model call whose response the row trains on
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    def select(self, rows: Sequence[int] | torch.Tensor) -> SampleBatch:
+        """A batch of some rows (a micro-batch); rollout and group tables are kept whole."""
+        index = torch.as_tensor(rows, dtype=torch.long)
+        picked = {name: getattr(self, name)[index] for name in _ROW_TENSORS}
+        return replace(self, **picked, row_calls=[self.row_calls[i] for i in index.tolist()])
+
+    def to(self, device: torch.device | str) -> SampleBatch:
+        moved = {f.name: v.to(device) for f in fields(self) if isinstance(v := getattr(self, f.name), torch.Tensor)}
+        return replace(self, **moved)
+
+
+_ROW_TENSORS = (
+    "input_ids",
+    "attention_mask",
+    "loss_mask",
+    "old_logprobs",
+    "step_returns",
+    "row_rollout",
+    "row_group",
+    "row_reward",
+    "row_policy_version",
+)
+
+
+def build_samples(
+    trajectories: Sequence[Trajectory], config: SampleConfig | None = None, decode: Decode | None = None
+) -> tuple[SampleBatch, BuildReport]:
+    """Turn trajectories (one attempt per rollout) into a `SampleBatch` and a `BuildReport`.
+
+    `decode` (e.g. `tokenizer.decode`) lets the break classifier tell retokenization from template drift.
+    """
+    config = config or SampleConfig()
+    report = BuildReport(mode=config.mode)
+    rows: list[tuple[int, list[Segment]]] = []  # (rollout index, segments) in output order
+    rollout_ids: list[str] = []
+    rollout_rewards: list[float] = []
+    rollout_groups: list[str] = []
+    seen: set[str] = set()
+    for trajectory in trajectories:
+        report.trajectories += 1
+        report.calls += len(trajectory.calls)
+        reason = _rollout_drop_reason(trajectory)
+        if reason:
+            report.dropped_rollouts[reason] += 1
+            report.dropped_calls[f"rollout_{reason}"] += len(trajectory.calls)
+            continue
+        if trajectory.rollout_id in seen:
+            raise ValueError(
+                f"rollout {trajectory.rollout_id!r} appears twice (attempts {trajectory.attempt} and another); "
+                "pass one trajectory per rollout, the attempt that finished"
+            )
+        seen.add(trajectory.rollout_id)
+        rollout_ids.append(trajectory.rollout_id)
+        rollout_rewards.append(float(trajectory.final_reward))  # type: ignore[arg-type]  # checked above
+        rollout_groups.append(trajectory.group_id or f"rollout:{trajectory.rollout_id}")
+        attempt_rows = AttemptRows(report, decode, config.max_break_examples)
+        for segment in _kept_segments(trajectory, config, report):
+            attempt_rows.add(segment)
+        if config.mode == "trajectory":
+            rows.extend((len(rollout_ids) - 1, row.segments) for row in attempt_rows.rows)
+        else:
+            kept = sorted((s for row in attempt_rows.rows for s in row.segments), key=lambda s: s.call.seq)
+            rows.extend((len(rollout_ids) - 1, [s]) for s in kept)
+    report.rollouts = len(rollout_ids)
+    rows = [row for row in rows if _within_limits(row[1], config, report)]
+    return _pad(rows, rollout_ids, rollout_rewards, rollout_groups, config, report), report
+
+
+def _rollout_drop_reason(trajectory: Trajectory) -> str | None:
+    kind = trajectory.failure_kind
+    if kind is not None and kind in (FailureKind.INFRA, FailureKind.TIMEOUT):
+        return f"{kind.value}_failure"  # retried elsewhere; never a made-up reward
+    if trajectory.final_reward is None:
+        return "no_reward"
+    return None
+
+
+def _kept_segments(trajectory: Trajectory, config: SampleConfig, report: BuildReport) -> list[Segment]:
+    calls = sorted(trajectory.calls, key=lambda tc: tc.call.seq)
+    step = np.array([sum(r.value for r in tc.rewards if not r.final) for tc in calls], dtype=np.float64)
+    to_go = np.cumsum(step[::-1])[::-1]  # step rewards of this call and every later one
+    segments = []
+    for tc, step_return in zip(calls, to_go, strict=True):
+        reason = _call_drop_reason(tc, config)
+        if reason:
+            report.dropped_calls[reason] += 1
+            continue
+        call = tc.call
+        prompt = np.asarray(call.prompt_token_ids, dtype=np.int64)
+        response = np.asarray(call.response_token_ids, dtype=np.int64)
+        logprobs = np.asarray(call.response_logprobs, dtype=np.float32)
+        segments.append(Segment(call, prompt, response, logprobs, float(step_return)))
+    return segments
+
+
+def _call_drop_reason(tc: TrajectoryCall, config: SampleConfig) -> str | None:
+    call = tc.call
+    if config.agents and not _under_agent(tc, config.agents):
+        return "agent_filter"
+    if call.flags:
+        return "flagged:" + ",".join(sorted(call.flags))
+    if call.status_code != 200:
+        return f"http_{call.status_code}"
+    if call.error:
+        return "error"
+    if len(call.response_token_ids) != len(call.response_logprobs):
+        return "logprob_length_mismatch"
+    if not call.prompt_token_ids:
+        return "empty_prompt"
+    if not call.response_token_ids:
+        return "empty_response"
+    return None
+
+
+def _under_agent(tc: TrajectoryCall, agents: tuple[str, ...]) -> bool:
+    if tc.agent_name in agents:
+        return True
+    return any(span == name or span.endswith(f" {name}") for span in tc.span_path for name in agents)
+
+
+def _within_limits(segments: list[Segment], config: SampleConfig, report: BuildReport) -> bool:
+    """Apply the length limits to one row in place; False if the row is dropped."""
+    prompt_length, length = segments[0].start, segments[-1].end
+    if config.max_prompt_tokens is not None and prompt_length > config.max_prompt_tokens:
+        _drop_row("prompt_too_long", segments, report)
+        return False
+    limit = None if config.max_response_tokens is None else prompt_length + config.max_response_tokens
+    if limit is None or length <= limit:
+        return True
+    if config.overlong == "drop":
+        _drop_row("response_too_long", segments, report)
+        return False
+    report.truncated_rows += 1
+    report.truncated_tokens += length - limit
+    kept = [s for s in segments if s.start < limit]
+    for segment in segments[len(kept) :]:
+        report.truncated_trained_tokens += len(segment.response)
+        report.dropped_calls["truncated_away"] += 1
+    last = kept[-1]
+    cut = last.end - limit
+    if cut > 0:
+        report.truncated_trained_tokens += cut
+        kept[-1] = replace(last, response=last.response[:-cut], logprobs=last.logprobs[:-cut])
+    segments[:] = kept
+    return True
+
+
+def _drop_row(reason: str, segments: list[Segment], report: BuildReport) -> None:
+    report.dropped_rows[reason] += 1
+    report.dropped_row_tokens += segments[-1].end
+    report.dropped_calls[f"row_{reason}"] += len(segments)
+
+
+def _pad(
+    rows: list[tuple[int, list[Segment]]],
+    rollout_ids: list[str],
+    rollout_rewards: list[float],
+    rollout_groups: list[str],
+    config: SampleConfig,
+    report: BuildReport,
+) -> SampleBatch:
+    lengths = np.array([segments[-1].end for _, segments in rows], dtype=np.int64)  # (R,)
+    width = int(lengths.max()) if len(rows) else 0
+    input_ids = np.full((len(rows), width), config.pad_token_id, dtype=np.int64)  # (R, T)
+    loss_mask = np.zeros((len(rows), width), dtype=np.float32)  # (R, T)
+    old_logprobs = np.zeros((len(rows), width), dtype=np.float32)  # (R, T)
+    step_returns = np.zeros((len(rows), width), dtype=np.float32)  # (R, T)
+    row_versions = np.full(len(rows), -1, dtype=np.int64)  # (R,)
+    for r, (_, segments) in enumerate(rows):
+        last = segments[-1]
+        input_ids[r, : last.start] = last.prompt  # the last prompt holds every earlier turn
+        for s in segments:
+            input_ids[r, s.start : s.end] = s.response
+            loss_mask[r, s.start : s.end] = 1.0
+            old_logprobs[r, s.start : s.end] = s.logprobs
+            step_returns[r, s.start : s.end] = s.step_return
+        versions = [s.call.policy_version for s in segments if s.call.policy_version is not None]
+        row_versions[r] = min(versions, default=-1)
+    attention_mask = (np.arange(width)[None, :] < lengths[:, None]).astype(np.int64)  # (R, T)
+    group_ids = list(dict.fromkeys(rollout_groups))
+    group_of = {g: i for i, g in enumerate(group_ids)}
+    rollout_group = torch.tensor([group_of[g] for g in rollout_groups], dtype=torch.long)  # (U,)
+    rollout_reward = torch.tensor(rollout_rewards, dtype=torch.float32)  # (U,)
+    row_rollout = torch.tensor([u for u, _ in rows], dtype=torch.long)  # (R,)
+    report.rows = len(rows)
+    report.tokens = int(lengths.sum())
+    report.trained_tokens = int(loss_mask.sum())
+    report.calls_used = sum(len(segments) for _, segments in rows)
+    return SampleBatch(
+        input_ids=torch.from_numpy(input_ids),
+        attention_mask=torch.from_numpy(attention_mask),
+        loss_mask=torch.from_numpy(loss_mask),
+        old_logprobs=torch.from_numpy(old_logprobs),
+        step_returns=torch.from_numpy(step_returns),
+        row_rollout=row_rollout,
+        row_group=rollout_group[row_rollout],
+        row_reward=rollout_reward[row_rollout],
+        row_policy_version=torch.from_numpy(row_versions),
+        rollout_ids=rollout_ids,
+        rollout_group=rollout_group,
+        rollout_reward=rollout_reward,
+        group_ids=group_ids,
+        row_calls=[tuple(s.call.seq for s in segments) for _, segments in rows],
+    )

@@ -1,0 +1,113 @@
+"""Merging one attempt's model calls into rows: extend while the prompt continues the row.
+
+A row is a token sequence with the spans the model generated marked. Calls
+arrive in order. For each call, in this order:
+
+1. **retry** — its prompt ids equal the prompt ids of a row's last call: the
+   agent asked again and continued from this answer, so the earlier answer
+   is replaced (dropped as `retried`).
+2. **extend** — its prompt ids start with a row's full ids (that row's last
+   prompt + response): the call joins the row; the tokens in between (tool
+   results, user turns) become context. Of several such rows the longest wins.
+   Rows stay open for the whole attempt, so a main agent's calls keep
+   merging while a sub-agent's calls interleave with them in rows of their own.
+3. **start a row** — otherwise; compared with the open row sharing the longest
+   token prefix (the latest on ties), the start is a new conversation or a
+   break whose cause `samples_breaks.classify_break` decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from alight.schemas import ModelCall
+from alight_server.trainer.samples_breaks import Decode, classify_break, common_prefix_length, make_example
+from alight_server.trainer.samples_report import BuildReport
+
+
+@dataclass
+class Segment:
+    """One call's generated tokens inside a row."""
+
+    call: ModelCall
+    prompt: np.ndarray  # (p,) int64 the call's prompt ids
+    response: np.ndarray  # (n,) int64 ids the model produced
+    logprobs: np.ndarray  # (n,) float32 their recorded logprobs
+    step_return: float  # step rewards of this call and every later call of the attempt
+
+    @property
+    def start(self) -> int:
+        """Row index of the first response token: a merged row repeats each call's prompt."""
+        return len(self.prompt)
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.response)
+
+
+@dataclass
+class Row:
+    """A training row under construction: the last call's prompt plus every merged call's response."""
+
+    prompt: np.ndarray  # (P,) int64, the last merged call's prompt; it contains all earlier turns
+    segments: list[Segment] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return self.segments[-1].end
+
+    def ids(self) -> np.ndarray:
+        return np.concatenate([self.prompt, self.segments[-1].response])  # (len,)
+
+    def continued_by(self, prompt: np.ndarray) -> bool:
+        """Does `prompt` start with exactly this row's ids?"""
+        n, last = len(self.prompt), self.segments[-1]
+        return (
+            len(prompt) >= len(self)
+            and np.array_equal(prompt[:n], self.prompt)
+            and np.array_equal(prompt[n : last.end], last.response)
+        )
+
+
+class AttemptRows:
+    """Rows of one attempt, fed call by call (see the module docstring for the rule)."""
+
+    def __init__(self, report: BuildReport, decode: Decode | None, max_break_examples: int) -> None:
+        self.rows: list[Row] = []
+        self._report = report
+        self._decode = decode
+        self._max_examples = max_break_examples
+
+    def add(self, segment: Segment) -> None:
+        call, prompt = segment.call, segment.prompt
+        for row in reversed(self.rows):
+            if len(row.prompt) == len(prompt) and np.array_equal(row.prompt, prompt):
+                row.segments.pop()
+                self._report.dropped_calls["retried"] += 1
+                row.segments.append(segment)
+                return
+        extendable = [row for row in self.rows if row.continued_by(prompt)]
+        if extendable:
+            row = max(extendable, key=len)
+            row.prompt = prompt
+            row.segments.append(segment)
+            return
+        self._note_new_row(call, prompt)
+        self.rows.append(Row(prompt, [segment]))
+
+    def _note_new_row(self, call: ModelCall, prompt: np.ndarray) -> None:
+        report = self._report
+        if not self.rows:
+            report.conversations += 1
+            return
+        shared = [(common_prefix_length(row.ids(), prompt), i) for i, row in enumerate(self.rows)]
+        closest = self.rows[max(shared)[1]]
+        previous, row_ids = closest.segments[-1].call, closest.ids()
+        cause = classify_break(call, previous, row_ids, prompt, self._decode)
+        if cause == "new_conversation":
+            report.conversations += 1
+            return
+        report.breaks[cause] += 1
+        if len(report.break_examples) < self._max_examples:
+            report.break_examples.append(make_example(call, previous, cause, row_ids, prompt))
