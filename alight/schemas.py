@@ -228,6 +228,8 @@ class Upstream(BaseModel):
     url: str
     policy_version: int
     model: str | None
+    # The gateway needs it to call the upstream; never serialized into API answers.
+    api_key: str | None = Field(default=None, exclude=True)
     created_at: datetime
 
 

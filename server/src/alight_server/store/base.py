@@ -33,7 +33,12 @@ class NotFound(StoreError):
 
 
 class Conflict(StoreError):
-    """An illegal state move, or an id reused with a different body."""
+    """An illegal state move, or an id reused with a different body.
+
+    Caller-chosen ids make creates idempotent: repeating a create with the same
+    id and the same body returns the stored object; the same id with a
+    different body raises Conflict rather than silently keeping either one.
+    """
 
 
 class SchemaTooNew(StoreError):
@@ -139,6 +144,10 @@ class Store(Protocol):
 
     def current_policy_version(self) -> int:
         """0 before any version was added."""
+        ...
+
+    def list_policy_versions(self) -> list[PolicyVersion]:
+        """Oldest first."""
         ...
 
     def add_policy_version(self, metadata: dict[str, object] | None = None) -> PolicyVersion:

@@ -1,0 +1,68 @@
+"""How an attempt's end moves its rollout: the retry rules on top of the state machine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, Row, select, update
+
+from alight.schemas import TRANSITIONS, AttemptFinish, AttemptStatus, FailureKind, RolloutState
+from alight_server.store import rows
+from alight_server.store import tables as t
+from alight_server.store.base import Conflict, NotFound
+
+# Infra and timeout failures say nothing about the policy: retry them as new attempts.
+RETRYABLE = frozenset({FailureKind.INFRA, FailureKind.TIMEOUT})
+
+
+def end_running_attempt(conn: Connection, rollout_id: str, to: RolloutState) -> None:
+    """A rollout moved to a final state by hand: close its running attempt to match."""
+    a = t.attempts.c
+    status = AttemptStatus.SUCCEEDED if to == RolloutState.SUCCEEDED else AttemptStatus.FAILED
+    conn.execute(
+        update(t.attempts)
+        .where((a.rollout_id == rollout_id) & (a.status == AttemptStatus.RUNNING.value))
+        .values(
+            status=status.value,
+            message=f"rollout moved to {to.value} while this attempt ran",
+            ended_at=rows.now(),
+            ended_by_transition=True,
+        )
+    )
+
+
+def apply_finish(conn: Connection, rollout: Row[Any], attempt: int, finish: AttemptFinish) -> dict[str, Any] | None:
+    """Record the attempt's end; return the rollout columns to change, or None for a no-op."""
+    a = t.attempts.c
+    where = (a.rollout_id == rollout.id) & (a.attempt == attempt)
+    row = conn.execute(select(t.attempts).where(where)).first()
+    if row is None:
+        raise NotFound(f"rollout {rollout.id!r} has no attempt {attempt}")
+    status = AttemptStatus(finish.status)
+    kind = None if status == AttemptStatus.SUCCEEDED else (finish.failure_kind or FailureKind.TASK)
+    if row.status != AttemptStatus.RUNNING.value:
+        if row.ended_by_transition or (row.status, row.failure_kind) == (status.value, kind and kind.value):
+            return None  # the runner reporting after a cancel, or a retried report
+        raise Conflict(
+            f"attempt {attempt} of rollout {rollout.id!r} already finished as {row.status}"
+            f"{f'/{row.failure_kind}' if row.failure_kind else ''}; cannot finish it again as "
+            f"{status.value}{f'/{kind.value}' if kind else ''}"
+        )
+    current = RolloutState(rollout.state)
+    retry = kind in RETRYABLE and attempt == rollout.attempt_count and rollout.attempt_count < rollout.max_attempts
+    target = RolloutState.RUNNING if retry else (RolloutState.SUCCEEDED if kind is None else RolloutState.FAILED)
+    if target != current and target not in TRANSITIONS[current]:
+        raise Conflict(
+            f"rollout {rollout.id!r} is {current.value}; an attempt finishing cannot move it to {target.value}"
+        )
+    values: dict[str, Any] = {
+        "status": status.value,
+        "failure_kind": kind.value if kind else None,
+        "exit_code": finish.exit_code,
+        "message": finish.message,
+        "ended_at": rows.now(),
+    }
+    if finish.runner_handle is not None:
+        values["runner_handle"] = finish.runner_handle
+    conn.execute(update(t.attempts).where(where).values(**values))
+    return {"state": target.value, "claimable": retry}

@@ -1,0 +1,182 @@
+"""The store's SQL schema (SQLAlchemy Core tables) and its version number."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+# Bump when a table changes, and teach SqlStore to migrate from the previous version.
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+schema_version = Table("schema_version", metadata, Column("version", Integer, nullable=False))
+
+# Store-wide counters. `rollout_seq` is bumped inside every transaction that changes a
+# rollout; the row lock orders those commits, so seq order is commit order and a
+# `since_seq` cursor never skips a change that committed late.
+counters = Table(
+    "counters",
+    metadata,
+    Column("name", String(50), primary_key=True),
+    Column("value", BigInteger, nullable=False),
+)
+
+rollouts = Table(
+    "rollouts",
+    metadata,
+    Column("id", String(200), primary_key=True),
+    # Creation order, for fair claiming; `seq` moves, this does not.
+    Column("ordinal", BigInteger, nullable=False),
+    Column("task", Text, nullable=False),  # JSON
+    Column("mode", String(10), nullable=False),
+    Column("group_id", String(200)),
+    Column("runner", Text),  # JSON or NULL
+    Column("timeout_s", Float, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    Column("metadata", Text, nullable=False),  # JSON
+    Column("state", String(20), nullable=False),
+    Column("policy_version", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("seq", BigInteger, nullable=False, unique=True),
+    # True while the rollout waits for its next attempt (queued, or running after an
+    # infra/timeout failure with attempts left): what claim_attempts looks for.
+    Column("claimable", Boolean, nullable=False),
+    Column("attempt_count", Integer, nullable=False),
+    # Hash of the create body: a retried create with the same id must carry the same body.
+    Column("body_hash", String(64), nullable=False),
+    Index("ix_rollouts_claim", "claimable", "ordinal"),
+    Index("ix_rollouts_group", "group_id"),
+    Index("ix_rollouts_state_seq", "state", "seq"),
+)
+
+attempts = Table(
+    "attempts",
+    metadata,
+    Column("rollout_id", String(200), ForeignKey("rollouts.id", ondelete="CASCADE"), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("failure_kind", String(20)),
+    Column("message", Text),
+    Column("exit_code", Integer),
+    Column("runner_handle", String(500)),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("ended_at", DateTime(timezone=True)),
+    # Ended by a rollout transition (cancel, manual status), not by its runner's report.
+    Column("ended_by_transition", Boolean, nullable=False, default=False),
+    PrimaryKeyConstraint("rollout_id", "attempt"),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("pk", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("rollout_id", String(200), ForeignKey("rollouts.id", ondelete="CASCADE"), nullable=False),
+    Column("id", String(200), nullable=False),
+    Column("attempt", Integer),
+    Column("kind", String(100), nullable=False),
+    Column("payload", Text, nullable=False),  # JSON
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("rollout_id", "id", name="uq_events_rollout_id"),
+)
+
+rewards = Table(
+    "rewards",
+    metadata,
+    Column("pk", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("rollout_id", String(200), ForeignKey("rollouts.id", ondelete="CASCADE"), nullable=False),
+    Column("id", String(200), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("value", Float, nullable=False),
+    Column("name", String(200)),
+    Column("final", Boolean, nullable=False),
+    Column("span_id", String(64)),
+    Column("model_call_id", String(200)),
+    Column("source", String(20), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("rollout_id", "id", name="uq_rewards_rollout_id"),
+    Index("ix_rewards_attempt", "rollout_id", "attempt"),
+)
+
+# The gateway's hot path: one INSERT per model call. Token ids and logprobs are
+# compact JSON arrays in text columns; nothing is queried inside them.
+model_calls = Table(
+    "model_calls",
+    metadata,
+    Column("id", String(200), primary_key=True),
+    Column("rollout_id", String(200), ForeignKey("rollouts.id", ondelete="CASCADE"), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("trace_id", String(32)),
+    Column("span_id", String(16)),
+    Column("flavour", String(20), nullable=False),
+    Column("request", Text, nullable=False),
+    Column("response", Text),
+    Column("prompt_token_ids", Text, nullable=False),
+    Column("response_token_ids", Text, nullable=False),
+    Column("response_logprobs", Text, nullable=False),
+    Column("extra_choices", Text, nullable=False),
+    Column("policy_version", Integer),
+    Column("upstream", String(500)),
+    Column("latency_ms", Float),
+    Column("status_code", Integer, nullable=False),
+    Column("error", Text),
+    Column("streamed", Boolean, nullable=False),
+    Column("flags", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("rollout_id", "attempt", "seq", name="uq_model_calls_seq"),
+)
+
+spans = Table(
+    "spans",
+    metadata,
+    Column("trace_id", String(32), nullable=False),
+    Column("span_id", String(16), nullable=False),
+    Column("parent_span_id", String(16)),
+    Column("rollout_id", String(200), ForeignKey("rollouts.id", ondelete="CASCADE"), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("kind", Integer, nullable=False),
+    Column("start_time_ns", BigInteger, nullable=False),
+    Column("end_time_ns", BigInteger),
+    Column("attributes", Text, nullable=False),
+    Column("events", Text, nullable=False),
+    Column("status_code", Integer, nullable=False),
+    Column("status_message", Text),
+    PrimaryKeyConstraint("trace_id", "span_id"),
+    Index("ix_spans_attempt", "rollout_id", "attempt", "start_time_ns"),
+)
+
+upstreams = Table(
+    "upstreams",
+    metadata,
+    Column("id", String(200), primary_key=True),
+    Column("url", Text, nullable=False),
+    Column("policy_version", Integer, nullable=False),
+    Column("model", String(500)),
+    Column("api_key", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+policy_versions = Table(
+    "policy_versions",
+    metadata,
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("metadata", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)

@@ -1,0 +1,90 @@
+"""Shared fixtures: stores (SQLite, PostgreSQL), a server config, a live server on loopback, clients."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from alight_server.app import create_app
+from alight_server.config import ServerConfig
+from alight_server.serving import ServerThread, free_port
+from alight_server.store.sql import SqlStore
+
+ADMIN_KEY = "alk_test-admin-key"
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """Base URL of the throwaway PostgreSQL that scripts/test.sh starts; skips when absent."""
+    url = os.environ.get("ALIGHT_TEST_PG_URL")
+    if not url:
+        pytest.skip("ALIGHT_TEST_PG_URL is not set (scripts/test.sh starts PostgreSQL and sets it)")
+    return url
+
+
+@pytest.fixture
+def pg_store_url(pg_url: str) -> Iterator[str]:
+    """A URL onto a fresh, empty PostgreSQL schema for this test (dropped afterwards)."""
+    import sqlalchemy as sa
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in pg_url else "?"
+    yield f"{pg_url}{sep}options=-csearch_path%3D{schema}"
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+    admin.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'alight.db'}"
+
+
+@pytest.fixture
+def store(sqlite_url: str) -> Iterator[SqlStore]:
+    """A SqlStore on a temporary SQLite file."""
+    s = SqlStore(sqlite_url)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def server_config(sqlite_url: str) -> ServerConfig:
+    return ServerConfig(admin_key=ADMIN_KEY, db_url=sqlite_url, port=free_port())
+
+
+@dataclass
+class LiveServer:
+    url: str
+    admin_key: str
+    app: FastAPI
+    store: SqlStore
+    config: ServerConfig
+
+    def admin_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.admin_key}"}
+
+
+@pytest.fixture
+def live_server(server_config: ServerConfig, store: SqlStore) -> Iterator[LiveServer]:
+    """create_app on the `store` fixture, served on a free loopback port in a thread."""
+    app = create_app(server_config, store=store)
+    with ServerThread(app, port=server_config.port) as url:
+        assert server_config.admin_key is not None
+        yield LiveServer(url=url, admin_key=server_config.admin_key, app=app, store=store, config=server_config)
+
+
+@pytest.fixture
+def admin_client(live_server: LiveServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=live_server.url, headers=live_server.admin_headers(), timeout=30) as client:
+        yield client

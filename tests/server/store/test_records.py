@@ -1,0 +1,166 @@
+"""Store contract: events, rewards, model calls, spans, upstreams, schema versions, reopening."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from alight.schemas import (
+    ApiFlavour,
+    EventCreate,
+    ModelCall,
+    RewardCreate,
+    RewardSource,
+    RolloutCreate,
+    SpanRecord,
+    UpstreamCreate,
+)
+from alight_server.store import Conflict, NotFound, SchemaTooNew
+from alight_server.store.sql import SqlStore
+
+
+@pytest.fixture
+def rollout_id(any_store: SqlStore) -> str:
+    return any_store.create_rollouts([RolloutCreate(id="r")])[0].id
+
+
+def _call(call_id: str, attempt: int = 1) -> ModelCall:
+    return ModelCall(
+        id=call_id,
+        rollout_id="r",
+        attempt=attempt,
+        seq=-1,
+        flavour=ApiFlavour.CHAT,
+        request={"messages": [{"role": "user", "content": "hi"}]},
+        response={"choices": []},
+        prompt_token_ids=[1, 2, 3],
+        response_token_ids=[4, 5],
+        response_logprobs=[-0.5, -0.25],
+        status_code=200,
+        created_at=datetime.now(UTC),
+    )
+
+
+def test_events_are_idempotent_on_their_id_and_filterable(any_store: SqlStore, rollout_id: str) -> None:
+    e1 = any_store.add_event(rollout_id, EventCreate(id="e1", kind="log", attempt=1, payload={"x": 1}))
+    assert any_store.add_event(rollout_id, EventCreate(id="e1", kind="log", attempt=1, payload={"x": 1})) == e1
+    any_store.add_event(rollout_id, EventCreate(kind="progress", attempt=2))
+    assert [e.kind for e in any_store.list_events(rollout_id)] == ["log", "progress"]
+    assert [e.kind for e in any_store.list_events(rollout_id, attempt=2)] == ["progress"]
+    assert [e.id for e in any_store.list_events(rollout_id, kind="log")] == ["e1"]
+
+
+def test_an_event_id_reused_with_another_body_is_a_conflict(any_store: SqlStore, rollout_id: str) -> None:
+    any_store.add_event(rollout_id, EventCreate(id="e1", kind="log"))
+    with pytest.raises(Conflict, match="e1"):
+        any_store.add_event(rollout_id, EventCreate(id="e1", kind="other"))
+
+
+def test_events_and_rewards_need_a_known_rollout(any_store: SqlStore) -> None:
+    with pytest.raises(NotFound):
+        any_store.add_event("ghost", EventCreate(kind="log"))
+    with pytest.raises(NotFound):
+        any_store.add_reward("ghost", RewardCreate(attempt=1, value=1.0))
+    with pytest.raises(NotFound):
+        any_store.list_events("ghost")
+
+
+def test_rewards_round_trip_and_are_idempotent(any_store: SqlStore, rollout_id: str) -> None:
+    item = RewardCreate(id="w1", attempt=1, value=0.75, name="acc", final=True, source=RewardSource.EVALUATOR)
+    stored = any_store.add_reward(rollout_id, item)
+    assert (stored.value, stored.name, stored.final, stored.source) == (0.75, "acc", True, RewardSource.EVALUATOR)
+    assert any_store.add_reward(rollout_id, item) == stored
+    any_store.add_reward(rollout_id, RewardCreate(attempt=2, value=-1))
+    assert [w.value for w in any_store.list_rewards(rollout_id)] == [0.75, -1.0]
+    assert [w.attempt for w in any_store.list_rewards(rollout_id, attempt=2)] == [2]
+    with pytest.raises(Conflict):
+        any_store.add_reward(rollout_id, item.model_copy(update={"value": 0.5}))
+
+
+def test_model_calls_get_consecutive_seq_per_attempt(any_store: SqlStore, rollout_id: str) -> None:
+    seqs = [any_store.add_model_call(_call(f"c{i}")).seq for i in range(3)]
+    assert seqs == [0, 1, 2]
+    assert any_store.add_model_call(_call("d0", attempt=2)).seq == 0
+    assert any_store.add_model_call(_call("c1")).seq == 1  # retried id: the stored call
+    calls = any_store.list_model_calls(rollout_id, attempt=1)
+    assert [c.id for c in calls] == ["c0", "c1", "c2"]
+    assert calls[0].prompt_token_ids == [1, 2, 3] and calls[0].response_logprobs == [-0.5, -0.25]
+    assert len(any_store.list_model_calls(rollout_id)) == 4
+
+
+def test_concurrent_model_calls_of_one_attempt_get_distinct_seqs(any_store: SqlStore, rollout_id: str) -> None:
+    seqs: list[int] = []
+
+    def worker(k: int) -> None:
+        for i in range(5):
+            seqs.append(any_store.add_model_call(_call(f"c{k}-{i}")).seq)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sorted(seqs) == list(range(20))
+
+
+def test_spans_are_idempotent_and_need_a_known_rollout(any_store: SqlStore, rollout_id: str) -> None:
+    span = SpanRecord(
+        trace_id="a" * 32,
+        span_id="b" * 16,
+        rollout_id=rollout_id,
+        attempt=1,
+        name="alight.rollout",
+        start_time_ns=1,
+        attributes={"k": [1, 2]},
+        events=[{"name": "alight.reward", "time_ns": 2, "attributes": {"alight.reward.value": 1.0}}],
+    )
+    other = span.model_copy(update={"span_id": "c" * 16, "start_time_ns": 2, "parent_span_id": "b" * 16})
+    assert any_store.add_spans([span, other]) == 2
+    assert any_store.add_spans([span]) == 0
+    assert any_store.list_spans(rollout_id) == [span, other]
+    with pytest.raises(NotFound, match="ghost"):
+        any_store.add_spans([span.model_copy(update={"rollout_id": "ghost", "span_id": "d" * 16})])
+
+
+def test_upstreams_upsert_list_and_remove(any_store: SqlStore) -> None:
+    u = any_store.add_upstream(UpstreamCreate(id="u1", url="http://h:1/v1", api_key="sk-secret", model="m"))
+    assert u.api_key == "sk-secret" and "api_key" not in u.model_dump()
+    any_store.add_upstream(UpstreamCreate(id="u1", url="http://h:2/v1", policy_version=3))
+    (listed,) = any_store.list_upstreams()
+    assert (listed.url, listed.policy_version, listed.created_at) == ("http://h:2/v1", 3, u.created_at)
+    any_store.remove_upstream("u1")
+    assert any_store.list_upstreams() == []
+    with pytest.raises(NotFound, match="u1"):
+        any_store.remove_upstream("u1")
+
+
+def test_a_newer_schema_version_is_refused_with_a_clear_message(store_url: str) -> None:
+    SqlStore(store_url).close()
+    engine = sa.create_engine(store_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE schema_version SET version = 99")
+    engine.dispose()
+    with pytest.raises(SchemaTooNew, match=r"schema version 99.*upgrade alight-server"):
+        SqlStore(store_url)
+
+
+def test_reopening_a_sqlite_file_keeps_everything(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'nested' / 'dir' / 'alight.db'}"
+    s = SqlStore(url)
+    s.create_rollouts([RolloutCreate(id="r", task={"a": 1})])
+    s.add_event("r", EventCreate(kind="log"))
+    s.close()
+    s = SqlStore(url)
+    assert s.get_rollout("r").task == {"a": 1} and len(s.list_events("r")) == 1
+    s.close()
+
+
+def test_an_in_memory_store_works(tmp_path: Path) -> None:
+    s = SqlStore("sqlite://")
+    s.create_rollouts([RolloutCreate(id="r")])
+    assert s.claim_attempts(1)[0][1] == 1
+    s.close()
