@@ -1,0 +1,114 @@
+"""The runner protocol: how the controller starts, watches and stops one attempt, wherever it runs.
+
+A runner is the only part of the controller that knows where agents run (a
+local subprocess, a Kubernetes Job). The reconcile loop in `loop.py` speaks to
+it through five verbs and never holds anything a restart would lose:
+
+    handle = runner.start(attempt_start)   # idempotent: same attempt -> same handle, started once
+    status = runner.poll(handle)           # running | exited(code) | failed_to_start | lost
+    runner.kill(handle, grace_s)           # SIGTERM-like now, SIGKILL-like once grace_s has passed
+    runner.handles()                       # every attempt this runner still holds (for adoption)
+    runner.release(handle)                 # forget a finished attempt (its log stays)
+
+Handles are a pure function of (runner name, rollout id, attempt), so a
+controller that reconciles twice, or restarts between `start` and recording
+the handle, finds the same attempt again instead of starting a second copy.
+
+A new runner only has to implement `Runner`; for example a runner that runs
+nothing and reports success:
+
+    class NoopRunner:
+        name = "noop"
+        def handle_for(self, rollout_id, attempt): return attempt_handle(self.name, rollout_id, attempt)
+        def start(self, start): return self.handle_for(start.rollout.id, start.attempt)
+        def poll(self, handle): return RunStatus(RunPhase.EXITED, exit_code=0)
+        def kill(self, handle, grace_s): pass
+        def handles(self): return []
+        def release(self, handle): pass
+        def log_tail(self, handle, max_bytes): return ""
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Protocol
+
+from alight.schemas import AttemptStart
+
+
+class RunPhase(enum.StrEnum):
+    RUNNING = "running"
+    EXITED = "exited"  # the agent ended by itself (or after our kill); exit_code says how
+    FAILED_TO_START = "failed_to_start"  # missing executable, bad cwd, image pull error: infra
+    LOST = "lost"  # the runner can no longer see the attempt or its outcome: infra
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    phase: RunPhase
+    # Negative for "killed by signal -code", as subprocess reports it.
+    exit_code: int | None = None
+    message: str | None = None
+    # Wall-clock start (time.time()), so an adopted attempt keeps its original deadline.
+    started_at: float | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.phase is not RunPhase.RUNNING
+
+
+class SpawnError(Exception):
+    """The runner could not start the attempt at all (an infra failure, retried as a new attempt)."""
+
+
+HANDLE_SEPARATOR = "/"
+
+
+def attempt_handle(runner_name: str, rollout_id: str, attempt: int) -> str:
+    """`local@host/rollout-id/2`: rollout ids never contain '/', so the handle parses back."""
+    return f"{runner_name}{HANDLE_SEPARATOR}{rollout_id}{HANDLE_SEPARATOR}{attempt}"
+
+
+def parse_handle(handle: str) -> tuple[str, str, int]:
+    """(runner name, rollout id, attempt) of a handle made by `attempt_handle`."""
+    try:
+        name, rollout_id, attempt = handle.rsplit(HANDLE_SEPARATOR, 2)
+        return name, rollout_id, int(attempt)
+    except ValueError as exc:
+        raise ValueError(f"runner handle {handle!r} is not 'runner/rollout-id/attempt'") from exc
+
+
+class Runner(Protocol):
+    """Starts and watches attempts. All methods are synchronous, quick, and safe to call twice."""
+
+    @property
+    def name(self) -> str:
+        """Prefix of every handle this runner makes; a controller fails only handles with its own name."""
+        ...
+
+    def handle_for(self, rollout_id: str, attempt: int) -> str: ...
+
+    def start(self, start: AttemptStart) -> str:
+        """Start the attempt unless it already runs; return its handle. Raises SpawnError."""
+        ...
+
+    def poll(self, handle: str) -> RunStatus:
+        """Where the attempt is now. Works for handles started by an earlier runner instance (adoption)."""
+        ...
+
+    def kill(self, handle: str, grace_s: float) -> None:
+        """Ask the attempt to stop now and force it after grace_s; returns at once, poll sees the end."""
+        ...
+
+    def handles(self) -> list[str]:
+        """Handles of attempts not yet released, including ones started before a restart."""
+        ...
+
+    def release(self, handle: str) -> None:
+        """Forget a finished attempt's state; its captured log is kept."""
+        ...
+
+    def log_tail(self, handle: str, max_bytes: int) -> str:
+        """The last max_bytes of the attempt's captured stdout+stderr ('' when there is none)."""
+        ...

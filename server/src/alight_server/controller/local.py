@@ -1,0 +1,272 @@
+"""Local runner: each attempt is a subprocess in its own process group, with its state on disk.
+
+Per attempt, under `logs_dir/<rollout id>/`:
+  `<n>.log`         the agent's stdout and stderr (kept after the attempt ends)
+  `<n>.state.json`  pid, process start time, wall-clock start: what adoption needs
+  `<n>.exit.json`   written by the supervisor when the agent ends: its exit status
+
+A controller that restarts builds a new LocalRunner on the same logs_dir and
+sees every unreleased attempt in `handles()`; `poll` then checks that the pid
+is alive *and* is the process it started (same kernel start time), so a
+recycled pid is never mistaken for the agent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from alight import envvars
+from alight.schemas import AttemptStart
+from alight_server.controller.base import RunPhase, RunStatus, SpawnError, attempt_handle, parse_handle
+
+SUPERVISOR = str(Path(__file__).with_name("supervise.py"))
+DEFAULT_LOGS_DIR = ".alight/logs"
+
+
+def attempt_dir(logs_dir: str | Path, rollout_id: str) -> Path:
+    # Rollout ids match [A-Za-z0-9._:-]+, so "." and ".." are legal ids but not safe folder names.
+    name = rollout_id if rollout_id.strip(".") else f"_{rollout_id}"
+    return Path(logs_dir) / name
+
+
+def attempt_log_path(logs_dir: str | Path, rollout_id: str, attempt: int) -> Path:
+    """Where the local runner captures an attempt's output (also read by `alight logs`)."""
+    return attempt_dir(logs_dir, rollout_id) / f"{attempt}.log"
+
+
+class LocalRunner:
+    """Runs attempts as local subprocesses; see the module docstring for the files it keeps."""
+
+    def __init__(
+        self,
+        logs_dir: str | Path = DEFAULT_LOGS_DIR,
+        *,
+        name: str | None = None,
+        agent_server_url: str | None = None,
+        python: str = sys.executable,
+        base_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.logs_dir = Path(logs_dir).absolute()  # absolute: agents run in their own cwd
+        # The host is part of the name so that two machines' local controllers never fail each other's attempts.
+        self._name = name or f"local@{socket.gethostname()}"
+        # Where agents reach the server; by default the address the server handed out in the claim.
+        self.agent_server_url = agent_server_url
+        self.python = python
+        self.base_env = dict(os.environ if base_env is None else base_env)
+        self._children: dict[str, subprocess.Popen[bytes]] = {}  # attempts this instance spawned
+        self._force_kill_at: dict[str, float] = {}  # handle -> monotonic time of the SIGKILL
+        self._swept: set[str] = set()  # groups already cleaned after their leader ended
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def handle_for(self, rollout_id: str, attempt: int) -> str:
+        return attempt_handle(self._name, rollout_id, attempt)
+
+    # files
+
+    def _paths(self, handle: str) -> tuple[Path, Path, Path]:
+        _, rollout_id, attempt = parse_handle(handle)
+        folder = attempt_dir(self.logs_dir, rollout_id)
+        return folder / f"{attempt}.log", folder / f"{attempt}.state.json", folder / f"{attempt}.exit.json"
+
+    def _state(self, handle: str) -> dict[str, object] | None:
+        try:
+            return json.loads(self._paths(handle)[1].read_text())
+        except (OSError, ValueError):
+            return None
+
+    # Runner protocol
+
+    def start(self, start: AttemptStart) -> str:
+        rollout = start.rollout
+        handle = self.handle_for(rollout.id, start.attempt)
+        if self._state(handle) is not None:
+            return handle  # started before (maybe by an earlier controller): never start twice
+        spec = rollout.runner
+        if spec is None:
+            raise SpawnError(
+                f"rollout {rollout.id!r} has no runner spec, so there is nothing to start; create it with "
+                "runner={'entrypoint': 'agent.py:main'} or runner={'command': [...]}"
+            )
+        try:
+            argv = envvars.agent_argv(spec, self.python)
+        except ValueError as exc:
+            raise SpawnError(f"rollout {rollout.id!r}: {exc}") from exc
+        cwd = spec.cwd
+        if cwd is not None and not Path(cwd).is_dir():
+            raise SpawnError(f"rollout {rollout.id!r}: runner cwd {cwd!r} is not a directory on {self._name}")
+        log_path, state_path, exit_path = self._paths(handle)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        exit_path.unlink(missing_ok=True)
+        server_url = self.agent_server_url or start.otlp_traces_endpoint.removesuffix("/v1/traces")
+        env = {k: v for k, v in self.base_env.items() if k not in envvars.ALL}
+        env.setdefault("PYTHONUNBUFFERED", "1")  # so a killed agent's last lines still reach the log
+        env.update(spec.env)
+        env.update(envvars.attempt_env(start, server_url, task_dir=log_path.parent))  # the contract wins
+        with log_path.open("ab") as log:
+            try:
+                child = subprocess.Popen(
+                    [self.python, "-I", SUPERVISOR, str(exit_path), "--", *argv],
+                    cwd=cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group: a kill reaches the agent's children too
+                )
+            except OSError as exc:
+                raise SpawnError(f"rollout {rollout.id!r}: could not start {argv[0]!r} in {cwd!r}: {exc}") from exc
+        self._children[handle] = child
+        state = {
+            "handle": handle,
+            "pid": child.pid,
+            "proc_start": _proc_start_ticks(child.pid),
+            "started_at": time.time(),
+            "argv": argv,
+            "cwd": cwd,
+        }
+        tmp = state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, state_path)
+        return handle
+
+    def poll(self, handle: str) -> RunStatus:
+        state = self._state(handle)
+        if state is None:
+            return RunStatus(RunPhase.LOST, message=f"no local state for attempt {handle} (never started here?)")
+        pid = int(state["pid"])  # type: ignore[arg-type]
+        started_at = float(state["started_at"])  # type: ignore[arg-type]
+        child = self._children.get(handle)
+        running = child.poll() is None if child is not None else _is_ours(pid, state.get("proc_start"))
+        if running:
+            force_at = self._force_kill_at.get(handle)
+            if force_at is not None and time.monotonic() >= force_at:
+                _signal_group(pid, signal.SIGKILL)
+            return RunStatus(RunPhase.RUNNING, started_at=started_at)
+        if handle not in self._swept:
+            self._swept.add(handle)
+            # The leader is gone; anything left in its group (a tool server, a stuck grandchild) goes too.
+            # Only when the pid is free, so a recycled pid's unrelated group is never hit.
+            if child is not None or _pid_released(pid, state.get("proc_start")):
+                _signal_group(pid, signal.SIGKILL)
+        return self._outcome(handle, child, started_at)
+
+    def _outcome(self, handle: str, child: subprocess.Popen[bytes] | None, started_at: float) -> RunStatus:
+        try:
+            outcome = json.loads(self._paths(handle)[2].read_text())
+        except (OSError, ValueError):
+            outcome = None
+        if isinstance(outcome, dict) and "spawn_error" in outcome:
+            return RunStatus(RunPhase.FAILED_TO_START, message=str(outcome["spawn_error"]), started_at=started_at)
+        if isinstance(outcome, dict) and isinstance(outcome.get("exit_code"), int):
+            return RunStatus(RunPhase.EXITED, exit_code=outcome["exit_code"], started_at=started_at)
+        how = f" (supervisor exit status {child.returncode})" if child is not None else ""
+        return RunStatus(
+            RunPhase.LOST,
+            message=f"attempt {handle} ended without recording an exit status{how}: killed, or the machine restarted",
+            started_at=started_at,
+        )
+
+    def kill(self, handle: str, grace_s: float) -> None:
+        if handle in self._force_kill_at:
+            return  # already stopping; keep the first deadline
+        state = self._state(handle)
+        if state is None:
+            return
+        pid = int(state["pid"])  # type: ignore[arg-type]
+        child = self._children.get(handle)
+        alive = child.poll() is None if child is not None else _is_ours(pid, state.get("proc_start"))
+        if alive:
+            _signal_group(pid, signal.SIGTERM)
+            self._force_kill_at[handle] = time.monotonic() + grace_s
+
+    def handles(self) -> list[str]:
+        found = []
+        for path in sorted(self.logs_dir.glob("*/*.state.json")):
+            try:
+                found.append(str(json.loads(path.read_text())["handle"]))
+            except (OSError, ValueError, KeyError):
+                continue  # a half-written state file: its process never got a pid recorded
+        return found
+
+    def release(self, handle: str) -> None:
+        _, state_path, exit_path = self._paths(handle)
+        state_path.unlink(missing_ok=True)
+        exit_path.unlink(missing_ok=True)
+        self._children.pop(handle, None)
+        self._force_kill_at.pop(handle, None)
+        self._swept.discard(handle)
+
+    def log_tail(self, handle: str, max_bytes: int) -> str:
+        path = self._paths(handle)[0]
+        try:
+            with path.open("rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                f.seek(max(0, size - max_bytes))
+                return f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is already empty
+        os.killpg(pgid, sig)
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks since boot) from /proc; None where /proc is absent."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return ("X", 0) if Path("/proc/self/stat").exists() else None
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()  # the command name may contain spaces and parentheses
+    return fields[0], int(fields[19])
+
+
+def _proc_start_ticks(pid: int) -> int | None:
+    stat = _proc_stat(pid)
+    return stat[1] if stat is not None else None
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _pid_released(pid: int, proc_start: object) -> bool:
+    """True when `pid` can name only our old group: free, or still our own unreaped zombie."""
+    if not _pid_exists(pid):
+        return True
+    stat = _proc_stat(pid)
+    return stat is not None and stat[0] in ("Z", "X") and stat[1] == proc_start
+
+
+def _is_ours(pid: int, proc_start: object) -> bool:
+    """Is `pid` still the live process we started (not a zombie, not a recycled pid)?"""
+    if not _pid_exists(pid):
+        return False
+    stat = _proc_stat(pid)
+    if stat is None:
+        return True  # no /proc (macOS): a live pid is the best evidence there is
+    letter, ticks = stat
+    if letter in ("Z", "X"):
+        return False
+    return proc_start is None or ticks == proc_start

@@ -1,0 +1,52 @@
+"""Attempt supervisor: runs the agent and records its exit status where a restarted controller can read it.
+
+The local runner starts `python -I supervise.py EXIT_FILE -- AGENT_ARGV...` as
+the leader of the attempt's process group. Only a process's parent can learn
+its exit status, and the parent (the controller) may restart while the agent
+runs; so this small stdlib-only script waits for the agent and writes
+`{"exit_code": N}` (or `{"spawn_error": "..."}`) to EXIT_FILE. It is run by
+path with `-I`, never imported, so it costs one bare interpreter start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+
+def _write(path: str, outcome: dict[str, object]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(outcome, f)
+    os.replace(tmp, path)  # a reader sees the whole file or none of it
+
+
+def _keep_going(signum: int, frame: object) -> None:
+    # The runner signals the whole group; the agent decides how to stop, we stay to record it.
+    # A Python-level handler (unlike SIG_IGN) is reset to the default in the exec'd agent.
+    pass
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 4 or argv[2] != "--":
+        print("usage: supervise.py EXIT_FILE -- ARGV...", file=sys.stderr)
+        return 2
+    exit_file, command = argv[1], argv[3:]
+    signal.signal(signal.SIGTERM, _keep_going)
+    signal.signal(signal.SIGINT, _keep_going)
+    try:
+        agent = subprocess.Popen(command)
+    except OSError as exc:
+        message = f"could not start agent command {command[0]!r} in {os.getcwd()!r}: {exc.strerror or exc}"
+        print(f"alight: {message}", file=sys.stderr, flush=True)
+        _write(exit_file, {"spawn_error": message})
+        return 127
+    _write(exit_file, {"exit_code": agent.wait()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

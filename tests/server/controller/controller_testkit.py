@@ -1,0 +1,73 @@
+"""Controller test helpers: the scripted agent, attempt starts built by hand, waiting without busy loops."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from alight.schemas import AttemptStart, Mode, Rollout, RolloutState, RunnerSpec
+
+AGENTS = Path(__file__).parent / "agents"
+SCRIPTED = [sys.executable, str(AGENTS / "scripted.py")]
+
+
+def wait_until(check: Callable[[], Any], timeout_s: float = 10.0, interval_s: float = 0.05) -> Any:
+    """Return check()'s first truthy value, or fail after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s}s: {check}")
+        time.sleep(interval_s)
+
+
+def pid_alive(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie may linger where PID 1 does not reap)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] not in "ZX"
+
+
+def make_start(
+    rollout_id: str = "r1",
+    attempt: int = 1,
+    task: Any = None,
+    runner: RunnerSpec | None = None,
+    timeout_s: float = 30.0,
+) -> AttemptStart:
+    now = datetime.now(UTC)
+    rollout = Rollout(
+        id=rollout_id,
+        task=task if task is not None else {},
+        mode=Mode.TRAIN,
+        group_id=None,
+        runner=runner or RunnerSpec(command=SCRIPTED),
+        timeout_s=timeout_s,
+        max_attempts=3,
+        metadata={},
+        state=RolloutState.RUNNING,
+        policy_version=0,
+        created_at=now,
+        updated_at=now,
+        seq=1,
+    )
+    return AttemptStart(
+        rollout=rollout,
+        attempt=attempt,
+        token="alt1.test.token",
+        gateway_base_url=f"http://127.0.0.1:9/gw/{rollout_id}/{attempt}/v1",
+        otlp_traces_endpoint="http://127.0.0.1:9/v1/traces",
+    )

@@ -1,0 +1,122 @@
+"""LocalRunner against real subprocesses: exit codes, spawn failures, group kills, adoption."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from controller_testkit import SCRIPTED, make_start, pid_alive, wait_until
+
+from alight.schemas import RunnerSpec
+from alight_server.controller.base import RunPhase, SpawnError
+from alight_server.controller.local import LocalRunner, attempt_log_path
+
+
+def finished(runner: LocalRunner, handle: str):
+    return wait_until(lambda: (s := runner.poll(handle)).ended and s)
+
+
+def test_exit_code_and_output_are_captured(logs_dir: Path) -> None:
+    runner = LocalRunner(logs_dir)
+    handle = runner.start(make_start("r1", task={"exit": 3, "say": "bye now"}))
+    status = finished(runner, handle)
+    assert (status.phase, status.exit_code) == (RunPhase.EXITED, 3)
+    text = attempt_log_path(logs_dir, "r1", 1).read_text()
+    assert "agent attempt 1 starting" in text and "bye now" in text
+    assert runner.log_tail(handle, 8) == "bye now\n"
+
+
+def test_child_gets_the_attempt_environment(logs_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "env.json"
+    spec = RunnerSpec(command=SCRIPTED, env={"MY_FLAG": "on", "ALIGHT_TOKEN": "not-this-one"})
+    runner = LocalRunner(
+        logs_dir,
+        agent_server_url="http://agents.example:8700",
+        base_env={"PATH": os.environ["PATH"], "OPENAI_API_KEY": "sk-real"},
+    )
+    handle = runner.start(make_start("r-env", attempt=2, task={"env_out": str(out)}, runner=spec))
+    assert finished(runner, handle).exit_code == 0
+    env = json.loads(out.read_text())
+    assert env["OPENAI_BASE_URL"] == "http://agents.example:8700/gw/r-env/2/v1"
+    assert env["OPENAI_API_KEY"] == env["ALIGHT_TOKEN"] == "alt1.test.token"  # never the controller's own key
+    assert (env["ALIGHT_ROLLOUT_ID"], env["ALIGHT_ATTEMPT"], env["MY_FLAG"]) == ("r-env", "2", "on")
+    assert env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] == "http://agents.example:8700/v1/traces"
+    assert "alight.rollout.id=r-env" in env["OTEL_RESOURCE_ATTRIBUTES"]
+
+
+def test_missing_executable_is_a_failure_to_start(logs_dir: Path) -> None:
+    runner = LocalRunner(logs_dir)
+    handle = runner.start(make_start(runner=RunnerSpec(command=["/nonexistent/agent-binary"])))
+    status = finished(runner, handle)
+    assert status.phase is RunPhase.FAILED_TO_START
+    assert "/nonexistent/agent-binary" in (status.message or "")
+
+
+def test_missing_cwd_is_a_spawn_error(logs_dir: Path, tmp_path: Path) -> None:
+    runner = LocalRunner(logs_dir)
+    with pytest.raises(SpawnError, match="not a directory"):
+        runner.start(make_start(runner=RunnerSpec(command=SCRIPTED, cwd=str(tmp_path / "nope"))))
+
+
+def test_rollout_without_runner_spec_is_a_spawn_error(logs_dir: Path) -> None:
+    start = make_start()
+    start.rollout.runner = None
+    with pytest.raises(SpawnError, match="no runner spec"):
+        LocalRunner(logs_dir).start(start)
+
+
+def test_starting_twice_runs_once(logs_dir: Path) -> None:
+    runner = LocalRunner(logs_dir)
+    start = make_start(task={"sleep": 0.3})
+    assert runner.start(start) == runner.start(start)
+    assert LocalRunner(logs_dir).start(start) == runner.handle_for("r1", 1)  # a restarted runner too
+    assert finished(runner, runner.handle_for("r1", 1)).exit_code == 0
+    assert attempt_log_path(logs_dir, "r1", 1).read_text().count("starting") == 1
+
+
+def test_kill_reaches_a_grandchild_that_ignores_sigterm(logs_dir: Path, tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    runner = LocalRunner(logs_dir)
+    handle = runner.start(make_start(task={"grandchild_pidfile": str(pidfile), "ignore_term": True, "sleep": 60}))
+    grandchild = int(wait_until(lambda: pidfile.exists() and pidfile.read_text()))
+    runner.kill(handle, grace_s=0.2)
+    finished(runner, handle)  # the SIGKILL took the supervisor too, so the outcome is the kill itself
+    wait_until(lambda: not pid_alive(grandchild), timeout_s=5)
+
+
+def test_a_new_runner_adopts_a_running_attempt_and_reads_its_exit_code(logs_dir: Path) -> None:
+    first = LocalRunner(logs_dir)
+    handle = first.start(make_start(task={"sleep": 0.5, "exit": 4}))
+    second = LocalRunner(logs_dir)  # what a restarted controller builds
+    assert second.handles() == [handle]
+    assert second.poll(handle).phase is RunPhase.RUNNING
+    status = finished(second, handle)
+    assert (status.phase, status.exit_code) == (RunPhase.EXITED, 4)
+    second.release(handle)
+    assert second.handles() == []
+    assert attempt_log_path(logs_dir, "r1", 1).exists()  # the log outlives the state
+
+
+def test_an_attempt_killed_behind_the_runners_back_is_lost(logs_dir: Path) -> None:
+    first = LocalRunner(logs_dir)
+    handle = first.start(make_start(task={"sleep": 60}))
+    state = json.loads((logs_dir / "r1" / "1.state.json").read_text())
+    os.killpg(state["pid"], signal.SIGKILL)  # agent and supervisor die together: no exit status written
+    status = finished(LocalRunner(logs_dir), handle)
+    assert status.phase is RunPhase.LOST
+
+
+def test_a_recycled_pid_is_not_mistaken_for_the_agent(logs_dir: Path) -> None:
+    runner = LocalRunner(logs_dir)
+    handle = runner.start(make_start(task={"sleep": 60}))
+    state_path = logs_dir / "r1" / "1.state.json"
+    state = json.loads(state_path.read_text())
+    try:
+        # Pretend our agent died long ago and its pid now belongs to the test process itself.
+        state_path.write_text(json.dumps({**state, "pid": os.getpid(), "proc_start": 1}))
+        assert LocalRunner(logs_dir).poll(handle).phase is RunPhase.LOST
+    finally:
+        os.killpg(state["pid"], signal.SIGKILL)
