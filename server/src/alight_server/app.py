@@ -2,30 +2,47 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI
 
+from alight_server.auth import derive_token_secret, generate_admin_key
 from alight_server.config import ServerConfig
 from alight_server.store import Store, open_store
+
+log = logging.getLogger("alight.server")
 
 
 def create_app(config: ServerConfig | None = None, store: Store | None = None) -> FastAPI:
     """Build the server. `store` defaults to the one at `config.db_url`.
 
     Routers live in their own modules; this function only assembles them.
+    With no admin key configured a random one is generated, so admin routes
+    are never open (`alight serve` prints the key it generated).
     """
-    from alight_server.api import health, rollouts, trajectory, upstreams
+    from alight_server.api import attempts, health, rollouts, trajectory, upstreams
     from alight_server.errors import install_error_handlers
     from alight_server.gateway import routes as gateway_routes
     from alight_server.otlp import router as otlp_router
 
     config = config or ServerConfig()
+    if not config.admin_key:
+        config = config.model_copy(update={"admin_key": generate_admin_key()})
+        log.warning("no admin key configured: generated one for this process only")
+    assert config.admin_key is not None
     store = store or open_store(config.db_url)
-    app = FastAPI(title="alight", version="0.1.0")
+    app = FastAPI(title="alight", version="0.1.0", description="alight server: rollouts, gateway, OTLP ingest.")
     app.state.config = config
     app.state.store = store
+    app.state.token_secret = (
+        config.token_secret.encode() if config.token_secret else derive_token_secret(config.admin_key)
+    )
+    # hook(store, rollout, attempt, finish), called before an attempt's end is recorded (evaluators).
+    app.state.attempt_finished_hooks = []
     install_error_handlers(app, config)
     app.include_router(health.router)
     app.include_router(rollouts.router, prefix="/api")
+    app.include_router(attempts.router, prefix="/api")
     app.include_router(upstreams.router, prefix="/api")
     app.include_router(trajectory.router, prefix="/api")
     app.include_router(otlp_router)

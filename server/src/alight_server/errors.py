@@ -1,11 +1,153 @@
-"""TODO: error handlers: every failure is a 4xx with a message a person can act on."""
+"""Error answers: every failure is JSON `{"error": {"message", "type", "code"}}` a person can act on.
+
+Client mistakes (bad JSON, wrong types, unknown fields, unknown ids, illegal
+moves, oversize bodies) are 4xx naming the problem; only a bug in the server
+is a 500, and that one says so without leaking internals.
+"""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from alight_server.config import ServerConfig
+from alight_server.store.base import Conflict, NotFound, StoreError
+
+log = logging.getLogger("alight.server")
+
+_TYPES = {
+    400: "invalid_request",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    422: "invalid_request",
+    429: "rate_limited",
+    503: "unavailable",
+}
+
+
+def error_body(status: int, message: str, error_type: str | None = None) -> dict[str, Any]:
+    kind = error_type or _TYPES.get(status, "invalid_request" if status < 500 else "server_error")
+    return {"error": {"message": message, "type": kind, "code": status}}
+
+
+def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(error_body(status, message), status_code=status, headers=headers)
+
+
+def describe_validation(errors: Any) -> str:
+    """`body.rollouts.0.timeout_s: Input should be greater than 0 (got -1)`; several joined by '; '."""
+    parts = []
+    for err in list(errors)[:10]:
+        where = ".".join(str(p) for p in err.get("loc", ())) or "body"
+        msg = err.get("msg", "invalid")
+        if err.get("type") == "json_invalid":
+            parts.append(f"malformed JSON: {err.get('ctx', {}).get('error', msg)}")
+            continue
+        got = err.get("input")
+        if isinstance(got, bytes) and tuple(err.get("loc", ())) == ("body",):
+            parts.append("the request body must be a JSON object sent with Content-Type: application/json")
+            continue
+        shown = "" if err.get("type") == "missing" or isinstance(got, dict | list) else f" (got {got!r:.80})"
+        parts.append(f"{where}: {msg}{shown}")
+    return "; ".join(parts) or "invalid request"
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+    if exc.status_code == 404 and detail == "Not Found":
+        detail = f"no route {request.method} {request.url.path}; see /docs for the API"
+    elif exc.status_code == 405:
+        detail = f"{request.method} is not allowed on {request.url.path}"
+    return error_response(exc.status_code, detail, headers=getattr(exc, "headers", None))
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError | ValidationError)
+    errors = exc.errors()
+    status = 400 if any(e.get("type") == "json_invalid" for e in errors) else 422
+    return error_response(status, describe_validation(errors))
+
+
+async def _store_error(request: Request, exc: Exception) -> JSONResponse:
+    status = 404 if isinstance(exc, NotFound) else 409 if isinstance(exc, Conflict) else 503
+    return error_response(status, str(exc))
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return error_response(500, f"internal server error ({type(exc).__name__}); the server log has the details")
+
+
+class BodyLimit:
+    """Refuse request bodies over `max_bytes` with 413, before a route reads them.
+
+    A declared Content-Length is checked up front; a chunked body is counted as
+    it arrives and buffered (it is under the limit by then) for the route.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared is not None:
+            if not declared.isdigit() or int(declared) > self.max_bytes:
+                await self._refuse(scope, receive, send, declared.decode(errors="replace"))
+                return
+            await self.app(scope, receive, send)
+            return
+        if headers.get(b"transfer-encoding") is None:
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                await self._refuse(scope, receive, send, f"more than {size}")
+                return
+            if not message.get("more_body", False):
+                break
+        replay: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+        async def replayed() -> Message:
+            return replay.pop() if replay else await receive()
+
+        await self.app(scope, replayed, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: str) -> None:
+        message = (
+            f"request body of {size} bytes is over this server's limit of {self.max_bytes} bytes "
+            "(max_body_bytes in the server config)"
+        )
+        await error_response(413, message, headers={"Connection": "close"})(scope, receive, send)
 
 
 def install_error_handlers(app: FastAPI, config: ServerConfig) -> None:
-    pass
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(ValidationError, _validation_error)
+    app.add_exception_handler(StoreError, _store_error)
+    app.add_exception_handler(Exception, _unexpected)
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)

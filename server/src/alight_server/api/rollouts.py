@@ -1,7 +1,126 @@
-"""TODO: rollouts routes."""
+"""Rollout routes: batch create, list with a seq cursor, get, status moves, cancel, events, rewards, wait."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import asyncio
+import time
+from typing import Annotated
 
-router = APIRouter()
+from fastapi import APIRouter, Query
+from starlette.concurrency import run_in_threadpool
+
+from alight.api_models import (
+    EventList,
+    RewardList,
+    RolloutBatch,
+    RolloutList,
+    RolloutPage,
+    StatusChange,
+    WaitRequest,
+    WaitResult,
+)
+from alight.schemas import TERMINAL_STATES, Event, EventCreate, Mode, Reward, RewardCreate, Rollout, RolloutState
+from alight_server.deps import AdminDep, CallerDep, StoreDep
+from alight_server.store import Store
+
+router = APIRouter(tags=["rollouts"])
+
+RolloutId = Annotated[str, "rollout id"]
+
+
+@router.post("/rollouts", response_model=RolloutList)
+def create_rollouts(body: RolloutBatch, store: StoreDep, _: AdminDep) -> RolloutList:
+    """Create rollouts; an id that exists with the same body returns the stored rollout (409 if the body differs)."""
+    return RolloutList(rollouts=store.create_rollouts(body.rollouts))
+
+
+@router.get("/rollouts", response_model=RolloutPage)
+def list_rollouts(
+    store: StoreDep,
+    _: AdminDep,
+    state: Annotated[list[RolloutState] | None, Query(description="repeat to match any of several")] = None,
+    mode: Mode | None = None,
+    group_id: Annotated[str | None, Query(max_length=200)] = None,
+    since_seq: Annotated[int, Query(ge=0, le=2**62)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> RolloutPage:
+    """Rollouts changed after `since_seq`, oldest change first; pass `next_seq` back to continue."""
+    found = store.list_rollouts(state=state, mode=mode, group_id=group_id, since_seq=since_seq, limit=limit)
+    return RolloutPage(rollouts=found, next_seq=found[-1].seq if found else since_seq)
+
+
+@router.post("/rollouts/wait", response_model=WaitResult)
+async def wait_for_rollouts(body: WaitRequest, store: StoreDep, _: AdminDep) -> WaitResult:
+    """Long-poll until every listed rollout is final or `timeout_s` passes; unknown ids are a 404."""
+    ids = list(dict.fromkeys(body.ids))
+    deadline = time.monotonic() + body.timeout_s
+    pause = 0.05
+    while True:
+        found = await run_in_threadpool(store.list_rollouts, ids=ids, limit=len(ids))
+        if len(found) < len(ids):
+            await run_in_threadpool(_raise_unknown, store, ids, {r.id for r in found})
+        done = [r for r in found if r.state in TERMINAL_STATES]
+        if len(done) == len(ids) or time.monotonic() >= deadline:
+            finished = {r.id for r in done}
+            return WaitResult(done=done, pending=[rid for rid in ids if rid not in finished])
+        await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, 0.5)
+
+
+def _raise_unknown(store: Store, ids: list[str], known: set[str]) -> None:
+    for rid in ids:
+        if rid not in known:
+            store.get_rollout(rid)  # raises NotFound naming the id
+
+
+@router.get("/rollouts/{rollout_id}", response_model=Rollout)
+def get_rollout(rollout_id: RolloutId, store: StoreDep, _: AdminDep) -> Rollout:
+    return store.get_rollout(rollout_id)
+
+
+@router.post("/rollouts/{rollout_id}/status", response_model=Rollout)
+def change_status(rollout_id: RolloutId, body: StatusChange, store: StoreDep, _: AdminDep) -> Rollout:
+    """Move the rollout through the state machine; an illegal move is a 409 naming the allowed ones."""
+    return store.transition(rollout_id, body.state)
+
+
+@router.post("/rollouts/{rollout_id}/cancel", response_model=Rollout)
+def cancel_rollout(rollout_id: RolloutId, store: StoreDep, _: AdminDep) -> Rollout:
+    return store.transition(rollout_id, RolloutState.CANCELLED)
+
+
+@router.post("/rollouts/{rollout_id}/events", response_model=Event)
+def add_event(rollout_id: RolloutId, body: EventCreate, store: StoreDep, caller: CallerDep) -> Event:
+    """Admin, or an agent for its own rollout and attempt (the attempt defaults to the token's)."""
+    if caller.attempt is not None and body.attempt is None:
+        body = body.model_copy(update={"attempt": caller.attempt.attempt})
+    caller.require_attempt(rollout_id, body.attempt)
+    return store.add_event(rollout_id, body)
+
+
+@router.get("/rollouts/{rollout_id}/events", response_model=EventList)
+def list_events(
+    rollout_id: RolloutId,
+    store: StoreDep,
+    _: AdminDep,
+    attempt: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+    kind: Annotated[str | None, Query(max_length=100)] = None,
+) -> EventList:
+    return EventList(events=store.list_events(rollout_id, attempt=attempt, kind=kind))
+
+
+@router.post("/rollouts/{rollout_id}/rewards", response_model=Reward)
+def add_reward(rollout_id: RolloutId, body: RewardCreate, store: StoreDep, caller: CallerDep) -> Reward:
+    """Admin, or an agent for its own rollout and attempt. NaN and infinities are refused."""
+    caller.require_attempt(rollout_id, body.attempt)
+    return store.add_reward(rollout_id, body)
+
+
+@router.get("/rollouts/{rollout_id}/rewards", response_model=RewardList)
+def list_rewards(
+    rollout_id: RolloutId,
+    store: StoreDep,
+    _: AdminDep,
+    attempt: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+) -> RewardList:
+    return RewardList(rewards=store.list_rewards(rollout_id, attempt=attempt))

@@ -1,7 +1,39 @@
-"""TODO: upstreams routes."""
+"""Admin routes for inference upstreams and policy versions."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
-router = APIRouter()
+from alight.api_models import PolicyCreate, PolicyState, UpstreamList
+from alight.schemas import PolicyVersion, Upstream, UpstreamCreate
+from alight_server.deps import AdminDep, StoreDep
+
+router = APIRouter(tags=["upstreams"])
+
+
+@router.post("/upstreams", response_model=Upstream)
+def add_upstream(body: UpstreamCreate, store: StoreDep, _: AdminDep) -> Upstream:
+    """Register an OpenAI-compatible upstream; the same id again replaces it. The api_key is never echoed."""
+    return store.add_upstream(body)
+
+
+@router.get("/upstreams", response_model=UpstreamList)
+def list_upstreams(store: StoreDep, _: AdminDep) -> UpstreamList:
+    return UpstreamList(upstreams=store.list_upstreams())
+
+
+@router.delete("/upstreams/{upstream_id}", status_code=204, response_class=Response)
+def remove_upstream(upstream_id: str, store: StoreDep, _: AdminDep) -> Response:
+    store.remove_upstream(upstream_id)
+    return Response(status_code=204)
+
+
+@router.get("/policy", response_model=PolicyState)
+def get_policy(store: StoreDep, _: AdminDep) -> PolicyState:
+    return PolicyState(current=store.current_policy_version(), versions=store.list_policy_versions())
+
+
+@router.post("/policy", response_model=PolicyVersion)
+def add_policy_version(body: PolicyCreate, store: StoreDep, _: AdminDep) -> PolicyVersion:
+    """Record the next policy version (after a training step) and return it."""
+    return store.add_policy_version(body.metadata)

@@ -1,0 +1,89 @@
+"""Request and response envelopes of the server's /api routes (the objects inside are in schemas.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from alight.schemas import (
+    AttemptStart,
+    Event,
+    PolicyVersion,
+    Reward,
+    Rollout,
+    RolloutCreate,
+    RolloutState,
+    Strict,
+    Upstream,
+)
+
+MAX_BATCH = 1000
+
+
+class RolloutBatch(Strict):
+    rollouts: list[RolloutCreate] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class RolloutList(BaseModel):
+    rollouts: list[Rollout]
+
+
+class RolloutPage(BaseModel):
+    rollouts: list[Rollout]
+    # Pass back as since_seq to get only what changed after this page.
+    next_seq: int
+
+
+class StatusChange(Strict):
+    state: RolloutState
+
+
+class WaitRequest(Strict):
+    ids: list[str] = Field(min_length=1, max_length=MAX_BATCH)
+    timeout_s: float = Field(default=30.0, ge=0, le=600)
+
+
+class WaitResult(BaseModel):
+    """`done` holds the finished rollouts; `pending` the ids still going when the wait ended."""
+
+    done: list[Rollout]
+    pending: list[str]
+
+
+class ClaimRequest(Strict):
+    limit: int = Field(default=1, ge=1, le=MAX_BATCH)
+    ids: list[str] | None = Field(default=None, max_length=MAX_BATCH)
+
+
+class ClaimResult(BaseModel):
+    attempts: list[AttemptStart]
+
+
+class RunnerHandle(Strict):
+    runner_handle: str = Field(min_length=1, max_length=500)
+
+
+class EventList(BaseModel):
+    events: list[Event]
+
+
+class RewardList(BaseModel):
+    rewards: list[Reward]
+
+
+class UpstreamList(BaseModel):
+    upstreams: list[Upstream]
+
+
+class PolicyCreate(Strict):
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class PolicyState(BaseModel):
+    current: int  # 0 before any version was added
+    versions: list[PolicyVersion]
+
+
+class Health(BaseModel):
+    status: str

@@ -1,0 +1,106 @@
+"""Typed FastAPI dependencies: the store, the config, and who is calling (admin or one attempt)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+
+from alight_server.auth import TOKEN_PREFIX, AttemptClaims, InvalidToken, check_admin_key, verify_attempt_token
+from alight_server.config import ServerConfig
+from alight_server.store import Store
+
+_AUTH_HINT = "send `Authorization: Bearer <admin key>`, or an agent's attempt token on its own routes"
+
+
+def get_store(request: Request) -> Store:
+    return request.app.state.store
+
+
+def get_config(request: Request) -> ServerConfig:
+    return request.app.state.config
+
+
+def bearer_token(request: Request) -> str | None:
+    """The Authorization bearer token; Anthropic-style clients send `x-api-key` instead."""
+    header = request.headers.get("authorization")
+    if header is not None:
+        scheme, _, value = header.strip().partition(" ")
+        return value.strip() or None if scheme.lower() == "bearer" else None
+    return request.headers.get("x-api-key") or None
+
+
+def _unauthorized(message: str) -> HTTPException:
+    return HTTPException(401, message, headers={"WWW-Authenticate": "Bearer"})
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent the request: the admin, or the holder of one attempt's token."""
+
+    admin: bool
+    attempt: AttemptClaims | None = None
+
+    def require_attempt(self, rollout_id: str, attempt: int | None) -> None:
+        """Agents may act only on their own rollout and attempt; the admin on anything."""
+        if self.admin:
+            return
+        assert self.attempt is not None
+        mine = self.attempt
+        if mine.rollout_id != rollout_id or (attempt is not None and mine.attempt != attempt):
+            target = f"rollout {rollout_id!r}" + (f" attempt {attempt}" if attempt is not None else "")
+            raise HTTPException(
+                403, f"this attempt token is for rollout {mine.rollout_id!r} attempt {mine.attempt}, not {target}"
+            )
+
+
+def get_caller(request: Request) -> Caller:
+    token = bearer_token(request)
+    if token is None:
+        raise _unauthorized(f"missing credentials: {_AUTH_HINT}")
+    if token.startswith(TOKEN_PREFIX):
+        try:
+            return Caller(admin=False, attempt=verify_attempt_token(request.app.state.token_secret, token))
+        except InvalidToken as exc:
+            raise _unauthorized(f"{exc}; ask the controller for a fresh attempt") from exc
+    if check_admin_key(get_config(request).admin_key or "", token):
+        return Caller(admin=True)
+    raise _unauthorized("the admin key does not match this server's (check ALIGHT_ADMIN_KEY)")
+
+
+def require_admin(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
+    if not caller.admin:
+        raise HTTPException(403, "this route needs the admin key; attempt tokens may only call their own agent routes")
+    return caller
+
+
+def get_attempt_token(request: Request) -> AttemptClaims:
+    """A valid attempt token, for routes where the token alone names the attempt (/v1/...)."""
+    token = bearer_token(request)
+    if token is None:
+        raise _unauthorized("missing attempt token: send `Authorization: Bearer <ALIGHT_TOKEN>`")
+    if not token.startswith(TOKEN_PREFIX):
+        raise _unauthorized("this route needs an attempt token (alt1....), not the admin key or another key")
+    try:
+        return verify_attempt_token(request.app.state.token_secret, token)
+    except InvalidToken as exc:
+        raise _unauthorized(f"{exc}; ask the controller for a fresh attempt") from exc
+
+
+def get_path_attempt(request: Request, claims: Annotated[AttemptClaims, Depends(get_attempt_token)]) -> AttemptClaims:
+    """The attempt token, checked against the `{rollout_id}` and `{attempt}` in the path."""
+    rollout_id = str(request.path_params.get("rollout_id", ""))
+    raw = str(request.path_params.get("attempt", ""))
+    if not raw.isdigit():
+        raise HTTPException(422, f"attempt in the path must be a positive integer, got {raw!r}")
+    Caller(admin=False, attempt=claims).require_attempt(rollout_id, int(raw))
+    return claims
+
+
+StoreDep = Annotated[Store, Depends(get_store)]
+ConfigDep = Annotated[ServerConfig, Depends(get_config)]
+CallerDep = Annotated[Caller, Depends(get_caller)]
+AdminDep = Annotated[Caller, Depends(require_admin)]
+AttemptTokenDep = Annotated[AttemptClaims, Depends(get_attempt_token)]
+AttemptDep = Annotated[AttemptClaims, Depends(get_path_attempt)]
