@@ -1,12 +1,81 @@
-"""`alight logs` (TODO)."""
+"""`alight logs ROLLOUT`: the captured stdout/stderr of a rollout's attempts, from the server or local disk."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import typer
+
+LOG_EVENT_KIND = "log"  # the event kind the controller uploads an attempt's output as
+
+
+def _local_logs(logs_dir: Path, rollout_id: str) -> dict[int, Path]:
+    """The local runner's capture files, where this machine ran the attempts (needs alight-server)."""
+    try:
+        from alight_server.controller.local import attempt_dir
+    except ImportError:
+        return {}
+    return {int(p.stem): p for p in attempt_dir(logs_dir, rollout_id).glob("*.log") if p.stem.isdigit()}
+
+
+def _server_logs(server: str, admin_key: str | None, rollout_id: str) -> tuple[dict[int, str], dict[int, str]]:
+    """({attempt: uploaded log text}, {attempt: one-line status}) as the server knows them."""
+    from alight.client import AlightClient
+
+    client = AlightClient(server, admin_key=admin_key)
+    rollout = client.get_rollout(rollout_id)
+    texts = {}
+    for event in client.list_events(rollout_id, kind=LOG_EVENT_KIND):
+        if event.attempt is not None:
+            texts[event.attempt] = str(event.payload.get("text", ""))
+    states = {}
+    for a in rollout.attempts:
+        kind = f", {a.failure_kind}" if a.failure_kind else ""
+        code = f", exit code {a.exit_code}" if a.exit_code is not None else ""
+        states[a.attempt] = f"{a.status}{kind}{code}"
+    return texts, states
 
 
 def register(app: typer.Typer) -> None:
     @app.command("logs")
-    def logs() -> None:
-        """Not built yet."""
-        raise typer.Exit(2)
+    def logs(
+        rollout: str = typer.Argument(..., help="The rollout id."),
+        attempt: int | None = typer.Option(None, "--attempt", min=1, help="Only this attempt (default: all)."),
+        server: str | None = typer.Option(None, "--server", envvar="ALIGHT_SERVER_URL", help="The server's URL."),
+        admin_key: str | None = typer.Option(None, "--admin-key", envvar="ALIGHT_ADMIN_KEY"),
+        logs_dir: Path = typer.Option(Path(".alight/logs"), "--logs-dir", envvar="ALIGHT_LOGS_DIR"),
+    ) -> None:
+        """Print what a rollout's agent wrote to stdout and stderr, attempt by attempt."""
+        texts: dict[int, str] = {}
+        states: dict[int, str] = {}
+        if server:
+            from alight.client import ApiError
+
+            try:
+                texts, states = _server_logs(server, admin_key, rollout)
+            except ApiError as exc:
+                if exc.status_code != 404:
+                    typer.echo(f"the server at {server} refused: {exc}", err=True)
+                    raise typer.Exit(1) from exc
+            except Exception as exc:
+                typer.echo(f"cannot reach {server} ({exc}); showing local logs only", err=True)
+        local = _local_logs(logs_dir, rollout)
+        numbers = [attempt] if attempt is not None else sorted(set(texts) | set(states) | set(local))
+        shown = 0
+        for n in numbers:
+            # A running attempt has no uploaded log yet; the local file is its live output.
+            text = texts.get(n)
+            if text is None and n in local:
+                text = local[n].read_text(errors="replace")
+            if text is None:
+                continue
+            if attempt is None:
+                typer.echo(f"── attempt {n}" + (f" ({states[n]})" if n in states else "") + " ──")
+            sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+            shown += 1
+        if not shown:
+            where = f"on {server} or " if server else ""
+            which = f" attempt {attempt}" if attempt is not None else ""
+            typer.echo(f"no captured output for rollout {rollout!r}{which} {where}under {logs_dir}", err=True)
+            raise typer.Exit(1)
