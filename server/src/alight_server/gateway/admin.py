@@ -1,0 +1,106 @@
+"""Admin routes for weight updates: pause, drain, resume (bumping the policy version), status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio.to_thread
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, ConfigDict, Field
+
+from alight_server.deps import AdminDep
+from alight_server.gateway.pipeline import Gateway
+
+router = APIRouter(tags=["gateway admin"])
+
+
+class DrainRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
+
+
+class ResumeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    # The version the upstreams now serve; defaults to one past the current when weights changed.
+    policy_version: int | None = Field(default=None, ge=0)
+    weights_changed: bool = False
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+def _gateway(request: Request) -> Gateway:
+    return request.app.state.gateway
+
+
+async def _status(gw: Gateway) -> dict[str, Any]:
+    targets = await gw.upstreams.targets()
+    return {
+        "paused": gw.gate.paused,
+        "in_flight": gw.gate.in_flight,
+        "policy_version": await gw.served_version(),
+        "paused_seconds_total": round(gw.gate.paused_seconds(), 3),
+        "upstreams": [
+            {"id": t.id, "url": t.base_url, "policy_version": t.policy_version, "model": t.model} for t in targets
+        ],
+    }
+
+
+@router.post("/api/gateway/pause")
+async def pause(request: Request, _: AdminDep) -> dict[str, Any]:
+    """New model calls get 429 + Retry-After; calls in flight run to the end."""
+    gw = _gateway(request)
+    gw.gate.pause()
+    return await _status(gw)
+
+
+@router.post("/api/gateway/drain")
+async def drain(request: Request, _: AdminDep, body: DrainRequest | None = None) -> dict[str, Any]:
+    """Wait until no call is in flight, or `timeout_s` passes. Pause first, or new calls keep arriving."""
+    result = await _gateway(request).gate.drain((body or DrainRequest()).timeout_s)
+    return {
+        "drained": result.drained,
+        "in_flight_at_start": result.in_flight_at_start,
+        "waited_s": round(result.waited_s, 4),
+    }
+
+
+def _bump(gw: Gateway, body: ResumeRequest) -> int:
+    """Advance the stored policy version to what the upstreams now serve; returns it."""
+    current = gw.store.current_policy_version()
+    if not body.weights_changed:
+        if body.policy_version not in (None, current):
+            raise HTTPException(
+                400,
+                f"policy_version {body.policy_version} differs from the current {current} but weights_changed is "
+                "false; send weights_changed: true when the upstreams load new weights",
+            )
+        return current
+    target = body.policy_version if body.policy_version is not None else current + 1
+    if target < current:
+        raise HTTPException(409, f"policy_version {target} is older than the current version {current}")
+    while current < target:
+        current = gw.store.add_policy_version(body.metadata).version
+    return current
+
+
+@router.post("/api/gateway/resume")
+async def resume(request: Request, _: AdminDep, body: ResumeRequest | None = None) -> dict[str, Any]:
+    """Open the gate again; with `weights_changed` the calls that follow count as the new policy version."""
+    gw = _gateway(request)
+    version = await anyio.to_thread.run_sync(_bump, gw, body or ResumeRequest())
+    gw.set_served_version(version)
+    gw.upstreams.invalidate()  # weight updates usually come with re-registered upstreams
+    paused_s = gw.gate.resume()
+    return {**await _status(gw), "paused_s": round(paused_s, 4)}
+
+
+@router.get("/api/gateway/status")
+async def status(request: Request, _: AdminDep) -> dict[str, Any]:
+    return await _status(_gateway(request))
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(request: Request) -> Response:
+    """Prometheus text format; unauthenticated like most scrape targets (counts only, no content)."""
+    return Response(generate_latest(_gateway(request).metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,142 @@
+"""Streamed chat and completions chunks assembled into the response a non-streamed call returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ChatAssembler:
+    """Folds `chat.completion.chunk`s (vLLM token-id extensions included) into one `chat.completion`."""
+
+    def __init__(self) -> None:
+        self.head: dict[str, Any] = {}
+        self.prompt_token_ids: list[int] | None = None
+        self.usage: dict[str, Any] | None = None
+        self.choices: dict[int, dict[str, Any]] = {}
+
+    def add(self, chunk: dict[str, Any]) -> None:
+        if not self.head:
+            self.head = {k: chunk.get(k) for k in ("id", "created", "model")}
+        if chunk.get("prompt_token_ids") is not None:
+            self.prompt_token_ids = chunk["prompt_token_ids"]
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        for c in chunk.get("choices") or []:
+            self._add_choice(c)
+
+    def _add_choice(self, c: dict[str, Any]) -> None:
+        acc = self.choices.setdefault(
+            c.get("index", 0),
+            {
+                "content": [],
+                "tool_calls": {},
+                "token_ids": None,
+                "logprobs": None,
+                "finish_reason": None,
+                "stop_reason": None,
+            },
+        )
+        delta = c.get("delta") or {}
+        if delta.get("content"):
+            acc["content"].append(delta["content"])
+        for tc in delta.get("tool_calls") or []:
+            slot = acc["tool_calls"].setdefault(tc.get("index", 0), {"id": None, "name": "", "arguments": []})
+            slot["id"] = tc.get("id") or slot["id"]
+            fn = tc.get("function") or {}
+            slot["name"] += fn.get("name") or ""
+            if fn.get("arguments"):
+                slot["arguments"].append(fn["arguments"])
+        if c.get("token_ids") is not None:
+            acc["token_ids"] = (acc["token_ids"] or []) + list(c["token_ids"])
+        lp = c.get("logprobs")
+        if isinstance(lp, dict) and lp.get("content") is not None:
+            acc["logprobs"] = (acc["logprobs"] or []) + list(lp["content"])
+        if c.get("finish_reason"):
+            acc["finish_reason"] = c["finish_reason"]
+            acc["stop_reason"] = c.get("stop_reason")
+
+    def tool_calls(self, index: int = 0) -> list[dict[str, Any]]:
+        acc = self.choices.get(index)
+        if not acc:
+            return []
+        return [
+            {"id": s["id"], "type": "function", "function": {"name": s["name"], "arguments": "".join(s["arguments"])}}
+            for _, s in sorted(acc["tool_calls"].items())
+        ]
+
+    def result(self) -> dict[str, Any]:
+        choices = []
+        for i, acc in sorted(self.choices.items()):
+            calls = self.tool_calls(i)
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": "".join(acc["content"]) if not calls or acc["content"] else None,
+            }
+            if calls:
+                message["tool_calls"] = calls
+            choices.append(
+                {
+                    "index": i,
+                    "message": message,
+                    "logprobs": None if acc["logprobs"] is None else {"content": acc["logprobs"]},
+                    "finish_reason": acc["finish_reason"],
+                    "stop_reason": acc["stop_reason"],
+                    "token_ids": acc["token_ids"],
+                }
+            )
+        out = {**self.head, "object": "chat.completion", "choices": choices, "prompt_token_ids": self.prompt_token_ids}
+        if self.usage is not None:
+            out["usage"] = self.usage
+        return out
+
+
+class CompletionAssembler:
+    """Folds streamed `text_completion` chunks into one completions response."""
+
+    def __init__(self) -> None:
+        self.head: dict[str, Any] = {}
+        self.usage: dict[str, Any] | None = None
+        self.choices: dict[int, dict[str, Any]] = {}
+
+    def add(self, chunk: dict[str, Any]) -> None:
+        if not self.head:
+            self.head = {k: chunk.get(k) for k in ("id", "created", "model")}
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        for c in chunk.get("choices") or []:
+            acc = self.choices.setdefault(
+                c.get("index", 0),
+                {"text": [], "token_ids": None, "prompt_token_ids": None, "logprobs": None, "finish_reason": None},
+            )
+            acc["text"].append(c.get("text") or "")
+            if c.get("prompt_token_ids") is not None:
+                acc["prompt_token_ids"] = c["prompt_token_ids"]
+            if c.get("token_ids") is not None:
+                acc["token_ids"] = (acc["token_ids"] or []) + list(c["token_ids"])
+            lp = c.get("logprobs")
+            if isinstance(lp, dict):
+                merged = acc["logprobs"] or {"text_offset": [], "token_logprobs": [], "tokens": [], "top_logprobs": []}
+                for key in merged:
+                    merged[key] += list(lp.get(key) or [])
+                acc["logprobs"] = merged
+            if c.get("finish_reason"):
+                acc["finish_reason"] = c["finish_reason"]
+                acc["stop_reason"] = c.get("stop_reason")
+
+    def result(self) -> dict[str, Any]:
+        choices = [
+            {
+                "index": i,
+                "text": "".join(acc["text"]),
+                "logprobs": acc["logprobs"],
+                "finish_reason": acc["finish_reason"],
+                "stop_reason": acc.get("stop_reason"),
+                "token_ids": acc["token_ids"],
+                "prompt_token_ids": acc["prompt_token_ids"],
+            }
+            for i, acc in sorted(self.choices.items())
+        ]
+        out = {**self.head, "object": "text_completion", "choices": choices}
+        if self.usage is not None:
+            out["usage"] = self.usage
+        return out

@@ -1,0 +1,96 @@
+"""Which attempt a gateway call belongs to: the token, the path, and the rollout's live state."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio.to_thread
+
+from alight.schemas import TERMINAL_STATES, AttemptStatus, Mode
+from alight_server.auth import InvalidToken, verify_attempt_token
+from alight_server.gateway.errors import GatewayError
+from alight_server.store.base import NotFound, Store
+
+# A live rollout's state is re-read at most this often per attempt: finishing
+# an attempt takes effect on the gateway within this window, and the hot path
+# skips a database read per call. Terminal states are cached for good.
+LIVE_STATE_TTL_S = 0.5
+
+
+@dataclass(frozen=True)
+class CallerAttempt:
+    rollout_id: str
+    attempt: int
+    mode: Mode
+
+
+@dataclass
+class _Cached:
+    attempt: CallerAttempt | None
+    refusal: GatewayError | None
+    expires_at: float
+
+
+def presented_token(authorization: str | None, api_key: str | None) -> str | None:
+    """`Authorization: Bearer <token>` (OpenAI clients) or `x-api-key` (Anthropic clients)."""
+    if authorization:
+        scheme, _, value = authorization.partition(" ")
+        return value.strip() if scheme.lower() == "bearer" else authorization.strip()
+    return api_key.strip() if api_key else None
+
+
+class AttemptResolver:
+    def __init__(self, store: Store, token_secret: Callable[[], bytes]) -> None:
+        self.store = store
+        self.secret = token_secret
+        self._cache: dict[tuple[str, int], _Cached] = {}
+
+    def forget(self, rollout_id: str) -> None:
+        """Drop cached state of a rollout (call after finishing or cancelling it)."""
+        for key in [k for k in self._cache if k[0] == rollout_id]:
+            self._cache.pop(key, None)
+
+    async def resolve(self, token: str | None, path_rollout: str | None, path_attempt: int | None) -> CallerAttempt:
+        if not token:
+            raise GatewayError(401, "missing API key: send this attempt's token as `Authorization: Bearer <token>`")
+        try:
+            claims = verify_attempt_token(self.secret(), token)
+        except InvalidToken as exc:
+            raise GatewayError(401, f"invalid API key: {exc}") from exc
+        if path_rollout is not None and (claims.rollout_id, claims.attempt) != (path_rollout, path_attempt):
+            raise GatewayError(
+                403,
+                f"this token belongs to rollout {claims.rollout_id!r} attempt {claims.attempt}, "
+                f"not rollout {path_rollout!r} attempt {path_attempt}; use the gateway URL handed out with the token",
+            )
+        key = (claims.rollout_id, claims.attempt)
+        cached = self._cache.get(key)
+        if cached is None or cached.expires_at < time.monotonic():
+            cached = await anyio.to_thread.run_sync(self._load, *key)
+            self._cache[key] = cached
+        if cached.refusal is not None:
+            raise cached.refusal
+        assert cached.attempt is not None
+        return cached.attempt
+
+    def _load(self, rollout_id: str, attempt: int) -> _Cached:
+        try:
+            rollout = self.store.get_rollout(rollout_id)
+        except NotFound:
+            return _Cached(None, GatewayError(404, f"rollout {rollout_id!r} does not exist"), float("inf"))
+        if rollout.state in TERMINAL_STATES:
+            refusal = GatewayError(
+                409, f"rollout {rollout_id!r} is {rollout.state.value}; it takes no more model calls"
+            )
+            return _Cached(None, refusal, float("inf"))
+        row = next((a for a in rollout.attempts if a.attempt == attempt), None)
+        if row is None or row.status != AttemptStatus.RUNNING:
+            state = "was never started" if row is None else f"is {row.status.value}"
+            refusal = GatewayError(409, f"attempt {attempt} of rollout {rollout_id!r} {state}; it takes no model calls")
+            # A finished attempt stays finished; one not yet claimed may start soon.
+            expires = time.monotonic() + LIVE_STATE_TTL_S if row is None else float("inf")
+            return _Cached(None, refusal, expires)
+        found = CallerAttempt(rollout_id=rollout_id, attempt=attempt, mode=rollout.mode)
+        return _Cached(found, None, time.monotonic() + LIVE_STATE_TTL_S)

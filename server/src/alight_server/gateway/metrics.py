@@ -1,0 +1,40 @@
+"""Prometheus metrics for the gateway, on a registry owned by one app (no process globals)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class GatewayMetrics:
+    def __init__(self, in_flight: Callable[[], float], paused_seconds: Callable[[], float]) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.calls = Counter(
+            "alight_gateway_calls", "Model calls through the gateway", ["flavour", "status"], registry=r
+        )
+        self.latency = Histogram(
+            "alight_gateway_call_latency_seconds",
+            "Time from request to recorded response",
+            ["flavour", "streamed"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.capture = Histogram(
+            "alight_gateway_capture_seconds",
+            "Time to record a model call durably",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.retries = Counter("alight_gateway_upstream_retries", "Upstream attempts retried", ["reason"], registry=r)
+        self.tokens = Counter("alight_gateway_tokens_captured", "Token ids recorded", ["kind"], registry=r)
+        self.rejected = Counter(
+            "alight_gateway_rejected", "Calls refused before reaching an upstream", ["reason"], registry=r
+        )
+        gauge = Gauge("alight_gateway_in_flight", "Model calls in flight", registry=r)
+        gauge.set_function(in_flight)
+        paused = Gauge("alight_gateway_paused_seconds", "Total seconds the gateway spent paused", registry=r)
+        paused.set_function(paused_seconds)

@@ -1,0 +1,285 @@
+"""One model call through the gateway: admit, force, forward, capture durably, then answer."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio.to_thread
+import httpx
+import orjson
+from fastapi import Request
+from fastapi.responses import Response, StreamingResponse
+
+from alight.schemas import Mode, ModelCall
+from alight_server.config import GatewayConfig
+from alight_server.gateway.attempts import AttemptResolver, CallerAttempt, presented_token
+from alight_server.gateway.capture import CallRecord, parse_traceparent, tokens_of
+from alight_server.gateway.errors import GatewayError
+from alight_server.gateway.flavour import Flavour, StreamTranslator
+from alight_server.gateway.metrics import GatewayMetrics
+from alight_server.gateway.pause import PauseGate
+from alight_server.gateway.proxy import Proxy
+from alight_server.gateway.upstreams import Target, UpstreamPool
+from alight_server.store.base import Store
+
+
+def _upstream_message(resp: httpx.Response) -> str:
+    try:
+        err = orjson.loads(resp.content).get("error")
+        return str(err.get("message") if isinstance(err, dict) else err)
+    except (orjson.JSONDecodeError, AttributeError):
+        return resp.text[:300]
+
+
+async def _sse_data(resp: httpx.Response, deadline: float) -> AsyncIterator[str]:
+    """The `data:` payloads of an upstream event stream, each read bounded by the call's deadline."""
+    buffer = b""
+    raw = resp.aiter_raw()
+    while True:
+        try:
+            piece = await asyncio.wait_for(anext(raw), max(0.0, deadline - time.monotonic()))
+        except StopAsyncIteration:
+            break
+        buffer += piece
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            if line.startswith(b"data:"):
+                yield line[5:].strip().decode()
+    if buffer.startswith(b"data:"):
+        yield buffer[5:].strip().decode()
+
+
+class Gateway:
+    """The capture proxy: everything a call needs, shared by all routes of one app."""
+
+    def __init__(
+        self, store: Store, config: GatewayConfig, token_secret: Callable[[], bytes], max_body_bytes: int
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.max_body_bytes = max_body_bytes
+        self.gate = PauseGate()
+        self.metrics = GatewayMetrics(lambda: self.gate.in_flight, self.gate.paused_seconds)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=512, keepalive_expiry=30)
+        self.http = httpx.AsyncClient(limits=limits, timeout=config.upstream_timeout_s)
+        self.upstreams = UpstreamPool(store, self.http)
+        self.proxy = Proxy(self.http, self.upstreams, config, self.metrics)
+        self.attempts = AttemptResolver(store, token_secret)
+        self._version: int | None = None
+        self._version_at = float("-inf")
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def served_version(self) -> int:
+        """The policy version calls are attributed to, re-read like the upstream list."""
+        if self._version is None or time.monotonic() - self._version_at > 1.0:
+            self._version = await anyio.to_thread.run_sync(self.store.current_policy_version)
+            self._version_at = time.monotonic()
+        return self._version
+
+    async def models_listing(self) -> bytes:
+        """`GET /models`: the models behind the served policy version."""
+        targets = await self.upstreams.route("models", await self.served_version())
+        names = dict.fromkeys([await self.upstreams.model_name(t) or t.id for t in targets])
+        data = [{"id": n, "object": "model", "created": 0, "owned_by": "alight"} for n in names]
+        return orjson.dumps({"object": "list", "data": data})
+
+    def set_served_version(self, version: int) -> None:
+        self._version, self._version_at = version, time.monotonic()
+
+    async def _read_json(self, request: Request) -> dict[str, Any]:
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise GatewayError(413, f"request body is {declared} bytes; the limit is {self.max_body_bytes}")
+        raw = await request.body()
+        if len(raw) > self.max_body_bytes:
+            raise GatewayError(413, f"request body is {len(raw)} bytes; the limit is {self.max_body_bytes}")
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise GatewayError(400, f"request body is not valid JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise GatewayError(400, f"request body must be a JSON object, got {type(body).__name__}")
+        return body
+
+    def _force(self, upstream: dict[str, Any], caller: CallerAttempt, flavour: Flavour) -> dict[str, Any]:
+        """What training needs, whatever the agent asked: temperature by mode, logprobs, token ids."""
+        cfg = self.config
+        upstream["temperature"] = cfg.train_temperature if caller.mode == Mode.TRAIN else cfg.val_temperature
+        if cfg.force_logprobs:
+            if flavour.upstream_path == "/completions":
+                upstream["logprobs"] = max(int(upstream.get("logprobs") or 0), 0)
+            else:
+                upstream["logprobs"] = True
+        upstream["return_token_ids"] = True
+        return upstream
+
+    async def handle(
+        self, request: Request, flavour: Flavour, path_rollout: str | None = None, path_attempt: int | None = None
+    ) -> Response:
+        anthropic = flavour.anthropic_errors
+        token = presented_token(request.headers.get("authorization"), request.headers.get("x-api-key"))
+        try:
+            caller = await self.attempts.resolve(token, path_rollout, path_attempt)
+            if not self.gate.enter():
+                wait = self.config.retry_after_s
+                raise GatewayError(
+                    429,
+                    "the gateway is paused for a policy update; retry after the Retry-After delay",
+                    headers={"retry-after": f"{wait:g}", "retry-after-ms": str(int(wait * 1000))},
+                )
+        except GatewayError as exc:
+            self.metrics.rejected.labels(reason=str(exc.status)).inc()
+            return exc.response(anthropic)
+        streaming = False
+        try:
+            body = await self._read_json(request)
+            upstream_body = self._force(flavour.to_upstream(body), caller, flavour)
+            trace_id, span_id = parse_traceparent(request.headers.get("traceparent"))
+            record = CallRecord(
+                rollout_id=caller.rollout_id,
+                attempt=caller.attempt,
+                flavour=flavour.kind,
+                request=body,
+                trace_id=trace_id,
+                span_id=span_id,
+                streamed=bool(upstream_body.get("stream")),
+                policy_version=await self.served_version(),
+                started=time.perf_counter(),
+            )
+            response = await self._forward(flavour, caller, body, upstream_body, record)
+            streaming = isinstance(response, StreamingResponse)
+            return response
+        except GatewayError as exc:
+            self.metrics.rejected.labels(reason=str(exc.status)).inc()
+            return exc.response(anthropic)
+        finally:
+            if not streaming:
+                self.gate.leave()
+
+    async def _forward(
+        self,
+        flavour: Flavour,
+        caller: CallerAttempt,
+        body: dict[str, Any],
+        upstream_body: dict[str, Any],
+        record: CallRecord,
+    ) -> Response:
+        deadline = time.monotonic() + self.config.upstream_timeout_s
+        agent_model = upstream_body.get("model")
+
+        async def payload(target: Target) -> dict[str, Any]:
+            return {**upstream_body, "model": await self.upstreams.model_name(target) or agent_model}
+
+        try:
+            targets = await self.upstreams.route(f"{caller.rollout_id}/{caller.attempt}", record.policy_version)
+            target, resp = await self.proxy.send(
+                targets, flavour.upstream_path, payload, deadline, stream=record.streamed
+            )
+        except GatewayError as exc:
+            return await self._failed(record, flavour, exc)
+        record.upstream = target.id
+        if resp.status_code != 200:
+            status = resp.status_code if 400 <= resp.status_code < 500 else 502
+            exc = GatewayError(status, f"upstream {target.id} answered {resp.status_code}: {_upstream_message(resp)}")
+            return await self._failed(record, flavour, exc)
+        if record.streamed:
+            translator = flavour.stream(body)
+            relay = self._relay(flavour, translator, record, resp, deadline)
+            return StreamingResponse(relay, media_type="text/event-stream", headers={"cache-control": "no-cache"})
+        try:
+            upstream = orjson.loads(resp.content)
+            if not isinstance(upstream, dict) or not isinstance(upstream.get("choices"), list):
+                raise ValueError("no `choices` list")
+        except (orjson.JSONDecodeError, ValueError) as exc:
+            detail = f"upstream {target.id} returned a body that is not an OpenAI response ({exc}): {resp.text[:200]!r}"
+            return await self._failed(record, flavour, GatewayError(502, detail))
+        tokens = tokens_of(upstream, chat=flavour.upstream_path != "/completions")
+        agent_body = flavour.from_upstream(upstream, body)
+        await self._record(record, status=200, response=agent_body, tokens=tokens)
+        return Response(orjson.dumps(agent_body), media_type="application/json")
+
+    async def _failed(self, record: CallRecord, flavour: Flavour, exc: GatewayError) -> Response:
+        await self._record(record, status=exc.status, error=exc.message)
+        return exc.response(flavour.anthropic_errors)
+
+    async def _record(self, record: CallRecord, *, status: int, **fields: Any) -> ModelCall:
+        """Store the call durably; if that fails the agent gets an error, never an unrecorded answer."""
+        latency_ms = (time.perf_counter() - record.started) * 1000
+        call = record.to_model_call(status=status, latency_ms=latency_ms, **fields)
+        began = time.perf_counter()
+        try:
+            stored = await anyio.to_thread.run_sync(self.store.add_model_call, call)
+        except Exception as exc:
+            raise GatewayError(
+                503, f"the gateway could not record this model call ({type(exc).__name__}: {exc})"
+            ) from exc
+        self.metrics.capture.observe(time.perf_counter() - began)
+        self.metrics.calls.labels(flavour=record.flavour.value, status=str(status)).inc()
+        self.metrics.latency.labels(flavour=record.flavour.value, streamed=str(record.streamed).lower()).observe(
+            latency_ms / 1000
+        )
+        if status == 200:
+            self.metrics.tokens.labels(kind="prompt").inc(len(call.prompt_token_ids))
+            completion = len(call.response_token_ids) + sum(len(c.get("token_ids", [])) for c in call.extra_choices)
+            self.metrics.tokens.labels(kind="response").inc(completion)
+        return stored
+
+    async def _relay(
+        self, flavour: Flavour, translator: StreamTranslator, record: CallRecord, resp: httpx.Response, deadline: float
+    ) -> AsyncIterator[bytes]:
+        """Forward the stream; hold its closing events until the call is recorded."""
+        anthropic = flavour.anthropic_errors
+        assembler = flavour.assembler()
+        held: list[bytes] = []
+        error: GatewayError | None = None
+        try:
+            for event in translator.start():
+                yield event
+            done = False
+            try:
+                async for data in _sse_data(resp, deadline):
+                    if data == "[DONE]":
+                        done = True
+                        break
+                    chunk = orjson.loads(data)
+                    if not isinstance(chunk, dict) or ("error" in chunk and not chunk.get("choices")):
+                        raise GatewayError(502, f"upstream {record.upstream} failed mid-stream: {data[:300]}")
+                    assembler.add(chunk)
+                    now, later = translator.on_chunk(chunk)
+                    for event in now:
+                        yield event
+                    held.extend(later)
+                if not done:
+                    error = GatewayError(502, f"upstream {record.upstream} ended the stream before [DONE]")
+            except TimeoutError:
+                error = self.proxy.timeout_error(record.upstream)
+            except GatewayError as exc:
+                error = exc
+            except (orjson.JSONDecodeError, httpx.HTTPError) as exc:
+                error = GatewayError(502, f"upstream {record.upstream} broke the stream ({type(exc).__name__}: {exc})")
+            finally:
+                await resp.aclose()
+            if error is None:
+                assembled = assembler.result()
+                tokens = tokens_of(assembled, chat=flavour.upstream_path != "/completions")
+                closing = translator.finish(assembled)
+                try:
+                    await self._record(record, status=200, response=translator.agent_response(assembled), tokens=tokens)
+                except GatewayError as exc:
+                    yield exc.sse(anthropic)
+                    return
+                for event in held + closing:
+                    yield event
+            else:
+                # The agent gets the upstream's error either way; nothing it saw goes unrecorded.
+                with contextlib.suppress(GatewayError):
+                    await self._record(record, status=error.status, error=error.message)
+                yield error.sse(anthropic)
+        finally:
+            self.gate.leave()

@@ -1,0 +1,102 @@
+"""Gateway fixtures: an inference upstream, a live server wired to it, and attempts to call it as.
+
+`upstream` is parametrized: every gateway test runs against each backend in
+UPSTREAM_KINDS. The fake is vLLM-shaped and exposes its call log, so tests can
+compare what the agent saw with what the upstream produced; backends without
+a log (`upstream.log is None`) get the checks that need no log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from alight.schemas import Mode, RolloutCreate, UpstreamCreate
+from alight_server.auth import issue_attempt_token
+from alight_server.serving import ServerThread
+from alight_server.testing import FakeUpstreamState, create_fake_upstream
+
+# Add a kind here (and a branch in `upstream`) to run the gateway suite on another backend.
+UPSTREAM_KINDS = ["fake"]
+
+
+@dataclass
+class UpstreamUnderTest:
+    kind: str
+    url: str  # OpenAI-compatible base URL, ending in /v1
+    model: str
+    log: FakeUpstreamState | None  # the fake's call log and fault plan; None for real backends
+
+
+@pytest.fixture(params=UPSTREAM_KINDS)
+def upstream(request: pytest.FixtureRequest) -> Iterator[UpstreamUnderTest]:
+    if request.param == "fake":
+        app = create_fake_upstream(model="fake-policy")
+        with ServerThread(app) as url:
+            yield UpstreamUnderTest("fake", url + "/v1", "fake-policy", app.state.fake)
+    else:  # pragma: no cover - a kind listed without a branch
+        raise ValueError(f"no upstream fixture for kind {request.param!r}")
+
+
+@pytest.fixture
+def fake(upstream: UpstreamUnderTest) -> FakeUpstreamState:
+    """The fake upstream's state; tests that need its log or faults skip on other backends."""
+    if upstream.log is None:
+        pytest.skip(f"needs the fake upstream's call log; {upstream.kind} has none")
+    return upstream.log
+
+
+@dataclass
+class AttemptUnderTest:
+    rollout_id: str
+    attempt: int
+    token: str
+    server_url: str
+
+    @property
+    def base_url(self) -> str:
+        """What OPENAI_BASE_URL is set to for this attempt."""
+        return f"{self.server_url}/gw/{self.rollout_id}/{self.attempt}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """Anthropic clients append /v1/messages themselves."""
+        return f"{self.server_url}/gw/{self.rollout_id}/{self.attempt}"
+
+
+@dataclass
+class GatewayUnderTest:
+    server: Any  # tests/conftest.py LiveServer: .url, .store, .app, .admin_key
+    upstream: UpstreamUnderTest
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def start_attempts(self, n: int = 1, mode: Mode = Mode.TRAIN) -> list[AttemptUnderTest]:
+        """Create n rollouts and claim their first attempts straight through the store."""
+        store = self.server.store
+        rollouts = store.create_rollouts([RolloutCreate(task={"i": i}, mode=mode) for i in range(n)])
+        claimed = store.claim_attempts(limit=n, ids=[r.id for r in rollouts])
+        secret = self.server.app.state.token_secret
+        return [
+            AttemptUnderTest(r.id, a, issue_attempt_token(secret, r.id, a, ttl_s=3600), self.server.url)
+            for r, a in claimed
+        ]
+
+    def start_attempt(self, mode: Mode = Mode.TRAIN) -> AttemptUnderTest:
+        return self.start_attempts(1, mode)[0]
+
+
+@pytest.fixture
+def gateway(live_server: Any, upstream: UpstreamUnderTest) -> GatewayUnderTest:
+    live_server.store.add_upstream(UpstreamCreate(id="u1", url=upstream.url, model=upstream.model))
+    return GatewayUnderTest(live_server, upstream)
+
+
+@pytest.fixture
+def attempt(gateway: GatewayUnderTest) -> AttemptUnderTest:
+    return gateway.start_attempt()
