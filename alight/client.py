@@ -1,0 +1,222 @@
+"""AlightClient: the typed, synchronous HTTP client for the server's /api routes.
+
+    client = AlightClient("http://127.0.0.1:8700", api_key=admin_key)
+    (r,) = client.create_rollouts([RolloutCreate(task={"question": "2+2"})])
+    client.wait_rollouts([r.id], timeout_s=60)
+
+Every failure the server answers with becomes an ApiError carrying its status
+and message. Engineers adding routes add their methods at the end of the class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from alight.api_models import (
+    ClaimRequest,
+    ClaimResult,
+    EventList,
+    PolicyCreate,
+    PolicyState,
+    RewardList,
+    RolloutBatch,
+    RolloutList,
+    RolloutPage,
+    RunnerHandle,
+    StatusChange,
+    UpstreamList,
+    WaitRequest,
+    WaitResult,
+)
+from alight.schemas import (
+    Attempt,
+    AttemptFinish,
+    AttemptStart,
+    Event,
+    EventCreate,
+    Mode,
+    PolicyVersion,
+    Reward,
+    RewardCreate,
+    Rollout,
+    RolloutCreate,
+    RolloutState,
+    Upstream,
+    UpstreamCreate,
+)
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class ApiError(Exception):
+    """The server refused a request: `status_code`, `message` and `error_type` from its JSON answer."""
+
+    def __init__(self, status_code: int, message: str, error_type: str | None = None, method: str = "", url: str = ""):
+        super().__init__(f"{method} {url} -> {status_code}: {message}".strip())
+        self.status_code = status_code
+        self.message = message
+        self.error_type = error_type
+
+
+class AlightClient:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        admin_key: str | None = None,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        """`api_key` (alias `admin_key`) is the admin key, or an attempt token for an agent's own routes."""
+        key = api_key or admin_key
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, transport=transport)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> AlightClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- plumbing
+
+    def request(self, method: str, path: str, *, body: BaseModel | None = None, **kwargs: Any) -> httpx.Response:
+        """Send one request; raise ApiError on any 4xx/5xx with the server's message."""
+        if body is not None:
+            kwargs["content"] = body.model_dump_json(exclude_unset=False)
+            kwargs.setdefault("headers", {})["Content-Type"] = "application/json"
+        response = self.http.request(method, path, **kwargs)
+        if response.status_code >= 400:
+            raise _api_error(response)
+        return response
+
+    def _call(self, model: type[M], method: str, path: str, **kwargs: Any) -> M:
+        return model.model_validate_json(self.request(method, path, **kwargs).content)
+
+    # ---- health
+
+    def ready(self) -> bool:
+        try:
+            return self.http.get("/readyz").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    # ---- rollouts
+
+    def create_rollouts(self, items: Iterable[RolloutCreate]) -> list[Rollout]:
+        body = RolloutBatch(rollouts=list(items))
+        return self._call(RolloutList, "POST", "/api/rollouts", body=body).rollouts
+
+    def list_rollouts_page(
+        self,
+        *,
+        state: RolloutState | Sequence[RolloutState] | None = None,
+        mode: Mode | None = None,
+        group_id: str | None = None,
+        since_seq: int = 0,
+        limit: int = 100,
+    ) -> RolloutPage:
+        params: dict[str, Any] = {"since_seq": since_seq, "limit": limit}
+        if state is not None:
+            params["state"] = [state] if isinstance(state, str) else list(state)
+        if mode is not None:
+            params["mode"] = mode
+        if group_id is not None:
+            params["group_id"] = group_id
+        return self._call(RolloutPage, "GET", "/api/rollouts", params=params)
+
+    def list_rollouts(
+        self,
+        *,
+        state: RolloutState | Sequence[RolloutState] | None = None,
+        mode: Mode | None = None,
+        group_id: str | None = None,
+        since_seq: int = 0,
+        limit: int = 100,
+    ) -> list[Rollout]:
+        """Rollouts changed after `since_seq`, oldest change first (continue from the last one's `seq`)."""
+        page = self.list_rollouts_page(state=state, mode=mode, group_id=group_id, since_seq=since_seq, limit=limit)
+        return page.rollouts
+
+    def get_rollout(self, rollout_id: str) -> Rollout:
+        return self._call(Rollout, "GET", f"/api/rollouts/{rollout_id}")
+
+    def set_status(self, rollout_id: str, state: RolloutState) -> Rollout:
+        return self._call(Rollout, "POST", f"/api/rollouts/{rollout_id}/status", body=StatusChange(state=state))
+
+    def cancel_rollout(self, rollout_id: str) -> Rollout:
+        return self._call(Rollout, "POST", f"/api/rollouts/{rollout_id}/cancel")
+
+    def wait_rollouts(self, ids: Sequence[str], timeout_s: float = 30.0) -> WaitResult:
+        """Block until all `ids` are final or `timeout_s` passes (server-side long-poll)."""
+        body = WaitRequest(ids=list(ids), timeout_s=timeout_s)
+        return self._call(WaitResult, "POST", "/api/rollouts/wait", body=body, timeout=timeout_s + self.timeout)
+
+    # ---- events and rewards
+
+    def add_event(self, rollout_id: str, event: EventCreate) -> Event:
+        return self._call(Event, "POST", f"/api/rollouts/{rollout_id}/events", body=event)
+
+    def list_events(self, rollout_id: str, *, attempt: int | None = None, kind: str | None = None) -> list[Event]:
+        params = {k: v for k, v in {"attempt": attempt, "kind": kind}.items() if v is not None}
+        return self._call(EventList, "GET", f"/api/rollouts/{rollout_id}/events", params=params).events
+
+    def add_reward(self, rollout_id: str, reward: RewardCreate) -> Reward:
+        return self._call(Reward, "POST", f"/api/rollouts/{rollout_id}/rewards", body=reward)
+
+    def list_rewards(self, rollout_id: str, *, attempt: int | None = None) -> list[Reward]:
+        params = {"attempt": attempt} if attempt is not None else {}
+        return self._call(RewardList, "GET", f"/api/rollouts/{rollout_id}/rewards", params=params).rewards
+
+    # ---- attempts (the controller's side)
+
+    def claim_attempts(self, limit: int = 1, ids: Sequence[str] | None = None) -> list[AttemptStart]:
+        body = ClaimRequest(limit=limit, ids=list(ids) if ids is not None else None)
+        return self._call(ClaimResult, "POST", "/api/attempts/claim", body=body).attempts
+
+    def set_runner_handle(self, rollout_id: str, attempt: int, handle: str) -> Attempt:
+        path = f"/api/rollouts/{rollout_id}/attempts/{attempt}/handle"
+        return self._call(Attempt, "POST", path, body=RunnerHandle(runner_handle=handle))
+
+    def finish_attempt(self, rollout_id: str, attempt: int, finish: AttemptFinish) -> Rollout:
+        return self._call(Rollout, "POST", f"/api/rollouts/{rollout_id}/attempts/{attempt}/finish", body=finish)
+
+    # ---- upstreams and policy versions
+
+    def add_upstream(self, upstream: UpstreamCreate) -> Upstream:
+        return self._call(Upstream, "POST", "/api/upstreams", body=upstream)
+
+    def list_upstreams(self) -> list[Upstream]:
+        return self._call(UpstreamList, "GET", "/api/upstreams").upstreams
+
+    def remove_upstream(self, upstream_id: str) -> None:
+        self.request("DELETE", f"/api/upstreams/{upstream_id}")
+
+    def policy(self) -> PolicyState:
+        return self._call(PolicyState, "GET", "/api/policy")
+
+    def add_policy_version(self, metadata: dict[str, Any] | None = None) -> PolicyVersion:
+        return self._call(PolicyVersion, "POST", "/api/policy", body=PolicyCreate(metadata=metadata or {}))
+
+    # ---- routes added by other areas go below this line
+
+
+def _api_error(response: httpx.Response) -> ApiError:
+    message, error_type = response.text[:2000] or response.reason_phrase, None
+    try:
+        error = response.json().get("error")
+        if isinstance(error, dict):
+            message, error_type = str(error.get("message", message)), error.get("type")
+    except (ValueError, AttributeError):
+        pass
+    return ApiError(response.status_code, message, error_type, response.request.method, str(response.request.url))
