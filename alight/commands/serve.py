@@ -1,12 +1,117 @@
-"""`alight serve` (TODO)."""
+"""`alight serve`: run the server (store, API, gateway, OTLP ingest) from flags, ALIGHT_* env vars or YAML."""
 
 from __future__ import annotations
 
+import ipaddress
+import logging
+from pathlib import Path
+from typing import Any
+
 import typer
+
+INSTALL_HINT = "alight serve needs the server: pip install alight-server"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def db_url(value: str) -> str:
+    """A SQLAlchemy URL as given, or a plain file path as a SQLite URL."""
+    return value if "://" in value else f"sqlite:///{Path(value).expanduser().resolve()}"
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise typer.BadParameter(f"cannot read {path}: {exc}", param_hint="--config") from exc
+    if not isinstance(data, dict):
+        raise typer.BadParameter(f"{path} must hold a mapping of server settings", param_hint="--config")
+    return data
 
 
 def register(app: typer.Typer) -> None:
     @app.command("serve")
-    def serve() -> None:
-        """Not built yet."""
-        raise typer.Exit(2)
+    def serve(
+        host: str | None = typer.Option(
+            None, "--host", envvar="ALIGHT_HOST", help="Interface to bind (default 127.0.0.1)."
+        ),
+        port: int | None = typer.Option(None, "--port", envvar="ALIGHT_PORT", help="TCP port (default 8700)."),
+        db: str | None = typer.Option(
+            None, "--db", envvar="ALIGHT_DB", help="SQLAlchemy URL or SQLite file (default .alight/alight.db)."
+        ),
+        admin_key: str | None = typer.Option(
+            None, "--admin-key", envvar="ALIGHT_ADMIN_KEY", help="Admin key; generated and printed on loopback."
+        ),
+        public_url: str | None = typer.Option(
+            None, "--public-url", envvar="ALIGHT_PUBLIC_URL", help="URL agents reach this server at."
+        ),
+        log_level: str | None = typer.Option(
+            None, "--log-level", envvar="ALIGHT_LOG_LEVEL", help="debug, info, warning or error (default info)."
+        ),
+        config: Path | None = typer.Option(
+            None, "--config", envvar="ALIGHT_CONFIG", help="YAML file with any ServerConfig field; flags win."
+        ),
+    ) -> None:
+        """Serve the alight API, gateway and OTLP ingest. Flags beat env vars beat the YAML file."""
+        try:
+            import uvicorn
+
+            from alight_server.app import create_app
+            from alight_server.auth import generate_admin_key
+            from alight_server.config import ServerConfig
+            from alight_server.store import StoreError, open_store
+        except ImportError as exc:
+            typer.echo(INSTALL_HINT, err=True)
+            raise typer.Exit(1) from exc
+        from pydantic import ValidationError
+
+        settings = load_yaml(config) if config is not None else {}
+        given = {"host": host, "port": port, "admin_key": admin_key, "public_url": public_url, "log_level": log_level}
+        settings.update({k: v for k, v in given.items() if v is not None})
+        if db is not None:
+            settings["db_url"] = db
+        if "db_url" in settings:
+            settings["db_url"] = db_url(str(settings["db_url"]))
+        try:
+            cfg = ServerConfig.model_validate(settings)
+        except ValidationError as exc:
+            typer.echo(f"invalid server settings: {exc}", err=True)
+            raise typer.Exit(2) from exc
+
+        if not cfg.admin_key:
+            if not is_loopback(cfg.host):
+                typer.echo(
+                    f"refusing to serve on {cfg.host} without an admin key: pass --admin-key or set ALIGHT_ADMIN_KEY "
+                    "(only a loopback address gets a generated key)",
+                    err=True,
+                )
+                raise typer.Exit(2)
+            cfg = cfg.model_copy(update={"admin_key": generate_admin_key()})
+            typer.echo(f"admin key (generated, shown once): {cfg.admin_key}")
+
+        logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        try:
+            store = open_store(cfg.db_url)
+        except StoreError as exc:
+            typer.echo(f"cannot open the store: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        except Exception as exc:  # bad URL, unreachable database, missing driver
+            typer.echo(f"cannot open the store at {cfg.db_url}: {type(exc).__name__}: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        typer.echo(f"alight server on http://{cfg.host}:{cfg.port} (store: {_redacted(cfg.db_url)})")
+        uvicorn.run(create_app(cfg, store=store), host=cfg.host, port=cfg.port, log_level=cfg.log_level.lower())
+
+
+def _redacted(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
