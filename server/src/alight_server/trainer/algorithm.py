@@ -1,0 +1,211 @@
+"""The RL algorithm in one place: group advantages and the clipped policy loss (DESIGN §5).
+
+Every trainer backend calls these functions; they take plain tensors (shapes
+in the comments: U rollouts, G groups, R rows, T tokens) and know nothing of
+models or of how rows were built. One training step:
+
+1. `group_advantages`: each rollout's final reward against its group (the n
+   rollouts of one task). GRPO: A = (r - mean) / (std + eps), std optional
+   (unbiased). RLOO: A = r - mean of the *other* rollouts = n/(n-1) (r - mean).
+   A rollout alone in its group gets 0: there is nothing to compare it with.
+2. `token_advantages`: the rollout's advantage on every trained token of all
+   its rows; per-turn credit optionally adds `coef` x the step rewards to go
+   of the call that produced the token (raw, not group-normalised).
+3. `aggregation_weights`, once per batch: how much each token counts.
+   `per_rollout_mean` makes every rollout weigh the same however many rows
+   and tokens it produced; `token_mean` weighs tokens equally; `seq_mean`
+   weighs rows equally. Weights sum to 1 over the batch, so micro-batches cut
+   from it just add their losses up: gradient accumulation stays exact.
+4. `policy_loss`: the clipped PPO objective with ratio pi / pi_old, where
+   pi_old is the gateway-recorded logprob unless the trainer recomputed it;
+   separate low/high clip; optional truncated importance sampling
+   min(pi_old / pi_rollout, cap) for stale samples; optional KL to a
+   reference (k3 estimator). Returns the loss and a metrics dict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+Estimator = Literal["grpo", "rloo"]
+Aggregation = Literal["per_rollout_mean", "token_mean", "seq_mean"]
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    estimator: Estimator = "grpo"
+    normalize_std: bool = True  # divide group-centred rewards by the group's std (Dr. GRPO turns this off)
+    eps: float = 1e-6
+    aggregation: Aggregation = "per_rollout_mean"
+    clip_low: float = 0.2  # ratio floor 1 - clip_low when the advantage is negative
+    clip_high: float = 0.2  # ratio ceiling 1 + clip_high when positive (0.28 "clip higher" keeps exploring)
+    kl_coef: float = 0.0  # > 0 needs reference logprobs
+    tis_cap: float | None = None  # cap on pi_old / pi_rollout; None: no truncated importance sampling
+    step_reward_coef: float = 0.0  # per-turn credit: weight of step rewards to go
+
+    def __post_init__(self) -> None:
+        if self.estimator not in ("grpo", "rloo"):
+            raise ValueError(f"estimator must be 'grpo' or 'rloo', got {self.estimator!r}")
+        if self.aggregation not in ("per_rollout_mean", "token_mean", "seq_mean"):
+            raise ValueError(
+                f"aggregation must be 'per_rollout_mean', 'token_mean' or 'seq_mean', got {self.aggregation!r}"
+            )
+        if not (0 <= self.clip_low < 1 and self.clip_high >= 0):
+            raise ValueError(f"need 0 <= clip_low < 1 and clip_high >= 0, got {self.clip_low}, {self.clip_high}")
+        if self.tis_cap is not None and self.tis_cap <= 0:
+            raise ValueError(f"tis_cap must be positive or None, got {self.tis_cap}")
+        if self.kl_coef < 0 or self.eps < 0:
+            raise ValueError(f"kl_coef and eps must be >= 0, got {self.kl_coef}, {self.eps}")
+
+
+def _group_sums(values: torch.Tensor, group: torch.Tensor, num_groups: int) -> torch.Tensor:
+    return torch.zeros(num_groups, dtype=values.dtype, device=values.device).index_add_(0, group, values)  # (G,)
+
+
+def group_advantages(
+    rewards: torch.Tensor,  # (U,) final reward per rollout
+    group: torch.Tensor,  # (U,) int64 group index per rollout, 0..G-1
+    estimator: Estimator = "grpo",
+    normalize_std: bool = True,
+    eps: float = 1e-6,
+) -> torch.Tensor:  # (U,)
+    """Advantage of each rollout against the other rollouts of its group."""
+    rewards = rewards.to(torch.float32)
+    num_groups = int(group.max()) + 1 if group.numel() else 0
+    count = _group_sums(torch.ones_like(rewards), group, num_groups)  # (G,)
+    mean = _group_sums(rewards, group, num_groups) / count.clamp_min(1)  # (G,)
+    centred = rewards - mean[group]  # (U,)
+    n = count[group]  # (U,)
+    has_baseline = n > 1
+    # RLOO: r_i - mean of the others = n/(n-1) (r_i - mean); GRPO: r_i - mean.
+    advantages = centred * n / (n - 1).clamp_min(1) if estimator == "rloo" else centred
+    if normalize_std:
+        variance = _group_sums(centred**2, group, num_groups) / (count - 1).clamp_min(1)  # (G,) unbiased
+        advantages = advantages / (variance.sqrt()[group] + eps)
+    return torch.where(has_baseline, advantages, torch.zeros_like(advantages))
+
+
+def uniform_groups(
+    rewards: torch.Tensor,  # (U,)
+    group: torch.Tensor,  # (U,) int64
+) -> torch.Tensor:  # (G,) bool
+    """Groups whose rewards are all equal (a group of one included): zero advantage, nothing to learn.
+
+    `uniform_groups(r, g)[g]` marks their rollouts, to skip or report.
+    """
+    num_groups = int(group.max()) + 1 if group.numel() else 0
+    rewards = rewards.to(torch.float32)
+    low = torch.full((num_groups,), float("inf"), device=rewards.device).scatter_reduce(0, group, rewards, "amin")
+    high = torch.full((num_groups,), float("-inf"), device=rewards.device).scatter_reduce(0, group, rewards, "amax")
+    return high <= low
+
+
+def token_advantages(
+    rollout_advantages: torch.Tensor,  # (U,)
+    row_rollout: torch.Tensor,  # (R,) int64 index into the rollouts
+    loss_mask: torch.Tensor,  # (R, T)
+    step_returns: torch.Tensor | None = None,  # (R, T) step rewards to go of each token's call
+    step_reward_coef: float = 0.0,
+) -> torch.Tensor:  # (R, T), 0 where loss_mask is 0
+    """Broadcast each rollout's advantage to the trained tokens of all its rows (plus per-turn credit)."""
+    mask = loss_mask.to(torch.float32)
+    advantages = rollout_advantages.to(torch.float32)[row_rollout][:, None] * mask  # (R, T)
+    if step_returns is not None and step_reward_coef:
+        advantages = advantages + step_reward_coef * step_returns.to(torch.float32) * mask
+    return advantages
+
+
+def aggregation_weights(
+    loss_mask: torch.Tensor,  # (R, T)
+    row_rollout: torch.Tensor,  # (R,) int64
+    aggregation: Aggregation,
+) -> torch.Tensor:  # (R, T), sums to 1 over the batch (0 if it has no trained token)
+    """How much each token counts in the batch loss; compute on the whole batch, slice for micro-batches."""
+    mask = loss_mask.to(torch.float32)
+    if aggregation == "token_mean":
+        return mask / mask.sum().clamp_min(1)
+    row_tokens = mask.sum(1)  # (R,)
+    if aggregation == "seq_mean":
+        rows = (row_tokens > 0).sum().clamp_min(1)
+        return mask / row_tokens.clamp_min(1)[:, None] / rows
+    if aggregation == "per_rollout_mean":
+        num_rollouts = int(row_rollout.max()) + 1 if row_rollout.numel() else 0
+        rollout_tokens = _group_sums(row_tokens, row_rollout, num_rollouts)  # (U,)
+        rollouts = (rollout_tokens > 0).sum().clamp_min(1)
+        return mask / rollout_tokens[row_rollout].clamp_min(1)[:, None] / rollouts
+    raise ValueError(f"aggregation must be 'per_rollout_mean', 'token_mean' or 'seq_mean', got {aggregation!r}")
+
+
+def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate of KL(pi || ref) from samples of pi: exp(ref - logp) - (ref - logp) - 1 >= 0."""
+    log_ratio = ref_logprobs - logprobs  # (R, T)
+    return torch.exp(log_ratio) - log_ratio - 1
+
+
+def policy_loss(
+    logprobs: torch.Tensor,  # (R, T) current policy logprob of each token, with grad
+    old_logprobs: torch.Tensor,  # (R, T) pi_old: gateway-recorded, or recomputed by the trainer
+    advantages: torch.Tensor,  # (R, T) from token_advantages
+    loss_mask: torch.Tensor,  # (R, T)
+    weights: torch.Tensor,  # (R, T) from aggregation_weights (this micro-batch's slice)
+    config: AlgorithmConfig,
+    *,
+    ref_logprobs: torch.Tensor | None = None,  # (R, T) reference policy, for kl_coef > 0
+    rollout_logprobs: torch.Tensor | None = None,  # (R, T) behaviour (gateway) logprobs when old ones were recomputed
+    entropy: torch.Tensor | None = None,  # (R, T) per-token entropy, reported only
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Clipped policy-gradient loss (a scalar to backpropagate) and metrics over the trained tokens."""
+    mask = loss_mask > 0  # (R, T) bool
+    # Outside the mask old logprobs are 0 by convention: keep those ratios at 1, not exp(logp).
+    log_ratio = torch.where(mask, logprobs - old_logprobs, torch.zeros_like(logprobs))  # (R, T)
+    ratio = torch.exp(log_ratio)
+    clipped_ratio = ratio.clamp(1 - config.clip_low, 1 + config.clip_high)
+    unclipped_loss, clipped_loss = -advantages * ratio, -advantages * clipped_ratio
+    token_loss = torch.maximum(unclipped_loss, clipped_loss)  # (R, T) pessimistic bound
+    tis_weight = tis_capped = None
+    if config.tis_cap is not None and rollout_logprobs is not None:
+        behaviour_log_ratio = torch.where(mask, old_logprobs - rollout_logprobs, torch.zeros_like(old_logprobs))
+        behaviour_ratio = torch.exp(behaviour_log_ratio).detach()  # (R, T) pi_old / pi_rollout
+        tis_capped = behaviour_ratio > config.tis_cap
+        tis_weight = behaviour_ratio.clamp(max=config.tis_cap)
+        token_loss = token_loss * tis_weight
+    pg_loss = (token_loss * weights).sum()
+    loss = pg_loss
+    kl = None
+    if config.kl_coef > 0:
+        if ref_logprobs is None:
+            raise ValueError(f"kl_coef={config.kl_coef} needs ref_logprobs; pass them or set kl_coef=0")
+        kl = torch.where(mask, kl_k3(logprobs, ref_logprobs), torch.zeros_like(logprobs))
+        loss = loss + config.kl_coef * (kl * weights).sum()
+
+    with torch.no_grad():
+        tokens = mask.sum().clamp_min(1)
+
+        def masked_mean(x: torch.Tensor) -> torch.Tensor:
+            return (x * mask).sum() / tokens
+
+        active = clipped_loss > unclipped_loss  # the clip decided this token's gradient (it is 0 there)
+        metrics = {
+            "loss": loss.detach(),
+            "pg_loss": pg_loss.detach(),
+            "tokens": mask.sum().to(torch.float32),
+            "clip_fraction": masked_mean(active.float()),
+            "clip_low_fraction": masked_mean((active & (ratio < 1)).float()),
+            "clip_high_fraction": masked_mean((active & (ratio > 1)).float()),
+            "approx_kl": masked_mean(ratio - 1 - log_ratio),  # k3 of KL(pi_old || pi)
+            "ratio_mean": masked_mean(ratio),
+            "ratio_max": torch.where(mask, ratio, torch.zeros_like(ratio)).max() if mask.any() else ratio.new_zeros(()),
+            "advantage_mean": masked_mean(advantages),
+        }
+        if kl is not None:
+            metrics["kl_ref"] = masked_mean(kl)
+        if tis_weight is not None and tis_capped is not None:
+            metrics["tis_weight_mean"] = masked_mean(tis_weight)
+            metrics["tis_capped_fraction"] = masked_mean(tis_capped.float())
+        if entropy is not None:
+            metrics["entropy"] = masked_mean(entropy)
+        values = torch.stack([v.to(torch.float32) for v in metrics.values()]).tolist()  # one device sync
+    return loss, dict(zip(metrics, values, strict=True))
