@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
 from openai import AsyncOpenAI
+from opentelemetry import trace
 
 import alight_openai_agents
 from alight import semconv
@@ -35,6 +36,7 @@ async def test_tool_run_yields_agent_chat_and_tool_spans(fake_upstream, instrume
     upstream.calls.clear()
     agent = Agent(name="adder", instructions="Add numbers.", tools=[add], model=_model(base_url))
     result = await Runner.run(agent, 'call add {"a": 2, "b": 3}')
+    assert not trace.get_current_span().get_span_context().is_valid  # nothing left active in the caller
     spans = tree()
     assert "Tool results: 5" in result.final_output
     agent_spans = spans.named("invoke_agent adder")

@@ -1,11 +1,8 @@
-"""alight integration for langchain (instrumentation arrives with the integrations issue)."""
+"""alight integration for LangChain and LangGraph: chat models, tools, agents and graph nodes as spans."""
 
 from __future__ import annotations
 
+from alight_langchain.handler import AlightCallbackHandler
+from alight_langchain.instrumentor import SUPPORTED_VERSIONS, instrument, is_instrumented, uninstrument
 
-def instrument() -> None:
-    """Turn on alight spans for langchain. Idempotent."""
-
-
-def uninstrument() -> None:
-    """Undo instrument()."""
+__all__ = ["SUPPORTED_VERSIONS", "AlightCallbackHandler", "instrument", "is_instrumented", "uninstrument"]
