@@ -1,11 +1,7 @@
-"""alight integration for autogen (instrumentation arrives with the integrations issue)."""
+"""alight integration for AutoGen AgentChat: model calls and tool results on top of autogen-core's own spans."""
 
 from __future__ import annotations
 
+from alight_autogen.instrumentor import SUPPORTED_VERSIONS, instrument, is_instrumented, uninstrument
 
-def instrument() -> None:
-    """Turn on alight spans for autogen. Idempotent."""
-
-
-def uninstrument() -> None:
-    """Undo instrument()."""
+__all__ = ["SUPPORTED_VERSIONS", "instrument", "is_instrumented", "uninstrument"]
