@@ -16,7 +16,7 @@ from alight_server.inference.chat_template import chatml_tools_template
 
 TINY_SEED = 0
 # Bump when the recipe of a built model changes so stale caches are rebuilt rather than reused.
-_RECIPE_VERSION = 1
+_RECIPE_VERSION = 2
 _SMOLLM2_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 
 # A few kilobytes of text: enough for a byte-level BPE to learn common English and JSON merges.
@@ -86,6 +86,9 @@ def _build_tiny(out: Path, seed: int = TINY_SEED) -> None:
         num_key_value_heads=2,
         max_position_embeddings=2048,
         tie_word_embeddings=True,
+        # Wider than the usual 0.02 so an untrained model still gives context-dependent, varied tokens
+        # (at 0.02 it repeats one token forever, which would make batching and sampling tests vacuous).
+        initializer_range=0.2,
         bos_token_id=None,
         eos_token_id=eos_ids,
         pad_token_id=_token_id(tokenizer, "<|endoftext|>"),
