@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from alight_langchain.gateway import gateway_chat_model
 from alight_langchain.handler import AlightCallbackHandler
 from alight_langchain.instrumentor import SUPPORTED_VERSIONS, instrument, is_instrumented, uninstrument
 
-__all__ = ["SUPPORTED_VERSIONS", "AlightCallbackHandler", "instrument", "is_instrumented", "uninstrument"]
+__all__ = [
+    "SUPPORTED_VERSIONS",
+    "AlightCallbackHandler",
+    "gateway_chat_model",
+    "instrument",
+    "is_instrumented",
+    "uninstrument",
+]

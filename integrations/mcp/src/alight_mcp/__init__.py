@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from alight_mcp.instrumentor import SUPPORTED_VERSIONS, instrument, is_instrumented, uninstrument
-from alight_mcp.rewards import REWARD_META_KEY, reward_in_result
+from alight_mcp.instrumentor import SUPPORTED_VERSIONS, instrument, is_instrumented, result_text, uninstrument
+from alight_mcp.rewards import REWARD_META_KEY, ToolReward, reward_in_result
 
-__all__ = ["REWARD_META_KEY", "SUPPORTED_VERSIONS", "instrument", "is_instrumented", "reward_in_result", "uninstrument"]
+__all__ = [
+    "REWARD_META_KEY",
+    "SUPPORTED_VERSIONS",
+    "ToolReward",
+    "instrument",
+    "is_instrumented",
+    "result_text",
+    "reward_in_result",
+    "uninstrument",
+]

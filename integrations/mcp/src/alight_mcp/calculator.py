@@ -5,12 +5,13 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent
 
-from alight_mcp.rewards import REWARD_META_KEY
+from alight_mcp.rewards import REWARD_FINAL_KEY, REWARD_META_KEY, REWARD_NAME_KEY
 
 _BINARY = {
     ast.Add: operator.add,
@@ -22,6 +23,7 @@ _BINARY = {
     ast.Pow: operator.pow,
 }
 _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _MAX_EXPONENT = 100  # 10**10**10 would hang the server; arithmetic tasks never need more
 
 
@@ -60,12 +62,15 @@ def create_calculator(name: str = "calculator") -> MCPServer[Any]:
     def calculate(expression: str) -> float:
         return evaluate(expression)
 
-    @server.tool(description="Compare an answer with the expected number; the result carries an alight reward.")
-    def check_answer(answer: float, expected: float) -> CallToolResult:
-        correct = math.isclose(answer, expected, rel_tol=1e-6, abs_tol=1e-9)
+    @server.tool(
+        description="Score a final answer (its last number) against the expected one; carries an alight reward."
+    )
+    def check_answer(answer: str, expected: float) -> CallToolResult:
+        numbers = _NUMBER.findall(answer.replace(",", ""))
+        correct = bool(numbers) and math.isclose(float(numbers[-1]), expected, rel_tol=1e-6, abs_tol=1e-9)
         return CallToolResult(
             content=[TextContent(type="text", text="correct" if correct else f"wrong: expected {expected}")],
-            _meta={REWARD_META_KEY: 1.0 if correct else 0.0},
+            _meta={REWARD_META_KEY: 1.0 if correct else 0.0, REWARD_NAME_KEY: "correct", REWARD_FINAL_KEY: True},
         )
 
     return server

@@ -71,9 +71,10 @@ def _record_result(span: Span, tool: str, result: Any) -> None:
     span.set_attribute(semconv.GEN_AI_TOOL_CALL_RESULT, _clip(result_text(result)))
     if getattr(result, "is_error", False):
         span.set_status(Status(StatusCode.ERROR, _clip(result_text(result), 500)))
-    value = reward_in_result(result)
-    if value is not None:
-        alight.reward(value, name=f"tool:{tool}")
+    reward = reward_in_result(result)
+    if reward is not None:
+        # Recorded on the tool span (the current span here), which links the reward to this step.
+        alight.reward(reward.value, name=reward.name or f"tool:{tool}", final=reward.final)
 
 
 def result_text(result: Any) -> str:

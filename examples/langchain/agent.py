@@ -1,0 +1,56 @@
+"""A calculator agent on LangGraph's prebuilt ReAct agent; alight trains it with `alight train examples/langchain/config.yaml`.
+
+Run it alone with any OpenAI-compatible server (OPENAI_BASE_URL, OPENAI_API_KEY, AGENT_MODEL): it answers
+and prints its reward; under alight the same code is one rollout.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from typing import Any
+
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+
+import alight
+import alight_langchain
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # LangGraph 1.x points at langchain.agents; the prebuilt agent still works
+    from langgraph.prebuilt import create_react_agent
+
+alight_langchain.instrument()
+
+MODEL = os.environ.get("AGENT_MODEL", "policy")  # the gateway serves the policy being trained whatever the name
+
+
+@tool
+def add(a: float, b: float) -> float:
+    """Add two numbers."""
+    return a + b
+
+
+@tool
+def multiply(a: float, b: float) -> float:
+    """Multiply two numbers."""
+    return a * b
+
+
+def score(answer: str, expected: float) -> float:
+    """1.0 when the last number in the answer equals the expected one."""
+    numbers = re.findall(r"-?\d+(?:\.\d+)?", answer)
+    return 1.0 if numbers and abs(float(numbers[-1]) - expected) < 1e-6 else 0.0
+
+
+@alight.rollout
+def main(task: dict[str, Any]) -> float:
+    # Built per rollout: ChatOpenAI reads OPENAI_BASE_URL / OPENAI_API_KEY, which alight sets per attempt.
+    agent = create_react_agent(ChatOpenAI(model=MODEL, temperature=1.0), [add, multiply], name="calculator")
+    state = agent.invoke({"messages": [("user", task["question"])]}, {"recursion_limit": 12})
+    return score(str(state["messages"][-1].content), float(task["answer"]))
+
+
+if __name__ == "__main__":
+    print(main({"question": "What is 12 times 7, plus 5?", "answer": 89}))

@@ -1,0 +1,57 @@
+"""A calculator agent on the OpenAI Agents SDK; alight trains it with `alight train examples/openai_agents/config.yaml`.
+
+Run it alone with any OpenAI-compatible server (OPENAI_BASE_URL, OPENAI_API_KEY, AGENT_MODEL): it answers
+and prints its reward; under alight the same code is one rollout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from typing import Any
+
+from agents import Agent, Runner, function_tool
+
+import alight
+import alight_openai_agents
+
+alight_openai_agents.instrument()
+
+MODEL = os.environ.get("AGENT_MODEL", "policy")  # the gateway serves the policy being trained whatever the name
+
+
+@function_tool
+def add(a: float, b: float) -> float:
+    """Add two numbers."""
+    return a + b
+
+
+@function_tool
+def multiply(a: float, b: float) -> float:
+    """Multiply two numbers."""
+    return a * b
+
+
+agent = Agent(
+    name="calculator",
+    instructions="Answer arithmetic questions. Use the add and multiply tools, then give the final number.",
+    tools=[add, multiply],
+    model=MODEL,
+)
+
+
+def score(answer: str, expected: float) -> float:
+    """1.0 when the last number in the answer equals the expected one."""
+    numbers = re.findall(r"-?\d+(?:\.\d+)?", answer)
+    return 1.0 if numbers and abs(float(numbers[-1]) - expected) < 1e-6 else 0.0
+
+
+@alight.rollout
+async def main(task: dict[str, Any]) -> float:
+    result = await Runner.run(agent, task["question"], max_turns=6)
+    return score(str(result.final_output), float(task["answer"]))
+
+
+if __name__ == "__main__":
+    print(asyncio.run(main({"question": "What is 12 times 7, plus 5?", "answer": 89})))
