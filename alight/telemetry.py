@@ -66,8 +66,9 @@ class _StampingExporter(SpanExporter):
 class _RolloutRouter(SpanProcessor):
     """Added once per provider: sends each ended span to the exporter of the rollout whose trace it is in.
 
-    Spans from a trace alight did not start (a thread without context) go to
-    the only active rollout when there is exactly one.
+    Spans of traces alight did not start are left to the application's own
+    processors: guessing would ship unrelated work (or, with a server in the
+    same process, the server's own request spans, in a loop) to the rollout.
     """
 
     def __init__(self) -> None:
@@ -79,9 +80,6 @@ class _RolloutRouter(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         ctx = span.context
         target = self.by_trace.get(ctx.trace_id) if ctx is not None else None
-        if target is None:
-            active = set(self.by_trace.values())
-            target = active.pop() if len(active) == 1 else None
         if target is not None:
             target.on_end(span)
 
