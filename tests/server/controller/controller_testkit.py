@@ -10,6 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from alight.schemas import AttemptStart, Mode, Rollout, RolloutState, RunnerSpec
 
 AGENTS = Path(__file__).parent / "agents"
@@ -71,3 +73,24 @@ def make_start(
         gateway_base_url=f"http://127.0.0.1:9/gw/{rollout_id}/{attempt}/v1",
         otlp_traces_endpoint="http://127.0.0.1:9/v1/traces",
     )
+
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+def create_rollout(admin: httpx.Client, rollout_id: str, task: Any = None, **fields: Any) -> dict[str, Any]:
+    """Create one rollout running the scripted agent (unless `runner` is given) through the real API."""
+    body = {"id": rollout_id, "task": task or {}, "runner": {"command": SCRIPTED}, **fields}
+    response = admin.post("/api/rollouts", json={"rollouts": [body]})
+    assert response.status_code in (200, 201), response.text
+    return response.json()["rollouts"][0]
+
+
+def get_rollout(admin: httpx.Client, rollout_id: str) -> dict[str, Any]:
+    response = admin.get(f"/api/rollouts/{rollout_id}")
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def wait_terminal(admin: httpx.Client, rollout_id: str, timeout_s: float = 20.0) -> dict[str, Any]:
+    return wait_until(lambda: (r := get_rollout(admin, rollout_id))["state"] in TERMINAL and r, timeout_s)

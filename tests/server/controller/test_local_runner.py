@@ -35,7 +35,7 @@ def test_child_gets_the_attempt_environment(logs_dir: Path, tmp_path: Path) -> N
     runner = LocalRunner(
         logs_dir,
         agent_server_url="http://agents.example:8700",
-        base_env={"PATH": os.environ["PATH"], "OPENAI_API_KEY": "sk-real"},
+        base_env={"PATH": os.environ["PATH"], "OPENAI_API_KEY": "sk-real", "ALIGHT_ADMIN_KEY": "alk_secret"},
     )
     handle = runner.start(make_start("r-env", attempt=2, task={"env_out": str(out)}, runner=spec))
     assert finished(runner, handle).exit_code == 0
@@ -45,6 +45,7 @@ def test_child_gets_the_attempt_environment(logs_dir: Path, tmp_path: Path) -> N
     assert (env["ALIGHT_ROLLOUT_ID"], env["ALIGHT_ATTEMPT"], env["MY_FLAG"]) == ("r-env", "2", "on")
     assert env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] == "http://agents.example:8700/v1/traces"
     assert "alight.rollout.id=r-env" in env["OTEL_RESOURCE_ATTRIBUTES"]
+    assert "ALIGHT_ADMIN_KEY" not in env
 
 
 def test_missing_executable_is_a_failure_to_start(logs_dir: Path) -> None:

@@ -110,7 +110,8 @@ class LocalRunner:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         exit_path.unlink(missing_ok=True)
         server_url = self.agent_server_url or start.otlp_traces_endpoint.removesuffix("/v1/traces")
-        env = {k: v for k, v in self.base_env.items() if k not in envvars.ALL}
+        # The controller's own ALIGHT_* settings (its admin key above all) never reach an agent.
+        env = {k: v for k, v in self.base_env.items() if k not in envvars.ALL and not k.startswith("ALIGHT_")}
         env.setdefault("PYTHONUNBUFFERED", "1")  # so a killed agent's last lines still reach the log
         env.update(spec.env)
         env.update(envvars.attempt_env(start, server_url, task_dir=log_path.parent))  # the contract wins

@@ -27,9 +27,16 @@ def main() -> int:
         child = subprocess.Popen([sys.executable, "-c", code])
         with open(task["grandchild_pidfile"], "w") as f:
             f.write(str(child.pid))
-    if task.get("marker"):
-        open(task["marker"], "a").close()
+    if task.get("pidfile"):
+        with open(task["pidfile"], "w") as f:
+            f.write(str(os.getpid()))
+    began = time.time()
     time.sleep(float(task.get("sleep", 0)))
+    if task.get("interval_dir"):
+        # [start, end] of this run, for the concurrency test to compute the overlap.
+        name = f"{os.environ.get('ALIGHT_ROLLOUT_ID')}-{attempt}.json"
+        with open(os.path.join(task["interval_dir"], name), "w") as f:
+            json.dump([began, time.time()], f)
     print(task.get("say", "agent done"), flush=True)
     return int(task.get("exit", 0))
 
