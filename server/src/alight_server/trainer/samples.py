@@ -18,6 +18,7 @@ No retokenization anywhere: ids are the ones the backend consumed and produced.
 
 from __future__ import annotations
 
+import array
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Literal
@@ -169,10 +170,9 @@ def _kept_segments(trajectory: Trajectory, config: SampleConfig, report: BuildRe
             report.dropped_calls[reason] += 1
             continue
         call = tc.call
-        prompt = np.asarray(call.prompt_token_ids, dtype=np.int64)
-        response = np.asarray(call.response_token_ids, dtype=np.int64)
-        logprobs = np.asarray(call.response_logprobs, dtype=np.float32)
-        segments.append(Segment(call, prompt, response, logprobs, float(step_return)))
+        segments.append(
+            Segment(call, call.prompt_token_ids, call.response_token_ids, call.response_logprobs, float(step_return))
+        )
     return segments
 
 
@@ -228,6 +228,14 @@ def _within_limits(segments: list[Segment], config: SampleConfig, report: BuildR
     return True
 
 
+def _int64(values: list[int]) -> np.ndarray:
+    return np.frombuffer(array.array("q", values), dtype=np.int64)  # faster than numpy's own list conversion
+
+
+def _float64(values: list[float]) -> np.ndarray:
+    return np.frombuffer(array.array("d", values), dtype=np.float64)
+
+
 def _drop_row(reason: str, segments: list[Segment], report: BuildReport) -> None:
     report.dropped_rows[reason] += 1
     report.dropped_row_tokens += segments[-1].end
@@ -251,15 +259,15 @@ def _pad(
     row_versions = np.full(len(rows), -1, dtype=np.int64)  # (R,)
     for r, (_, segments) in enumerate(rows):
         last = segments[-1]
-        input_ids[r, : last.start] = last.prompt  # the last prompt holds every earlier turn
+        # The last prompt already holds every earlier turn: each token is converted once.
+        input_ids[r, : last.end] = _int64(last.prompt + last.response)
         for s in segments:
-            input_ids[r, s.start : s.end] = s.response
             loss_mask[r, s.start : s.end] = 1.0
-            old_logprobs[r, s.start : s.end] = s.logprobs
+            old_logprobs[r, s.start : s.end] = _float64(s.logprobs)
             step_returns[r, s.start : s.end] = s.step_return
         versions = [s.call.policy_version for s in segments if s.call.policy_version is not None]
         row_versions[r] = min(versions, default=-1)
-    attention_mask = (np.arange(width)[None, :] < lengths[:, None]).astype(np.int64)  # (R, T)
+    attention_mask = (torch.arange(width)[None, :] < torch.from_numpy(lengths)[:, None]).long()  # (R, T)
     group_ids = list(dict.fromkeys(rollout_groups))
     group_of = {g: i for i, g in enumerate(group_ids)}
     rollout_group = torch.tensor([group_of[g] for g in rollout_groups], dtype=torch.long)  # (U,)
@@ -271,7 +279,7 @@ def _pad(
     report.calls_used = sum(len(segments) for _, segments in rows)
     return SampleBatch(
         input_ids=torch.from_numpy(input_ids),
-        attention_mask=torch.from_numpy(attention_mask),
+        attention_mask=attention_mask,
         loss_mask=torch.from_numpy(loss_mask),
         old_logprobs=torch.from_numpy(old_logprobs),
         step_returns=torch.from_numpy(step_returns),

@@ -31,10 +31,13 @@ from alight_server.trainer.samples_report import BuildReport
 class Segment:
     """One call's generated tokens inside a row."""
 
+    # The recorded lists themselves, never copied: comparing Python lists is
+    # cheaper than converting every prompt to an array, and only the rows'
+    # final tokens are converted (when padding).
     call: ModelCall
-    prompt: np.ndarray  # (p,) int64 the call's prompt ids
-    response: np.ndarray  # (n,) int64 ids the model produced
-    logprobs: np.ndarray  # (n,) float32 their recorded logprobs
+    prompt: list[int]  # (p,) the call's prompt ids
+    response: list[int]  # (n,) ids the model produced
+    logprobs: list[float]  # (n,) their recorded logprobs
     step_return: float  # step rewards of this call and every later call of the attempt
 
     @property
@@ -51,23 +54,25 @@ class Segment:
 class Row:
     """A training row under construction: the last call's prompt plus every merged call's response."""
 
-    prompt: np.ndarray  # (P,) int64, the last merged call's prompt; it contains all earlier turns
     segments: list[Segment] = field(default_factory=list)
+
+    @property
+    def prompt(self) -> list[int]:
+        """The last merged call's prompt: it contains every earlier turn of the row."""
+        return self.segments[-1].prompt
 
     def __len__(self) -> int:
         return self.segments[-1].end
 
     def ids(self) -> np.ndarray:
-        return np.concatenate([self.prompt, self.segments[-1].response])  # (len,)
+        last = self.segments[-1]
+        return np.asarray(last.prompt + last.response, dtype=np.int64)  # (len,)
 
-    def continued_by(self, prompt: np.ndarray) -> bool:
+    def continued_by(self, prompt: list[int]) -> bool:
         """Does `prompt` start with exactly this row's ids?"""
-        n, last = len(self.prompt), self.segments[-1]
-        return (
-            len(prompt) >= len(self)
-            and np.array_equal(prompt[:n], self.prompt)
-            and np.array_equal(prompt[n : last.end], last.response)
-        )
+        last = self.segments[-1]
+        n = len(last.prompt)
+        return len(prompt) >= last.end and prompt[:n] == last.prompt and prompt[n : last.end] == last.response
 
 
 class AttemptRows:
@@ -82,19 +87,16 @@ class AttemptRows:
     def add(self, segment: Segment) -> None:
         call, prompt = segment.call, segment.prompt
         for row in reversed(self.rows):
-            if len(row.prompt) == len(prompt) and np.array_equal(row.prompt, prompt):
-                row.segments.pop()
+            if len(row.prompt) == len(prompt) and row.prompt == prompt:
+                row.segments[-1] = segment
                 self._report.dropped_calls["retried"] += 1
-                row.segments.append(segment)
                 return
         extendable = [row for row in self.rows if row.continued_by(prompt)]
         if extendable:
-            row = max(extendable, key=len)
-            row.prompt = prompt
-            row.segments.append(segment)
+            max(extendable, key=len).segments.append(segment)
             return
-        self._note_new_row(call, prompt)
-        self.rows.append(Row(prompt, [segment]))
+        self._note_new_row(call, np.asarray(prompt, dtype=np.int64))
+        self.rows.append(Row([segment]))
 
     def _note_new_row(self, call: ModelCall, prompt: np.ndarray) -> None:
         report = self._report
