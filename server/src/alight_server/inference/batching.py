@@ -19,7 +19,8 @@ def prefill(model: Any, prompt_ids: list[int], device: torch.device) -> tuple[li
     cache = DynamicCache()
     ids = torch.tensor([prompt_ids], device=device)  # (1, L)
     out = model(input_ids=ids, use_cache=True, logits_to_keep=1, **{_cache_kwarg(model): cache})
-    layers = [(layer.keys, layer.values) for layer in cache.layers]  # each (1, H, L, D)
+    cache_layers: list[Any] = cache.layers
+    layers = [(layer.keys, layer.values) for layer in cache_layers]  # each (1, H, L, D)
     return layers, out.logits[0, -1]
 
 
@@ -51,7 +52,8 @@ class DecodeBatch:
 
     @property
     def layers(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        return [(layer.keys, layer.values) for layer in self.cache.layers] if self.cache is not None else []
+        cache_layers: list[Any] = self.cache.layers if self.cache is not None else []
+        return [(layer.keys, layer.values) for layer in cache_layers]
 
     def _set_layers(self, layers: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         # Rebuilt only when rows join or leave; decode steps grow the same cache object in place.

@@ -1,0 +1,338 @@
+"""Generation engine: one thread decodes every live sequence together and swaps weights between steps.
+
+1. Requests queue up from any thread (`submit`); the engine thread admits them between decode steps,
+   after a short collection window when it was idle, so a burst starts together.
+2. Each admitted prompt is prefilled alone, its first token sampled for each of its n choices, and the
+   choices join the running left-padded batch (`batching.DecodeBatch`).
+3. Every step feeds all rows one token, samples per row (own temperature, top_p, seed), reports the
+   chosen token's logprob under the raw model distribution, and retires finished rows.
+4. `update_weights` copies new tensors into the live parameters between two steps and bumps the
+   policy version; every event carries the version of the weights that produced it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from alight_server.inference.batching import DecodeBatch, prefill
+from alight_server.inference.detokenize import IncrementalText
+from alight_server.inference.sampling import InvalidRequest, SamplingParams, choice_generator, raw_logprobs, sample_next
+from alight_server.inference.weights import check_state_dict, read_state_dict
+
+
+@dataclass
+class TokenEvent:
+    """One generated token of one choice, with the text it releases and, on the last one, why it stopped."""
+
+    choice: int
+    token_id: int
+    logprob: float
+    top_logprobs: list[tuple[int, float]]
+    text: str
+    finish_reason: str | None
+    policy_version: int
+
+
+@dataclass
+class Completion:
+    """A finished choice, assembled from its events (what `generate` returns)."""
+
+    index: int
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str | None = None
+    policy_version: int = 0
+
+
+class GenerationHandle:
+    """A submitted request; `cancel()` retires its choices at the next step (a client went away)."""
+
+    def __init__(self, prompt_ids: list[int], params: SamplingParams, max_tokens: int, sink: Callable[[Any], object]):
+        self.prompt_ids = prompt_ids
+        self.params = params
+        self.max_tokens = max_tokens
+        self.sink = sink
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+@dataclass
+class _Sequence:
+    handle: GenerationHandle
+    choice: int
+    generator: torch.Generator
+    text: IncrementalText
+    generated: int = 0
+
+
+class InferenceEngine:
+    """Owns the model; thread-safe `submit` / `stream` / `generate` / `update_weights`."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        model_name: str = "policy",
+        max_batch_size: int = 32,
+        max_n: int = 16,
+        max_model_len: int | None = None,
+        default_max_tokens: int = 1024,
+        batch_window_s: float = 0.003,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.model_name = model_name
+        self.device = next(model.parameters()).device
+        self.max_batch_size = max_batch_size
+        self.max_n = min(max_n, max_batch_size)
+        self.max_model_len = max_model_len or int(getattr(model.config, "max_position_embeddings", 2048))
+        self.default_max_tokens = default_max_tokens
+        self.batch_window_s = batch_window_s
+        eos = model.generation_config.eos_token_id
+        eos = eos if isinstance(eos, list) else [eos] if eos is not None else []
+        self.eos_token_ids = set(eos) | ({tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set())
+        self.version = 0
+        self._cond = threading.Condition()
+        self._pending: list[GenerationHandle] = []
+        self._weight_updates: list[tuple[dict[str, torch.Tensor], Future[int]]] = []
+        self._sequences: list[_Sequence] = []
+        self._batch = DecodeBatch(model, self.device)
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    @classmethod
+    def from_model_name(
+        cls, name_or_path: str, device: Any = None, dtype: Any = None, **kwargs: Any
+    ) -> InferenceEngine:
+        from alight_server.inference.models import load_policy
+
+        model, tokenizer = load_policy(name_or_path, device=device, dtype=dtype)
+        return cls(model, tokenizer, model_name=kwargs.pop("model_name", str(name_or_path)), **kwargs)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> InferenceEngine:
+        if self._thread is None:
+            self._stopping = False
+            self._thread = threading.Thread(target=self._run, name="alight-inference", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def __enter__(self) -> InferenceEngine:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- requests --------------------------------------------------------------------------------
+    def check_request(self, prompt_ids: list[int], params: SamplingParams) -> int:
+        """Validate against this model; returns the max_tokens the request will run with."""
+        params.validate(self.max_n)
+        if not prompt_ids:
+            raise InvalidRequest("the prompt is empty; send at least one token", "prompt")
+        vocab = self.model.get_input_embeddings().num_embeddings
+        if any(not 0 <= t < vocab for t in prompt_ids):
+            raise InvalidRequest(f"prompt token ids must be in [0, {vocab}) for this model", "prompt")
+        room = self.max_model_len - len(prompt_ids)
+        if room < 1 or (params.max_tokens is not None and params.max_tokens > room):
+            asked = params.max_tokens or 1
+            raise InvalidRequest(
+                f"This model's maximum context length is {self.max_model_len} tokens. However, you requested "
+                f"{len(prompt_ids) + asked} tokens ({len(prompt_ids)} in the prompt, {asked} in the completion). "
+                "Shorten the prompt or lower max_tokens.",
+                "max_tokens" if room >= 1 else "messages",
+            )
+        return params.max_tokens or min(self.default_max_tokens, room)
+
+    def submit(self, prompt_ids: list[int], params: SamplingParams, sink: Callable[[Any], object]) -> GenerationHandle:
+        """Queue a request; `sink` gets TokenEvents (or one exception) on the engine thread."""
+        handle = GenerationHandle(list(prompt_ids), params, self.check_request(prompt_ids, params), sink)
+        with self._cond:
+            if self._thread is None:
+                raise RuntimeError("the inference engine is not running; call engine.start() first")
+            self._pending.append(handle)
+            self._cond.notify_all()
+        return handle
+
+    async def stream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[TokenEvent]:
+        """TokenEvents of all choices, interleaved, until each choice has finished."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        handle = self.submit(prompt_ids, params, lambda event: loop.call_soon_threadsafe(queue.put_nowait, event))
+        unfinished = params.n
+        try:
+            while unfinished:
+                event = await queue.get()
+                if isinstance(event, BaseException):
+                    raise event
+                unfinished -= event.finish_reason is not None
+                yield event
+        finally:
+            handle.cancel()
+
+    def generate(self, prompt_ids: list[int], params: SamplingParams, timeout_s: float = 600) -> list[Completion]:
+        """Blocking generation for in-process callers (trainer, tests)."""
+        done = threading.Event()
+        results = [Completion(index=i) for i in range(params.n)]
+        errors: list[BaseException] = []
+        unfinished = [params.n]
+
+        def sink(event: Any) -> None:
+            if isinstance(event, BaseException):
+                errors.append(event)
+                done.set()
+                return
+            result = results[event.choice]
+            result.text += event.text
+            result.token_ids.append(event.token_id)
+            result.logprobs.append(event.logprob)
+            result.policy_version = event.policy_version
+            if event.finish_reason is not None:
+                result.finish_reason = event.finish_reason
+                unfinished[0] -= 1
+                if not unfinished[0]:
+                    done.set()
+
+        self.submit(prompt_ids, params, sink)
+        if not done.wait(timeout_s):
+            raise TimeoutError(f"generation did not finish within {timeout_s}s")
+        if errors:
+            raise errors[0]
+        return results
+
+    # -- weights ---------------------------------------------------------------------------------
+    def update_weights(self, weights: Mapping[str, torch.Tensor] | str | Path) -> int:
+        """Copy new weights into the live parameters between two decode steps; returns the new policy version."""
+        state = read_state_dict(weights) if isinstance(weights, str | Path) else dict(weights)
+        check_state_dict(self.model, state)
+        future: Future[int] = Future()
+        with self._cond:
+            if self._thread is None:
+                return self._apply_weights(state)
+            self._weight_updates.append((state, future))
+            self._cond.notify_all()
+        return future.result()
+
+    def _apply_weights(self, state: dict[str, torch.Tensor]) -> int:
+        targets = self.model.state_dict()  # shares storage with the parameters (tied ones included)
+        with torch.no_grad():
+            for name, tensor in state.items():
+                targets[name].copy_(tensor)
+        self.version += 1
+        return self.version
+
+    # -- the engine thread -----------------------------------------------------------------------
+    def _run(self) -> None:
+        with torch.inference_mode():
+            while True:
+                with self._cond:
+                    while not (self._stopping or self._pending or self._weight_updates or self._sequences):
+                        self._cond.wait()
+                    if self._stopping:
+                        break
+                    was_idle = not self._sequences
+                if was_idle and self.batch_window_s:
+                    time.sleep(self.batch_window_s)  # let the rest of a burst arrive and share the first step
+                with self._cond:
+                    updates, self._weight_updates = self._weight_updates, []
+                    admitted = self._take_admissible()
+                for state, future in updates:
+                    future.set_result(self._apply_weights(state))
+                try:
+                    for handle in admitted:
+                        self._admit(handle)
+                    if self._sequences:
+                        self._decode_step()
+                except Exception as exc:  # fail the affected requests, keep serving the next ones
+                    for handle in {s.handle for s in self._sequences} | set(admitted):
+                        handle.sink(exc)
+                    self._sequences = []
+                    self._batch = DecodeBatch(self.model, self.device)
+        self._fail_outstanding(RuntimeError("the inference engine stopped before this request finished"))
+
+    def _take_admissible(self) -> list[GenerationHandle]:
+        free = self.max_batch_size - len(self._sequences)
+        admitted = []
+        while self._pending and (self._pending[0].params.n <= free or (not admitted and not self._sequences)):
+            handle = self._pending.pop(0)
+            if not handle.cancelled:
+                admitted.append(handle)
+                free -= handle.params.n
+        return admitted
+
+    def _admit(self, handle: GenerationHandle) -> None:
+        layers, logits = prefill(self.model, handle.prompt_ids, self.device)  # logits (V,)
+        n = handle.params.n
+        sequences = [
+            _Sequence(
+                handle,
+                i,
+                choice_generator(handle.params, i, self.device),
+                IncrementalText(self.tokenizer, handle.params.stop),
+            )
+            for i in range(n)
+        ]
+        chosen = self._emit(sequences, logits.expand(n, -1))
+        alive = [(s, t) for s, t, finished in chosen if not finished]
+        if alive:
+            self._batch.add(layers, [t for _, t in alive])
+            self._sequences.extend(s for s, _ in alive)
+
+    def _decode_step(self) -> None:
+        logits = self._batch.step()  # (B, V)
+        chosen = self._emit(self._sequences, logits)
+        self._batch.next_token = torch.tensor([t for _, t, _ in chosen], dtype=torch.long, device=self.device)
+        keep = [row for row, (s, _, finished) in enumerate(chosen) if not finished and not s.handle.cancelled]
+        self._sequences = [self._sequences[row] for row in keep]
+        self._batch.keep(keep)
+
+    def _emit(self, sequences: list[_Sequence], logits: torch.Tensor) -> list[tuple[_Sequence, int, bool]]:
+        """Sample each row, report it to its request; returns (sequence, token, finished) per row."""
+        params = [s.handle.params for s in sequences]
+        chosen = sample_next(logits, params, [s.generator for s in sequences])
+        top_k = max(p.top_logprobs for p in params)
+        chosen_logp, top_values, top_ids = raw_logprobs(logits, chosen, top_k)
+        rows = zip(chosen.tolist(), chosen_logp.tolist(), top_ids.tolist(), top_values.tolist(), strict=True)
+        out = []
+        for seq, (token, logp, ids, values) in zip(sequences, rows, strict=True):
+            seq.generated += 1
+            text = seq.text.push(token)
+            finish = None
+            if (token in self.eos_token_ids and not seq.handle.params.ignore_eos) or seq.text.stopped:
+                finish = "stop"
+            elif seq.generated >= seq.handle.max_tokens:
+                finish = "length"
+            if finish is not None:
+                text += seq.text.flush()
+            k = seq.handle.params.top_logprobs
+            top = list(zip(ids[:k], values[:k], strict=True))
+            seq.handle.sink(TokenEvent(seq.choice, token, logp, top, text, finish, self.version))
+            out.append((seq, token, finish is not None))
+        return out
+
+    def _fail_outstanding(self, error: BaseException) -> None:
+        with self._cond:
+            handles = {s.handle for s in self._sequences} | set(self._pending)
+            self._pending, self._sequences = [], []
+        for handle in handles:
+            handle.sink(error)
