@@ -17,7 +17,7 @@ import pytest
 from alight.schemas import Mode, RolloutCreate, UpstreamCreate
 from alight_server.auth import issue_attempt_token
 from alight_server.serving import ServerThread
-from alight_server.testing import FakeUpstreamState, create_fake_upstream
+from alight_server.testing import FakeUpstreamState, Faults, create_fake_upstream
 
 # Add a kind here (and a branch in `upstream`) to run the gateway suite on another backend.
 UPSTREAM_KINDS = ["fake"]
@@ -31,14 +31,24 @@ class UpstreamUnderTest:
     log: FakeUpstreamState | None  # the fake's call log and fault plan; None for real backends
 
 
-@pytest.fixture(params=UPSTREAM_KINDS)
-def upstream(request: pytest.FixtureRequest) -> Iterator[UpstreamUnderTest]:
+@pytest.fixture(scope="session", params=UPSTREAM_KINDS)
+def upstream_server(request: pytest.FixtureRequest) -> Iterator[UpstreamUnderTest]:
+    """One server per backend kind for the whole session (starting one is the slow part)."""
     if request.param == "fake":
         app = create_fake_upstream(model="fake-policy")
         with ServerThread(app) as url:
             yield UpstreamUnderTest("fake", url + "/v1", "fake-policy", app.state.fake)
     else:  # pragma: no cover - a kind listed without a branch
         raise ValueError(f"no upstream fixture for kind {request.param!r}")
+
+
+@pytest.fixture
+def upstream(upstream_server: UpstreamUnderTest) -> UpstreamUnderTest:
+    """The session's upstream with a clean call log and no faults."""
+    if upstream_server.log is not None:
+        upstream_server.log.calls.clear()
+        upstream_server.log.faults = Faults()
+    return upstream_server
 
 
 @pytest.fixture

@@ -81,7 +81,9 @@ def test_bad_responses_and_completions_inputs_are_400(gateway, attempt):
     assert "`input`" in _error(_post(f"{url}/responses", attempt.token, json={"model": "m", "input": 3}), 400)
     web = {"model": "m", "input": "hi", "tools": [{"type": "web_search"}]}
     assert "only function tools" in _error(_post(f"{url}/responses", attempt.token, json=web), 400)
-    assert "`prompt`" in _error(_post(f"{url}/completions", attempt.token, json={"model": "m", "prompt": ["a", "b"]}), 400)
+    assert "`prompt`" in _error(
+        _post(f"{url}/completions", attempt.token, json={"model": "m", "prompt": ["a", "b"]}), 400
+    )
 
 
 def test_oversize_body_is_413(gateway, attempt):
