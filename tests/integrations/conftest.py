@@ -1,10 +1,17 @@
-"""Fixtures for integration tests: an in-memory span exporter and the vLLM-shaped fake upstream on loopback."""
+"""Fixtures for integration tests: in-memory spans against the fake upstream, and agent processes against the full stack."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from opentelemetry import trace
 from opentelemetry.instrumentation.httpx import HTTPX2ClientInstrumentor, HTTPXClientInstrumentor
@@ -12,6 +19,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from alight import envvars
+from alight.schemas import AttemptFinish, AttemptStart, RolloutCreate, Trajectory, UpstreamCreate
+from alight_server.auth import derive_token_secret, issue_attempt_token
 from alight_server.serving import ServerThread
 from alight_server.testing.fake_upstream import create_fake_upstream
 
@@ -88,3 +98,87 @@ def caller_span_ids(upstream_state: Any) -> list[int]:
 @pytest.fixture
 def callers() -> Any:
     return caller_span_ids
+
+
+# --- end to end: a real agent process under the controller's environment, against server + gateway + fake upstream
+
+
+@dataclass
+class AgentRun:
+    rollout_id: str
+    attempt: int
+    returncode: int
+    output: str  # stdout + stderr, for failure messages
+
+
+@dataclass
+class AlightStack:
+    """A live server with the fake upstream as its policy; `run_agent` runs one attempt of an agent file."""
+
+    server: Any  # tests/conftest.py LiveServer
+    upstream: Any  # the fake upstream's state (call log)
+
+    def run_agent(self, target: str, task: Any, timeout_s: float = 120.0) -> AgentRun:
+        store = self.server.store
+        rollout_id = f"it-{uuid.uuid4().hex[:10]}"
+        store.create_rollouts([RolloutCreate(id=rollout_id, task=task)])
+        [(rollout, attempt)] = store.claim_attempts(1, ids=[rollout_id])
+        token = issue_attempt_token(derive_token_secret(self.server.admin_key), rollout_id, attempt, ttl_s=600)
+        start = AttemptStart(
+            rollout=rollout,
+            attempt=attempt,
+            token=token,
+            gateway_base_url=envvars.gateway_url(self.server.url, rollout_id, attempt),
+            otlp_traces_endpoint=envvars.otlp_traces_url(self.server.url),
+        )
+        env = {k: v for k, v in os.environ.items() if k not in envvars.ALL}
+        env.update(envvars.attempt_env(start, self.server.url))
+        proc = subprocess.run(
+            [sys.executable, "-m", "alight.entry", target],
+            env=env,
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+        status = "succeeded" if proc.returncode == 0 else "failed"
+        store.finish_attempt(rollout_id, attempt, AttemptFinish(status=status, exit_code=proc.returncode))
+        return AgentRun(rollout_id, attempt, proc.returncode, proc.stdout + proc.stderr)
+
+    def trajectory(self, run: AgentRun) -> Trajectory:
+        response = httpx.get(
+            f"{self.server.url}/api/rollouts/{run.rollout_id}/trajectory",
+            params={"attempt": run.attempt},
+            headers=self.server.admin_headers(),
+            timeout=30,
+        )
+        assert response.status_code == 200, response.text
+        return Trajectory.model_validate(response.json())
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+POLICY_MODEL = "fake-policy"
+
+
+@pytest.fixture
+def alight_stack(live_server: Any) -> Iterator[AlightStack]:
+    """The server from tests/conftest.py with a fake vLLM-shaped upstream registered as the policy."""
+    app = create_fake_upstream(POLICY_MODEL)
+    with ServerThread(app) as url:
+        live_server.store.add_upstream(UpstreamCreate(id="policy", url=f"{url}/v1", model=POLICY_MODEL))
+        yield AlightStack(live_server, app.state.fake)
+
+
+def assert_calls_trainable(trajectory: Trajectory, count: int) -> None:
+    """`count` model calls, each answered, with the token ids and logprobs the trainer needs."""
+    assert len(trajectory.calls) == count, [tc.call.seq for tc in trajectory.calls]
+    for tc in trajectory.calls:
+        call = tc.call
+        assert call.status_code == 200, call.error
+        assert call.prompt_token_ids and call.response_token_ids, f"call {call.seq} has no token ids"
+        assert len(call.response_logprobs) == len(call.response_token_ids)
+        assert call.span_id, f"call {call.seq} has no caller span (traceparent missing)"
+
+
+def tool_spans_named(trajectory: Trajectory, name: str) -> list[dict[str, Any]]:
+    return [s for s in trajectory.tool_spans if s.get("name") == name]
