@@ -22,6 +22,7 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
     """
     from alight_server.api import attempts, health, rollouts, trajectory, upstreams
     from alight_server.errors import install_error_handlers
+    from alight_server.evaluators import install_evaluator
     from alight_server.gateway import routes as gateway_routes
     from alight_server.otlp import router as otlp_router
 
@@ -39,6 +40,7 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
     )
     # hook(store, rollout, attempt, finish), called before an attempt's end is recorded (evaluators).
     app.state.attempt_finished_hooks = []
+    install_evaluator(app, config)
     install_error_handlers(app, config)
     app.include_router(health.router)
     app.include_router(rollouts.router, prefix="/api")

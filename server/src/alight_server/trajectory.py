@@ -102,11 +102,12 @@ def _tool_entry(span: SpanRecord, after_call: int, tree: SpanTree) -> dict[str, 
 
 
 def final_reward(rewards: list[Reward]) -> float | None:
-    """The primary final reward: the latest unnamed final one, else the latest final one."""
+    """The primary final reward: the latest unnamed final one, else the first named final one."""
     finals = sorted((r for r in rewards if r.final), key=lambda r: r.created_at)
     unnamed = [r for r in finals if r.name is None]
-    chosen = (unnamed or finals)[-1:] if finals else []
-    return chosen[0].value if chosen else None
+    if unnamed:
+        return unnamed[-1].value
+    return finals[0].value if finals else None
 
 
 def latest_attempt(store: Store, rollout_id: str) -> int:
