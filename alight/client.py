@@ -45,6 +45,7 @@ from alight.schemas import (
     Rollout,
     RolloutCreate,
     RolloutState,
+    Trajectory,
     Upstream,
     UpstreamCreate,
 )
@@ -209,6 +210,11 @@ class AlightClient:
         return self._call(PolicyVersion, "POST", "/api/policy", body=PolicyCreate(metadata=metadata or {}))
 
     # ---- routes added by other areas go below this line
+
+    def trajectory(self, rollout_id: str, attempt: int | None = None) -> Trajectory:
+        """One attempt (default: the latest) joined: calls with span paths, tool spans, rewards."""
+        params = {"attempt": attempt} if attempt is not None else {}
+        return self._call(Trajectory, "GET", f"/api/rollouts/{rollout_id}/trajectory", params=params)
 
 
 def _api_error(response: httpx.Response) -> ApiError:
