@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from alight_server.config import ServerConfig
-from alight_server.store.base import Conflict, NotFound, StoreError
+from alight_server.store.base import Conflict, InvalidValue, NotFound, StoreError
 
 log = logging.getLogger("alight.server")
 
@@ -81,7 +81,7 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _store_error(request: Request, exc: Exception) -> JSONResponse:
-    status = 404 if isinstance(exc, NotFound) else 409 if isinstance(exc, Conflict) else 503
+    status = {NotFound: 404, Conflict: 409, InvalidValue: 422}.get(type(exc), 503)
     return error_response(status, str(exc))
 
 

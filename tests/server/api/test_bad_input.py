@@ -109,3 +109,11 @@ def test_oversize_bodies_are_413_before_the_route_reads_them(live_server: LiveSe
             yield small[10:]
 
         assert client.post("/api/rollouts", content=small_chunks()).status_code == 200
+
+
+def test_nan_inside_task_json_is_422_and_huge_integers_are_kept(admin_client: httpx.Client) -> None:
+    nan = admin_client.post("/api/rollouts", content=b'{"rollouts": [{"task": {"x": NaN}}]}', headers=JSON)
+    assert "task holds NaN or an infinity" in _error(nan, 422)
+    big = 2**80
+    created = admin_client.post("/api/rollouts", json={"rollouts": [{"id": "big", "task": {"n": big}}]})
+    assert created.status_code == 200 and created.json()["rollouts"][0]["task"] == {"n": big}

@@ -92,6 +92,12 @@ def test_model_calls_get_consecutive_seq_per_attempt(any_store: SqlStore, rollou
     assert len(any_store.list_model_calls(rollout_id)) == 4
 
 
+def test_a_minus_infinity_logprob_is_kept(any_store: SqlStore, rollout_id: str) -> None:
+    call = _call("c0").model_copy(update={"response_logprobs": [float("-inf"), -1.0]})
+    any_store.add_model_call(call)
+    assert any_store.list_model_calls(rollout_id)[0].response_logprobs == [float("-inf"), -1.0]
+
+
 def test_concurrent_model_calls_of_one_attempt_get_distinct_seqs(any_store: SqlStore, rollout_id: str) -> None:
     seqs: list[int] = []
 

@@ -1,8 +1,8 @@
 """Durable storage: the Store protocol and its SQLAlchemy implementation."""
 
-from alight_server.store.base import Conflict, NotFound, SchemaTooNew, Store, StoreError
+from alight_server.store.base import Conflict, InvalidValue, NotFound, SchemaTooNew, Store, StoreError
 
-__all__ = ["Conflict", "NotFound", "SchemaTooNew", "Store", "StoreError", "open_store"]
+__all__ = ["Conflict", "InvalidValue", "NotFound", "SchemaTooNew", "Store", "StoreError", "open_store"]
 
 
 def open_store(url: str) -> Store:

@@ -45,6 +45,10 @@ class SchemaTooNew(StoreError):
     pass
 
 
+class InvalidValue(StoreError):
+    """A value the store cannot keep faithfully (NaN or an infinity inside client JSON)."""
+
+
 class Store(Protocol):
     """Every method is synchronous and commits before it returns.
 

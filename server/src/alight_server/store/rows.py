@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
 from sqlalchemy import Row
 
 from alight.schemas import (
@@ -21,19 +21,28 @@ from alight.schemas import (
     SpanRecord,
     Upstream,
 )
+from alight_server.store.base import InvalidValue
 
 
 def now() -> datetime:
     return datetime.now(UTC)
 
 
-def dumps(value: Any) -> str:
-    # orjson: compact and fast on the gateway's hot path; OPT_NON_STR_KEYS tolerates int keys.
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+def dumps(value: Any, what: str = "value") -> str:
+    """Compact JSON of what a client sent; NaN and infinities are refused, not silently nulled."""
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError as exc:
+        raise InvalidValue(f"{what} holds NaN or an infinity, which JSON cannot carry; send a finite number") from exc
+
+
+def dumps_recorded(value: Any) -> str:
+    """Compact JSON of what the gateway recorded: a -inf logprob is data and is kept as -Infinity."""
+    return json.dumps(value, separators=(",", ":"))
 
 
 def loads(text: str | None) -> Any:
-    return None if text is None else orjson.loads(text)
+    return None if text is None else json.loads(text)
 
 
 def utc(value: datetime) -> datetime:
@@ -43,7 +52,7 @@ def utc(value: datetime) -> datetime:
 
 def body_hash(item: RolloutCreate) -> str:
     body = item.model_dump(mode="json", exclude={"id"})
-    return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 def attempt_from_row(row: Row[Any]) -> Attempt:
@@ -87,13 +96,13 @@ def rollout_values(item: RolloutCreate, rollout_id: str, policy_version: int, or
     return {
         "id": rollout_id,
         "ordinal": ordinal,
-        "task": dumps(item.task),
+        "task": dumps(item.task, "task"),
         "mode": item.mode.value,
         "group_id": item.group_id,
         "runner": dumps(item.runner.model_dump(mode="json")) if item.runner is not None else None,
         "timeout_s": item.timeout_s,
         "max_attempts": item.max_attempts,
-        "metadata": dumps(item.metadata),
+        "metadata": dumps(item.metadata, "metadata"),
         "state": "queued",
         "policy_version": policy_version,
         "created_at": ts,
@@ -142,19 +151,19 @@ def model_call_values(call: ModelCall, seq: int) -> dict[str, Any]:
         "trace_id": call.trace_id,
         "span_id": call.span_id,
         "flavour": call.flavour.value,
-        "request": dumps(call.request),
-        "response": dumps(call.response) if call.response is not None else None,
-        "prompt_token_ids": dumps(call.prompt_token_ids),
-        "response_token_ids": dumps(call.response_token_ids),
-        "response_logprobs": dumps(call.response_logprobs),
-        "extra_choices": dumps(call.extra_choices),
+        "request": dumps_recorded(call.request),
+        "response": dumps_recorded(call.response) if call.response is not None else None,
+        "prompt_token_ids": dumps_recorded(call.prompt_token_ids),
+        "response_token_ids": dumps_recorded(call.response_token_ids),
+        "response_logprobs": dumps_recorded(call.response_logprobs),
+        "extra_choices": dumps_recorded(call.extra_choices),
         "policy_version": call.policy_version,
         "upstream": call.upstream,
         "latency_ms": call.latency_ms,
         "status_code": call.status_code,
         "error": call.error,
         "streamed": call.streamed,
-        "flags": dumps(call.flags),
+        "flags": dumps_recorded(call.flags),
         "created_at": call.created_at,
     }
 
@@ -188,8 +197,8 @@ def model_call_from_row(row: Row[Any]) -> ModelCall:
 
 def span_values(span: SpanRecord) -> dict[str, Any]:
     values = span.model_dump()
-    values["attributes"] = dumps(span.attributes)
-    values["events"] = dumps(span.events)
+    values["attributes"] = dumps_recorded(span.attributes)
+    values["events"] = dumps_recorded(span.events)
     return values
 
 

@@ -278,7 +278,7 @@ class SqlStore:
             "id": event.id or uuid.uuid4().hex,
             "attempt": event.attempt,
             "kind": event.kind,
-            "payload": rows.dumps(event.payload),
+            "payload": rows.dumps(event.payload, "payload"),
             "created_at": rows.now(),
         }
         stored = rows.event_from_row(self._insert_once(t.events, rollout_id, values))
@@ -401,7 +401,7 @@ class SqlStore:
     def add_policy_version(self, metadata: dict[str, object] | None = None) -> PolicyVersion:
         with self._write() as conn:
             version = self._bump(conn, "policy_version")
-            values = {"version": version, "metadata": rows.dumps(metadata or {}), "created_at": rows.now()}
+            values = {"version": version, "metadata": rows.dumps(metadata or {}, "metadata"), "created_at": rows.now()}
             conn.execute(t.policy_versions.insert().values(**values))
             return rows.policy_version_from_row(
                 conn.execute(select(t.policy_versions).where(t.policy_versions.c.version == version)).one()

@@ -1,0 +1,38 @@
+"""Fuzz /api from the app's own OpenAPI document (valid and invalid inputs): no answer is ever a 5xx."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import schemathesis
+from hypothesis import HealthCheck, settings
+
+from alight_server.app import create_app
+from alight_server.config import ServerConfig
+
+if TYPE_CHECKING:
+    from tests.conftest import LiveServer
+
+# The document only: the server under test is the live_server fixture.
+_doc: dict[str, Any] = create_app(ServerConfig(admin_key="doc-only", db_url="sqlite://")).openapi()
+schema = schemathesis.openapi.from_dict(_doc).include(path_regex="^/api/")
+
+
+@schema.parametrize()
+@settings(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+def test_no_request_gets_a_server_error(case: schemathesis.Case, live_server: LiveServer) -> None:
+    if (
+        isinstance(case.body, dict)
+        and case.path.endswith("/wait")
+        and isinstance(case.body.get("timeout_s"), int | float)
+    ):
+        case.body["timeout_s"] = min(case.body["timeout_s"], 0.2)  # keep long-polls short
+    response = case.call(base_url=live_server.url, headers=live_server.admin_headers(), timeout=30)
+    assert response.status_code < 500, f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text}"
+    if response.status_code >= 400:
+        assert set(response.json()["error"]) == {"message", "type", "code"}
