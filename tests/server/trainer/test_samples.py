@@ -199,6 +199,16 @@ def test_a_call_asked_again_with_the_same_prompt_replaces_the_unused_answer():
     assert report.calls == report.calls_used + sum(report.dropped_calls.values())
 
 
+def test_when_the_agent_continues_from_the_first_of_two_answers_the_second_is_dropped():
+    first, second, third = tool_use_calls()
+    other = model_call(2, second.prompt_token_ids, [40, 41, 42])  # sampled again, then not used
+    last = third.model_copy(update={"seq": 3, "response_logprobs": logprobs_for(3, 1)})
+    batch, report = build_samples([trajectory([first, second, other, last])])
+    assert batch.row_calls == [(0, 1, 3)]
+    assert rows_of(batch)[0][0] == [1, 2, 3, 10, 11, 20, 21, 12, 13, 22, 14]
+    assert (report.dropped_calls, report.total_breaks) == ({"retried": 1}, 0)
+
+
 def test_empty_flagged_and_mismatched_calls_are_dropped_with_their_reason():
     calls = [
         model_call(0, [1, 2], [10]),

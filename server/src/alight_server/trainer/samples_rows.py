@@ -4,8 +4,11 @@ A row is a token sequence with the spans the model generated marked. Calls
 arrive in order. For each call, in this order:
 
 1. **retry** — its prompt ids equal the prompt ids of a row's last call: the
-   agent asked again and continued from this answer, so the earlier answer
-   is replaced (dropped as `retried`).
+   agent asked again (a client timeout, a retry loop), so the row now ends
+   with this answer and the earlier one is dropped as `retried`. The earlier
+   answer is kept aside: if the next call continues it instead (the agent
+   sampled twice and picked the first), the two swap places and the unused
+   one is the one dropped.
 2. **extend** — its prompt ids start with a row's full ids (that row's last
    prompt + response): the call joins the row; the tokens in between (tool
    results, user turns) become context. Of several such rows the longest wins.
@@ -55,6 +58,8 @@ class Row:
     """A training row under construction: the last call's prompt plus every merged call's response."""
 
     segments: list[Segment] = field(default_factory=list)
+    # Answers to the same prompt as the last segment, replaced by a retry; one may still win.
+    retried: list[Segment] = field(default_factory=list)
 
     @property
     def prompt(self) -> list[int]:
@@ -68,11 +73,13 @@ class Row:
         last = self.segments[-1]
         return np.asarray(last.prompt + last.response, dtype=np.int64)  # (len,)
 
-    def continued_by(self, prompt: list[int]) -> bool:
-        """Does `prompt` start with exactly this row's ids?"""
-        last = self.segments[-1]
-        n = len(last.prompt)
-        return len(prompt) >= last.end and prompt[:n] == last.prompt and prompt[n : last.end] == last.response
+    def continuation(self, prompt: list[int]) -> Segment | None:
+        """The row's last answer (or a retried alternative to it) that `prompt` continues exactly, if any."""
+        for last in (self.segments[-1], *self.retried):
+            n = len(last.prompt)
+            if len(prompt) >= last.end and prompt[:n] == last.prompt and prompt[n : last.end] == last.response:
+                return last
+        return None
 
 
 class AttemptRows:
@@ -88,12 +95,16 @@ class AttemptRows:
         call, prompt = segment.call, segment.prompt
         for row in reversed(self.rows):
             if len(row.prompt) == len(prompt) and row.prompt == prompt:
+                row.retried.append(row.segments[-1])
                 row.segments[-1] = segment
                 self._report.dropped_calls["retried"] += 1
                 return
-        extendable = [row for row in self.rows if row.continued_by(prompt)]
-        if extendable:
-            max(extendable, key=len).segments.append(segment)
+        continued = [(row, last) for row in self.rows if (last := row.continuation(prompt)) is not None]
+        if continued:
+            row, last = max(continued, key=lambda pair: pair[1].end)
+            row.segments[-1] = last  # the answer the agent carried on from; any other stays dropped
+            row.segments.append(segment)
+            row.retried.clear()
             return
         self._note_new_row(call, np.asarray(prompt, dtype=np.int64))
         self.rows.append(Row([segment]))
