@@ -30,7 +30,9 @@ def test_responses_agent_trajectory_has_calls_under_the_agent_tool_between_and_r
 
 
 def test_handoff_calls_belong_to_their_agents_and_the_filter_keeps_one(alight_stack) -> None:
-    run = alight_stack.run_agent("tests/integrations/openai_agents/handoff_agent.py:main", {"question": "call transfer_to_math"})
+    run = alight_stack.run_agent(
+        "tests/integrations/openai_agents/handoff_agent.py:main", {"question": "call transfer_to_math"}
+    )
     assert run.returncode == 0, run.output
     trajectory = alight_stack.trajectory(run)
     assert_calls_trainable(trajectory, 2)
