@@ -18,7 +18,7 @@ AGENTS = Path(__file__).parent / "agents"
 SCRIPTED = [sys.executable, str(AGENTS / "scripted.py")]
 
 
-def wait_until(check: Callable[[], Any], timeout_s: float = 10.0, interval_s: float = 0.05) -> Any:
+def wait_until(check: Callable[[], Any], timeout_s: float = 30.0, interval_s: float = 0.05) -> Any:
     """Return check()'s first truthy value, or fail after timeout_s."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -92,5 +92,5 @@ def get_rollout(admin: httpx.Client, rollout_id: str) -> dict[str, Any]:
     return response.json()
 
 
-def wait_terminal(admin: httpx.Client, rollout_id: str, timeout_s: float = 20.0) -> dict[str, Any]:
+def wait_terminal(admin: httpx.Client, rollout_id: str, timeout_s: float = 60.0) -> dict[str, Any]:
     return wait_until(lambda: (r := get_rollout(admin, rollout_id))["state"] in TERMINAL and r, timeout_s)

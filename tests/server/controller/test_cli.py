@@ -47,7 +47,7 @@ def test_controller_command_refuses_a_wrong_admin_key(live_server: Any, logs_dir
 def test_logs_command_prints_the_uploaded_output(
     live_server: Any, admin_client: httpx.Client, controllers: Callable[..., Controller], tmp_path: Path
 ) -> None:
-    create_rollout(admin_client, "logs-1", task={"by_attempt": {"1": {"sleep": 60}}, "say": "second try"}, timeout_s=1)
+    create_rollout(admin_client, "logs-1", task={"by_attempt": {"1": {"sleep": 60}}, "say": "second try"}, timeout_s=3)
     controllers().start()
     assert wait_terminal(admin_client, "logs-1")["state"] == "succeeded"
     server = ["--server", live_server.url, "--admin-key", live_server.admin_key]

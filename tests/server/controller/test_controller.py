@@ -77,18 +77,18 @@ def test_a_missing_cwd_is_infra_and_retried(controllers: Make, admin_client: htt
 def test_a_timeout_kills_the_whole_process_group(controllers: Make, admin_client: httpx.Client, tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild.pid"
     task = {"grandchild_pidfile": str(pidfile), "ignore_term": True, "sleep": 60}
-    create_rollout(admin_client, "slow", task=task, timeout_s=0.5, max_attempts=1)
+    create_rollout(admin_client, "slow", task=task, timeout_s=2.0, max_attempts=1)
     controllers().start()
     grandchild = int(wait_until(lambda: pidfile.exists() and pidfile.read_text()))
     rollout = wait_terminal(admin_client, "slow")
     assert rollout["state"] == "failed"
     assert attempts_of(rollout) == [("failed", "timeout")]
-    wait_until(lambda: not pid_alive(grandchild), timeout_s=5)
+    wait_until(lambda: not pid_alive(grandchild), timeout_s=15)
 
 
 def test_a_timed_out_attempt_is_retried(controllers: Make, admin_client: httpx.Client) -> None:
     task = {"by_attempt": {"1": {"sleep": 60}}}
-    create_rollout(admin_client, "retry-timeout", task=task, timeout_s=1.0, max_attempts=2)
+    create_rollout(admin_client, "retry-timeout", task=task, timeout_s=3.0, max_attempts=2)
     controllers().start()
     rollout = wait_terminal(admin_client, "retry-timeout")
     assert rollout["state"] == "succeeded"
@@ -101,8 +101,8 @@ def test_cancelling_a_rollout_kills_its_agent(controllers: Make, admin_client: h
     controller = controllers().start()
     agent = int(wait_until(lambda: pidfile.exists() and pidfile.read_text()))
     assert admin_client.post("/api/rollouts/cancel-me/cancel").status_code == 200
-    wait_until(lambda: not pid_alive(agent), timeout_s=5)
-    wait_until(lambda: not controller.running, timeout_s=5)
+    wait_until(lambda: not pid_alive(agent), timeout_s=15)
+    wait_until(lambda: not controller.running, timeout_s=15)
     assert get_rollout(admin_client, "cancel-me")["state"] == "cancelled"
 
 
@@ -110,7 +110,7 @@ def test_a_restarted_controller_adopts_a_running_attempt_and_finishes_it(
     controllers: Make, admin_client: httpx.Client, tmp_path: Path
 ) -> None:
     pidfile = tmp_path / "agent.pid"
-    create_rollout(admin_client, "adopt-me", task={"pidfile": str(pidfile), "sleep": 1.5, "exit": 0})
+    create_rollout(admin_client, "adopt-me", task={"pidfile": str(pidfile), "sleep": 3, "exit": 0})
     first = controllers().start()
     agent = int(wait_until(lambda: pidfile.exists() and pidfile.read_text()))
     first.stop(kill_running=False)
@@ -120,7 +120,7 @@ def test_a_restarted_controller_adopts_a_running_attempt_and_finishes_it(
     rollout = wait_terminal(admin_client, "adopt-me")
     assert rollout["state"] == "succeeded"
     assert attempts_of(rollout) == [("succeeded", None)]  # adopted, not started again
-    assert not second.running
+    wait_until(lambda: not second.running)
 
 
 def test_an_attempt_that_died_while_the_controller_was_down_is_infra_and_retried(
@@ -161,7 +161,7 @@ def test_no_more_than_concurrency_attempts_run_at_once(
 ) -> None:
     ids = [f"conc-{i}" for i in range(5)]
     for rollout_id in ids:
-        create_rollout(admin_client, rollout_id, task={"sleep": 0.4, "interval_dir": str(tmp_path)})
+        create_rollout(admin_client, rollout_id, task={"sleep": 1.0, "interval_dir": str(tmp_path)})
     controllers(concurrency=2).start()
     for rollout_id in ids:
         assert wait_terminal(admin_client, rollout_id)["state"] == "succeeded"

@@ -85,7 +85,7 @@ def test_kill_reaches_a_grandchild_that_ignores_sigterm(logs_dir: Path, tmp_path
     grandchild = int(wait_until(lambda: pidfile.exists() and pidfile.read_text()))
     runner.kill(handle, grace_s=0.2)
     finished(runner, handle)  # the SIGKILL took the supervisor too, so the outcome is the kill itself
-    wait_until(lambda: not pid_alive(grandchild), timeout_s=5)
+    wait_until(lambda: not pid_alive(grandchild), timeout_s=15)
 
 
 def test_a_new_runner_adopts_a_running_attempt_and_reads_its_exit_code(logs_dir: Path) -> None:

@@ -23,18 +23,19 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
 
 from alight.client import AlightClient, ApiError
-from alight.schemas import AttemptFinish, AttemptStart, AttemptStatus, EventCreate, FailureKind, Rollout, RolloutState
-from alight_server.controller.base import Runner, RunPhase, RunStatus, SpawnError, parse_handle
+from alight.schemas import AttemptFinish, AttemptStart, EventCreate, FailureKind
+from alight_server.controller import outcome, recovery
+from alight_server.controller.base import Runner, SpawnError
 
 log = logging.getLogger("alight.controller")
 
 LOG_EVENT_KIND = "log"
-MESSAGE_TAIL_CHARS = 2000  # of the log, quoted in a failed attempt's message
 
 
 @dataclass
@@ -99,7 +100,7 @@ class Controller:
     @property
     def running(self) -> list[tuple[str, int]]:
         """(rollout id, attempt) of every attempt this controller holds."""
-        return [(a.rollout_id, a.attempt) for a in self._attempts.values()]
+        return [(a.rollout_id, a.attempt) for a in list(self._attempts.values())]  # a copy: the loop thread mutates
 
     # lifecycle
 
@@ -160,62 +161,22 @@ class Controller:
     # 1. recovery
 
     def _recover(self) -> bool:
-        """True once everything a previous controller left is adopted or reported."""
-        held = {h: parse_handle(h) for h in self.runner.handles() if h not in self._attempts}
-        server = self._rollouts([rid for _, rid, _ in held.values()])
-        for handle, (_, rollout_id, number) in held.items():
-            rollout = server.get(rollout_id)
-            current = _attempt_of(rollout, number)
-            if rollout is None or current is None or current.status is not AttemptStatus.RUNNING:
-                # The server already ended it: stop the process (if any) and forget it quietly.
-                self._attempts[handle] = _Attempt(rollout_id, number, handle, 0.0, 0.0, report=False)
-                self.runner.kill(handle, 0.0)
+        """True once everything an earlier controller left is adopted, forgotten or reported."""
+        for left in recovery.leftovers(self.client, self.runner, skip=self._attempts):
+            if not left.running_on_server or left.rollout is None:
+                # The server already ended it (cancelled meanwhile): stop the process and forget it quietly.
+                self._attempts[left.handle] = _Attempt(left.rollout_id, left.attempt, left.handle, 0, 0, report=False)
+                self.runner.kill(left.handle, 0.0)
                 continue
-            status = self.runner.poll(handle)
-            started = status.started_at or time.time()
-            self._attempts[handle] = _Attempt(
-                rollout_id, number, handle, rollout.timeout_s, started + rollout.timeout_s
-            )
-            log.info("adopted attempt rollout_id=%s attempt=%d phase=%s", rollout_id, number, status.phase)
-        # Running on the server under our name, held by no runner: started by a controller that died
-        # before it could record the process. Nothing will ever finish them unless we do.
-        prefix = f"{self.runner.name}/"
+            status = self.runner.poll(left.handle)
+            timeout_s = left.rollout.timeout_s
+            deadline = (status.started_at or time.time()) + timeout_s  # the original deadline, not a fresh one
+            self._attempts[left.handle] = _Attempt(left.rollout_id, left.attempt, left.handle, timeout_s, deadline)
+            log.info("adopted attempt rollout_id=%s attempt=%d phase=%s", left.rollout_id, left.attempt, status.phase)
         reported = True
-        for rollout in self._all_running():
-            current = _attempt_of(rollout, rollout.attempts[-1].attempt if rollout.attempts else 0)
-            if current is None or current.status is not AttemptStatus.RUNNING:
-                continue
-            handle = current.runner_handle
-            if handle and handle.startswith(prefix) and handle not in self._attempts:
-                finish = AttemptFinish(
-                    status="failed",
-                    failure_kind=FailureKind.INFRA,
-                    message=f"{self.runner.name} has no record of {handle}: its controller stopped before it started",
-                    runner_handle=handle,
-                )
-                reported = self._report(rollout.id, current.attempt, finish) and reported
+        for rollout_id, attempt, finish in recovery.orphans(self.client, self.runner.name, held=self._attempts):
+            reported = self._report(rollout_id, attempt, finish) and reported
         return reported
-
-    def _all_running(self) -> list[Rollout]:
-        found: list[Rollout] = []
-        since = 0
-        while True:
-            page = self.client.list_rollouts(state=RolloutState.RUNNING, since_seq=since, limit=500)
-            found.extend(page)
-            if len(page) < 500:
-                return found
-            since = page[-1].seq
-
-    def _rollouts(self, ids: list[str]) -> dict[str, Rollout]:
-        """The server's current view of these rollouts (missing ones are absent)."""
-        out: dict[str, Rollout] = {}
-        for rollout_id in dict.fromkeys(ids):
-            try:
-                out[rollout_id] = self.client.get_rollout(rollout_id)
-            except ApiError as exc:
-                if exc.status_code != 404:
-                    raise
-        return out
 
     # 2. watch for cancellation
 
@@ -224,8 +185,9 @@ class Controller:
         if not live or time.monotonic() < self._next_watch:
             return
         self._next_watch = time.monotonic() + self.watch_interval
-        # One request for all of them: a zero-timeout wait answers which are already final.
-        ended = {r.id for r in self.client.wait_rollouts([a.rollout_id for a in live], timeout_s=0).done}
+        # One request per 1000: a zero-timeout wait answers which are already final.
+        ids = [a.rollout_id for a in live]
+        ended = {r.id for i in range(0, len(ids), 1000) for r in self.client.wait_rollouts(ids[i : i + 1000], 0).done}
         for attempt in live:
             if attempt.rollout_id not in ended:
                 continue
@@ -247,7 +209,8 @@ class Controller:
                     attempt.stop_message = f"killed after the rollout's timeout of {attempt.timeout_s:g}s"
                     log.info("attempt timed out rollout_id=%s attempt=%d", attempt.rollout_id, attempt.attempt)
                 return
-            attempt.finish = self._outcome(attempt, status)
+            stopped = (attempt.stop_kind, attempt.stop_message or "stopped") if attempt.stop_kind else None
+            attempt.finish = outcome.decide(status, attempt.handle, stopped, self._log_tail(attempt))
         if not attempt.log_uploaded:
             self._upload_log(attempt)
         if attempt.report and not self._report(attempt.rollout_id, attempt.attempt, attempt.finish):
@@ -255,29 +218,8 @@ class Controller:
         self.runner.release(attempt.handle)
         del self._attempts[attempt.handle]
 
-    def _outcome(self, attempt: _Attempt, status: RunStatus) -> AttemptFinish:
-        def failed(kind: FailureKind, message: str) -> AttemptFinish:
-            return AttemptFinish(
-                status="failed",
-                failure_kind=kind,
-                exit_code=status.exit_code,
-                message=message,
-                runner_handle=attempt.handle,
-            )
-
-        if attempt.stop_kind is not None:
-            return failed(attempt.stop_kind, attempt.stop_message or "stopped by the controller")
-        if status.phase in (RunPhase.FAILED_TO_START, RunPhase.LOST):
-            return failed(FailureKind.INFRA, status.message or str(status.phase))
-        if status.exit_code == 0:
-            return AttemptFinish(status="succeeded", exit_code=0, runner_handle=attempt.handle)
-        if status.exit_code == -signal.SIGKILL:
-            # Nobody here sent it: the kernel's out-of-memory killer, most likely. Not the agent's fault.
-            return failed(FailureKind.INFRA, "the agent was killed by SIGKILL from outside (out of memory?)")
-        tail = self.runner.log_tail(attempt.handle, MESSAGE_TAIL_CHARS).strip()
-        return failed(
-            FailureKind.TASK, f"agent exited with code {status.exit_code}" + (f"; last output:\n{tail}" if tail else "")
-        )
+    def _log_tail(self, attempt: _Attempt) -> Callable[[int], str]:
+        return lambda max_bytes: self.runner.log_tail(attempt.handle, max_bytes)
 
     def _upload_log(self, attempt: _Attempt) -> None:
         text = self.runner.log_tail(attempt.handle, self.log_tail_bytes)
@@ -306,6 +248,7 @@ class Controller:
                 return False
             # 404/409: deleted, or already ended another way (cancelled): nothing left to tell it.
             log.info("finish not applied rollout_id=%s attempt=%d: %s", rollout_id, attempt, exc)
+            return True
         log.info(
             "attempt finished rollout_id=%s attempt=%d outcome=%s kind=%s",
             rollout_id,
@@ -345,9 +288,3 @@ class Controller:
             log.warning("attempt failed to start rollout_id=%s attempt=%d: %s", rollout.id, start.attempt, exc)
             return
         log.info("attempt started rollout_id=%s attempt=%d handle=%s", rollout.id, start.attempt, handle)
-
-
-def _attempt_of(rollout: Rollout | None, number: int):
-    if rollout is None:
-        return None
-    return next((a for a in rollout.attempts if a.attempt == number), None)
