@@ -48,6 +48,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"unknown --runner {runner!r}; choose one of {', '.join(RUNNERS)}", err=True)
             raise typer.Exit(2)
         logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        if log_level.lower() != "debug":
+            logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the attempt lines
         client = AlightClient(server, admin_key=admin_key)
         try:
             client.list_rollouts(limit=1)  # fail now, with a clear line, on a wrong URL or key
