@@ -25,11 +25,11 @@ def _server_logs(server: str, admin_key: str | None, rollout_id: str) -> tuple[d
 
     client = AlightClient(server, admin_key=admin_key)
     rollout = client.get_rollout(rollout_id)
-    texts = {}
+    texts: dict[int, str] = {}
     for event in client.list_events(rollout_id, kind=LOG_EVENT_KIND):
         if event.attempt is not None:
             texts[event.attempt] = str(event.payload.get("text", ""))
-    states = {}
+    states: dict[int, str] = {}
     for a in rollout.attempts:
         kind = f", {a.failure_kind}" if a.failure_kind else ""
         code = f", exit code {a.exit_code}" if a.exit_code is not None else ""
