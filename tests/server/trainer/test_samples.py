@@ -261,6 +261,7 @@ def test_rollouts_index_groups_and_rewards_and_keep_rowless_rollouts_for_group_s
         trajectory([model_call(0, [7], [8], rollout_id="c")], rollout_id="c", group_id=None, reward=0.5),
         trajectory([model_call(0, [7], [8], rollout_id="d")], rollout_id="d", reward=None),
         trajectory([model_call(0, [7], [8], rollout_id="e")], rollout_id="e", failure_kind=FailureKind.INFRA),
+        trajectory([model_call(0, [7], [8], rollout_id="f")], rollout_id="f", reward=float("nan")),
     ]
     batch, report = build_samples(trajectories)
     assert batch.rollout_ids == ["a", "b", "c"]
@@ -270,12 +271,12 @@ def test_rollouts_index_groups_and_rewards_and_keep_rowless_rollouts_for_group_s
     assert batch.row_rollout.tolist() == [0, 2]
     assert batch.row_group.tolist() == [0, 1]
     assert batch.row_reward.tolist() == [1.0, 0.5]
-    assert report.dropped_rollouts == {"no_reward": 1, "infra_failure": 1}
+    assert report.dropped_rollouts == {"no_reward": 1, "infra_failure": 1, "non_finite_reward": 1}
     assert report.calls == report.calls_used + sum(report.dropped_calls.values())
 
 
 def test_the_same_rollout_twice_is_an_error_naming_it():
-    with pytest.raises(ValueError, match="rollout 'r1' appears twice"):
+    with pytest.raises(ValueError, match=r"rollout 'r1' appears twice \(attempts 1 and 1\)"):
         build_samples([trajectory(tool_use_calls()), trajectory(tool_use_calls())])
 
 

@@ -19,6 +19,7 @@ No retokenization anywhere: ids are the ones the backend consumed and produced.
 from __future__ import annotations
 
 import array
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Literal
@@ -119,23 +120,23 @@ def build_samples(
     rollout_ids: list[str] = []
     rollout_rewards: list[float] = []
     rollout_groups: list[str] = []
-    seen: set[str] = set()
+    seen: dict[str, int] = {}  # rollout id -> attempt
     for trajectory in trajectories:
         report.trajectories += 1
         report.calls += len(trajectory.calls)
-        reason = _rollout_drop_reason(trajectory)
-        if reason:
+        reward, reason = _reward_or_drop_reason(trajectory)
+        if reward is None:
             report.dropped_rollouts[reason] += 1
             report.dropped_calls[f"rollout_{reason}"] += len(trajectory.calls)
             continue
         if trajectory.rollout_id in seen:
             raise ValueError(
-                f"rollout {trajectory.rollout_id!r} appears twice (attempts {trajectory.attempt} and another); "
-                "pass one trajectory per rollout, the attempt that finished"
+                f"rollout {trajectory.rollout_id!r} appears twice (attempts {seen[trajectory.rollout_id]} and "
+                f"{trajectory.attempt}); pass one trajectory per rollout: the attempt that finished"
             )
-        seen.add(trajectory.rollout_id)
+        seen[trajectory.rollout_id] = trajectory.attempt
         rollout_ids.append(trajectory.rollout_id)
-        rollout_rewards.append(float(trajectory.final_reward))  # type: ignore[arg-type]  # checked above
+        rollout_rewards.append(reward)
         rollout_groups.append(trajectory.group_id or f"rollout:{trajectory.rollout_id}")
         attempt_rows = AttemptRows(report, decode, config.max_break_examples)
         for segment in _kept_segments(trajectory, config, report):
@@ -150,13 +151,17 @@ def build_samples(
     return _pad(rows, rollout_ids, rollout_rewards, rollout_groups, config, report), report
 
 
-def _rollout_drop_reason(trajectory: Trajectory) -> str | None:
+def _reward_or_drop_reason(trajectory: Trajectory) -> tuple[float | None, str]:
+    """The rollout's final reward, or None and why the whole trajectory is left out."""
     kind = trajectory.failure_kind
     if kind is not None and kind in (FailureKind.INFRA, FailureKind.TIMEOUT):
-        return f"{kind.value}_failure"  # retried elsewhere; never a made-up reward
-    if trajectory.final_reward is None:
-        return "no_reward"
-    return None
+        return None, f"{kind.value}_failure"  # retried elsewhere; never a made-up reward
+    reward = trajectory.final_reward
+    if reward is None:
+        return None, "no_reward"
+    if not math.isfinite(reward):
+        return None, "non_finite_reward"
+    return float(reward), ""
 
 
 def _kept_segments(trajectory: Trajectory, config: SampleConfig, report: BuildReport) -> list[Segment]:
