@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 
 from alight_mcp.rewards import REWARD_FINAL_KEY, REWARD_META_KEY, REWARD_NAME_KEY
@@ -60,7 +61,10 @@ def create_calculator(name: str = "calculator") -> MCPServer[Any]:
 
     @server.tool(description="Evaluate an arithmetic expression such as '(3 + 4) * 12' and return the number.")
     def calculate(expression: str) -> float:
-        return evaluate(expression)
+        try:
+            return evaluate(expression)
+        except ValueError as e:
+            raise ToolError(str(e)) from e  # a ToolError's text reaches the model, so it can fix the expression
 
     @server.tool(
         description="Score a final answer (its last number) against the expected one; carries an alight reward."
