@@ -8,8 +8,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import aiohttp
 import anyio.to_thread
-import httpx
 import orjson
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
@@ -22,23 +22,23 @@ from alight_server.gateway.errors import GatewayError
 from alight_server.gateway.flavour import Flavour, StreamTranslator
 from alight_server.gateway.metrics import GatewayMetrics
 from alight_server.gateway.pause import PauseGate
-from alight_server.gateway.proxy import Proxy
+from alight_server.gateway.proxy import Proxy, UpstreamHttp, UpstreamReply
 from alight_server.gateway.upstreams import Target, UpstreamPool
 from alight_server.store.base import Store
 
 
-def _upstream_message(resp: httpx.Response) -> str:
+def _upstream_message(reply: UpstreamReply) -> str:
     try:
-        err = orjson.loads(resp.content).get("error")
+        err = orjson.loads(reply.body).get("error")
         return str(err.get("message") if isinstance(err, dict) else err)
     except (orjson.JSONDecodeError, AttributeError):
-        return resp.text[:300]
+        return reply.text()
 
 
-async def _sse_data(resp: httpx.Response, deadline: float) -> AsyncIterator[str]:
+async def _sse_data(reply: UpstreamReply, deadline: float) -> AsyncIterator[str]:
     """The `data:` payloads of an upstream event stream, each read bounded by the call's deadline."""
     buffer = b""
-    raw = resp.aiter_raw()
+    raw = reply.chunks()
     while True:
         try:
             piece = await asyncio.wait_for(anext(raw), max(0.0, deadline - time.monotonic()))
@@ -64,9 +64,8 @@ class Gateway:
         self.max_body_bytes = max_body_bytes
         self.gate = PauseGate()
         self.metrics = GatewayMetrics(lambda: self.gate.in_flight, self.gate.paused_seconds)
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=512, keepalive_expiry=30)
-        self.http = httpx.AsyncClient(limits=limits, timeout=config.upstream_timeout_s)
-        self.upstreams = UpstreamPool(store, self.http)
+        self.http = UpstreamHttp()
+        self.upstreams = UpstreamPool(store, self.http.get_json)
         self.proxy = Proxy(self.http, self.upstreams, config, self.metrics)
         self.attempts = AttemptResolver(store, token_secret)
         self._version: int | None = None
@@ -184,20 +183,20 @@ class Gateway:
         except GatewayError as exc:
             return await self._failed(record, flavour, exc)
         record.upstream = target.id
-        if resp.status_code != 200:
-            status = resp.status_code if 400 <= resp.status_code < 500 else 502
-            exc = GatewayError(status, f"upstream {target.id} answered {resp.status_code}: {_upstream_message(resp)}")
+        if resp.status != 200:
+            status = resp.status if 400 <= resp.status < 500 else 502
+            exc = GatewayError(status, f"upstream {target.id} answered {resp.status}: {_upstream_message(resp)}")
             return await self._failed(record, flavour, exc)
         if record.streamed:
             translator = flavour.stream(body)
             relay = self._relay(flavour, translator, record, resp, deadline)
             return StreamingResponse(relay, media_type="text/event-stream", headers={"cache-control": "no-cache"})
         try:
-            upstream = orjson.loads(resp.content)
+            upstream = orjson.loads(resp.body)
             if not isinstance(upstream, dict) or not isinstance(upstream.get("choices"), list):
                 raise ValueError("no `choices` list")
         except (orjson.JSONDecodeError, ValueError) as exc:
-            detail = f"upstream {target.id} returned a body that is not an OpenAI response ({exc}): {resp.text[:200]!r}"
+            detail = f"upstream {target.id} returned a body that is not an OpenAI response ({exc}): {resp.text(200)!r}"
             return await self._failed(record, flavour, GatewayError(502, detail))
         tokens = tokens_of(upstream, chat=flavour.upstream_path != "/completions")
         agent_body = flavour.from_upstream(upstream, body)
@@ -231,7 +230,7 @@ class Gateway:
         return stored
 
     async def _relay(
-        self, flavour: Flavour, translator: StreamTranslator, record: CallRecord, resp: httpx.Response, deadline: float
+        self, flavour: Flavour, translator: StreamTranslator, record: CallRecord, resp: UpstreamReply, deadline: float
     ) -> AsyncIterator[bytes]:
         """Forward the stream; hold its closing events until the call is recorded."""
         anthropic = flavour.anthropic_errors
@@ -261,10 +260,10 @@ class Gateway:
                 error = self.proxy.timeout_error(record.upstream)
             except GatewayError as exc:
                 error = exc
-            except (orjson.JSONDecodeError, httpx.HTTPError) as exc:
+            except (orjson.JSONDecodeError, aiohttp.ClientError) as exc:
                 error = GatewayError(502, f"upstream {record.upstream} broke the stream ({type(exc).__name__}: {exc})")
             finally:
-                await resp.aclose()
+                resp.close()
             if error is None:
                 assembled = assembler.result()
                 tokens = tokens_of(assembled, chat=flavour.upstream_path != "/completions")

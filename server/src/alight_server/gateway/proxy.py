@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 import orjson
 
 from alight_server.config import GatewayConfig
@@ -31,8 +32,51 @@ def backoff_s(retry: int, retry_after: str | None = None) -> float:
     return random.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**retry))
 
 
+class UpstreamHttp:
+    """One aiohttp session per event loop, created on first use (sessions are bound to their loop)."""
+
+    def __init__(self) -> None:
+        self._session: aiohttp.ClientSession | None = None
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            # No connection cap: the gateway's own admission (pause gate) bounds concurrency.
+            connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=30, enable_cleanup_closed=True)
+            self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True)
+        return self._session
+
+    async def get_json(self, url: str, headers: dict[str, str], timeout_s: float) -> Any:
+        async with self.session().get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            return orjson.loads(await resp.read())
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+@dataclass
+class UpstreamReply:
+    """An upstream answer: fully read (`body`), or a 200 stream still open (`raw`)."""
+
+    status: int
+    body: bytes
+    raw: aiohttp.ClientResponse | None = None
+
+    def text(self, limit: int = 300) -> str:
+        return self.body[:limit].decode(errors="replace")
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        assert self.raw is not None
+        async for piece in self.raw.content.iter_any():
+            yield piece
+
+    def close(self) -> None:
+        if self.raw is not None:
+            self.raw.close()
+
+
 class Proxy:
-    def __init__(self, http: httpx.AsyncClient, pool: UpstreamPool, config: GatewayConfig, metrics: GatewayMetrics):
+    def __init__(self, http: UpstreamHttp, pool: UpstreamPool, config: GatewayConfig, metrics: GatewayMetrics):
         self.http = http
         self.pool = pool
         self.config = config
@@ -46,51 +90,45 @@ class Proxy:
         deadline: float,
         *,
         stream: bool,
-    ) -> tuple[Target, httpx.Response]:
+    ) -> tuple[Target, UpstreamReply]:
         """POST to the first target that answers with a non-retryable status.
 
-        Non-streamed responses come back fully read. A streamed 200 comes back
+        Non-streamed answers come back fully read. A streamed 200 comes back
         open (the caller reads and closes it); once its first byte has been
         forwarded it is never retried. Raises GatewayError 502/504 when every
         try failed or the deadline passed.
         """
-        last: str = "no attempt made"
+        last = "no attempt made"
         for retry in range(self.config.max_retries + 1):
             target = targets[retry % len(targets)]
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             body = orjson.dumps(await payload(target))
-            request = self.http.build_request(
-                "POST",
-                target.base_url + path,
-                content=body,
-                headers=upstream_headers(target),
-                timeout=httpx.Timeout(remaining),
-            )
             try:
                 async with asyncio.timeout(remaining):
-                    resp = await self.http.send(request, stream=stream)
-                    if not stream or resp.status_code != 200:
-                        await resp.aread()
+                    resp = await self.http.session().post(
+                        target.base_url + path, data=body, headers=upstream_headers(target)
+                    )
+                    if stream and resp.status == 200:
+                        reply = UpstreamReply(200, b"", raw=resp)
+                    else:
+                        async with resp:
+                            reply = UpstreamReply(resp.status, await resp.read())
             except TimeoutError:
                 raise self.timeout_error(target.id) from None
-            except httpx.TimeoutException:
-                raise self.timeout_error(target.id) from None
-            except httpx.TransportError as exc:
+            except aiohttp.ClientError as exc:
                 last = f"upstream {target.id} at {target.base_url} is unreachable ({type(exc).__name__}: {exc})"
                 self.pool.invalidate()
                 self.metrics.retries.labels(reason="transport").inc()
                 await self._sleep(backoff_s(retry), deadline)
                 continue
-            if resp.status_code in RETRYABLE_STATUS and retry < self.config.max_retries:
-                last = f"upstream {target.id} answered {resp.status_code}"
-                self.metrics.retries.labels(reason=str(resp.status_code)).inc()
-                retry_after = resp.headers.get("retry-after")
-                await resp.aclose()
-                await self._sleep(backoff_s(retry, retry_after), deadline)
+            if reply.status in RETRYABLE_STATUS and retry < self.config.max_retries:
+                last = f"upstream {target.id} answered {reply.status}"
+                self.metrics.retries.labels(reason=str(reply.status)).inc()
+                await self._sleep(backoff_s(retry, resp.headers.get("retry-after")), deadline)
                 continue
-            return target, resp
+            return target, reply
         if time.monotonic() >= deadline:
             raise self.timeout_error(targets[0].id)
         raise GatewayError(502, f"{last}; gave up after {self.config.max_retries + 1} tries")

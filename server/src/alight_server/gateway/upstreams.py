@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import anyio.to_thread
-import httpx
 
 from alight.schemas import Upstream
 from alight_server.gateway.errors import GatewayError
@@ -41,9 +42,9 @@ class UpstreamPool:
     it takes over only its own share.
     """
 
-    def __init__(self, store: Store, http: httpx.AsyncClient) -> None:
+    def __init__(self, store: Store, get_json: Callable[[str, dict[str, str], float], Awaitable[Any]]) -> None:
         self.store = store
-        self.http = http
+        self.get_json = get_json
         self._targets: list[Target] = []
         self._loaded_at = float("-inf")
         self._lock = asyncio.Lock()
@@ -98,11 +99,10 @@ class UpstreamPool:
             return target.model
         if target.id not in self._model_names:
             try:
-                resp = await self.http.get(f"{target.base_url}/models", headers=_auth(target), timeout=10)
-                data = resp.json().get("data") or []
+                data = (await self.get_json(f"{target.base_url}/models", _auth(target), 10.0)).get("data") or []
                 if data:
                     self._model_names[target.id] = str(data[0]["id"])
-            except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+            except Exception:  # an upstream without a usable /models: send the agent's model name
                 return None
         return self._model_names.get(target.id)
 
