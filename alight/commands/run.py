@@ -1,12 +1,171 @@
-"""`alight run` (TODO)."""
+"""`alight run AGENT --task JSON`: one rollout of an agent, then its trajectory, printed.
+
+1. Against `--server URL` (admin key from --admin-key / ALIGHT_ADMIN_KEY), or,
+   without one, an embedded server on a temporary SQLite file.
+2. Create the rollout, claim its attempt, start the agent with the attempt's
+   environment (`python -m alight.entry AGENT`), wait, report how it ended.
+3. Fetch the trajectory and print calls, span paths, tool spans and rewards.
+If a controller attached to the server claims the rollout first, it runs there
+and this command waits for it. The exit code is the agent's.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from alight import envvars
+from alight.schemas import AttemptFinish, AttemptStart, FailureKind, Mode, RolloutCreate, RunnerSpec, UpstreamCreate
+
+SERVER_HINT = "without --server, alight run starts an embedded server, which needs: pip install alight-server"
+
+
+@contextlib.contextmanager
+def embedded_server(workdir: Path) -> Iterator[tuple[str, str]]:
+    """(url, admin key) of a server on a temporary SQLite file, for the duration of the block."""
+    try:
+        from alight_server.app import create_app
+        from alight_server.auth import generate_admin_key
+        from alight_server.config import ServerConfig
+        from alight_server.serving import ServerThread, free_port
+    except ImportError as exc:
+        raise typer.BadParameter(f"{SERVER_HINT} ({exc})", param_hint="--server") from exc
+    key = generate_admin_key()
+    config = ServerConfig(admin_key=key, db_url=f"sqlite:///{workdir / 'alight.db'}", port=free_port())
+    with ServerThread(create_app(config), port=config.port) as url:
+        yield url, key
+
+
+def parse_task(task: str | None, task_file: Path | None) -> Any:
+    if task is not None and task_file is not None:
+        raise typer.BadParameter("give the task with --task or --task-file, not both", param_hint="--task")
+    if task_file is not None:
+        try:
+            return json.loads(task_file.read_text())
+        except (OSError, ValueError) as exc:
+            raise typer.BadParameter(f"cannot read JSON from {task_file}: {exc}", param_hint="--task-file") from exc
+    try:
+        return json.loads(task) if task is not None else None
+    except ValueError as exc:
+        raise typer.BadParameter(f"--task must be JSON ({exc}); got {task!r}", param_hint="--task") from exc
+
+
+def check_target(target: str) -> str:
+    """A file target becomes absolute (the agent may run elsewhere); a module one is checked by the agent."""
+    module_ref, sep, attr = target.rpartition(":")
+    if not sep or not module_ref or not attr:
+        raise typer.BadParameter(
+            f"{target!r} must look like 'path/to/agent.py:function' or 'package.module:function'", param_hint="AGENT"
+        )
+    if module_ref.endswith(".py"):
+        path = Path(module_ref).expanduser().resolve()
+        if not path.is_file():
+            raise typer.BadParameter(f"agent file {str(path)!r} does not exist", param_hint="AGENT")
+        return f"{path}:{attr}"
+    return target
+
+
+def run_attempt(start: AttemptStart, server_url: str, target: str, workdir: Path, timeout_s: float) -> AttemptFinish:
+    """Start the agent process for `start`, wait for it, and say how it ended."""
+    env = {k: v for k, v in os.environ.items() if k not in envvars.ALL}
+    env.update(envvars.attempt_env(start, server_url, task_dir=workdir))
+    argv = envvars.agent_argv(RunnerSpec(entrypoint=target), sys.executable)
+    try:
+        proc = subprocess.Popen(argv, env=env)
+    except OSError as exc:
+        return AttemptFinish(status="failed", failure_kind=FailureKind.INFRA, message=f"cannot start {argv}: {exc}")
+    handle = f"local:{proc.pid}"
+    try:
+        code = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        message = f"agent ran past {timeout_s:g}s and was killed"
+        return AttemptFinish(status="failed", failure_kind=FailureKind.TIMEOUT, message=message, runner_handle=handle)
+    if code == 0:
+        return AttemptFinish(status="succeeded", exit_code=0, runner_handle=handle)
+    message = f"agent exited with code {code}"
+    return AttemptFinish(
+        status="failed", failure_kind=FailureKind.TASK, exit_code=code, message=message, runner_handle=handle
+    )
 
 
 def register(app: typer.Typer) -> None:
     @app.command("run")
-    def run() -> None:
-        """Not built yet."""
-        raise typer.Exit(2)
+    def run(
+        agent: str = typer.Argument(..., help="path/to/agent.py:function or package.module:function"),
+        task: str | None = typer.Option(None, "--task", help="The task, as JSON (passed to the function)."),
+        task_file: Path | None = typer.Option(None, "--task-file", help="Read the task JSON from this file."),
+        server: str | None = typer.Option(None, "--server", help="Server URL; default: an embedded one."),
+        admin_key: str | None = typer.Option(None, "--admin-key", envvar="ALIGHT_ADMIN_KEY", help="Admin key."),
+        upstream: str | None = typer.Option(
+            None, "--upstream", help="OpenAI-compatible base URL (ending in /v1) to register as the policy."
+        ),
+        model: str | None = typer.Option(None, "--model", help="Model name the --upstream serves."),
+        mode: Mode = typer.Option(Mode.TRAIN, "--mode", help="train or val (sampling temperature)."),
+        timeout_s: float = typer.Option(600.0, "--timeout", help="Seconds before the agent is killed."),
+        as_json: bool = typer.Option(False, "--json", help="Print the trajectory as JSON instead of tables."),
+    ) -> None:
+        """Run one rollout of AGENT and print its trajectory: calls, span paths, tool spans, rewards."""
+        from alight.client import AlightClient, ApiError
+        from alight.commands.trajectory_view import render_trajectory
+
+        target = check_target(agent)
+        task_value = parse_task(task, task_file)
+        if server and not admin_key:
+            raise typer.BadParameter("--server needs the admin key (--admin-key or ALIGHT_ADMIN_KEY)")
+        with tempfile.TemporaryDirectory(prefix="alight-run-") as tmp, contextlib.ExitStack() as stack:
+            workdir = Path(tmp)
+            if server:
+                url, key = server.rstrip("/"), admin_key or ""
+            else:
+                url, key = stack.enter_context(embedded_server(workdir))
+            client = stack.enter_context(AlightClient(url, key))
+            try:
+                if upstream:
+                    client.add_upstream(UpstreamCreate(id="alight-run", url=upstream, model=model))
+                elif not server:
+                    typer.echo("alight run: no --upstream given, so the agent's model calls will fail (503)", err=True)
+                rollout_id = f"run-{uuid.uuid4().hex[:12]}"
+                spec = RolloutCreate(
+                    id=rollout_id,
+                    task=task_value,
+                    mode=mode,
+                    runner=RunnerSpec(entrypoint=target),
+                    timeout_s=timeout_s,
+                    max_attempts=1,
+                )
+                client.create_rollouts([spec])
+                starts = client.claim_attempts(1, ids=[rollout_id])
+                if starts:
+                    start = starts[0]
+                    finish = run_attempt(start, url, target, workdir, timeout_s)
+                    client.finish_attempt(rollout_id, start.attempt, finish)
+                    exit_code = finish.exit_code if finish.exit_code is not None else 1
+                else:
+                    typer.echo(f"alight run: a controller claimed {rollout_id}; waiting for it", err=True)
+                    deadline = time.monotonic() + timeout_s + 60
+                    while client.wait_rollouts([rollout_id], timeout_s=30).pending:
+                        if time.monotonic() > deadline:
+                            raise typer.Exit(1)
+                    exit_code = 0 if client.get_rollout(rollout_id).state == "succeeded" else 1
+                trajectory = client.trajectory(rollout_id)
+            except ApiError as exc:
+                typer.echo(f"alight run: the server refused a request: {exc.status_code} {exc.message}", err=True)
+                raise typer.Exit(1) from exc
+            if as_json:
+                typer.echo(trajectory.model_dump_json(indent=2))
+            else:
+                render_trajectory(trajectory)
+        raise typer.Exit(exit_code)

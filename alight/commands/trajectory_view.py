@@ -1,0 +1,97 @@
+"""A trajectory for people: a rich timeline of model calls and tool spans, then the rewards."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from alight.schemas import ModelCall, Reward, Trajectory
+
+PATH_SEP = " › "
+
+
+def _clip(text: str, width: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def call_summary(call: ModelCall) -> str:
+    """What the model answered: text, or the tools it called; the error for a failed call."""
+    if call.error or call.status_code >= 400:
+        return f"[red]{call.status_code} {_clip(call.error or '')}[/red]"
+    response = call.response or {}
+    for choice in response.get("choices") or []:  # chat / completions
+        message = choice.get("message") or {}
+        tools = [tc.get("function", {}).get("name") for tc in message.get("tool_calls") or []]
+        if tools:
+            return "calls " + ", ".join(str(t) for t in tools)
+        return _clip(str(message.get("content") or choice.get("text") or ""))
+    for item in response.get("output") or response.get("content") or []:  # responses / messages
+        if item.get("type") in ("function_call", "tool_use"):
+            return f"calls {item.get('name')}"
+        text = item.get("text") or "".join(p.get("text", "") for p in item.get("content") or [] if isinstance(p, dict))
+        if text:
+            return _clip(text)
+    return ""
+
+
+def _rewards(rewards: list[Reward]) -> str:
+    return ", ".join(f"{r.name or 'reward'}={r.value:g}" for r in rewards)
+
+
+def _tool_text(span: dict[str, Any]) -> str:
+    args = span.get("arguments")
+    with_args = args if isinstance(args, str) else ("" if args is None else json.dumps(args))
+    result = span.get("result")
+    return _clip(f"{span.get('tool_name') or span.get('name')}({with_args})" + (f" -> {result}" if result else ""))
+
+
+def render_trajectory(trajectory: Trajectory, console: Console | None = None) -> None:
+    console = console or Console()
+    status = trajectory.attempt_status.value if trajectory.attempt_status else "?"
+    failure = f" ({trajectory.failure_kind.value})" if trajectory.failure_kind else ""
+    final = "none" if trajectory.final_reward is None else f"{trajectory.final_reward:g}"
+    console.print(
+        f"[bold]rollout[/bold] {trajectory.rollout_id}  attempt {trajectory.attempt}  "
+        f"state {trajectory.state.value}  attempt {status}{failure}  final reward [bold]{final}[/bold]"
+    )
+    table = Table(title=f"{len(trajectory.calls)} model calls, {len(trajectory.tool_spans)} tool spans")
+    for column in ("#", "span path", "agent", "what", "tokens in/out", "step rewards"):
+        table.add_column(column, overflow="fold")
+    tools_after: dict[int, list[dict[str, Any]]] = {}
+    for span in trajectory.tool_spans:
+        tools_after.setdefault(int(span.get("after_call", -1)), []).append(span)
+
+    def add_tools(index: int) -> None:
+        for span in tools_after.get(index, []):
+            path = PATH_SEP.join(span.get("span_path") or [])
+            table.add_row("tool", f"[dim]{path}[/dim]", span.get("agent_name") or "", _tool_text(span), "", "")
+
+    add_tools(-1)
+    for index, joined in enumerate(trajectory.calls):
+        call = joined.call
+        tokens = f"{len(call.prompt_token_ids)}/{len(call.response_token_ids)}"
+        flags = f" [yellow]{','.join(call.flags)}[/yellow]" if call.flags else ""
+        table.add_row(
+            str(call.seq),
+            PATH_SEP.join(joined.span_path) or "[dim](no span)[/dim]",
+            joined.agent_name or "",
+            f"{call.flavour.value}: {call_summary(call)}{flags}",
+            tokens,
+            _rewards(joined.rewards),
+        )
+        add_tools(index)
+    console.print(table)
+    if trajectory.rewards:
+        rewards = Table(title="rewards")
+        for column in ("value", "name", "final", "source", "linked to"):
+            rewards.add_column(column)
+        for r in trajectory.rewards:
+            link = f"call {r.model_call_id}" if r.model_call_id else (f"span {r.span_id}" if r.span_id else "")
+            rewards.add_row(f"{r.value:g}", r.name or "", "yes" if r.final else "", r.source.value, link)
+        console.print(rewards)
+    else:
+        console.print("[dim]no rewards recorded[/dim]")
