@@ -12,8 +12,12 @@ from typing import Any
 import httpx
 from controller_testkit import AGENTS, create_rollout, get_rollout, pid_alive, wait_terminal, wait_until
 
+from alight.client import AlightClient
+from alight_server.app import create_app
 from alight_server.auth import derive_token_secret, verify_attempt_token
+from alight_server.controller.local import LocalRunner
 from alight_server.controller.loop import Controller, log_event_id
+from alight_server.serving import ServerThread
 
 Make = Callable[..., Controller]
 
@@ -204,3 +208,29 @@ def test_an_entrypoint_agent_runs_and_its_reward_arrives(controllers: Make, admi
     rewards = admin_client.get("/api/rollouts/entry-1/rewards").json()
     rewards = rewards["rewards"] if isinstance(rewards, dict) else rewards
     assert [r["value"] for r in rewards] == [1.0]
+
+
+def test_an_outcome_the_server_missed_while_down_is_reported_when_it_returns(
+    server_config: Any, store: Any, logs_dir: Path, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "agent.pid"
+    first = ServerThread(create_app(server_config, store=store), port=server_config.port)
+    url = first.start()
+    admin = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {server_config.admin_key}"}, timeout=10)
+    client = AlightClient(url, admin_key=server_config.admin_key)
+    controller = Controller(client, LocalRunner(logs_dir), poll_interval=0.05, kill_grace_s=0.3, watch_interval=0.1)
+    try:
+        create_rollout(admin, "server-away", task={"pidfile": str(pidfile), "sleep": 1.0, "say": "finished alone"})
+        controller.start()
+        agent = int(wait_until(lambda: pidfile.exists() and pidfile.read_text()))
+        first.stop()
+        wait_until(lambda: not pid_alive(agent))
+        wait_until(lambda: (logs_dir / "server-away" / "1.exit.json").exists())
+        second = ServerThread(create_app(server_config, store=store), port=server_config.port)
+        with second:
+            rollout = wait_terminal(admin, "server-away")
+            assert attempts_of(rollout) == [("succeeded", None)]
+            assert "finished alone" in wait_until(lambda: log_events(admin, "server-away"))[0]["payload"]["text"]
+    finally:
+        controller.stop()
+        admin.close()
