@@ -7,10 +7,13 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from alight import semconv
-from alight.schemas import AttemptStart, RunnerSpec
+
+if TYPE_CHECKING:  # the agent process never needs pydantic models at start-up
+    from alight.schemas import AttemptStart, RunnerSpec
 
 ALIGHT_SERVER_URL = "ALIGHT_SERVER_URL"
 ALIGHT_ROLLOUT_ID = "ALIGHT_ROLLOUT_ID"
