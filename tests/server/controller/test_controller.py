@@ -234,3 +234,18 @@ def test_an_outcome_the_server_missed_while_down_is_reported_when_it_returns(
     finally:
         controller.stop()
         admin.close()
+
+
+def test_stopping_a_controller_kills_its_agents_and_leaves_them_to_be_retried(
+    controllers: Make, admin_client: httpx.Client, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "agent.pid"
+    create_rollout(admin_client, "stopped", task={"pidfile": str(pidfile), "sleep": 60}, max_attempts=2)
+    controller = controllers().start()
+    agent = int(wait_until(lambda: pidfile.exists() and pidfile.read_text()))
+    controller.stop()
+    assert not pid_alive(agent)
+    rollout = get_rollout(admin_client, "stopped")
+    assert rollout["state"] == "running"  # claimable again: the next controller runs attempt 2
+    assert attempts_of(rollout) == [("failed", "infra")]
+    assert "controller stopped" in rollout["attempts"][0]["message"]

@@ -86,7 +86,7 @@ class Controller:
         self.poll_interval = poll_interval
         self.kill_grace_s = kill_grace_s
         self.log_tail_bytes = log_tail_bytes
-        # Cancellation checks cost one request per running attempt, so they run less often than polls.
+        # Cancellation checks ask the server (polls are local), so they run less often.
         self.watch_interval = watch_interval
         self._next_watch = 0.0
         self._attempts: dict[str, _Attempt] = {}  # by handle
@@ -124,14 +124,17 @@ class Controller:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: self._stop.set())
         while not self._stop.is_set():
-            try:
-                self.tick()
-            except Exception:
-                # A long-lived controller outlives one bad tick; the next one starts from the same state.
-                log.exception("controller tick failed")
+            self._safe_tick()
             self._stop.wait(self.poll_interval)
         if self.kill_on_stop:
             self._drain()
+
+    def _safe_tick(self) -> None:
+        try:
+            self.tick()
+        except Exception:
+            # A long-lived controller outlives one bad tick; the next one starts from the same state.
+            log.exception("controller tick failed")
 
     def tick(self) -> None:
         """One reconcile pass; a server that cannot be reached just makes it a short one."""
@@ -155,7 +158,7 @@ class Controller:
                 attempt.stop_message = "the controller stopped while the attempt ran"
         deadline = time.monotonic() + self.kill_grace_s + 5
         while self._attempts and time.monotonic() < deadline:
-            self.tick()
+            self._safe_tick()
             time.sleep(min(self.poll_interval, 0.1))
 
     # 1. recovery
