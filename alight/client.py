@@ -216,6 +216,33 @@ class AlightClient:
         params = {"attempt": attempt} if attempt is not None else {}
         return self._call(Trajectory, "GET", f"/api/rollouts/{rollout_id}/trajectory", params=params)
 
+    # gateway: pause, drain and resume around a weight update
+
+    def pause_gateway(self) -> dict[str, Any]:
+        """New model calls get 429 + Retry-After until resume; calls already in flight finish."""
+        return self.request("POST", "/api/gateway/pause").json()
+
+    def drain_gateway(self, timeout_s: float = 60.0) -> dict[str, Any]:
+        """Wait until no model call is in flight: `{"drained", "in_flight_at_start", "waited_s"}`."""
+        return self.request("POST", "/api/gateway/drain", json={"timeout_s": timeout_s}, timeout=timeout_s + 30).json()
+
+    def resume_gateway(
+        self,
+        *,
+        weights_changed: bool = False,
+        policy_version: int | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Reopen the gateway; with `weights_changed` later calls count as the next (or given) policy version."""
+        body: dict[str, Any] = {"weights_changed": weights_changed, "metadata": metadata or {}}
+        if policy_version is not None:
+            body["policy_version"] = policy_version
+        return self.request("POST", "/api/gateway/resume", json=body).json()
+
+    def gateway_status(self) -> dict[str, Any]:
+        """`{"paused", "in_flight", "policy_version", "paused_seconds_total", "upstreams"}`."""
+        return self.request("GET", "/api/gateway/status").json()
+
 
 def _api_error(response: httpx.Response) -> ApiError:
     message, error_type = response.text[:2000] or response.reason_phrase, None

@@ -99,3 +99,15 @@ def test_admin_routes_need_the_admin_key(gateway, attempt, path):
     assert httpx.post(f"{gateway.url}{path}").status_code == 401
     resp = httpx.post(f"{gateway.url}{path}", headers={"authorization": f"Bearer {attempt.token}"})
     assert resp.status_code == 403
+
+
+def test_typed_client_drives_a_weight_update(gateway, attempt, fake):
+    from alight.client import AlightClient
+
+    with AlightClient(gateway.url, admin_key=gateway.server.admin_key) as client:
+        assert client.pause_gateway()["paused"] is True
+        assert client.drain_gateway(timeout_s=5)["drained"] is True
+        resumed = client.resume_gateway(weights_changed=True, metadata={"step": 1})
+        assert resumed["paused"] is False and resumed["policy_version"] == 1
+        status = client.gateway_status()
+    assert status["upstreams"][0]["id"] == "u1" and status["policy_version"] == 1
