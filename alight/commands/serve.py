@@ -5,9 +5,12 @@ from __future__ import annotations
 import ipaddress
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from alight_server.config import ServerConfig
 
 INSTALL_HINT = "alight serve needs the server: pip install alight-server"
 
@@ -36,6 +39,17 @@ def load_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise typer.BadParameter(f"{path} must hold a mapping of server settings", param_hint="--config")
     return data
+
+
+def build_config(config_file: Path | None, overrides: dict[str, Any]) -> ServerConfig:
+    """Settings from the YAML file, then the flags/env vars that were given (None = not given)."""
+    from alight_server.config import ServerConfig
+
+    settings = load_yaml(config_file) if config_file is not None else {}
+    settings.update({k: v for k, v in overrides.items() if v is not None})
+    if "db_url" in settings:
+        settings["db_url"] = db_url(str(settings["db_url"]))
+    return ServerConfig.model_validate(settings)
 
 
 def register(app: typer.Typer) -> None:
@@ -67,22 +81,15 @@ def register(app: typer.Typer) -> None:
 
             from alight_server.app import create_app
             from alight_server.auth import generate_admin_key
-            from alight_server.config import ServerConfig
             from alight_server.store import StoreError, open_store
         except ImportError as exc:
             typer.echo(INSTALL_HINT, err=True)
             raise typer.Exit(1) from exc
         from pydantic import ValidationError
 
-        settings = load_yaml(config) if config is not None else {}
-        given = {"host": host, "port": port, "admin_key": admin_key, "public_url": public_url, "log_level": log_level}
-        settings.update({k: v for k, v in given.items() if v is not None})
-        if db is not None:
-            settings["db_url"] = db
-        if "db_url" in settings:
-            settings["db_url"] = db_url(str(settings["db_url"]))
+        given = {"host": host, "port": port, "db_url": db, "admin_key": admin_key, "public_url": public_url}
         try:
-            cfg = ServerConfig.model_validate(settings)
+            cfg = build_config(config, {**given, "log_level": log_level})
         except ValidationError as exc:
             typer.echo(f"invalid server settings: {exc}", err=True)
             raise typer.Exit(2) from exc
