@@ -21,7 +21,8 @@ from starlette.concurrency import run_in_threadpool
 
 from alight import semconv
 from alight.schemas import RewardCreate, RewardSource, SpanRecord
-from alight_server.auth import AttemptClaims, InvalidToken, derive_token_secret, verify_attempt_token
+from alight_server.auth import AttemptClaims
+from alight_server.deps import AttemptTokenDep, ConfigDep, StoreDep
 from alight_server.store.base import NotFound, Store
 
 router = APIRouter()
@@ -34,30 +35,6 @@ JSON = "application/json"
 class Batch:
     spans: list[SpanRecord]
     rewards: list[RewardCreate]
-
-
-def token_secret(request: Request) -> bytes:
-    """The attempt-token secret: app.state.token_secret if the app set one, else from the config."""
-    secret = getattr(request.app.state, "token_secret", None)
-    if isinstance(secret, bytes):
-        return secret
-    config = request.app.state.config
-    if config.token_secret:
-        return config.token_secret.encode()
-    if not config.admin_key:
-        raise HTTPException(503, "server has no admin key or token secret configured; attempt tokens cannot be checked")
-    return derive_token_secret(config.admin_key)
-
-
-def attempt_claims(request: Request) -> AttemptClaims:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise HTTPException(401, "OTLP export needs 'Authorization: Bearer <attempt token>' (the ALIGHT_TOKEN)")
-    try:
-        return verify_attempt_token(token_secret(request), token.strip())
-    except InvalidToken as exc:
-        raise HTTPException(401, f"attempt token rejected: {exc}") from exc
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -224,13 +201,13 @@ def _respond(content_type: str) -> Response:
 
 
 @router.post("/v1/traces", tags=["otlp"], summary="OTLP/HTTP trace export (protobuf or JSON, optionally gzip)")
-async def export_traces(request: Request) -> Response:
-    claims = attempt_claims(request)
-    body = await read_body(request, request.app.state.config.max_body_bytes)
+async def export_traces(request: Request, claims: AttemptTokenDep, store: StoreDep, config: ConfigDep) -> Response:
+    """Authenticated by the attempt token (ALIGHT_TOKEN); spans may only name the token's own attempt."""
+    body = await read_body(request, config.max_body_bytes)
     content_type = request.headers.get("content-type", PROTOBUF)
     batch = to_batch(parse_request(body, content_type), claims)
     try:
-        await run_in_threadpool(store_batch, request.app.state.store, batch, claims.rollout_id)
+        await run_in_threadpool(store_batch, store, batch, claims.rollout_id)
     except NotFound as exc:
         raise HTTPException(404, f"rollout {claims.rollout_id!r} of this token does not exist: {exc}") from exc
     return _respond(content_type)
