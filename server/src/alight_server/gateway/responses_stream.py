@@ -1,0 +1,132 @@
+"""Responses API streaming: chat chunks in, `response.*` events out, closing events after the record."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from alight_server.gateway.flavour import sse
+from alight_server.gateway.responses_items import ResponseShell, call_item, message_item, output_items
+
+
+class ResponsesStream:
+    """Chat chunks in, Responses events out; the closing events wait for the record."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.shell = ResponseShell(body)
+        self.seq = 0
+        self.msg_id = "msg_" + uuid.uuid4().hex
+        self.items: list[tuple[str, str]] = []  # (kind, item id) in output order
+        self.call_items: dict[int, str] = {}  # chat tool-call index -> item id
+        self.text: list[str] = []
+        self.args: dict[int, list[str]] = {}
+        self.final: dict[str, Any] | None = None
+
+    def _event(self, kind: str, **fields: Any) -> bytes:
+        data = {"type": kind, "sequence_number": self.seq, **fields}
+        self.seq += 1
+        return sse(data, event=kind)
+
+    def start(self) -> list[bytes]:
+        shell = self.shell.build([], "in_progress", None, None)
+        return [self._event("response.created", response=shell), self._event("response.in_progress", response=shell)]
+
+    def _open_message(self) -> list[bytes]:
+        self.items.append(("message", self.msg_id))
+        index = len(self.items) - 1
+        return [
+            self._event(
+                "response.output_item.added", output_index=index, item=message_item(self.msg_id, "", "in_progress")
+            ),
+            self._event(
+                "response.content_part.added",
+                item_id=self.msg_id,
+                output_index=index,
+                content_index=0,
+                part={"type": "output_text", "text": "", "annotations": [], "logprobs": []},
+            ),
+        ]
+
+    def on_chunk(self, chunk: dict[str, Any]) -> tuple[list[bytes], list[bytes]]:
+        out: list[bytes] = []
+        for choice in chunk.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if delta.get("content"):
+                if not any(kind == "message" for kind, _ in self.items):
+                    out += self._open_message()
+                index = next(i for i, (kind, _) in enumerate(self.items) if kind == "message")
+                self.text.append(delta["content"])
+                out.append(
+                    self._event(
+                        "response.output_text.delta",
+                        item_id=self.msg_id,
+                        output_index=index,
+                        content_index=0,
+                        delta=delta["content"],
+                        logprobs=[],
+                    )
+                )
+            for tc in delta.get("tool_calls") or []:
+                k = tc.get("index", 0)
+                fn = tc.get("function") or {}
+                if k not in self.call_items:
+                    item_id = "fc_" + uuid.uuid4().hex
+                    self.call_items[k] = item_id
+                    self.items.append(("function_call", item_id))
+                    call = {"id": tc.get("id"), "function": {"name": fn.get("name"), "arguments": ""}}
+                    item = call_item(item_id, call, "in_progress")
+                    out.append(self._event("response.output_item.added", output_index=len(self.items) - 1, item=item))
+                if fn.get("arguments"):
+                    self.args.setdefault(k, []).append(fn["arguments"])
+                    index = self.items.index(("function_call", self.call_items[k]))
+                    out.append(
+                        self._event(
+                            "response.function_call_arguments.delta",
+                            item_id=self.call_items[k],
+                            output_index=index,
+                            delta=fn["arguments"],
+                        )
+                    )
+        return out, []
+
+    def _final(self, assembled: dict[str, Any]) -> dict[str, Any]:
+        if self.final is None:
+            choice = (assembled.get("choices") or [{}])[0]
+            message = choice.get("message") or {}
+            call_ids = [
+                self.call_items.get(k, "fc_" + uuid.uuid4().hex) for k in range(len(message.get("tool_calls") or []))
+            ]
+            finish = choice.get("finish_reason")
+            output = output_items(message, self.msg_id, call_ids)
+            status = "incomplete" if finish == "length" else "completed"
+            self.final = self.shell.build(output, status, assembled.get("usage"), finish)
+        return self.final
+
+    def finish(self, assembled: dict[str, Any]) -> list[bytes]:
+        final = self._final(assembled)
+        by_id = {item["id"]: item for item in final["output"]}
+        out: list[bytes] = []
+        for index, (kind, item_id) in enumerate(self.items):
+            item = by_id.get(item_id) or (message_item(item_id, "") if kind == "message" else {})
+            if kind == "message":
+                text = "".join(self.text)
+                part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+                common = {"item_id": item_id, "output_index": index, "content_index": 0}
+                out.append(self._event("response.output_text.done", **common, text=text, logprobs=[]))
+                out.append(self._event("response.content_part.done", **common, part=part))
+            else:
+                args = item.get("arguments", "")
+                out.append(
+                    self._event(
+                        "response.function_call_arguments.done", item_id=item_id, output_index=index, arguments=args
+                    )
+                )
+            out.append(self._event("response.output_item.done", output_index=index, item=item))
+        kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
+        out.append(self._event(kind, response=final))
+        return out
+
+    def agent_response(self, assembled: dict[str, Any]) -> dict[str, Any]:
+        return self._final(assembled)
