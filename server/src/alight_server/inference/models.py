@@ -15,8 +15,8 @@ from typing import Any
 from alight_server.inference.chat_template import chatml_tools_template
 
 TINY_SEED = 0
-# Bump when the recipe of a built model changes so stale caches are rebuilt rather than reused.
-_RECIPE_VERSION = 2
+# Bump a model's number when its recipe changes so stale caches are rebuilt rather than reused.
+_RECIPE_VERSIONS = {"tiny": 2, "smollm2-135m": 1}
 _SMOLLM2_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 
 # A few kilobytes of text: enough for a byte-level BPE to learn common English and JSON merges.
@@ -153,7 +153,7 @@ def resolve_model(name_or_path: str | os.PathLike[str]) -> Path:
     """A registered name (built into the cache on first use) or an existing local HF directory."""
     name = str(name_or_path)
     if name in BUILDERS:
-        target = cache_dir() / f"{name}-r{_RECIPE_VERSION}"
+        target = cache_dir() / f"{name}-r{_RECIPE_VERSIONS[name]}"
         if (target / "config.json").exists():
             return target
         # Several test workers may ask at once: one builds, the others wait and then reuse it.

@@ -1,0 +1,262 @@
+"""OpenAI-compatible HTTP routes over an InferenceEngine, with vLLM's token-id extension and weight reloads."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel
+
+from alight_server.inference.engine import InferenceEngine, TokenEvent
+from alight_server.inference.logprobs import LogprobFormatter
+from alight_server.inference.protocol import ChatCompletionRequest, CompletionRequest, chat_messages
+from alight_server.inference.sampling import InvalidRequest
+from alight_server.inference.tool_calls import ToolCallStream, parse_tool_calls
+from alight_server.inference.weights import WeightsError
+
+VERSION_HEADER = "X-Alight-Policy-Version"
+
+
+class WeightsUpdate(BaseModel):
+    path: str
+
+
+class _HttpError(Exception):
+    def __init__(self, status: int, message: str, type_: str, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.type, self.param, self.code = status, type_, param, code
+
+
+def _error(status: int, message: str, type_: str, param: str | None = None, code: str | None = None) -> JSONResponse:
+    body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
+    return JSONResponse(body, status_code=status)
+
+
+def _sse(payload: dict[str, Any]) -> str:
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+
+async def _prepend(first: TokenEvent, rest: AsyncIterator[TokenEvent]) -> AsyncIterator[TokenEvent]:
+    yield first
+    async for event in rest:
+        yield event
+
+
+def create_inference_app(engine: InferenceEngine, admin_key: str | None = None) -> FastAPI:
+    """The app serves `engine` (starting it if needed); `admin_key` guards /admin/* when given."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        started_here = engine._thread is None  # pyright: ignore[reportPrivateUsage]
+        engine.start()
+        yield
+        if started_here:  # an engine shared with an in-process trainer outlives the app
+            engine.stop()
+
+    app = FastAPI(title="alight inference", lifespan=lifespan)
+    tokenizer = engine.tokenizer
+    fmt = LogprobFormatter(tokenizer)
+
+    @app.exception_handler(InvalidRequest)
+    async def invalid_request(request: Request, exc: InvalidRequest) -> JSONResponse:
+        return _error(400, str(exc), "invalid_request_error", exc.param)
+
+    @app.exception_handler(WeightsError)
+    async def bad_weights(request: Request, exc: WeightsError) -> JSONResponse:
+        return _error(400, str(exc), "invalid_request_error", "path")
+
+    @app.exception_handler(_HttpError)
+    async def http_error(request: Request, exc: _HttpError) -> JSONResponse:
+        return _error(exc.status, str(exc), exc.type, exc.param, exc.code)
+
+    @app.exception_handler(RequestValidationError)
+    async def malformed_body(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        return _error(
+            400,
+            f"invalid request body at {where or 'body'}: {first.get('msg', exc)}",
+            "invalid_request_error",
+            where or None,
+        )
+
+    def check_model(name: str) -> None:
+        if name != engine.model_name:
+            raise _HttpError(
+                404,
+                f"The model {name!r} does not exist; this server serves {engine.model_name!r}.",
+                "NotFoundError",
+                "model",
+                "model_not_found",
+            )
+
+    def headers(version: int) -> dict[str, str]:
+        return {VERSION_HEADER: str(version)}
+
+    def render_chat(req: ChatCompletionRequest) -> list[int]:
+        messages = chat_messages(req.messages)
+        try:
+            text = tokenizer.apply_chat_template(
+                messages, tools=req.tools if req.use_tools() else None, add_generation_prompt=True, tokenize=False
+            )
+        except Exception as exc:  # jinja errors: the conversation cannot be rendered by this template
+            raise InvalidRequest(f"the chat template cannot render these messages: {exc}", "messages") from exc
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    async def start(prompt_ids: list[int], params: Any) -> tuple[TokenEvent, AsyncIterator[TokenEvent]]:
+        """Submit and wait for the first token, so bad requests fail with a 400 before any bytes are sent."""
+        events = engine.stream(prompt_ids, params)
+        return await anext(events), events
+
+    def usage(prompt_ids: list[int], completion_tokens: int) -> dict[str, int]:
+        return {"prompt_tokens": len(prompt_ids), "completion_tokens": completion_tokens,
+                "total_tokens": len(prompt_ids) + completion_tokens}  # fmt: skip
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(req: ChatCompletionRequest) -> Any:
+        check_model(req.model)
+        params = req.sampling_params()
+        prompt_ids = render_chat(req)
+        first, events = await start(prompt_ids, params)
+        rid, created, version = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), first.policy_version
+        meta = {"id": rid, "created": created, "model": req.model, "system_fingerprint": f"alight-policy-{version}"}
+        ids = req.return_token_ids
+
+        if req.stream:
+
+            async def sse() -> AsyncIterator[str]:
+                tool_streams = [ToolCallStream() for _ in range(params.n)]
+                produced = 0
+                for i in range(params.n):
+                    head = {**meta, "object": "chat.completion.chunk",
+                            "choices": [{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]}  # fmt: skip
+                    if ids and i == 0:
+                        head["prompt_token_ids"] = prompt_ids
+                    yield _sse(head)
+                async for event in _prepend(first, events):
+                    produced += 1
+                    delta: dict[str, Any] = {}
+                    text, finish = event.text, event.finish_reason
+                    if req.use_tools():
+                        text = tool_streams[event.choice].push(text)
+                        if finish:
+                            rest, calls = tool_streams[event.choice].finish()
+                            text += rest
+                            if calls:
+                                delta["tool_calls"] = [{"index": j, **call} for j, call in enumerate(calls)]
+                                finish = "tool_calls"
+                    if text:
+                        delta["content"] = text
+                    choice: dict[str, Any] = {"index": event.choice, "delta": delta, "finish_reason": finish,
+                                              "logprobs": {"content": [fmt.chat_entry(event)]} if req.logprobs else None}  # fmt: skip
+                    if ids:
+                        choice["token_ids"] = [event.token_id]
+                    yield _sse({**meta, "object": "chat.completion.chunk", "choices": [choice]})
+                if req.stream_options and req.stream_options.include_usage:
+                    yield _sse(
+                        {**meta, "object": "chat.completion.chunk", "choices": [], "usage": usage(prompt_ids, produced)}
+                    )
+                yield "data: [DONE]\n\n"
+
+            return StreamingResponse(sse(), media_type="text/event-stream", headers=headers(version))
+
+        per_choice: list[list[TokenEvent]] = [[] for _ in range(params.n)]
+        async for event in _prepend(first, events):
+            per_choice[event.choice].append(event)
+        choices = []
+        for i, evs in enumerate(per_choice):
+            text, finish = "".join(e.text for e in evs), evs[-1].finish_reason
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if req.use_tools():
+                content, calls = parse_tool_calls(text)
+                if calls:
+                    message, finish = {"role": "assistant", "content": content, "tool_calls": calls}, "tool_calls"
+            choice = {"index": i, "message": message, "finish_reason": finish,
+                      "logprobs": {"content": [fmt.chat_entry(e) for e in evs]} if req.logprobs else None}  # fmt: skip
+            if ids:
+                choice["token_ids"] = [e.token_id for e in evs]
+            choices.append(choice)
+        body = {**meta, "object": "chat.completion", "choices": choices,
+                "usage": usage(prompt_ids, sum(len(evs) for evs in per_choice))}  # fmt: skip
+        if ids:
+            body["prompt_token_ids"] = prompt_ids
+        return JSONResponse(body, headers=headers(version))
+
+    @app.post("/v1/completions")
+    async def completions(req: CompletionRequest) -> Any:
+        check_model(req.model)
+        params = req.sampling_params()
+        prompt_ids = req.prompt_ids(tokenizer)
+        first, events = await start(prompt_ids, params)
+        rid, created, version = f"cmpl-{uuid.uuid4().hex}", int(time.time()), first.policy_version
+        meta = {"id": rid, "object": "text_completion", "created": created, "model": req.model,
+                "system_fingerprint": f"alight-policy-{version}"}  # fmt: skip
+        ids, want_logprobs = req.return_token_ids, req.logprobs is not None
+
+        if req.stream:
+
+            async def sse() -> AsyncIterator[str]:
+                seen: set[int] = set()
+                offsets = [0] * params.n
+                produced = 0
+                async for event in _prepend(first, events):
+                    produced += 1
+                    choice: dict[str, Any] = {"index": event.choice, "text": event.text, "finish_reason": event.finish_reason,
+                                              "logprobs": fmt.completion_block([event], offsets[event.choice]) if want_logprobs else None}  # fmt: skip
+                    offsets[event.choice] += len(event.text)
+                    if ids:
+                        choice["token_ids"] = [event.token_id]
+                        if event.choice not in seen:
+                            choice["prompt_token_ids"] = prompt_ids
+                    seen.add(event.choice)
+                    yield _sse({**meta, "choices": [choice]})
+                if req.stream_options and req.stream_options.include_usage:
+                    yield _sse({**meta, "choices": [], "usage": usage(prompt_ids, produced)})
+                yield "data: [DONE]\n\n"
+
+            return StreamingResponse(sse(), media_type="text/event-stream", headers=headers(version))
+
+        per_choice: list[list[TokenEvent]] = [[] for _ in range(params.n)]
+        async for event in _prepend(first, events):
+            per_choice[event.choice].append(event)
+        choices = []
+        for i, evs in enumerate(per_choice):
+            choice = {"index": i, "text": "".join(e.text for e in evs), "finish_reason": evs[-1].finish_reason,
+                      "logprobs": fmt.completion_block(evs, 0) if want_logprobs else None}  # fmt: skip
+            if ids:
+                choice["prompt_token_ids"] = prompt_ids
+                choice["token_ids"] = [e.token_id for e in evs]
+            choices.append(choice)
+        body = {**meta, "choices": choices, "usage": usage(prompt_ids, sum(len(evs) for evs in per_choice))}
+        return JSONResponse(body, headers=headers(version))
+
+    @app.get("/v1/models")
+    async def models() -> Any:
+        card = {"id": engine.model_name, "object": "model", "created": 0, "owned_by": "alight",
+                "max_model_len": engine.max_model_len, "policy_version": engine.version}  # fmt: skip
+        return JSONResponse({"object": "list", "data": [card]}, headers=headers(engine.version))
+
+    @app.get("/healthz")
+    @app.get("/health")
+    async def health() -> Any:
+        body = {"status": "ok", "model": engine.model_name, "policy_version": engine.version}
+        return JSONResponse(body, headers=headers(engine.version))
+
+    @app.post("/admin/weights")
+    async def load_weights(update: WeightsUpdate, request: Request) -> Any:
+        if admin_key is not None and request.headers.get("authorization") != f"Bearer {admin_key}":
+            raise _HttpError(
+                401, "POST /admin/weights needs 'Authorization: Bearer <admin key>'", "authentication_error"
+            )
+        version = await asyncio.to_thread(engine.update_weights, update.path)
+        return JSONResponse({"policy_version": version}, headers=headers(version))
+
+    return app
