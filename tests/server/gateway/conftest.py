@@ -8,10 +8,12 @@ a log (`upstream.log is None`) get the checks that need no log.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 
 from alight.schemas import Mode, RolloutCreate, UpstreamCreate
@@ -19,8 +21,10 @@ from alight_server.auth import issue_attempt_token
 from alight_server.serving import ServerThread
 from alight_server.testing import FakeUpstreamState, Faults, create_fake_upstream
 
-# Add a kind here (and a branch in `upstream`) to run the gateway suite on another backend.
-UPSTREAM_KINDS = ["fake"]
+# Add a kind here (and a branch in `upstream_server`) to run the gateway suite on another backend.
+# A real vLLM joins when ALIGHT_TEST_VLLM_URL names one (see docs/gateway.md).
+VLLM_URL = os.environ.get("ALIGHT_TEST_VLLM_URL")
+UPSTREAM_KINDS = ["fake", *([pytest.param("vllm", marks=pytest.mark.vllm)] if VLLM_URL else [])]
 
 
 @dataclass
@@ -38,6 +42,11 @@ def upstream_server(request: pytest.FixtureRequest) -> Iterator[UpstreamUnderTes
         app = create_fake_upstream(model="fake-policy")
         with ServerThread(app) as url:
             yield UpstreamUnderTest("fake", url + "/v1", "fake-policy", app.state.fake)
+    elif request.param == "vllm":
+        assert VLLM_URL is not None
+        url = VLLM_URL.rstrip("/")
+        model = httpx.get(f"{url}/models", timeout=10).json()["data"][0]["id"]
+        yield UpstreamUnderTest("vllm", url, model, None)
     else:  # pragma: no cover - a kind listed without a branch
         raise ValueError(f"no upstream fixture for kind {request.param!r}")
 

@@ -1,0 +1,214 @@
+"""Gateway overhead: direct-to-upstream vs through the gateway (durable capture on), in one run.
+
+    .venv/bin/python benchmarks/gateway.py [--concurrency 16] [--requests 2000] [--stream]
+
+1. Start a fast upstream double (a raw ASGI app returning one precomputed
+   vLLM-shaped chat completion) and the alight server (SQLite store in a temp
+   dir, one upstream registered, one attempt claimed per client), each in its
+   own process with uvloop.
+2. Sequential phase (one client): per-call latency direct vs gateway; the
+   difference of the medians is the gateway's added latency.
+3. Concurrent phase (N clients): calls/s and p50/p99 latency, direct vs gateway.
+4. Check every gateway call was recorded, and print the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+MODEL = "bench-policy"
+ADMIN_KEY = "alk_bench"
+
+
+def _upstream_body(stream: bool) -> list[bytes]:
+    ids = list(range(1000, 1032))
+    content = [{"token": f" w{i}", "logprob": -0.5, "bytes": [32, 119], "top_logprobs": []} for i in ids]
+    text = "".join(e["token"] for e in content)
+    if not stream:
+        body = {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": 0,
+            "model": MODEL,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "logprobs": {"content": content},
+                    "finish_reason": "stop",
+                    "token_ids": ids,
+                }
+            ],
+            "usage": {"prompt_tokens": 64, "completion_tokens": len(ids), "total_tokens": 64 + len(ids)},
+            "prompt_token_ids": list(range(64)),
+        }
+        return [json.dumps(body).encode()]
+    head = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0, "model": MODEL}
+    first = {
+        **head,
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
+        "prompt_token_ids": list(range(64)),
+    }
+    chunks = [first]
+    for k, (i, e) in enumerate(zip(ids, content, strict=True)):
+        last = k == len(ids) - 1
+        choice = {"index": 0, "delta": {"content": e["token"]}, "logprobs": {"content": [e]}, "token_ids": [i]}
+        choice["finish_reason"] = "stop" if last else None
+        chunks.append({**head, "choices": [choice]})
+    return [b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
+
+
+def run_upstream(port: int) -> None:
+    import uvicorn
+
+    plain, streamed = _upstream_body(False), b"".join(_upstream_body(True))
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            msg = await receive()
+            body += msg.get("body", b"")
+            if not msg.get("more_body"):
+                break
+        stream = b'"stream":true' in body.replace(b" ", b"")
+        payload, kind = (streamed, b"text/event-stream") if stream else (plain[0], b"application/json")
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", kind)]})
+        await send({"type": "http.response.body", "body": payload})
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="error", loop="uvloop", http="httptools")
+
+
+def run_gateway(port: int, db_url: str) -> None:
+    import uvicorn
+
+    from alight_server.app import create_app
+    from alight_server.config import ServerConfig
+
+    app = create_app(ServerConfig(db_url=db_url, admin_key=ADMIN_KEY, port=port))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="error", loop="uvloop", http="httptools")
+
+
+def _wait(url: str) -> None:
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up within 60s")
+
+
+async def _load(urls_tokens: list[tuple[str, str]], total: int, stream: bool) -> tuple[list[float], float]:
+    """Each (url, token) pair is one client issuing calls back to back; returns latencies and wall time."""
+    import aiohttp
+
+    body = {"model": "agent-model", "messages": [{"role": "user", "content": "benchmark me " * 8}]}
+    if stream:
+        body["stream"] = True
+    payload = json.dumps(body).encode()
+    latencies: list[float] = []
+    remaining = [total]
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def client(url: str, token: str) -> None:
+            headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
+            while remaining[0] > 0:
+                remaining[0] -= 1
+                t0 = time.perf_counter()
+                async with session.post(url, data=payload, headers=headers) as resp:
+                    data = await resp.read()
+                    if resp.status != 200:
+                        raise RuntimeError(f"{url} answered {resp.status}: {data[:200]!r}")
+                latencies.append(time.perf_counter() - t0)
+
+        began = time.perf_counter()
+        await asyncio.gather(*(client(u, t) for u, t in urls_tokens))
+        return latencies, time.perf_counter() - began
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--requests", type=int, default=2000, help="calls per concurrent phase")
+    parser.add_argument("--sequential", type=int, default=300, help="calls per sequential phase")
+    parser.add_argument("--stream", action="store_true", help="streamed chat completions")
+    args = parser.parse_args()
+
+    from alight.schemas import RolloutCreate, UpstreamCreate
+    from alight_server.auth import derive_token_secret, issue_attempt_token
+    from alight_server.serving import free_port
+    from alight_server.store.sql import SqlStore
+
+    tmp = Path(tempfile.mkdtemp(prefix="alight-bench-"))
+    db_url = f"sqlite:///{tmp / 'alight.db'}"
+    up_port, gw_port = free_port(), free_port()
+    store = SqlStore(db_url)
+    store.add_upstream(UpstreamCreate(id="bench", url=f"http://127.0.0.1:{up_port}/v1", model=MODEL))
+    rollouts = store.create_rollouts([RolloutCreate(task={"i": i}) for i in range(args.concurrency)])
+    claimed = store.claim_attempts(limit=args.concurrency, ids=[r.id for r in rollouts])
+    secret = derive_token_secret(ADMIN_KEY)
+    tokens = [(r.id, a, issue_attempt_token(secret, r.id, a, ttl_s=3600)) for r, a in claimed]
+    store.close()
+
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=run_upstream, args=(up_port,)), ctx.Process(target=run_gateway, args=(gw_port, db_url))]
+    for p in procs:
+        p.start()
+    try:
+        _wait(f"http://127.0.0.1:{up_port}/")
+        _wait(f"http://127.0.0.1:{gw_port}/metrics")
+        direct = f"http://127.0.0.1:{up_port}/v1/chat/completions"
+        gateway = [(f"http://127.0.0.1:{gw_port}/gw/{rid}/{n}/v1/chat/completions", tok) for rid, n, tok in tokens]
+        direct_clients = [(direct, "none")] * args.concurrency
+
+        asyncio.run(_load(direct_clients[:4], 200, args.stream))  # warm up both paths
+        asyncio.run(_load(gateway[:4], 200, args.stream))
+        seq_d, _ = asyncio.run(_load(direct_clients[:1], args.sequential, args.stream))
+        seq_g, _ = asyncio.run(_load(gateway[:1], args.sequential, args.stream))
+        con_d, wall_d = asyncio.run(_load(direct_clients, args.requests, args.stream))
+        con_g, wall_g = asyncio.run(_load(gateway, args.requests, args.stream))
+    finally:
+        for p in procs:
+            p.terminate()
+            p.join(10)
+
+    store = SqlStore(db_url)
+    recorded = sum(len(store.list_model_calls(rid, n)) for rid, n, _ in tokens)
+    store.close()
+    expected = 200 + args.sequential + args.requests
+    kind = "streamed" if args.stream else "non-streamed"
+    print(f"gateway benchmark: {kind} chat completions, 32 response tokens, SQLite capture, {mp.cpu_count()} CPUs")
+    print(f"sequential ({args.sequential} calls, 1 client):")
+    print(f"  direct  p50 {_pct(seq_d, 0.5):7.2f} ms  p99 {_pct(seq_d, 0.99):7.2f} ms")
+    print(f"  gateway p50 {_pct(seq_g, 0.5):7.2f} ms  p99 {_pct(seq_g, 0.99):7.2f} ms")
+    added = statistics.median(seq_g) * 1000 - statistics.median(seq_d) * 1000
+    print(f"  added p50 latency: {added:.2f} ms (goal < 2 ms)")
+    rate_d, rate_g = len(con_d) / wall_d, len(con_g) / wall_g
+    print(f"concurrent ({args.requests} calls, {args.concurrency} clients):")
+    print(f"  direct  {rate_d:8.0f} calls/s  p50 {_pct(con_d, 0.5):7.2f} ms  p99 {_pct(con_d, 0.99):7.2f} ms")
+    print(f"  gateway {rate_g:8.0f} calls/s  p50 {_pct(con_g, 0.5):7.2f} ms  p99 {_pct(con_g, 0.99):7.2f} ms")
+    print(f"  throughput ratio gateway/direct: {rate_g / rate_d:.2f} (goal >= 0.50)")
+    print(f"recorded model calls: {recorded} of {expected} sent through the gateway")
+
+
+if __name__ == "__main__":
+    main()
