@@ -1,3 +1,4 @@
+# pyright: strict
 """The attempt context (ids, mode, task, gateway URL, token) and reward/emit from inside a rollout."""
 
 from __future__ import annotations
@@ -5,8 +6,9 @@ from __future__ import annotations
 import contextvars
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from opentelemetry import trace
 from opentelemetry.util.types import AttributeValue
@@ -30,7 +32,7 @@ class AttemptContext:
     root_span: trace.Span | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | os._Environ[str] | None = None) -> AttemptContext | None:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> AttemptContext | None:
         """The context the controller set up, or None outside the controller (no ALIGHT_ROLLOUT_ID)."""
         environ = os.environ if environ is None else environ
         rollout_id = environ.get(envvars.ALIGHT_ROLLOUT_ID)
@@ -64,6 +66,11 @@ _current: contextvars.ContextVar[AttemptContext | None] = contextvars.ContextVar
 # Threads started with threading.Thread do not inherit contextvars; with one
 # rollout per process (the controller's model) the process-wide one is right.
 _process: list[AttemptContext] = []
+
+
+def task_context() -> AttemptContext | None:
+    """The rollout this asyncio task or thread entered (no process-wide fallback)."""
+    return _current.get()
 
 
 def current() -> AttemptContext | None:
@@ -103,7 +110,8 @@ def reward(value: float, name: str | None = None, final: bool = False, *, model_
     runs the same with or without alight. `model_call_id` links a step reward
     to one model call.
     """
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    checked = cast(object, value)  # callers are not type-checked: a string or None must fail clearly
+    if isinstance(checked, bool) or not isinstance(checked, int | float):
         raise TypeError(f"reward value must be a number, got {type(value).__name__} {value!r}")
     if not math.isfinite(value):
         raise ValueError(f"reward value must be a finite number, got {value}; clip or replace it before reporting")

@@ -1,3 +1,4 @@
+# pyright: strict
 """`@alight.rollout`: the agent's entry function, traced as one attempt when the controller starts it.
 
 Under the controller (ALIGHT_ROLLOUT_ID set) a call:
@@ -27,7 +28,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Status, StatusCode
 
 from alight import semconv, telemetry
-from alight.context import AttemptContext, _current, activate, deactivate
+from alight.context import AttemptContext, activate, deactivate, task_context
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MARK = "__alight_rollout__"
@@ -98,7 +99,7 @@ def rollout(fn: F) -> F:
 
         @functools.wraps(fn)
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            ctx = AttemptContext.from_env() if _current.get() is None else None
+            ctx = AttemptContext.from_env() if task_context() is None else None
             if ctx is None:
                 return await fn(*args, **kwargs)
             run = _Run(fn, ctx, args, kwargs)
@@ -118,7 +119,7 @@ def rollout(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        ctx = AttemptContext.from_env() if _current.get() is None else None
+        ctx = AttemptContext.from_env() if task_context() is None else None
         if ctx is None:
             return fn(*args, **kwargs)
         run = _Run(fn, ctx, args, kwargs)

@@ -1,3 +1,4 @@
+# pyright: strict
 """`python -m alight.entry TARGET`: start one attempt of an entrypoint ("pkg.mod:fn" or "file.py:fn")."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# pyright: strict
 """The agent environment contract (DESIGN §4): the variables an attempt's process starts with."""
 
 from __future__ import annotations
@@ -6,6 +7,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -116,7 +118,7 @@ def agent_argv(runner: RunnerSpec, python: str | None = None) -> list[str]:
     raise ValueError("runner spec has neither 'entrypoint' nor 'command'; set one, e.g. entrypoint='agent.py:main'")
 
 
-def read_task(environ: dict[str, str] | os._Environ[str] | None = None) -> object:
+def read_task(environ: Mapping[str, str] | None = None) -> object:
     """The task from ALIGHT_TASK or ALIGHT_TASK_FILE (None when neither is set)."""
     environ = os.environ if environ is None else environ
     if environ.get(ALIGHT_TASK_FILE):

@@ -1,3 +1,4 @@
+# pyright: strict
 """OpenTelemetry for a rollout: export spans to the server over OTLP/HTTP, propagate traceparent on model calls.
 
 alight never replaces an application's tracing. If the process already has an
