@@ -94,13 +94,15 @@ def deactivate(ctx: AttemptContext, token: contextvars.Token[AttemptContext | No
 
 
 def _target_span() -> trace.Span | None:
+    """The current span if it belongs to the rollout's trace (only that trace is exported), else the root."""
     span = trace.get_current_span()
-    if span.is_recording():
-        return span
     ctx = current()
-    if ctx is not None and ctx.root_span is not None and ctx.root_span.is_recording():
-        return ctx.root_span
-    return None
+    root = ctx.root_span if ctx is not None else None
+    if root is None or not root.is_recording():
+        return span if span.is_recording() else None
+    if span.is_recording() and span.get_span_context().trace_id == root.get_span_context().trace_id:
+        return span
+    return root
 
 
 def reward(value: float, name: str | None = None, final: bool = False, *, model_call_id: str | None = None) -> None:

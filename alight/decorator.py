@@ -75,6 +75,13 @@ class _Run:
             )
         self.span.set_status(Status(StatusCode.OK))
 
+    def ended(self, exc: BaseException) -> None:
+        """`sys.exit(0)` inside the agent is a success, anything else raised a failure."""
+        if isinstance(exc, SystemExit) and exc.code in (0, None):
+            self.succeeded(None)
+        else:
+            self.failed(exc)
+
     def failed(self, exc: BaseException) -> None:
         # record_exception stores type, message and the formatted traceback.
         self.span.record_exception(exc, escaped=True)
@@ -108,7 +115,7 @@ def rollout(fn: F) -> F:
                 run.succeeded(result)
                 return result
             except BaseException as exc:
-                run.failed(exc)
+                run.ended(exc)
                 raise
             finally:
                 run.leave()
@@ -128,7 +135,7 @@ def rollout(fn: F) -> F:
             run.succeeded(result)
             return result
         except BaseException as exc:
-            run.failed(exc)
+            run.ended(exc)
             raise
         finally:
             run.leave()

@@ -132,3 +132,18 @@ def test_httpx_and_httpx2_requests_carry_the_calling_span_in_traceparent(live_se
         assert trace_id == step.trace_id
         # the header names the HTTP client span, a child of the step that made the call
         assert spans[span_id].parent_span_id == step.span_id
+
+
+def test_a_reward_inside_a_span_of_another_trace_lands_on_the_root(live_server, attempt):
+    from opentelemetry.context import Context
+
+    @alight.rollout
+    def agent(task):
+        # a span that started its own trace (not exported with the rollout)
+        with trace.get_tracer("other").start_as_current_span("detached", context=Context()):
+            alight.reward(0.4, name="detached")
+
+    agent()
+    [reward] = live_server.store.list_rewards("r-sdk")
+    assert reward.span_id == by_name(live_server.store)[semconv.SPAN_ROLLOUT].span_id
+    assert "detached" not in by_name(live_server.store)

@@ -150,3 +150,15 @@ def test_a_rollout_inside_a_rollout_is_a_plain_call(live_server, attempt):
 
     assert outer() == 4.0
     assert [s.name for s in live_server.store.list_spans("r-sdk")] == [semconv.SPAN_ROLLOUT]
+
+
+def test_sys_exit_zero_inside_the_agent_is_a_success(live_server, attempt):
+    @alight.rollout
+    def agent(task):
+        raise SystemExit(0)
+
+    with pytest.raises(SystemExit):
+        agent()
+    root = spans_by_name(live_server.store, "r-sdk")[semconv.SPAN_ROLLOUT]
+    assert root.status_code == 1
+    assert not [e for e in root.events if e["name"] == semconv.EVENT_EXCEPTION]
