@@ -1,0 +1,213 @@
+"""TrainConfig: everything one `alight train` run needs, validated from YAML with messages a person can act on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from alight.schemas import RunnerSpec
+
+
+class Section(BaseModel):
+    """Every section forbids unknown keys: a typo is an error, never a silently ignored setting."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class DatasetConfig(Section):
+    """Tasks, one JSON object per row. `train` and `val` are JSONL / JSON / Parquet files.
+
+    Without `val`, the last `val_size` rows of `train` (after a seeded shuffle) are held out.
+    """
+
+    train: str = Field(min_length=1, description="path to a .jsonl, .json or .parquet file of tasks")
+    val: str | None = None
+    val_size: int = Field(default=0, ge=0, description="rows held out of `train` when `val` is not given")
+    shuffle: bool = True
+
+
+class LoraConfig(Section):
+    enabled: bool = False
+    r: int = Field(default=16, ge=1)
+    alpha: float = Field(default=32.0, gt=0)
+    dropout: float = Field(default=0.0, ge=0, lt=1)
+    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+
+
+class AlgorithmOptions(Section):
+    """DESIGN §5; the functions live in trainer/algorithm.py."""
+
+    estimator: Literal["grpo", "rloo"] = "grpo"
+    normalize_std: bool = True
+    aggregation: Literal["per_rollout_mean", "token_mean", "seq_mean"] = "per_rollout_mean"
+    clip_low: float = Field(default=0.2, ge=0, lt=1)
+    clip_high: float = Field(default=0.28, ge=0)
+    kl_coef: float = Field(default=0.0, ge=0)
+    tis_cap: float | None = Field(default=None, gt=0)
+    # Optimizer updates per batch of rollouts; >1 reuses the batch with the clipped ratio doing its job.
+    updates_per_batch: int = Field(default=1, ge=1, le=64)
+    sample_mode: Literal["trajectory", "transition"] = "trajectory"
+    max_prompt_tokens: int | None = Field(default=None, ge=1)
+    max_response_tokens: int | None = Field(default=None, ge=1)
+
+
+class OptimizerConfig(Section):
+    lr: float = Field(default=1e-5, gt=0, lt=1)
+    weight_decay: float = Field(default=0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.99)
+    max_grad_norm: float | None = Field(default=1.0, gt=0)
+    # Gradient accumulation: rows are packed into micro-batches of at most this many (padded) tokens.
+    micro_batch_tokens: int = Field(default=4096, ge=16)
+
+
+class ValidationConfig(Section):
+    every: int = Field(default=0, ge=0, description="run validation every K steps; 0: only before and after")
+    max_tasks: int | None = Field(default=None, ge=1)
+    samples_per_task: int = Field(default=1, ge=1, le=64)
+
+
+class CheckpointConfig(Section):
+    every: int = Field(default=1, ge=0, description="save every K steps (and at the end); 0: only at the end")
+    keep_last: int = Field(default=2, ge=1)
+
+
+class InferenceSettings(Section):
+    """The embedded inference server (used when `server.url` is unset)."""
+
+    device: str | None = Field(default=None, description="cpu, cuda, cuda:1; default: cuda when present")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    max_batch_size: int = Field(default=32, ge=1)
+    train_temperature: float = Field(default=1.0, ge=0)
+    val_temperature: float = Field(default=0.0, ge=0)
+    torch_threads: int | None = Field(default=None, ge=1, description="torch CPU threads for this process")
+
+
+class ControllerSettings(Section):
+    """The local controller the embedded stack starts."""
+
+    concurrency: int = Field(default=8, ge=1, le=1024)
+
+
+class ServerSettings(Section):
+    """An existing alight server; with `url` unset, `alight train` starts the embedded stack."""
+
+    url: str | None = None
+    admin_key: str | None = None
+    # With an external server the policy's inference server, for weight updates (POST {url}/admin/weights).
+    inference_url: str | None = None
+
+
+class WandbConfig(Section):
+    project: str
+    entity: str | None = None
+    name: str | None = None
+
+
+class MlflowConfig(Section):
+    tracking_uri: str | None = None
+    experiment: str = "alight"
+
+
+class MetricsConfig(Section):
+    tensorboard: bool = True
+    wandb: WandbConfig | None = None
+    mlflow: MlflowConfig | None = None
+
+
+class TrainConfig(Section):
+    """One training run. Paths are relative to the config file's folder."""
+
+    model: str = Field(min_length=1, description="registered name (tiny, smollm2-135m) or a local HF directory")
+    dataset: DatasetConfig
+    agent: RunnerSpec
+    group_size: int = Field(default=4, ge=1, le=256, description="n rollouts per task: one GRPO group")
+    tasks_per_step: int = Field(default=4, ge=1, le=4096)
+    steps: int = Field(default=10, ge=0)
+    seed: int = 0
+    rollout_timeout_s: float = Field(default=300.0, gt=0)
+    max_attempts: int = Field(default=2, ge=1, le=100)
+    output_dir: str = "runs/alight"
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    lora: LoraConfig = Field(default_factory=LoraConfig)
+    algorithm: AlgorithmOptions = Field(default_factory=AlgorithmOptions)
+    validation: ValidationConfig = Field(default_factory=ValidationConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    inference: InferenceSettings = Field(default_factory=InferenceSettings)
+    controller: ControllerSettings = Field(default_factory=ControllerSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+
+    @model_validator(mode="after")
+    def _agent_has_something_to_run(self) -> TrainConfig:
+        if not self.agent.entrypoint and not self.agent.command:
+            raise ValueError("agent needs `entrypoint` ('module:function' or 'file.py:function') or `command` (argv)")
+        return self
+
+    def resolve_paths(self, base: Path) -> TrainConfig:
+        """A copy with dataset, output and agent paths made absolute against `base` (the config's folder)."""
+
+        def absolute(value: str | None) -> str | None:
+            if value is None or "://" in value:
+                return value
+            path = Path(value).expanduser()
+            return str(path if path.is_absolute() else (base / path).resolve())
+
+        agent = self.agent.model_copy(update={"cwd": absolute(self.agent.cwd or ".")})
+        dataset = self.dataset.model_copy(
+            update={"train": absolute(self.dataset.train), "val": absolute(self.dataset.val)}
+        )
+        return self.model_copy(update={"dataset": dataset, "agent": agent, "output_dir": absolute(self.output_dir)})
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used; the message lists every problem with its key path."""
+
+
+def describe_errors(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        if error["type"] == "extra_forbidden":
+            lines.append(f"  {where}: unknown key (check the spelling; see docs/training.md for the keys)")
+        else:
+            got = f" (got {error['input']!r})" if "input" in error and not isinstance(error["input"], dict) else ""
+            lines.append(f"  {where}: {error['msg']}{got}")
+    return "\n".join(lines)
+
+
+def parse_config(raw: Any, base: Path, source: str = "config") -> TrainConfig:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected a mapping of keys at the top level, got {type(raw).__name__}")
+    try:
+        config = TrainConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{source} has {exc.error_count()} problem(s):\n{describe_errors(exc)}") from None
+    return config.resolve_paths(base)
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """Read YAML at `path`, apply dotted `overrides` ({"optimizer.lr": 1e-5}), validate."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+    for dotted, value in (overrides or {}).items():
+        apply_override(raw, dotted, value)
+    return parse_config(raw, path.parent.resolve(), source=str(path))
+
+
+def apply_override(raw: dict[str, Any], dotted: str, value: Any) -> None:
+    node = raw
+    *parents, leaf = dotted.split(".")
+    for key in parents:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"cannot set {dotted!r}: {key!r} is {child!r}, not a section")
+        node = child
+    node[leaf] = value

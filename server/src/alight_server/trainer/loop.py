@@ -1,0 +1,303 @@
+"""The training loop: rollouts in groups, samples, one RL step, weight sync, validation, checkpoints.
+
+Per step:
+1. take `tasks_per_step` tasks; create `group_size` train rollouts of each as one group;
+2. wait for all of them (server long-poll) and fetch their trajectories;
+3. build samples from the recorded token ids; groups whose rewards are all equal carry no signal
+   and are reported and skipped;
+4. one RL step on the embedded trainer, then sync the weights into inference (new policy version);
+5. validation on the held-out tasks (val mode) before training, every K steps and at the end;
+6. a checkpoint (weights, optimizer, step, RNG, data cursor, history) that `--resume` continues from.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import statistics
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from alight.client import AlightClient
+from alight.schemas import Mode
+from alight_server.trainer import rollouts as phase_ops
+from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
+from alight_server.trainer.config import TrainConfig
+from alight_server.trainer.dataset import TaskCursor, load_splits
+from alight_server.trainer.display import RunDisplay, summary_table
+from alight_server.trainer.embedded import EmbeddedTrainer, pick_device, pick_dtype
+from alight_server.trainer.metrics import MetricsLog
+from alight_server.trainer.plots import plot_run
+from alight_server.trainer.samples import SampleConfig, build_samples
+from alight_server.trainer.sync import WeightSync
+
+log = logging.getLogger("alight.trainer")
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    history: list[dict[str, Any]]
+    val_before: float | None
+    val_after: float | None
+    plot_path: Path | None
+    summary_path: Path
+    policy_version: int
+
+
+class TrainingRun:
+    """One `alight train`. `train_tasks` / `val_tasks` (lists or `datasets.Dataset`) override the files."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        *,
+        resume: bool = False,
+        train_tasks: Any = None,
+        val_tasks: Any = None,
+        show_progress: bool = True,
+    ) -> None:
+        self.config = config
+        self.resume = resume
+        self.run_dir = Path(config.output_dir)
+        self.splits = load_splits(config.dataset, config.seed, train_tasks, val_tasks)
+        self.cursor = TaskCursor(self.splits.train, config.seed)
+        self.history: list[dict[str, Any]] = []
+        self.step = 0
+        self.show_progress = show_progress
+        self.trainer: EmbeddedTrainer | None = None
+        self.client: AlightClient | None = None
+        self.policy_version = 0
+
+    # -- setup ---------------------------------------------------------------------------------
+    def _run_id(self) -> str:
+        path = self.run_dir / "run.json"
+        if path.is_file():
+            return json.loads(path.read_text())["run_id"]
+        run_id = uuid.uuid4().hex[:8]
+        path.write_text(json.dumps({"run_id": run_id, "config": self.config.model_dump(mode="json")}, indent=2))
+        return run_id
+
+    def _restore(self) -> None:
+        checkpoints = self.run_dir / "checkpoints"
+        found = latest_checkpoint(checkpoints)
+        if not self.resume:
+            if found is not None:
+                raise RuntimeError(
+                    f"{self.run_dir} already holds checkpoints (latest {found.name}); pass --resume to continue "
+                    "that run, or set output_dir to a new folder"
+                )
+            return
+        if found is None:
+            raise RuntimeError(f"--resume: no checkpoint under {checkpoints}; start without --resume")
+        state = load_checkpoint(found)
+        assert self.trainer is not None
+        self.trainer.load_state_dict(state["trainer"])
+        self.cursor.restore(state["cursor"])
+        self.history = state["history"]
+        self.step = int(state["step"])
+        restore_rng(state["rng"])
+        log.info("resumed from %s at step %d", found, self.step)
+
+    def _checkpoint(self) -> None:
+        assert self.trainer is not None
+        payload = {"trainer": self.trainer.state_dict(), "cursor": self.cursor.state(), "history": self.history}
+        save_checkpoint(self.run_dir / "checkpoints", self.step, payload, self.config.checkpoint.keep_last)
+
+    # -- phases --------------------------------------------------------------------------------
+    def _rollouts(
+        self, prefix: str, tasks: list[Any], n: int, mode: Mode, display: RunDisplay
+    ) -> phase_ops.RolloutPhase:
+        assert self.client is not None
+        cfg = self.config
+        started = time.monotonic()
+        created = phase_ops.create_group_rollouts(
+            self.client, prefix, tasks, n, mode, cfg.agent, cfg.rollout_timeout_s, cfg.max_attempts,
+            {"step": self.step, "run_dir": str(self.run_dir)},
+        )  # fmt: skip
+        label = "validating" if mode == Mode.VAL else "rollouts"
+
+        def show(p: phase_ops.Progress) -> None:
+            display.status(f"{label}: {p.finished}/{p.total} done, {p.total - p.finished} running, {p.failed} failed")
+
+        finished = phase_ops.wait_all(self.client, [r.id for r in created], show)
+        return phase_ops.collect(self.client, finished, started)
+
+    def _validate(self, display: RunDisplay) -> dict[str, float]:
+        cfg = self.config.validation
+        tasks = self.splits.val[: cfg.max_tasks] if cfg.max_tasks else self.splits.val
+        if not tasks:
+            return {}
+        phase = self._rollouts(f"{self.run_id}-val{self.step:05d}", tasks, cfg.samples_per_task, Mode.VAL, display)
+        scores = [s for s in map(phase_ops.scored, phase.trajectories) if s is not None]
+        score = statistics.fmean(scores) if scores else float("nan")
+        return {"val/score": score, "val/rollouts": float(len(scores)), "time/val_s": phase.seconds}
+
+    def _train_step(self, display: RunDisplay, tokenizer: Any, sync: WeightSync) -> dict[str, float]:
+        cfg = self.config
+        assert self.trainer is not None
+        tasks = self.cursor.take(cfg.tasks_per_step)
+        phase = self._rollouts(f"{self.run_id}-s{self.step:05d}", tasks, cfg.group_size, Mode.TRAIN, display)
+        metrics: dict[str, float] = {
+            "train/reward_mean": statistics.fmean(phase.rewards) if phase.rewards else float("nan"),
+            "train/reward_std": statistics.pstdev(phase.rewards) if len(phase.rewards) > 1 else 0.0,
+            "rollouts/failed": float(phase.failed),
+            "rollouts/cancelled": float(phase.cancelled),
+            "rollouts/missing_reward": float(phase.missing_reward),
+            "perf/tokens_per_s": phase.generated_tokens / max(phase.seconds, 1e-9),
+            "perf/generated_tokens": float(phase.generated_tokens),
+            "time/rollouts_s": phase.seconds,
+        }
+        display.status("building samples and training")
+        started = time.monotonic()
+        sample_config = SampleConfig(
+            mode=cfg.algorithm.sample_mode,
+            max_prompt_tokens=cfg.algorithm.max_prompt_tokens,
+            max_response_tokens=cfg.algorithm.max_response_tokens,
+            pad_token_id=int(tokenizer.pad_token_id or 0),
+        )
+        batch, report = build_samples(phase.trajectories, sample_config, decode=tokenizer.decode)
+        from alight_server.trainer.algorithm import uniform_groups
+
+        uniform = uniform_groups(batch.rollout_reward, batch.rollout_group) if batch.rollout_ids else torch.zeros(0)
+        metrics["train/uniform_groups"] = float(uniform.sum())
+        metrics["train/groups"] = float(len(batch.group_ids))
+        metrics["samples/rows"] = float(batch.num_rows)
+        metrics["samples/breaks"] = float(report.total_breaks)
+        keep = [r for r in range(batch.num_rows) if not bool(uniform[int(batch.row_group[r])])]
+        if keep:
+            metrics.update({f"train/{k}": v for k, v in self.trainer.step(batch.select(keep)).items()})
+            metrics["time/train_s"] = time.monotonic() - started
+            display.status("syncing weights")
+            self.policy_version, metrics["time/sync_s"] = sync.push(
+                self.trainer.policy_weights(), {"step": self.step + 1}
+            )
+        else:
+            display.line(f"step {self.step}: every group had equal rewards; nothing to learn, weights unchanged")
+            metrics["time/train_s"] = time.monotonic() - started
+        metrics["policy_version"] = float(self.policy_version)
+        return metrics
+
+    # -- the run -------------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        from alight_server.inference.engine import InferenceEngine
+        from alight_server.inference.models import load_policy
+        from alight_server.trainer.stack import EmbeddedStack
+
+        cfg = self.config
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if cfg.inference.torch_threads:
+            torch.set_num_threads(cfg.inference.torch_threads)
+        torch.manual_seed(cfg.seed)
+        self.run_id = self._run_id()
+        device = pick_device(cfg.inference.device)
+        dtype = pick_dtype(cfg.inference.dtype, device)
+        model, tokenizer = load_policy(cfg.model, device=device, dtype=dtype)
+        self.trainer = EmbeddedTrainer(model, cfg.optimizer, cfg.algorithm, cfg.lora)
+        self._restore()
+        metrics_log = MetricsLog(self.run_dir, cfg.metrics, cfg.model_dump(mode="json"))
+        stack = None
+        try:
+            if cfg.server.url is None:
+                served, _ = load_policy(cfg.model, device=device, dtype=dtype)
+                engine = InferenceEngine(
+                    served, tokenizer, model_name=cfg.model, max_batch_size=cfg.inference.max_batch_size
+                )
+                stack = EmbeddedStack(
+                    engine, self.run_dir, concurrency=cfg.controller.concurrency,
+                    train_temperature=cfg.inference.train_temperature, val_temperature=cfg.inference.val_temperature,
+                ).start()  # fmt: skip
+                self.client = stack.client
+                assert self.client is not None
+                sync = WeightSync(self.client, engine=engine)
+            else:
+                self.client = AlightClient(cfg.server.url, cfg.server.admin_key, timeout=60)
+                sync = WeightSync(
+                    self.client, inference_url=cfg.server.inference_url, inference_key=cfg.server.admin_key
+                )
+            if self.step > 0:  # resumed: inference must serve the checkpointed weights, not the base model
+                self.policy_version, _ = sync.push(self.trainer.policy_weights(), {"resumed_at": self.step})
+            return self._loop(tokenizer, sync, metrics_log)
+        finally:
+            metrics_log.close()
+            if stack is not None:
+                stack.close()
+            elif self.client is not None:
+                self.client.close()
+
+    def _loop(self, tokenizer: Any, sync: WeightSync, metrics_log: MetricsLog) -> RunResult:
+        cfg = self.config
+        every = cfg.validation.every
+        with RunDisplay(cfg.steps, enabled=self.show_progress) as display:
+            display.status("starting", completed=self.step)
+            if self.step == 0 and not any("val/score" in r for r in self.history):
+                self._record(0, self._validate(display), metrics_log, display)
+            while self.step < cfg.steps:
+                metrics = self._train_step(display, tokenizer, sync)
+                self.step += 1
+                if (every and self.step % every == 0) or self.step == cfg.steps:
+                    metrics.update(self._validate(display))
+                self._record(self.step, metrics, metrics_log, display)
+                display.status("checkpointing", completed=self.step)
+                ck = cfg.checkpoint.every
+                if (ck and self.step % ck == 0) or self.step == cfg.steps:
+                    self._checkpoint()
+            display.status("done", completed=self.step)
+        return self._finish(display)
+
+    def _record(self, step: int, metrics: dict[str, float], metrics_log: MetricsLog, display: RunDisplay) -> None:
+        if not metrics:
+            return
+        clean = {k: v for k, v in metrics.items() if not (isinstance(v, float) and math.isnan(v))}
+        self.history.append({"step": step, **clean})
+        metrics_log.log(step, clean)
+        if "train/reward_mean" in metrics:
+            display.step_line(step, metrics)
+        elif "val/score" in metrics:
+            display.line(f"step {step:>3}  [bold green]val {metrics['val/score']:.3f}[/] (before training)")
+
+    def _finish(self, display: RunDisplay) -> RunResult:
+        vals = [r for r in self.history if "val/score" in r]
+        trains = [r for r in self.history if "train/reward_mean" in r]
+        val_before = vals[0]["val/score"] if vals else None
+        val_after = vals[-1]["val/score"] if len(vals) > 1 else None
+        plot_path = (
+            plot_run(self.history, self.run_dir / "training.png", f"{self.config.model}") if self.history else None
+        )
+        k = max(1, min(3, len(trains) // 2))
+
+        def mean_of(rows: list[dict[str, Any]]) -> float | None:
+            return statistics.fmean(r["train/reward_mean"] for r in rows) if rows else None
+
+        summary = {
+            "val_before": val_before,
+            "val_after": val_after,
+            "train_reward_first": mean_of(trains[:k]),
+            "train_reward_last": mean_of(trains[-k:]),
+            "steps": self.step,
+            "policy_version": self.policy_version,
+            "plot": str(plot_path) if plot_path else None,
+        }
+        summary_path = self.run_dir / "summary.json"
+        summary_path.write_text(json.dumps(summary, indent=2))
+
+        def fmt(v: float | None) -> str:
+            return "-" if v is None else f"{v:.3f}"
+
+        rows = [
+            (f"validation score ({len(self.splits.val)} held-out tasks)", fmt(val_before), fmt(val_after)),
+            (f"train reward (mean of first/last {k} steps)", fmt(summary["train_reward_first"]), fmt(summary["train_reward_last"])),
+        ]  # fmt: skip
+        display.console.print(summary_table(rows))
+        if plot_path:
+            display.console.print(f"plot: {plot_path}")
+        display.console.print(f"metrics: {self.run_dir / 'metrics.jsonl'}  tensorboard: {self.run_dir / 'tensorboard'}")
+        return RunResult(
+            self.run_dir, self.history, val_before, val_after, plot_path, summary_path, self.policy_version
+        )

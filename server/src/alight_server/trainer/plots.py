@@ -1,0 +1,37 @@
+"""The end-of-run plot: train reward (mean and spread) and validation score per step, as a PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def plot_run(history: list[dict[str, Any]], path: Path, title: str = "alight training") -> Path:
+    """Draw from metric records ({"step", "train/reward_mean", "train/reward_std", "val/score"}); returns `path`."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed
+    import matplotlib.pyplot as plt
+
+    train = [r for r in history if "train/reward_mean" in r]
+    val = [r for r in history if "val/score" in r]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    if train:
+        steps = [r["step"] for r in train]
+        mean = [r["train/reward_mean"] for r in train]
+        std = [r.get("train/reward_std", 0.0) for r in train]
+        ax.plot(steps, mean, marker="o", ms=3, label="train reward (mean)")
+        ax.fill_between(steps, [m - s for m, s in zip(mean, std, strict=True)],
+                        [m + s for m, s in zip(mean, std, strict=True)], alpha=0.15)  # fmt: skip
+    if val:
+        ax.plot([r["step"] for r in val], [r["val/score"] for r in val], marker="s", lw=2, label="validation score")
+    ax.set_xlabel("step")
+    ax.set_ylabel("reward")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

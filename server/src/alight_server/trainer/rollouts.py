@@ -1,0 +1,107 @@
+"""Rollout phase of a step: create n rollouts per task as groups, wait for them, fetch their trajectories."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from alight.client import AlightClient
+from alight.schemas import FailureKind, Mode, Rollout, RolloutCreate, RolloutState, RunnerSpec, Trajectory
+
+
+@dataclass
+class RolloutPhase:
+    """What one batch of rollouts produced."""
+
+    rollouts: list[Rollout]
+    trajectories: list[Trajectory]
+    seconds: float
+    generated_tokens: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    missing_reward: int = 0
+    rewards: list[float] = field(default_factory=list)  # final rewards of the rollouts that have one
+
+
+@dataclass
+class Progress:
+    """Counts while waiting, for the display."""
+
+    total: int
+    finished: int
+    failed: int
+
+
+def create_group_rollouts(
+    client: AlightClient,
+    prefix: str,
+    tasks: Sequence[Any],
+    group_size: int,
+    mode: Mode,
+    runner: RunnerSpec,
+    timeout_s: float,
+    max_attempts: int,
+    metadata: dict[str, Any],
+) -> list[Rollout]:
+    """`group_size` rollouts per task, one group per task. Ids are deterministic, so re-creating is harmless."""
+    items = [
+        RolloutCreate(
+            id=f"{prefix}-t{i:03d}-k{k:02d}",
+            task=task,
+            mode=mode,
+            group_id=f"{prefix}-t{i:03d}",
+            runner=runner,
+            timeout_s=timeout_s,
+            max_attempts=max_attempts,
+            metadata={**metadata, "task_index": i},
+        )
+        for i, task in enumerate(tasks)
+        for k in range(group_size)
+    ]
+    return client.create_rollouts(items)
+
+
+def wait_all(
+    client: AlightClient, ids: Sequence[str], on_progress: Callable[[Progress], None] | None = None, poll_s: float = 2.0
+) -> list[Rollout]:
+    """Long-poll until every rollout is terminal; reports progress between polls."""
+    finished: dict[str, Rollout] = {}
+    pending = list(ids)
+    while pending:
+        # Ask in chunks the API accepts; a short timeout keeps the display moving.
+        result = client.wait_rollouts(pending[:500], timeout_s=poll_s)
+        for rollout in result.done:
+            finished[rollout.id] = rollout
+        pending = [i for i in pending if i not in finished]
+        if on_progress is not None:
+            failed = sum(r.state in (RolloutState.FAILED, RolloutState.CANCELLED) for r in finished.values())
+            on_progress(Progress(total=len(ids), finished=len(finished), failed=failed))
+    return [finished[i] for i in ids]
+
+
+def collect(client: AlightClient, rollouts: list[Rollout], started: float) -> RolloutPhase:
+    """Fetch each finished rollout's trajectory (its latest attempt) and count what happened."""
+    phase = RolloutPhase(rollouts=rollouts, trajectories=[], seconds=time.monotonic() - started)
+    for rollout in rollouts:
+        if rollout.state == RolloutState.CANCELLED:
+            phase.cancelled += 1
+            continue
+        if rollout.state == RolloutState.FAILED:
+            phase.failed += 1
+        trajectory = client.trajectory(rollout.id)
+        phase.trajectories.append(trajectory)
+        phase.generated_tokens += sum(len(c.call.response_token_ids) for c in trajectory.calls)
+        if trajectory.final_reward is None:
+            phase.missing_reward += 1
+        else:
+            phase.rewards.append(trajectory.final_reward)
+    return phase
+
+
+def scored(trajectory: Trajectory) -> float | None:
+    """A rollout's validation score: its final reward; 0 when the agent failed without one; None for infra."""
+    if trajectory.failure_kind in (FailureKind.INFRA, FailureKind.TIMEOUT):
+        return None
+    return trajectory.final_reward if trajectory.final_reward is not None else 0.0

@@ -1,0 +1,74 @@
+"""Weight sync: pause the gateway, drain in-flight calls, load new weights, bump the policy version, resume.
+
+Model calls that arrive during the pause get a retryable 429 with Retry-After (the OpenAI client
+retries by itself), so an agent never sees a broken call, and every recorded call names the policy
+version that really served it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import torch
+
+from alight.client import AlightClient
+
+
+class WeightSync:
+    """Pushes trainer weights into an in-process `InferenceEngine`, or to an inference server's /admin/weights."""
+
+    def __init__(
+        self,
+        client: AlightClient,
+        engine: Any = None,
+        inference_url: str | None = None,
+        inference_key: str | None = None,
+        drain_timeout_s: float = 120.0,
+    ) -> None:
+        if engine is None and inference_url is None:
+            raise ValueError("weight sync needs the embedded engine or server.inference_url")
+        self.client = client
+        self.engine = engine
+        self.inference_url = inference_url
+        self.inference_key = inference_key
+        self.drain_timeout_s = drain_timeout_s
+
+    def push(self, weights: dict[str, torch.Tensor], metadata: dict[str, Any] | None = None) -> tuple[int, float]:
+        """Load `weights` everywhere the gateway sends calls; returns (new policy version, seconds paused)."""
+        started = time.monotonic()
+        self.client.request("POST", "/api/gateway/pause")
+        changed = False
+        try:
+            drain = self.client.request("POST", "/api/gateway/drain", json={"timeout_s": self.drain_timeout_s}).json()
+            if not drain.get("drained", False):
+                raise RuntimeError(
+                    f"model calls still in flight after {self.drain_timeout_s}s of draining; weights not updated"
+                )
+            self._load(weights)
+            changed = True
+        finally:
+            body = {"weights_changed": changed, "metadata": metadata or {}}
+            resumed = self.client.request("POST", "/api/gateway/resume", json=body).json()
+        return int(resumed["policy_version"]), time.monotonic() - started
+
+    def _load(self, weights: dict[str, torch.Tensor]) -> None:
+        if self.engine is not None:
+            self.engine.update_weights(weights)
+            return
+        from safetensors.torch import save_file
+
+        with tempfile.TemporaryDirectory(prefix="alight-weights-") as folder:
+            path = Path(folder) / "model.safetensors"
+            save_file({k: v.detach().cpu().clone() for k, v in weights.items()}, str(path))  # clone: tied tensors
+            headers = {"Authorization": f"Bearer {self.inference_key}"} if self.inference_key else {}
+            response = httpx.post(
+                f"{self.inference_url}/admin/weights", json={"path": folder}, headers=headers, timeout=600
+            )
+            if response.status_code >= 400:
+                raise RuntimeError(
+                    f"inference server refused the weights: {response.status_code} {response.text[:500]}"
+                )
