@@ -1,0 +1,31 @@
+"""Fixtures for the embedded inference backend: one tiny-model engine served on loopback, real openai clients."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import openai
+import pytest
+from inference_testkit import MODEL
+
+from alight_server.inference.engine import InferenceEngine
+from alight_server.inference.server import create_inference_app
+from alight_server.serving import ServerThread
+
+
+@pytest.fixture(scope="session")
+def engine() -> Iterator[InferenceEngine]:
+    """Shared by read-only tests: nothing here may change its weights (weight tests build their own)."""
+    with InferenceEngine.from_model_name(MODEL, device="cpu", max_batch_size=16, max_n=8) as eng:
+        yield eng
+
+
+@pytest.fixture(scope="session")
+def server_url(engine: InferenceEngine) -> Iterator[str]:
+    with ServerThread(create_inference_app(engine)) as url:
+        yield url
+
+
+@pytest.fixture
+def client(server_url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{server_url}/v1", api_key="unused", max_retries=0, timeout=60)

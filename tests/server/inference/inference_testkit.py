@@ -1,0 +1,24 @@
+"""Helpers shared by the inference tests (imported by module name, like other areas' testkits)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+MODEL = "tiny"
+
+
+def render(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]:
+    """The prompt ids the server should consume: the chat template's text, encoded without extra specials."""
+    text = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def forward_logprobs(model: Any, prompt_ids: list[int], response_ids: list[int]) -> torch.Tensor:
+    """log_softmax of a fresh full-sequence forward pass at each response token (what the trainer computes)."""
+    ids = torch.tensor([prompt_ids + response_ids])
+    with torch.no_grad():
+        logp = model(input_ids=ids).logits[0].float().log_softmax(-1)  # (T, V)
+    targets = torch.tensor(response_ids)[:, None]
+    return logp[len(prompt_ids) - 1 : -1].gather(-1, targets)[:, 0]  # (R,)
