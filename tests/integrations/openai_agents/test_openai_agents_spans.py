@@ -6,7 +6,15 @@ import json
 from typing import Any
 
 import pytest
-from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
+from agents import (
+    Agent,
+    GuardrailFunctionOutput,
+    InputGuardrailTripwireTriggered,
+    OpenAIChatCompletionsModel,
+    Runner,
+    function_tool,
+    input_guardrail,
+)
 from openai import AsyncOpenAI
 from opentelemetry import trace
 
@@ -80,3 +88,35 @@ async def test_uninstrument_stops_spans_and_keeps_results(fake_upstream, tree) -
     assert before == 1 and len(tree().named("invoke_agent")) == 1
     assert plain.final_output == traced.final_output
     assert not alight_openai_agents.is_instrumented()
+
+
+@input_guardrail
+async def no_secrets(ctx: Any, agent: Agent, message: Any) -> GuardrailFunctionOutput:
+    return GuardrailFunctionOutput(output_info=None, tripwire_triggered="password" in str(message))
+
+
+async def test_guardrails_are_spans_that_say_whether_they_tripped(fake_upstream, instrumented, tree) -> None:
+    base_url, _ = fake_upstream
+    agent = Agent(name="guarded", instructions="Answer.", input_guardrails=[no_secrets], model=_model(base_url))
+    await Runner.run(agent, "hello")
+    with pytest.raises(InputGuardrailTripwireTriggered):
+        await Runner.run(agent, "my password is hunter2")
+    guardrails = tree().named("guardrail no_secrets")
+    assert [g.attributes[semconv.ATTR_GUARDRAIL_TRIGGERED] for g in guardrails] == [False, True]
+
+
+async def test_streamed_run_keeps_the_chat_span_current_for_its_request(
+    fake_upstream, instrumented, tree, callers
+) -> None:
+    base_url, upstream = fake_upstream
+    upstream.calls.clear()
+    agent = Agent(name="adder", instructions="Add numbers.", tools=[add], model=_model(base_url))
+    streamed = Runner.run_streamed(agent, 'call add {"a": 4, "b": 5}')
+    async for _ in streamed.stream_events():
+        pass
+    spans = tree()
+    assert "Tool results: 9" in streamed.final_output
+    chats = spans.named("chat")
+    assert len(chats) == 2 and all("invoke_agent adder" in spans.ancestors(c) for c in chats)
+    http_parents = [spans.parent(spans.by_id(i)) for i in callers(upstream)]
+    assert [p.context.span_id for p in http_parents if p] == [c.context.span_id for c in chats]

@@ -15,7 +15,7 @@ from opentelemetry import context as otel_context
 from alight_langchain.handler import AlightCallbackHandler
 
 # The langchain-core versions this integration is tested against (lowest and highest ends); pyproject says the same.
-SUPPORTED_VERSIONS = ">=0.3,<2"
+SUPPORTED_VERSIONS = ">=1.0,<2"
 
 
 @dataclass

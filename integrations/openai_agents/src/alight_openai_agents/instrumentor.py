@@ -13,7 +13,7 @@ from alight import envvars
 from alight_openai_agents.processor import AlightTracingProcessor
 
 # The openai-agents versions this integration is tested against (lowest and highest ends); pyproject says the same.
-SUPPORTED_VERSIONS = ">=0.3,<0.25"
+SUPPORTED_VERSIONS = ">=0.21,<0.25"
 
 
 @dataclass
