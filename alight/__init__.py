@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from alight.context import current, emit, reward
+from alight.context import AttemptContext, current, emit, reward
 from alight.decorator import rollout
 from alight.integrations import instrument_all
 
-__all__ = ["current", "emit", "instrument_all", "reward", "rollout"]
+__all__ = ["AttemptContext", "current", "emit", "instrument_all", "reward", "rollout"]
 __version__ = "0.1.0"
