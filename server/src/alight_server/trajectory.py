@@ -134,8 +134,8 @@ def build_trajectory(store: Store, rollout_id: str, attempt: int | None = None) 
     # A step reward on a span scores the last call that span made (the root's rewards score the rollout).
     last_call_of_span: dict[str, str] = {}
     for call, caller in zip(calls, callers, strict=True):
-        if caller is not None and caller.span_id not in root_ids:
-            last_call_of_span[caller.span_id] = call.id
+        for span_id in {call.span_id, caller.span_id if caller else None} - {None} - root_ids:
+            last_call_of_span[str(span_id)] = call.id
     per_call: dict[str, list[Reward]] = {}
     for reward in rewards:
         if reward.final:

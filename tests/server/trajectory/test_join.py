@@ -84,6 +84,7 @@ def joined_attempt(live_server):
         RewardCreate(id="w2", attempt=1, value=0.2, name="direct", model_call_id="call-b"),
         RewardCreate(id="w3", attempt=1, value=1.0, final=True, span_id="a" * 16),
         RewardCreate(id="w4", attempt=1, value=0.3, name="root-step", span_id="a" * 16),  # the root scores no call
+        RewardCreate(id="w5", attempt=1, value=0.4, name="on-http", span_id="0" * 16),  # the recorded span itself
     ]
     for r in rewards:
         store.add_reward("r-join", r)
@@ -121,8 +122,8 @@ def test_tool_spans_sit_between_the_calls_around_them(joined_attempt, admin_clie
 
 def test_step_rewards_attach_to_their_calls_and_the_final_reward_to_the_rollout(joined_attempt, admin_client):
     t = get(admin_client)
-    assert [[r.id for r in c.rewards] for c in t.calls] == [["w1"], ["w2"], []]
-    assert sorted(r.id for r in t.rewards) == ["w1", "w2", "w3", "w4"]
+    assert [sorted(r.id for r in c.rewards) for c in t.calls] == [["w1"], ["w2", "w5"], []]
+    assert sorted(r.id for r in t.rewards) == ["w1", "w2", "w3", "w4", "w5"]
     assert t.final_reward == 1.0
 
 
