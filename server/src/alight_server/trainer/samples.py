@@ -18,16 +18,16 @@ No retokenization anywhere: ids are the ones the backend consumed and produced.
 
 from __future__ import annotations
 
-import array
+import gc
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
-import torch
 
 from alight.schemas import FailureKind, Trajectory, TrajectoryCall
+from alight_server.trainer.samples_batch import SampleBatch, pad_rows
 from alight_server.trainer.samples_breaks import Decode
 from alight_server.trainer.samples_report import BuildReport
 from alight_server.trainer.samples_rows import AttemptRows, Segment
@@ -58,55 +58,6 @@ class SampleConfig:
                 raise ValueError(f"{name} must be a positive number of tokens or None, got {value}")
 
 
-@dataclass
-class SampleBatch:
-    """Padded rows ready for any trainer backend. R rows, T tokens, U rollouts, G groups."""
-
-    input_ids: torch.Tensor  # (R, T) int64, right-padded with pad_token_id
-    attention_mask: torch.Tensor  # (R, T) int64, 1 on real tokens
-    loss_mask: torch.Tensor  # (R, T) float32, 1 on tokens the model generated (trained on)
-    # Recorded (gateway) logprob of input_ids[r, t] itself, so it pairs with
-    # logits[r, t - 1]; 0 where loss_mask is 0.
-    old_logprobs: torch.Tensor  # (R, T) float32
-    step_returns: torch.Tensor  # (R, T) float32, step rewards to go of the call that produced the token; 0 elsewhere
-    row_rollout: torch.Tensor  # (R,) int64, index into rollout_ids
-    row_group: torch.Tensor  # (R,) int64, index into group_ids
-    row_reward: torch.Tensor  # (R,) float32, the row's rollout's final reward
-    row_policy_version: torch.Tensor  # (R,) int64, oldest policy version among the row's calls; -1 unknown
-    rollout_ids: list[str]  # (U,) every rollout with a reward, rows or not (all count in group statistics)
-    rollout_group: torch.Tensor  # (U,) int64, index into group_ids
-    rollout_reward: torch.Tensor  # (U,) float32
-    group_ids: list[str]  # (G,) the rollout's group_id, or "rollout:<id>" for an ungrouped rollout
-    row_calls: list[tuple[int, ...]]  # (R,) seq of each model call whose response the row trains on
-
-    @property
-    def num_rows(self) -> int:
-        return int(self.input_ids.shape[0])
-
-    def select(self, rows: Sequence[int] | torch.Tensor) -> SampleBatch:
-        """A batch of some rows (a micro-batch); rollout and group tables are kept whole."""
-        index = torch.as_tensor(rows, dtype=torch.long)
-        picked = {name: getattr(self, name)[index] for name in _ROW_TENSORS}
-        return replace(self, **picked, row_calls=[self.row_calls[i] for i in index.tolist()])
-
-    def to(self, device: torch.device | str) -> SampleBatch:
-        moved = {f.name: v.to(device) for f in fields(self) if isinstance(v := getattr(self, f.name), torch.Tensor)}
-        return replace(self, **moved)
-
-
-_ROW_TENSORS = (
-    "input_ids",
-    "attention_mask",
-    "loss_mask",
-    "old_logprobs",
-    "step_returns",
-    "row_rollout",
-    "row_group",
-    "row_reward",
-    "row_policy_version",
-)
-
-
 def build_samples(
     trajectories: Sequence[Trajectory], config: SampleConfig | None = None, decode: Decode | None = None
 ) -> tuple[SampleBatch, BuildReport]:
@@ -114,7 +65,21 @@ def build_samples(
 
     `decode` (e.g. `tokenizer.decode`) lets the break classifier tell retokenization from template drift.
     """
-    config = config or SampleConfig()
+    # The builder makes many small objects while millions of token ids sit in
+    # live lists; each full collection would walk them all for nothing (the
+    # builder makes no reference cycles), costing up to half the build time.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _build(trajectories, config or SampleConfig(), decode)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _build(
+    trajectories: Sequence[Trajectory], config: SampleConfig, decode: Decode | None
+) -> tuple[SampleBatch, BuildReport]:
     report = BuildReport(mode=config.mode)
     rows: list[tuple[int, list[Segment]]] = []  # (rollout index, segments) in output order
     rollout_ids: list[str] = []
@@ -148,7 +113,10 @@ def build_samples(
             rows.extend((len(rollout_ids) - 1, [s]) for s in kept)
     report.rollouts = len(rollout_ids)
     rows = [row for row in rows if _within_limits(row[1], config, report)]
-    return _pad(rows, rollout_ids, rollout_rewards, rollout_groups, config, report), report
+    batch = pad_rows(rows, rollout_ids, rollout_rewards, rollout_groups, config.pad_token_id)
+    report.rows, report.calls_used = batch.num_rows, sum(len(segments) for _, segments in rows)
+    report.tokens, report.trained_tokens = int(batch.attention_mask.sum()), int(batch.loss_mask.sum())
+    return batch, report
 
 
 def _reward_or_drop_reason(trajectory: Trajectory) -> tuple[float | None, str]:
@@ -233,68 +201,7 @@ def _within_limits(segments: list[Segment], config: SampleConfig, report: BuildR
     return True
 
 
-def _int64(values: list[int]) -> np.ndarray:
-    return np.frombuffer(array.array("q", values), dtype=np.int64)  # faster than numpy's own list conversion
-
-
-def _float64(values: list[float]) -> np.ndarray:
-    return np.frombuffer(array.array("d", values), dtype=np.float64)
-
-
 def _drop_row(reason: str, segments: list[Segment], report: BuildReport) -> None:
     report.dropped_rows[reason] += 1
     report.dropped_row_tokens += segments[-1].end
     report.dropped_calls[f"row_{reason}"] += len(segments)
-
-
-def _pad(
-    rows: list[tuple[int, list[Segment]]],
-    rollout_ids: list[str],
-    rollout_rewards: list[float],
-    rollout_groups: list[str],
-    config: SampleConfig,
-    report: BuildReport,
-) -> SampleBatch:
-    lengths = np.array([segments[-1].end for _, segments in rows], dtype=np.int64)  # (R,)
-    width = int(lengths.max()) if len(rows) else 0
-    input_ids = np.full((len(rows), width), config.pad_token_id, dtype=np.int64)  # (R, T)
-    loss_mask = np.zeros((len(rows), width), dtype=np.float32)  # (R, T)
-    old_logprobs = np.zeros((len(rows), width), dtype=np.float32)  # (R, T)
-    step_returns = np.zeros((len(rows), width), dtype=np.float32)  # (R, T)
-    row_versions = np.full(len(rows), -1, dtype=np.int64)  # (R,)
-    for r, (_, segments) in enumerate(rows):
-        last = segments[-1]
-        # The last prompt already holds every earlier turn: each token is converted once.
-        input_ids[r, : last.end] = _int64(last.prompt + last.response)
-        for s in segments:
-            loss_mask[r, s.start : s.end] = 1.0
-            old_logprobs[r, s.start : s.end] = _float64(s.logprobs)
-            step_returns[r, s.start : s.end] = s.step_return
-        versions = [s.call.policy_version for s in segments if s.call.policy_version is not None]
-        row_versions[r] = min(versions, default=-1)
-    attention_mask = (torch.arange(width)[None, :] < torch.from_numpy(lengths)[:, None]).long()  # (R, T)
-    group_ids = list(dict.fromkeys(rollout_groups))
-    group_of = {g: i for i, g in enumerate(group_ids)}
-    rollout_group = torch.tensor([group_of[g] for g in rollout_groups], dtype=torch.long)  # (U,)
-    rollout_reward = torch.tensor(rollout_rewards, dtype=torch.float32)  # (U,)
-    row_rollout = torch.tensor([u for u, _ in rows], dtype=torch.long)  # (R,)
-    report.rows = len(rows)
-    report.tokens = int(lengths.sum())
-    report.trained_tokens = int(loss_mask.sum())
-    report.calls_used = sum(len(segments) for _, segments in rows)
-    return SampleBatch(
-        input_ids=torch.from_numpy(input_ids),
-        attention_mask=attention_mask,
-        loss_mask=torch.from_numpy(loss_mask),
-        old_logprobs=torch.from_numpy(old_logprobs),
-        step_returns=torch.from_numpy(step_returns),
-        row_rollout=row_rollout,
-        row_group=rollout_group[row_rollout],
-        row_reward=rollout_reward[row_rollout],
-        row_policy_version=torch.from_numpy(row_versions),
-        rollout_ids=rollout_ids,
-        rollout_group=rollout_group,
-        rollout_reward=rollout_reward,
-        group_ids=group_ids,
-        row_calls=[tuple(s.call.seq for s in segments) for _, segments in rows],
-    )
