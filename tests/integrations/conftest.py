@@ -28,23 +28,32 @@ from alight_server.testing.fake_upstream import create_fake_upstream
 _EXPORTER = InMemorySpanExporter()
 
 
-def _install_provider() -> None:
-    # The global provider can be set once per process; every in-process test shares this one.
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):
-        provider = TracerProvider()
+def _install_exporter() -> None:
+    """Send every span to _EXPORTER, whether or not an earlier test already installed a global provider."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        trace.set_tracer_provider(TracerProvider())  # once per process; a no-op if someone won the race
+        provider = trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider) and not getattr(provider, "_integration_tests_export", False):
         provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
-        trace.set_tracer_provider(provider)
-    # traceparent on model calls: the openai client uses httpx2, others httpx (no-ops when already on).
-    HTTPXClientInstrumentor().instrument()
-    HTTPX2ClientInstrumentor().instrument()
+        provider._integration_tests_export = True  # type: ignore[attr-defined]
 
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    """Spans finished during the test, in end order."""
-    _install_provider()
+    """Spans finished during the test, in end order; model calls carry traceparent while it runs."""
+    _install_exporter()
     _EXPORTER.clear()
+    # traceparent on model calls: the openai client uses httpx2, others httpx. Switched off again afterwards
+    # (only if this fixture switched it on), so later tests see httpx as they expect.
+    switched_on = []
+    for instrumentor in (HTTPXClientInstrumentor(), HTTPX2ClientInstrumentor()):
+        if not instrumentor.is_instrumented_by_opentelemetry:
+            instrumentor.instrument()
+            switched_on.append(instrumentor)
     yield _EXPORTER
+    for instrumentor in switched_on:
+        instrumentor.uninstrument()
     _EXPORTER.clear()
 
 
