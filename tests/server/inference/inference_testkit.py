@@ -22,3 +22,19 @@ def forward_logprobs(model: Any, prompt_ids: list[int], response_ids: list[int])
         logp = model(input_ids=ids).logits[0].float().log_softmax(-1)  # (T, V)
     targets = torch.tensor(response_ids)[:, None]
     return logp[len(prompt_ids) - 1 : -1].gather(-1, targets)[:, 0]  # (R,)
+
+
+def overfit(model: Any, prompt_ids: list[int], target_ids: list[int], steps: int = 120) -> dict[str, torch.Tensor]:
+    """Train `model` (a copy) until it answers `prompt_ids` with `target_ids`; returns its new state dict."""
+    ids = torch.tensor([prompt_ids + target_ids])
+    labels = ids.clone()
+    labels[:, : len(prompt_ids)] = -100  # loss on the answer only
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(steps):
+        loss = model(input_ids=ids, labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.eval()
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}

@@ -1,0 +1,56 @@
+"""Dynamic batching: concurrent requests share decode steps without changing what each one gets."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+from inference_testkit import MODEL
+
+from alight_server.inference.engine import InferenceEngine
+from alight_server.inference.sampling import SamplingParams
+
+PROMPTS = ["hello there", "The quick brown fox jumps over the lazy", "def add(a, b):", "One, two", "Paris"]
+
+
+def test_greedy_output_with_batching_equals_greedy_output_alone(client: openai.OpenAI) -> None:
+    def complete(prompt: str) -> str:
+        response = client.completions.create(
+            model=MODEL, prompt=prompt, max_tokens=24, temperature=0, extra_body={"ignore_eos": True}
+        )
+        return response.choices[0].text
+
+    alone = [complete(p) for p in PROMPTS]
+    with ThreadPoolExecutor(len(PROMPTS)) as pool:
+        together = list(pool.map(complete, PROMPTS))
+    assert together == alone
+
+
+def test_seeded_sampling_does_not_depend_on_batch_neighbours(engine: InferenceEngine) -> None:
+    params = SamplingParams(max_tokens=16, temperature=1.0, seed=123, ignore_eos=True)
+    ids = engine.tokenizer("The quick brown fox")["input_ids"]
+    alone = engine.generate(ids, params)[0].token_ids
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda _: engine.generate(ids, params)[0].token_ids, range(4)))
+    assert runs == [alone] * 4
+
+
+def test_a_short_request_is_not_held_behind_a_long_one(engine: InferenceEngine) -> None:
+    long_events: list[object] = []
+    long_done = threading.Event()
+
+    def on_long_event(event: object) -> None:
+        long_events.append(event)
+        if getattr(event, "finish_reason", None):
+            long_done.set()
+
+    ids = engine.tokenizer("hello there")["input_ids"]
+    engine.submit(ids, SamplingParams(max_tokens=400, temperature=0, ignore_eos=True), on_long_event)
+    while not long_events:  # the long request is decoding before the short one arrives
+        threading.Event().wait(0.001)
+    short = engine.generate(ids, SamplingParams(max_tokens=3, temperature=0, ignore_eos=True))
+    long_progress = len(long_events)
+    assert short[0].finish_reason == "length"
+    assert long_progress < 400, "the short request waited for the long one to finish"
+    assert long_done.wait(60)
