@@ -83,6 +83,8 @@ def test_summarised_history_starts_a_new_row_counted_as_history_rewrite():
     assert example.row_ids == [10, 11, 20, 21, 12, 13]
     assert example.prompt_ids == [30, 31]
     assert report.rows == report.conversations + report.total_breaks
+    assert report.metrics()["samples/breaks/history_rewrite"] == 1.0
+    assert "history_rewrite at r1/1 call 2 (after call 1), token 3" in report.summary()
 
 
 def test_same_messages_rendered_to_other_ids_is_template_drift():

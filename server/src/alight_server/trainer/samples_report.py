@@ -40,6 +40,29 @@ class BuildReport:
     def total_breaks(self) -> int:
         return sum(self.breaks.values())
 
+    def metrics(self, prefix: str = "samples/") -> dict[str, float]:
+        """Flat numbers for a metrics log: totals, then breaks and drops by cause."""
+        flat = {
+            "rows": self.rows,
+            "tokens": self.tokens,
+            "trained_tokens": self.trained_tokens,
+            "calls": self.calls,
+            "calls_used": self.calls_used,
+            "conversations": self.conversations,
+            "breaks": self.total_breaks,
+            "truncated_rows": self.truncated_rows,
+            "truncated_tokens": self.truncated_tokens,
+            "dropped_row_tokens": self.dropped_row_tokens,
+        }
+        for name, counter in (
+            ("breaks", self.breaks),
+            ("dropped_rollouts", self.dropped_rollouts),
+            ("dropped_calls", self.dropped_calls),
+            ("dropped_rows", self.dropped_rows),
+        ):
+            flat.update({f"{name}/{reason}": count for reason, count in counter.items()})
+        return {prefix + key: float(value) for key, value in flat.items()}
+
     def summary(self) -> str:
         """A few lines for a log or a progress display."""
         lines = [
