@@ -114,6 +114,10 @@ def header_echo():
 
 def test_httpx_and_httpx2_requests_carry_the_calling_span_in_traceparent(live_server, attempt, header_echo):
     url, seen = header_echo
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+
+    # other tests in this process may have switched httpx instrumentation on for good
+    already_on = HTTPXClientInstrumentor().is_instrumented_by_opentelemetry
 
     @alight.rollout
     async def agent(task):
@@ -126,7 +130,8 @@ def test_httpx_and_httpx2_requests_carry_the_calling_span_in_traceparent(live_se
     httpx.post(f"{url}/echo")  # after the rollout: instrumentation is off again
     spans = {s.span_id: s for s in live_server.store.list_spans("r-sdk")}
     step = next(s for s in spans.values() if s.name == "llm-step")
-    assert len(seen) == 3 and seen[2] is None
+    assert len(seen) == 3
+    assert already_on or seen[2] is None  # alight switched off what it switched on
     for header in seen[:2]:
         _, trace_id, span_id, _ = header.split("-")
         assert trace_id == step.trace_id
