@@ -8,7 +8,7 @@ import pytest
 from alight.schemas import AttemptFinish, Mode, RolloutState
 from alight_server.auth import issue_attempt_token
 
-CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 
 
 def _post(url: str, token: str | None, **kw) -> httpx.Response:

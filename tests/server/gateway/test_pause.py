@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 
 
 def _admin(gateway) -> httpx.Client:

@@ -8,7 +8,7 @@ from alight.schemas import UpstreamCreate
 from alight_server.serving import ServerThread
 from alight_server.testing import create_fake_upstream
 
-CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 
 
 def _call(a) -> None:
@@ -17,7 +17,7 @@ def _call(a) -> None:
     ).raise_for_status()
 
 
-def test_attempts_stick_to_one_upstream_and_move_only_when_theirs_leaves(gateway):
+def test_attempts_stick_to_one_upstream_and_move_only_when_theirs_leaves(gateway, fake):
     second = create_fake_upstream(model="fake-policy")
     with ServerThread(second) as url:
         gateway.server.store.add_upstream(UpstreamCreate(id="u2", url=url + "/v1", model="fake-policy"))

@@ -96,9 +96,27 @@ def test_fake_upstream_answers_in_vllms_shape():
     )
     assert _keys(real) >= SHAPE_FIELDS and _keys(fake) >= SHAPE_FIELDS
     assert _keys(real_chunks[0]) == _keys(fake_chunks[0])  # role chunk with prompt_token_ids
-    token_chunk = {"choices.[].token_ids", "choices.[].delta.content", "choices.[].logprobs.content.[].logprob"}
+    # vLLM may send `delta: {}` for a token that ends mid-character, so only `delta` itself is required.
+    token_chunk = {"choices.[].token_ids", "choices.[].delta", "choices.[].logprobs.content.[].logprob"}
     assert token_chunk <= _keys(real_chunks[1]) and token_chunk <= _keys(fake_chunks[1])
 
 
 def _chunks(resp: httpx.Response) -> list[dict]:
     return [json.loads(line[6:]) for line in resp.text.splitlines() if line.startswith("data: {")]
+
+
+def test_responses_and_messages_streams_on_vllm_record_vllms_tokens(gateway, vllm_attempt):
+    import anthropic
+
+    client = openai.OpenAI(base_url=vllm_attempt.base_url, api_key=vllm_attempt.token, max_retries=0)
+    with client.responses.stream(model="any", input="Say hello.", max_output_tokens=8) as stream:
+        last = list(stream)[-1]  # response.incomplete when the 8 tokens run out, as OpenAI's API does
+    assert last.type in ("response.completed", "response.incomplete")
+    response_text = last.response.output_text
+    claude = anthropic.Anthropic(base_url=vllm_attempt.anthropic_base_url, api_key=vllm_attempt.token, max_retries=0)
+    with claude.messages.stream(model="any", max_tokens=8, messages=MESSAGES) as stream:
+        message_text = "".join(stream.text_stream)
+    responses_call, messages_call = gateway.server.store.list_model_calls(vllm_attempt.rollout_id)
+    for call, text in ((responses_call, response_text), (messages_call, message_text)):
+        assert call.flags == [] and len(call.response_token_ids) == len(call.response_logprobs) > 0
+        assert _detokenize(call.response_token_ids, gateway.upstream.model).strip() == text.strip()

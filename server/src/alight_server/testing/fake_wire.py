@@ -126,6 +126,7 @@ def chat_chunk(
         }
         if ids:
             chunk["prompt_token_ids"] = prompt_ids
+            chunk["prompt_text"] = None  # vLLM >= 0.11 sends it (null unless return_prompt_text)
         chunks.append(chunk)
     longest = max((len(c.pieces) for c in choices), default=0)
     for pos in range(longest):
