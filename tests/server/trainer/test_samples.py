@@ -101,6 +101,51 @@ def test_same_messages_rendered_to_other_ids_is_template_drift():
     assert report.break_examples[0].position == 3
 
 
+def test_responses_flavour_items_are_compared_as_messages():
+    call_item = {"type": "function_call", "name": "add", "arguments": '{"a": 2, "b": 3}', "call_id": "c1"}
+    user = {"role": "user", "content": "2+3?"}
+    first = model_call(
+        0,
+        [1, 2],
+        [10, 11],
+        flavour=ApiFlavour.RESPONSES,
+        request={"instructions": "You add.", "input": [user]},
+        response_body={"output": [{**call_item, "id": "fc_1", "status": "completed"}]},
+    )
+    output = {"type": "function_call_output", "call_id": "c1", "output": "5"}
+    second = model_call(
+        1,
+        [1, 2, 12, 20],
+        [13],
+        flavour=ApiFlavour.RESPONSES,
+        request={"instructions": "You add.", "input": [user, call_item, output]},
+    )
+    _, report = build_samples([trajectory([first, second])])
+    assert report.breaks == {"template_drift": 1}
+
+
+def test_messages_flavour_with_an_edited_turn_is_history_rewrite():
+    request = {"system": "You add.", "messages": [{"role": "user", "content": [{"type": "text", "text": "2+3?"}]}]}
+    first = model_call(
+        0,
+        [1, 2],
+        [10],
+        flavour=ApiFlavour.MESSAGES,
+        request=request,
+        response_body={"content": [{"type": "tool_use", "id": "t1", "name": "add", "input": {"a": 2, "b": 3}}]},
+    )
+    edited = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "add", "input": {"a": 3}}]}
+    second = model_call(
+        1,
+        [1, 2, 11],
+        [12],
+        flavour=ApiFlavour.MESSAGES,
+        request={**request, "messages": [*request["messages"], edited]},
+    )
+    _, report = build_samples([trajectory([first, second])])
+    assert report.breaks == {"history_rewrite": 1}
+
+
 VOCAB = {1: "<s>", 2: "Q:", 10: "Hel", 11: "lo", 12: "Hello", 20: "\n", 21: "A:", 30: "Bye"}
 
 

@@ -128,24 +128,26 @@ def _completion_text(call: ModelCall) -> str | None:
 
 
 def conversation(call: ModelCall) -> list[Message] | None:
-    """The call's input messages, normalised; None for flavours without a message list."""
+    """The call's input messages, normalised; None when there are none to compare (or no message list)."""
     request = call.request
+    messages: list[Message] = []
     if call.flavour in (ApiFlavour.CHAT, ApiFlavour.MESSAGES):
         raw = request.get("messages")
-        if not isinstance(raw, list):
-            return None
-        messages = [_message(m) for m in raw if isinstance(m, dict)]
         system = request.get("system")  # the messages flavour keeps the system prompt apart
-        return ([("system", _text(system))] if system else []) + messages
-    if call.flavour == ApiFlavour.RESPONSES:
+        if system:
+            messages.append(("system", _text(system)))
+        if isinstance(raw, list):
+            messages.extend(_message(m) for m in raw if isinstance(m, dict))
+    elif call.flavour == ApiFlavour.RESPONSES:
         raw = request.get("input")
         instructions = request.get("instructions")
-        head = [("system", _text(instructions))] if instructions else []
+        if instructions:
+            messages.append(("system", _text(instructions)))
         if isinstance(raw, str):
-            return [*head, ("user", raw)]
-        if isinstance(raw, list):
-            return head + [_message(m) for m in raw if isinstance(m, dict)]
-    return None
+            messages.append(("user", raw))
+        elif isinstance(raw, list):
+            messages.extend(_message(m) for m in raw if isinstance(m, dict))
+    return messages or None
 
 
 def reply(call: ModelCall) -> list[Message]:
