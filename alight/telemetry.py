@@ -131,7 +131,6 @@ class RolloutTelemetry:
     tracer: trace.Tracer
     router: _RolloutRouter
     processor: SpanProcessor | None
-    instrumented_http: bool = False
 
     def bind(self, root: trace.Span) -> None:
         if self.processor is not None:
@@ -147,8 +146,7 @@ class RolloutTelemetry:
                 for trace_id in [t for t, p in self.router.by_trace.items() if p is self.processor]:
                     del self.router.by_trace[trace_id]
             self.processor.shutdown()
-        if self.instrumented_http:
-            release_http()
+        release_http()
         return ok
 
 
@@ -166,7 +164,7 @@ def start(ctx: AttemptContext) -> RolloutTelemetry:
         processor = BatchSpanProcessor(_StampingExporter(exporter, rollout_resource(ctx)))
     tracer = provider.get_tracer("alight")
     hold_http()
-    return RolloutTelemetry(tracer=tracer, router=router, processor=processor, instrumented_http=True)
+    return RolloutTelemetry(tracer=tracer, router=router, processor=processor)
 
 
 # W3C traceparent on outgoing HTTP: the gateway records the calling span of
