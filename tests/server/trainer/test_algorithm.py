@@ -6,6 +6,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from alight_server.trainer.algorithm import (
     AlgorithmConfig,
@@ -213,3 +215,39 @@ def test_bad_config_values_are_named():
         AlgorithmConfig(tis_cap=0)
     with pytest.raises(ValueError, match="clip_low < 1"):
         AlgorithmConfig(clip_low=1.5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 5), min_size=1, max_size=8),
+    owners=st.lists(st.integers(0, 3), min_size=8, max_size=8),
+)
+def test_per_rollout_mean_gives_every_rollout_with_tokens_an_equal_share(lengths, owners):
+    width = max(lengths) or 1
+    mask = (torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]).float()  # (R, T)
+    row_rollout = torch.tensor(owners[: len(lengths)])
+    weights = aggregation_weights(mask, row_rollout, "per_rollout_mean")
+    per_rollout = torch.zeros(4).index_add_(0, row_rollout, weights.sum(1))
+    with_tokens = torch.zeros(4).index_add_(0, row_rollout, mask.sum(1)) > 0
+    if with_tokens.any():
+        assert torch.allclose(
+            per_rollout[with_tokens], torch.full((int(with_tokens.sum()),), 1 / int(with_tokens.sum()))
+        )
+    assert per_rollout[~with_tokens].abs().sum() == 0
+    assert bool((weights[mask == 0] == 0).all())
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rewards=st.lists(st.floats(-10, 10, allow_nan=False), min_size=1, max_size=12),
+    estimator=st.sampled_from(["grpo", "rloo"]),
+    normalize_std=st.booleans(),
+    data=st.data(),
+)
+def test_group_advantages_sum_to_zero_within_every_group(rewards, estimator, normalize_std, data):
+    groups = data.draw(st.lists(st.integers(0, 2), min_size=len(rewards), max_size=len(rewards)))
+    group = torch.tensor(groups)
+    advantages = group_advantages(torch.tensor(rewards), group, estimator, normalize_std)
+    assert torch.isfinite(advantages).all()
+    sums = torch.zeros(3).index_add_(0, group, advantages)
+    assert torch.allclose(sums, torch.zeros(3), atol=1e-3)
