@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import openai
 import pytest
 import torch
@@ -9,7 +11,7 @@ from inference_testkit import MODEL, forward_logprobs, render
 
 from alight_server.inference.engine import InferenceEngine
 
-HELLO = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me about Paris."}]
+HELLO: list[Any] = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me about Paris."}]
 TOKEN_IDS = {"return_token_ids": True}
 
 
@@ -36,7 +38,7 @@ def test_returned_logprobs_equal_a_fresh_forward_pass(client: openai.OpenAI, eng
         model=MODEL, messages=HELLO, max_tokens=16, temperature=1.0, seed=3, logprobs=True, extra_body=TOKEN_IDS
     )
     ids = response.choices[0].model_extra["token_ids"]  # pyright: ignore[reportOptionalSubscript]
-    served = torch.tensor([t.logprob for t in response.choices[0].logprobs.content])  # pyright: ignore[reportOptionalMemberAccess]
+    served = torch.tensor([t.logprob for t in response.choices[0].logprobs.content])  # pyright: ignore[reportOptionalMemberAccess,reportOptionalIterable]
     expected = forward_logprobs(engine.model, response.model_extra["prompt_token_ids"], ids)  # pyright: ignore[reportOptionalSubscript]
     torch.testing.assert_close(served, expected, atol=1e-4, rtol=1e-4)
 
@@ -56,7 +58,7 @@ def test_top_logprobs_are_sorted_and_contain_the_greedy_token(client: openai.Ope
     response = client.chat.completions.create(
         model=MODEL, messages=HELLO, max_tokens=5, temperature=0, logprobs=True, top_logprobs=4
     )
-    for entry in response.choices[0].logprobs.content:  # pyright: ignore[reportOptionalIterable,reportOptionalMemberAccess]
+    for entry in response.choices[0].logprobs.content or []:  # pyright: ignore[reportOptionalMemberAccess]
         values = [t.logprob for t in entry.top_logprobs]
         assert len(values) == 4 and values == sorted(values, reverse=True)
         assert entry.logprob == pytest.approx(values[0])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -16,7 +17,7 @@ from alight_server.inference.models import load_policy
 from alight_server.inference.server import create_inference_app
 from alight_server.serving import ServerThread
 
-TOOLS = [
+TOOLS: list[Any] = [
     {
         "type": "function",
         "function": {
@@ -26,7 +27,7 @@ TOOLS = [
         },
     }
 ]
-ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+ASK: list[Any] = [{"role": "user", "content": "What is the weather in Paris?"}]
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 
 
