@@ -76,13 +76,18 @@ def check_target(target: str) -> str:
     return target
 
 
-def run_attempt(start: AttemptStart, server_url: str, target: str, workdir: Path, timeout_s: float) -> AttemptFinish:
-    """Start the agent process for `start`, wait for it, and say how it ended."""
+def run_attempt(
+    start: AttemptStart, server_url: str, target: str, workdir: Path, timeout_s: float, quiet_stdout: bool = False
+) -> AttemptFinish:
+    """Start the agent process for `start`, wait for it, and say how it ended.
+
+    `quiet_stdout` sends the agent's stdout to stderr, keeping ours for machine-readable output.
+    """
     env = {k: v for k, v in os.environ.items() if k not in envvars.ALL}
     env.update(envvars.attempt_env(start, server_url, task_dir=workdir))
     argv = envvars.agent_argv(RunnerSpec(entrypoint=target), sys.executable)
     try:
-        proc = subprocess.Popen(argv, env=env)
+        proc = subprocess.Popen(argv, env=env, stdout=sys.stderr if quiet_stdout else None)
     except OSError as exc:
         return AttemptFinish(status="failed", failure_kind=FailureKind.INFRA, message=f"cannot start {argv}: {exc}")
     handle = f"local:{proc.pid}"
@@ -150,7 +155,7 @@ def register(app: typer.Typer) -> None:
                 starts = client.claim_attempts(1, ids=[rollout_id])
                 if starts:
                     start = starts[0]
-                    finish = run_attempt(start, url, target, workdir, timeout_s)
+                    finish = run_attempt(start, url, target, workdir, timeout_s, quiet_stdout=as_json)
                     client.finish_attempt(rollout_id, start.attempt, finish)
                     exit_code = finish.exit_code if finish.exit_code is not None else 1
                 else:

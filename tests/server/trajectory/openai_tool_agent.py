@@ -63,4 +63,5 @@ def main(task: dict) -> float:
                     span.set_attribute(semconv.GEN_AI_TOOL_CALL_RESULT, str(result))
                 results.append(result)
                 messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": str(result)})
+    print(f"tool results: {results}")  # agents print; `alight run --json` keeps stdout for the JSON
     return 1.0 if task["answer"] in results else 0.0
