@@ -185,12 +185,16 @@ def test_padding_and_context_tokens_change_nothing():
     old = torch.tensor([[0.0, -1.2, -1.9, 0.0]])  # 0 outside the mask, as the sample builder writes it
     advantages = torch.tensor([[0.0, 1.0, 1.0, 0.0]])
     weights = aggregation_weights(mask, torch.tensor([0]), "token_mean")
-    entropy = torch.tensor([[100.0, 0.5, 1.5, 100.0]])
+    entropy = torch.tensor([[float("inf"), 0.5, 1.5, float("nan")]])
     _, metrics = policy_loss(logprobs, old, advantages, mask, weights, AlgorithmConfig(), entropy=entropy)
     # Ratios e^0.2 = 1.221403 and e^-0.1 = 0.904837 only.
     assert metrics["ratio_max"] == pytest.approx(math.exp(0.2), abs=1e-5)
     assert metrics["ratio_mean"] == pytest.approx((math.exp(0.2) + math.exp(-0.1)) / 2, abs=1e-5)
     assert metrics["entropy"] == pytest.approx(1.0)
+    clean, _ = policy_loss(logprobs, old, advantages, mask, weights, AlgorithmConfig())
+    garbage = torch.tensor([[float("inf"), 1.0, 1.0, float("nan")]])  # whatever padding holds, inf × 0 is no NaN
+    loss, _ = policy_loss(logprobs, old, garbage, mask, weights, AlgorithmConfig())
+    assert loss.item() == pytest.approx(clean.item())
 
 
 def test_micro_batches_sliced_from_batch_weights_add_up_to_the_batch_loss():

@@ -172,20 +172,21 @@ def policy_loss(
         tis_capped = behaviour_ratio > config.tis_cap
         tis_weight = behaviour_ratio.clamp(max=config.tis_cap)
         token_loss = token_loss * tis_weight
-    pg_loss = (token_loss * weights).sum()
+    zero = torch.zeros_like(token_loss)
+    pg_loss = (torch.where(mask, token_loss, zero) * weights).sum()  # where, not *: padding may hold inf
     loss = pg_loss
     kl = None
     if config.kl_coef > 0:
         if ref_logprobs is None:
             raise ValueError(f"kl_coef={config.kl_coef} needs ref_logprobs; pass them or set kl_coef=0")
-        kl = torch.where(mask, kl_k3(logprobs, ref_logprobs), torch.zeros_like(logprobs))
+        kl = torch.where(mask, kl_k3(logprobs, ref_logprobs), zero)
         loss = loss + config.kl_coef * (kl * weights).sum()
 
     with torch.no_grad():
         tokens = mask.sum().clamp_min(1)
 
         def masked_mean(x: torch.Tensor) -> torch.Tensor:
-            return (x * mask).sum() / tokens
+            return torch.where(mask, x.to(zero.dtype), zero).sum() / tokens
 
         active = clipped_loss > unclipped_loss  # the clip decided this token's gradient (it is 0 there)
         metrics = {
@@ -197,7 +198,7 @@ def policy_loss(
             "clip_high_fraction": masked_mean((active & (ratio > 1)).float()),
             "approx_kl": masked_mean(ratio - 1 - log_ratio),  # k3 of KL(pi_old || pi)
             "ratio_mean": masked_mean(ratio),
-            "ratio_max": torch.where(mask, ratio, torch.zeros_like(ratio)).max() if mask.any() else ratio.new_zeros(()),
+            "ratio_max": torch.where(mask, ratio, zero).max() if mask.any() else ratio.new_zeros(()),
             "advantage_mean": masked_mean(advantages),
         }
         if kl is not None:
