@@ -25,6 +25,7 @@ alight_autogen.instrument()
 alight_mcp.instrument()
 
 MODEL = os.environ.get("AGENT_MODEL", "policy")  # the gateway serves the policy being trained whatever the name
+MAX_TOKENS = 256  # an arithmetic answer is short; a cap keeps a wandering policy from burning a rollout
 CALCULATOR = StdioServerParameters(command=sys.executable, args=["-m", "alight_mcp.calculator"])
 
 
@@ -39,7 +40,7 @@ async def main(task: dict[str, Any]) -> None:
 
         agent = AssistantAgent(
             "calculator",
-            model_client=alight_autogen.gateway_model_client(MODEL),
+            model_client=alight_autogen.gateway_model_client(MODEL, max_tokens=MAX_TOKENS),
             tools=[FunctionTool(calculate, description="Evaluate an arithmetic expression.")],
             system_message="Answer arithmetic questions with the calculate tool, then give the final number.",
             reflect_on_tool_use=True,

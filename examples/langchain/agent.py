@@ -24,6 +24,7 @@ with warnings.catch_warnings():
 alight_langchain.instrument()
 
 MODEL = os.environ.get("AGENT_MODEL", "policy")  # the gateway serves the policy being trained whatever the name
+MAX_TOKENS = 256  # an arithmetic answer is short; a cap keeps a wandering policy from burning a rollout
 
 
 @tool
@@ -47,7 +48,9 @@ def score(answer: str, expected: float) -> float:
 @alight.rollout
 def main(task: dict[str, Any]) -> float:
     # Built per rollout: ChatOpenAI reads OPENAI_BASE_URL / OPENAI_API_KEY, which alight sets per attempt.
-    agent = create_react_agent(ChatOpenAI(model=MODEL, temperature=1.0), [add, multiply], name="calculator")
+    agent = create_react_agent(
+        ChatOpenAI(model=MODEL, temperature=1.0, max_completion_tokens=MAX_TOKENS), [add, multiply], name="calculator"
+    )
     state = agent.invoke({"messages": [("user", task["question"])]}, {"recursion_limit": 12})
     return score(str(state["messages"][-1].content), float(task["answer"]))
 

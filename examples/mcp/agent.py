@@ -23,6 +23,7 @@ import alight_mcp
 alight_mcp.instrument()
 
 MODEL = os.environ.get("AGENT_MODEL", "policy")  # the gateway serves the policy being trained whatever the name
+MAX_TOKENS = 256  # an arithmetic answer is short; a cap keeps a wandering policy from burning a rollout
 CALCULATOR = StdioServerParameters(command=sys.executable, args=["-m", "alight_mcp.calculator"])
 AGENT_TOOLS = {"calculate"}  # check_answer is the grader's, not the agent's
 MAX_TURNS = 6
@@ -47,7 +48,9 @@ async def main(task: dict[str, Any]) -> None:
         ]
         answer = ""
         for _ in range(MAX_TURNS):
-            response = await model.chat.completions.create(model=MODEL, messages=messages, tools=tools)
+            response = await model.chat.completions.create(
+                model=MODEL, messages=messages, tools=tools, max_tokens=MAX_TOKENS
+            )
             message = response.choices[0].message
             messages.append(message.model_dump(exclude_none=True))
             answer = message.content or ""

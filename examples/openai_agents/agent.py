@@ -11,7 +11,7 @@ import os
 import re
 from typing import Any
 
-from agents import Agent, Runner, function_tool
+from agents import Agent, ModelSettings, Runner, function_tool
 
 import alight
 import alight_openai_agents
@@ -19,6 +19,7 @@ import alight_openai_agents
 alight_openai_agents.instrument()
 
 MODEL = os.environ.get("AGENT_MODEL", "policy")  # the gateway serves the policy being trained whatever the name
+MAX_TOKENS = 256  # an arithmetic answer is short; a cap keeps a wandering policy from burning a rollout
 
 
 @function_tool
@@ -38,6 +39,7 @@ agent = Agent(
     instructions="Answer arithmetic questions. Use the add and multiply tools, then give the final number.",
     tools=[add, multiply],
     model=MODEL,
+    model_settings=ModelSettings(max_tokens=MAX_TOKENS),
 )
 
 
