@@ -17,7 +17,7 @@ PROMPTS = ["hello there", "The quick brown fox jumps over the lazy", "def add(a,
 def test_greedy_output_with_batching_equals_greedy_output_alone(client: openai.OpenAI) -> None:
     def complete(prompt: str) -> str:
         response = client.completions.create(
-            model=MODEL, prompt=prompt, max_tokens=24, temperature=0, extra_body={"ignore_eos": True}
+            model=MODEL, prompt=prompt, max_tokens=12, temperature=0, extra_body={"ignore_eos": True}
         )
         return response.choices[0].text
 
@@ -38,19 +38,13 @@ def test_seeded_sampling_does_not_depend_on_batch_neighbours(engine: InferenceEn
 
 def test_a_short_request_is_not_held_behind_a_long_one(engine: InferenceEngine) -> None:
     long_events: list[object] = []
-    long_done = threading.Event()
-
-    def on_long_event(event: object) -> None:
-        long_events.append(event)
-        if getattr(event, "finish_reason", None):
-            long_done.set()
 
     ids = engine.tokenizer("hello there")["input_ids"]
-    engine.submit(ids, SamplingParams(max_tokens=400, temperature=0, ignore_eos=True), on_long_event)
+    long = engine.submit(ids, SamplingParams(max_tokens=300, temperature=0, ignore_eos=True), long_events.append)
     while not long_events:  # the long request is decoding before the short one arrives
         threading.Event().wait(0.001)
     short = engine.generate(ids, SamplingParams(max_tokens=3, temperature=0, ignore_eos=True))
     long_progress = len(long_events)
     assert short[0].finish_reason == "length"
-    assert long_progress < 400, "the short request waited for the long one to finish"
-    assert long_done.wait(60)
+    long.cancel()
+    assert long_progress < 300, "the short request waited for the long one to finish"
