@@ -102,7 +102,9 @@ class SqlStore:
 
     def _rollout_row(self, conn: Connection, rollout_id: str, *, lock: bool = False) -> Any:
         stmt = select(t.rollouts).where(t.rollouts.c.id == rollout_id)
-        row = conn.execute(stmt.with_for_update() if lock else stmt).first()
+        # FOR NO KEY UPDATE: serialises writers of this rollout without blocking the foreign-key
+        # checks of concurrent event/model-call inserts (PostgreSQL; SQLite has one writer anyway).
+        row = conn.execute(stmt.with_for_update(key_share=True) if lock else stmt).first()
         if row is None:
             raise NotFound(f"no rollout with id {rollout_id!r}")
         return row
@@ -235,7 +237,7 @@ class SqlStore:
             stmt = select(c.id, c.state, c.attempt_count).where(c.claimable.is_(True))
             if ids is not None:
                 stmt = stmt.where(c.id.in_(list(ids)))
-            stmt = stmt.order_by(c.ordinal).limit(limit).with_for_update(skip_locked=True)
+            stmt = stmt.order_by(c.ordinal).limit(limit).with_for_update(skip_locked=True, key_share=True)
             claimed: list[tuple[str, int]] = []
             for row in conn.execute(stmt).all():
                 current = RolloutState(row.state)
