@@ -24,7 +24,14 @@ from alight_server.testing import FakeUpstreamState, Faults, create_fake_upstrea
 # Add a kind here (and a branch in `upstream_server`) to run the gateway suite on another backend.
 # A real vLLM joins when ALIGHT_TEST_VLLM_URL names one (see docs/gateway.md).
 VLLM_URL = os.environ.get("ALIGHT_TEST_VLLM_URL")
-UPSTREAM_KINDS = ["fake", *([pytest.param("vllm", marks=pytest.mark.vllm)] if VLLM_URL else [])]
+# alight's embedded backend (tiny model) joins when ALIGHT_TEST_GATEWAY_EMBEDDED=1: loading it
+# costs tens of seconds on a busy machine, and the trainer's end-to-end tests cover that pairing.
+EMBEDDED = os.environ.get("ALIGHT_TEST_GATEWAY_EMBEDDED") == "1"
+UPSTREAM_KINDS = [
+    "fake",
+    *(["embedded"] if EMBEDDED else []),
+    *([pytest.param("vllm", marks=pytest.mark.vllm)] if VLLM_URL else []),
+]
 
 
 @dataclass
@@ -42,6 +49,16 @@ def upstream_server(request: pytest.FixtureRequest) -> Iterator[UpstreamUnderTes
         app = create_fake_upstream(model="fake-policy")
         with ServerThread(app) as url:
             yield UpstreamUnderTest("fake", url + "/v1", "fake-policy", app.state.fake)
+    elif request.param == "embedded":
+        # alight's own backend on the tiny model: real token ids from a real (random) transformer.
+        from alight_server.inference.engine import InferenceEngine
+        from alight_server.inference.server import create_inference_app
+
+        with (
+            InferenceEngine.from_model_name("tiny", device="cpu", max_batch_size=8) as engine,
+            ServerThread(create_inference_app(engine)) as url,
+        ):
+            yield UpstreamUnderTest("embedded", url + "/v1", engine.model_name, None)
     elif request.param == "vllm":
         assert VLLM_URL is not None
         url = VLLM_URL.rstrip("/")
@@ -58,6 +75,13 @@ def upstream(upstream_server: UpstreamUnderTest) -> UpstreamUnderTest:
         upstream_server.log.calls.clear()
         upstream_server.log.faults = Faults()
     return upstream_server
+
+
+@pytest.fixture(autouse=True)
+def _skip_fake_only_tests_early(request: pytest.FixtureRequest) -> None:
+    """Skip tests that need the fake's log on other backends before a server is started for them."""
+    if "fake" in request.fixturenames and request.getfixturevalue("upstream_server").log is None:
+        pytest.skip("needs the fake upstream's call log and faults")
 
 
 @pytest.fixture
