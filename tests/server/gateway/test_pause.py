@@ -111,3 +111,17 @@ def test_typed_client_drives_a_weight_update(gateway, attempt, fake):
         assert resumed["paused"] is False and resumed["policy_version"] == 1
         status = client.gateway_status()
     assert status["upstreams"][0]["id"] == "u1" and status["policy_version"] == 1
+
+
+def test_client_leaving_mid_stream_frees_its_in_flight_slot(gateway, attempt, fake):
+    client = openai.OpenAI(base_url=attempt.base_url, api_key=attempt.token, max_retries=0)
+    stream = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "word " * 400}], stream=True
+    )
+    next(iter(stream))
+    stream.close()
+    gate = gateway.server.app.state.gateway.gate
+    deadline = time.monotonic() + 10
+    while gate.in_flight and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gate.in_flight == 0

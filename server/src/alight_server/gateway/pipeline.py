@@ -53,6 +53,36 @@ async def _sse_data(reply: UpstreamReply, deadline: float) -> AsyncIterator[str]
         yield buffer[5:].strip().decode()
 
 
+class RelayResponse(StreamingResponse):
+    """A stream that releases its pause-gate slot when it ends, however it ends.
+
+    The relay generator releases the slot in its `finally`; this covers a
+    client that disconnects before the generator ever starts.
+    """
+
+    def __init__(self, content: AsyncIterator[bytes], release: Callable[[], None]) -> None:
+        super().__init__(content, media_type="text/event-stream", headers={"cache-control": "no-cache"})
+        self.release = release
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
+
+
+def _once(fn: Callable[[], None]) -> Callable[[], None]:
+    done = False
+
+    def call() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            fn()
+
+    return call
+
+
 class Gateway:
     """The capture proxy: everything a call needs, shared by all routes of one app."""
 
@@ -152,7 +182,7 @@ class Gateway:
                 started=time.perf_counter(),
             )
             response = await self._forward(flavour, caller, body, upstream_body, record)
-            streaming = isinstance(response, StreamingResponse)
+            streaming = isinstance(response, RelayResponse)
             return response
         except GatewayError as exc:
             self.metrics.rejected.labels(reason=str(exc.status)).inc()
@@ -189,8 +219,8 @@ class Gateway:
             return await self._failed(record, flavour, exc)
         if record.streamed:
             translator = flavour.stream(body)
-            relay = self._relay(flavour, translator, record, resp, deadline)
-            return StreamingResponse(relay, media_type="text/event-stream", headers={"cache-control": "no-cache"})
+            release = _once(self.gate.leave)
+            return RelayResponse(self._relay(flavour, translator, record, resp, deadline, release), release)
         try:
             upstream = orjson.loads(resp.body)
             if not isinstance(upstream, dict) or not isinstance(upstream.get("choices"), list):
@@ -230,7 +260,13 @@ class Gateway:
         return stored
 
     async def _relay(
-        self, flavour: Flavour, translator: StreamTranslator, record: CallRecord, resp: UpstreamReply, deadline: float
+        self,
+        flavour: Flavour,
+        translator: StreamTranslator,
+        record: CallRecord,
+        resp: UpstreamReply,
+        deadline: float,
+        release: Callable[[], None],
     ) -> AsyncIterator[bytes]:
         """Forward the stream; hold its closing events until the call is recorded."""
         anthropic = flavour.anthropic_errors
@@ -281,4 +317,4 @@ class Gateway:
                     await self._record(record, status=error.status, error=error.message)
                 yield error.sse(anthropic)
         finally:
-            self.gate.leave()
+            release()
