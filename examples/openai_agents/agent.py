@@ -11,7 +11,7 @@ import os
 import re
 from typing import Any
 
-from agents import Agent, ModelSettings, Runner, function_tool
+from agents import Agent, MaxTurnsExceeded, ModelBehaviorError, ModelSettings, Runner, function_tool
 
 import alight
 import alight_openai_agents
@@ -51,7 +51,11 @@ def score(answer: str, expected: float) -> float:
 
 @alight.rollout
 async def main(task: dict[str, Any]) -> float:
-    result = await Runner.run(agent, task["question"], max_turns=6)
+    try:
+        result = await Runner.run(agent, task["question"], max_turns=6)
+    except (MaxTurnsExceeded, ModelBehaviorError):
+        # An answer cut at MAX_TOKENS (the SDK raises on `incomplete`) or a tool loop scores 0; the rollout still counts.
+        return 0.0
     return score(str(result.final_output), float(task["answer"]))
 
 
