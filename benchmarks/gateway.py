@@ -1,9 +1,10 @@
 """Gateway overhead: direct-to-upstream vs through the gateway (durable capture on), in one run.
 
-    .venv/bin/python benchmarks/gateway.py [--concurrency 16] [--requests 2000] [--stream]
+    .venv/bin/python benchmarks/gateway.py [--concurrency 16] [--requests 2000] [--stream] [--upstream raw|fake]
 
-1. Start a fast upstream double (a raw ASGI app returning one precomputed
-   vLLM-shaped chat completion) and the alight server (SQLite store in a temp
+1. Start a fast upstream double (`raw`: an ASGI app returning one precomputed
+   vLLM-shaped chat completion with 32 tokens; `fake`: the vLLM-shaped test
+   double from alight_server.testing) and the alight server (SQLite store in a temp
    dir, one upstream registered, one attempt claimed per client), each in its
    own process with uvloop.
 2. Sequential phase (one client): per-call latency direct vs gateway; the
@@ -66,9 +67,15 @@ def _upstream_body(stream: bool) -> list[bytes]:
     return [b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
 
 
-def run_upstream(port: int) -> None:
+def run_upstream(port: int, kind: str) -> None:
     import uvicorn
 
+    if kind == "fake":  # the vLLM-shaped test double: a FastAPI app that tokenizes and generates
+        from alight_server.testing import create_fake_upstream
+
+        fake = create_fake_upstream(model=MODEL)
+        uvicorn.run(fake, host="127.0.0.1", port=port, log_level="error", loop="uvloop", http="httptools")
+        return
     plain, streamed = _upstream_body(False), b"".join(_upstream_body(True))
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -115,7 +122,7 @@ async def _load(urls_tokens: list[tuple[str, str]], total: int, stream: bool) ->
     """Each (url, token) pair is one client issuing calls back to back; returns latencies and wall time."""
     import aiohttp
 
-    body = {"model": "agent-model", "messages": [{"role": "user", "content": "benchmark me " * 8}]}
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "benchmark me " * 8}]}
     if stream:
         body["stream"] = True
     payload = json.dumps(body).encode()
@@ -151,6 +158,12 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000, help="calls per concurrent phase")
     parser.add_argument("--sequential", type=int, default=300, help="calls per sequential phase")
     parser.add_argument("--stream", action="store_true", help="streamed chat completions")
+    parser.add_argument(
+        "--upstream",
+        choices=["raw", "fake"],
+        default="raw",
+        help="raw: a constant precomputed answer (the harshest baseline); fake: the vLLM-shaped test double",
+    )
     args = parser.parse_args()
 
     from alight.schemas import RolloutCreate, UpstreamCreate
@@ -170,11 +183,14 @@ def main() -> None:
     store.close()
 
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=run_upstream, args=(up_port,)), ctx.Process(target=run_gateway, args=(gw_port, db_url))]
+    procs = [
+        ctx.Process(target=run_upstream, args=(up_port, args.upstream)),
+        ctx.Process(target=run_gateway, args=(gw_port, db_url)),
+    ]
     for p in procs:
         p.start()
     try:
-        _wait(f"http://127.0.0.1:{up_port}/")
+        _wait(f"http://127.0.0.1:{up_port}/v1/models")
         _wait(f"http://127.0.0.1:{gw_port}/metrics")
         direct = f"http://127.0.0.1:{up_port}/v1/chat/completions"
         gateway = [(f"http://127.0.0.1:{gw_port}/gw/{rid}/{n}/v1/chat/completions", tok) for rid, n, tok in tokens]
@@ -196,7 +212,9 @@ def main() -> None:
     store.close()
     expected = 200 + args.sequential + args.requests
     kind = "streamed" if args.stream else "non-streamed"
-    print(f"gateway benchmark: {kind} chat completions, 32 response tokens, SQLite capture, {mp.cpu_count()} CPUs")
+    print(
+        f"gateway benchmark: {kind} chat completions, {args.upstream} upstream, SQLite capture, {mp.cpu_count()} CPUs"
+    )
     print(f"sequential ({args.sequential} calls, 1 client):")
     print(f"  direct  p50 {_pct(seq_d, 0.5):7.2f} ms  p99 {_pct(seq_d, 0.99):7.2f} ms")
     print(f"  gateway p50 {_pct(seq_g, 0.5):7.2f} ms  p99 {_pct(seq_g, 0.99):7.2f} ms")

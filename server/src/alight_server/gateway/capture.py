@@ -107,7 +107,8 @@ class CallRecord:
         error: str | None = None,
     ) -> ModelCall:
         t = tokens or Tokens()
-        return ModelCall(
+        # Built from values the gateway produced itself, so validation is skipped (hot path).
+        return ModelCall.model_construct(
             id=uuid.uuid4().hex,
             rollout_id=self.rollout_id,
             attempt=self.attempt,
