@@ -15,7 +15,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, select, update
+from sqlalchemy import Connection, Engine, bindparam, create_engine, event, func, inspect, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
@@ -326,18 +326,18 @@ class SqlStore:
     # ---- gateway captures
 
     def add_model_call(self, call: ModelCall) -> ModelCall:
+        """The gateway's hot path: prebuilt statements with bound parameters, four round trips."""
+        params = {"rollout_id": call.rollout_id, "attempt": call.attempt, "id": call.id}
         with self._write() as conn:
             # The rollout row lock serialises calls of one rollout, so seq is gap-free and unique.
-            self._rollout_row(conn, call.rollout_id, lock=True)
-            existing = conn.execute(select(t.model_calls).where(t.model_calls.c.id == call.id)).first()
-            if existing is not None:
+            if conn.execute(_LOCK_ROLLOUT, params).first() is None:
+                raise NotFound(f"no rollout with id {call.rollout_id!r}")
+            if conn.execute(_CALL_EXISTS, params).first() is not None:
+                existing = conn.execute(select(t.model_calls).where(t.model_calls.c.id == call.id)).one()
                 return rows.model_call_from_row(existing)
-            m = t.model_calls.c
-            last = conn.execute(
-                select(func.max(m.seq)).where((m.rollout_id == call.rollout_id) & (m.attempt == call.attempt))
-            ).scalar()
+            last = conn.execute(_LAST_CALL_SEQ, params).scalar()
             seq = 0 if last is None else last + 1
-            conn.execute(t.model_calls.insert().values(rows.model_call_values(call, seq)))
+            conn.execute(_INSERT_CALL, rows.model_call_values(call, seq))
         return call.model_copy(update={"seq": seq})
 
     def list_model_calls(self, rollout_id: str, attempt: int | None = None) -> list[ModelCall]:
@@ -411,6 +411,16 @@ class SqlStore:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+_LOCK_ROLLOUT = (
+    select(t.rollouts.c.id).where(t.rollouts.c.id == bindparam("rollout_id")).with_for_update(key_share=True)
+)
+_CALL_EXISTS = select(t.model_calls.c.id).where(t.model_calls.c.id == bindparam("id"))
+_LAST_CALL_SEQ = select(func.max(t.model_calls.c.seq)).where(
+    (t.model_calls.c.rollout_id == bindparam("rollout_id")) & (t.model_calls.c.attempt == bindparam("attempt"))
+)
+_INSERT_CALL = t.model_calls.insert()
 
 
 def _in_memory(url: str) -> bool:
