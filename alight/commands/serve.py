@@ -115,7 +115,13 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"cannot open the store at {cfg.db_url}: {type(exc).__name__}: {exc}", err=True)
             raise typer.Exit(1) from exc
         typer.echo(f"alight server on http://{cfg.host}:{cfg.port} (store: {_redacted(cfg.db_url)})")
-        uvicorn.run(create_app(cfg, store=store), host=cfg.host, port=cfg.port, log_level=cfg.log_level.lower())
+        uvicorn.run(
+            create_app(cfg, store=store),
+            host=cfg.host,
+            port=cfg.port,
+            log_level=cfg.log_level.lower(),
+            timeout_graceful_shutdown=10,  # open long-polls must not delay a restart by minutes
+        )
 
 
 def _redacted(url: str) -> str:

@@ -22,7 +22,10 @@ class ServerThread:
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning") -> None:
         self.host = host
         self.port = port or free_port(host)
-        config = uvicorn.Config(app, host=host, port=self.port, log_level=log_level, lifespan="on")
+        # A bounded graceful shutdown: open long-polls (/api/rollouts/wait) must not hold stop() hostage.
+        config = uvicorn.Config(
+            app, host=host, port=self.port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=3
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name=f"uvicorn:{self.port}", daemon=True)
 

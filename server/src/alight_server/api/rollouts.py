@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from alight.api_models import (
@@ -50,7 +50,7 @@ def list_rollouts(
 
 
 @router.post("/rollouts/wait", response_model=WaitResult)
-async def wait_for_rollouts(body: WaitRequest, store: StoreDep, _: AdminDep) -> WaitResult:
+async def wait_for_rollouts(body: WaitRequest, request: Request, store: StoreDep, _: AdminDep) -> WaitResult:
     """Long-poll until every listed rollout is final or `timeout_s` passes; unknown ids are a 404."""
     ids = list(dict.fromkeys(body.ids))
     deadline = time.monotonic() + body.timeout_s
@@ -60,7 +60,8 @@ async def wait_for_rollouts(body: WaitRequest, store: StoreDep, _: AdminDep) -> 
         if len(found) < len(ids):
             await run_in_threadpool(_raise_unknown, store, ids, {r.id for r in found})
         done = [r for r in found if r.state in TERMINAL_STATES]
-        if len(done) == len(ids) or time.monotonic() >= deadline:
+        # Stop at the deadline, or early when the caller has hung up: nobody would read the answer.
+        if len(done) == len(ids) or time.monotonic() >= deadline or await request.is_disconnected():
             finished = {r.id for r in done}
             return WaitResult(done=done, pending=[rid for rid in ids if rid not in finished])
         await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
