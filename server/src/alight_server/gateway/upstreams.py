@@ -64,13 +64,8 @@ class UpstreamPool:
 
     @staticmethod
     def _target(u: Upstream) -> Target:
-        # Upstream rows may carry an api_key once the store keeps one.
         return Target(
-            id=u.id,
-            base_url=u.url.rstrip("/"),
-            model=u.model,
-            policy_version=u.policy_version,
-            api_key=getattr(u, "api_key", None),
+            id=u.id, base_url=u.url.rstrip("/"), model=u.model, policy_version=u.policy_version, api_key=u.api_key
         )
 
     async def route(self, key: str, served_version: int) -> list[Target]:
