@@ -49,3 +49,16 @@ def test_example_config_loads_and_names_a_rollout_function(folder: str) -> None:
     tree = ast.parse((Path(config.agent.cwd) / file_name).read_text())
     (entry,) = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == function]
     assert any(ast.unparse(d) == "alight.rollout" for d in entry.decorator_list)
+
+
+def test_instrument_all_turns_every_integration_on_once_and_each_turns_off() -> None:
+    import alight
+
+    modules = [import_module(module_name) for module_name, _ in INTEGRATIONS.values()]
+    try:
+        assert alight.instrument_all() == sorted(INTEGRATIONS) == alight.instrument_all()
+        assert all(m.is_instrumented() for m in modules)
+    finally:
+        for m in modules:
+            m.uninstrument()
+    assert not any(m.is_instrumented() for m in modules)
