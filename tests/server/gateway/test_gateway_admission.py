@@ -84,6 +84,10 @@ def test_bad_responses_and_completions_inputs_are_400(gateway, attempt):
     assert "`prompt`" in _error(
         _post(f"{url}/completions", attempt.token, json={"model": "m", "prompt": ["a", "b"]}), 400
     )
+    bad_logprobs = {"model": "m", "prompt": "x", "logprobs": "many"}
+    assert "`logprobs`" in _error(_post(f"{url}/completions", attempt.token, json=bad_logprobs), 400)
+    bad_chat = {**CHAT, "logprobs": "yes"}
+    assert "`logprobs`" in _error(_post(f"{url}/chat/completions", attempt.token, json=bad_chat), 400)
 
 
 def test_oversize_body_is_413(gateway, attempt):

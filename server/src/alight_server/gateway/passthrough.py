@@ -68,6 +68,8 @@ class ChatFlavour:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise GatewayError(400, "`messages` must be a non-empty list of message objects", param="messages")
+        if body.get("logprobs") not in (None, True, False):
+            raise GatewayError(400, f"`logprobs` must be true or false, got {body['logprobs']!r}", param="logprobs")
         _check_common(body)
         return dict(body)
 
@@ -98,6 +100,9 @@ class CompletionsFlavour:
                 f"the gateway records one prompt per model call), got {type(prompt).__name__}",
                 param="prompt",
             )
+        logprobs = body.get("logprobs")
+        if logprobs is not None and (not isinstance(logprobs, int) or isinstance(logprobs, bool) or logprobs < 0):
+            raise GatewayError(400, f"`logprobs` must be a non-negative integer, got {logprobs!r}", param="logprobs")
         _check_common(body)
         return dict(body)
 
