@@ -119,3 +119,18 @@ def test_traceparent_links_the_call_to_the_callers_span(gateway, attempt, fake):
     httpx.post(f"{attempt.base_url}/chat/completions", headers=headers, json=CHAT).raise_for_status()
     [call] = gateway.server.store.list_model_calls(attempt.rollout_id)
     assert (call.trace_id, call.span_id) == (trace, span)
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("responses", {"model": "m", "input": "hi", "tools": 5}),
+        ("responses", {"model": "m", "input": "hi", "text": "plain"}),
+        ("responses", {"model": "m", "input": [{"type": "function_call_output", "output": 3}]}),
+        ("messages", {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}], "tools": 5}),
+        ("messages", {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [1, 2]}]}),
+    ],
+)
+def test_wrongly_shaped_translated_requests_are_400_not_500(gateway, attempt, path, body):
+    resp = _post(f"{attempt.base_url}/{path}", attempt.token, json=body)
+    assert resp.status_code == 400, resp.text

@@ -53,6 +53,16 @@ async def _sse_data(reply: UpstreamReply, deadline: float) -> AsyncIterator[str]
         yield buffer[5:].strip().decode()
 
 
+def _translate(flavour: Flavour, body: dict[str, Any]) -> dict[str, Any]:
+    """The flavour's upstream request; a body of the wrong shape anywhere is the caller's 400, never a 500."""
+    try:
+        return flavour.to_upstream(body)
+    except GatewayError:
+        raise
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+        raise GatewayError(400, f"malformed {flavour.kind.value} request: {exc}") from exc
+
+
 class RelayResponse(StreamingResponse):
     """A stream that releases its pause-gate slot when it ends, however it ends.
 
@@ -168,7 +178,7 @@ class Gateway:
         streaming = False
         try:
             body = await self._read_json(request)
-            upstream_body = self._force(flavour.to_upstream(body), caller, flavour)
+            upstream_body = self._force(_translate(flavour, body), caller, flavour)
             trace_id, span_id = parse_traceparent(request.headers.get("traceparent"))
             record = CallRecord(
                 rollout_id=caller.rollout_id,
@@ -228,8 +238,12 @@ class Gateway:
         except (orjson.JSONDecodeError, ValueError) as exc:
             detail = f"upstream {target.id} returned a body that is not an OpenAI response ({exc}): {resp.text(200)!r}"
             return await self._failed(record, flavour, GatewayError(502, detail))
-        tokens = tokens_of(upstream, chat=flavour.upstream_path != "/completions")
-        agent_body = flavour.from_upstream(upstream, body)
+        try:
+            tokens = tokens_of(upstream, chat=flavour.upstream_path != "/completions")
+            agent_body = flavour.from_upstream(upstream, body)
+        except (TypeError, AttributeError, KeyError, ValueError) as exc:
+            detail = f"upstream {target.id} returned a malformed {flavour.upstream_path} response ({exc!r})"
+            return await self._failed(record, flavour, GatewayError(502, detail))
         await self._record(record, status=200, response=agent_body, tokens=tokens)
         return Response(orjson.dumps(agent_body), media_type="application/json")
 
@@ -296,7 +310,7 @@ class Gateway:
                 error = self.proxy.timeout_error(record.upstream)
             except GatewayError as exc:
                 error = exc
-            except (orjson.JSONDecodeError, aiohttp.ClientError) as exc:
+            except (ValueError, TypeError, AttributeError, KeyError, aiohttp.ClientError) as exc:
                 error = GatewayError(502, f"upstream {record.upstream} broke the stream ({type(exc).__name__}: {exc})")
             finally:
                 resp.close()
