@@ -1,12 +1,75 @@
-"""`alight train` (TODO)."""
+"""`alight train CONFIG.yaml`: one RL training run (the embedded stack when the config names no server)."""
 
 from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
 
 import typer
 
 
+def _parse_value(text: str) -> Any:
+    """`--set key=VALUE`: VALUE as YAML-ish JSON (numbers, true/false, null, lists), else the plain string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 def register(app: typer.Typer) -> None:
     @app.command("train")
-    def train() -> None:
-        """Not built yet."""
-        raise typer.Exit(2)
+    def train(
+        config: Path = typer.Argument(..., help="Training config (YAML); see docs/training.md."),
+        resume: bool = typer.Option(False, "--resume", help="Continue the run in output_dir from its last checkpoint."),
+        steps: int | None = typer.Option(None, "--steps", min=0, help="Override `steps`."),
+        lr: float | None = typer.Option(None, "--lr", help="Override `optimizer.lr`."),
+        seed: int | None = typer.Option(None, "--seed", help="Override `seed`."),
+        output_dir: str | None = typer.Option(None, "--output-dir", help="Override `output_dir`."),
+        server: str | None = typer.Option(None, "--server", help="Use this alight server instead of the embedded one."),
+        settings: list[str] = typer.Option(
+            [], "--set", help="Override any key: --set validation.every=2 (repeatable)."
+        ),
+        quiet: bool = typer.Option(False, "--quiet", help="No live progress display."),
+    ) -> None:
+        """Train the policy on the agent's rollouts; prints a before/after table and the plot path."""
+        try:
+            from alight_server.trainer.config import ConfigError, load_config
+            from alight_server.trainer.loop import TrainingRun
+        except ImportError as exc:
+            typer.echo(
+                f"alight train needs the server with its train extra ({exc}): pip install 'alight-server[train]'"
+            )
+            raise typer.Exit(1) from exc
+
+        overrides: dict[str, Any] = {}
+        for item in settings:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                typer.echo(f"--set expects KEY=VALUE, got {item!r}", err=True)
+                raise typer.Exit(2)
+            overrides[key.strip()] = _parse_value(value)
+        named = {"steps": steps, "optimizer.lr": lr, "seed": seed, "output_dir": output_dir, "server.url": server}
+        overrides.update({k: v for k, v in named.items() if v is not None})
+        if output_dir is not None:
+            overrides["output_dir"] = str(Path(output_dir).resolve())  # relative to where the command runs
+        try:
+            train_config = load_config(config, overrides)
+        except ConfigError as exc:
+            typer.echo(str(exc), err=True)
+            raise typer.Exit(2) from exc
+
+        def interrupt(*_: object) -> None:
+            raise KeyboardInterrupt  # SIGTERM tears the embedded stack down like Ctrl-C does
+
+        signal.signal(signal.SIGTERM, interrupt)
+        try:
+            result = TrainingRun(train_config, resume=resume, show_progress=not quiet).run()
+        except KeyboardInterrupt:
+            typer.echo("interrupted: the stack is down; continue with --resume", err=True)
+            raise typer.Exit(130) from None
+        except (RuntimeError, ValueError, FileNotFoundError) as exc:
+            typer.echo(f"alight train: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        typer.echo(f"summary: {result.summary_path}")

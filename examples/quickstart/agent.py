@@ -1,4 +1,4 @@
-"""Quickstart agent: a calculator agent on the plain OpenAI client, with one tool it must call.
+"""Quickstart agent: a calculator agent on the plain OpenAI client, with one tool it calls in text.
 
 It is an ordinary agent: `python agent.py "What is 12 plus 30?"` runs it against any
 OpenAI-compatible server (OPENAI_BASE_URL). Under `alight train`, `@alight.rollout` gives it
@@ -9,50 +9,35 @@ its task and records the returned number as the reward: 1.0 for a final reply of
 from __future__ import annotations
 
 import ast
-import json
 import operator
 import re
 import sys
 from typing import Any
 
 from openai import OpenAI
+from opentelemetry import trace
 
 import alight
+from alight import semconv
+
+tracer = trace.get_tracer("quickstart-agent")
 
 MODEL = "policy"  # the gateway maps any name onto the policy being trained
 MAX_TURNS = 3
-SYSTEM = "You are a calculator agent. Call the calculator tool, then reply with only: ANSWER: <number>"
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "calculator",
-            "description": "Evaluate an arithmetic expression with + - * and parentheses.",
-            "parameters": {
-                "type": "object",
-                "properties": {"expression": {"type": "string"}},
-                "required": ["expression"],
-            },
-        },
-    }
-]
+SYSTEM = (
+    "You are a calculator agent. You have one tool, calculator. To use it, reply with exactly one line:\n"
+    "CALL calculator(<expression>)\n"
+    "After you get the tool result, reply with exactly one line:\n"
+    "ANSWER: <number>"
+)
 # One worked example in the conversation: small models follow a shown format far better than a described one.
 EXAMPLE = [
     {"role": "user", "content": "What is 12 plus 30?"},
-    {
-        "role": "assistant",
-        "content": "",
-        "tool_calls": [
-            {
-                "id": "call_0",
-                "type": "function",
-                "function": {"name": "calculator", "arguments": '{"expression": "12 + 30"}'},
-            }
-        ],
-    },
-    {"role": "tool", "tool_call_id": "call_0", "content": "42"},
+    {"role": "assistant", "content": "CALL calculator(12 + 30)"},
+    {"role": "user", "content": "calculator result: 42"},
     {"role": "assistant", "content": "ANSWER: 42"},
 ]
+TOOL_CALL = re.compile(r"CALL calculator\(([^()]*(?:\([^()]*\)[^()]*)*)\)")
 ANSWER = re.compile(r"^\s*ANSWER:\s*(-?\d+)\s*$")
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
 
@@ -69,29 +54,28 @@ def calculator(expression: str) -> str:
             return -value(node.operand)
         raise ValueError(f"unsupported expression: {expression!r}")
 
-    try:
-        return str(value(ast.parse(expression, mode="eval").body))
-    except (SyntaxError, ValueError, RecursionError) as exc:
-        return f"error: {exc}"
+    with tracer.start_as_current_span(
+        f"{semconv.OP_EXECUTE_TOOL} calculator",
+        attributes={semconv.GEN_AI_OPERATION_NAME: semconv.OP_EXECUTE_TOOL, semconv.GEN_AI_TOOL_NAME: "calculator"},
+    ):
+        try:
+            return str(value(ast.parse(expression, mode="eval").body))
+        except (SyntaxError, ValueError, RecursionError) as exc:
+            return f"error: {exc}"
 
 
 def solve(question: str, client: OpenAI) -> str:
-    """Run the tool loop; returns the model's final reply text."""
+    """The tool loop: the model calls the calculator in text, reads the result, answers. Returns the final reply."""
     messages: list[Any] = [{"role": "system", "content": SYSTEM}, *EXAMPLE, {"role": "user", "content": question}]
     reply = ""
     for _ in range(MAX_TURNS):
-        response = client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS, max_tokens=40)
-        message = response.choices[0].message
-        reply = message.content or ""
-        if not message.tool_calls:
+        response = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=24)
+        reply = response.choices[0].message.content or ""
+        call = TOOL_CALL.search(reply)
+        if call is None:
             return reply
-        messages.append(message.model_dump(exclude_none=True))
-        for call in message.tool_calls:
-            try:
-                expression = json.loads(call.function.arguments).get("expression", "")
-            except (json.JSONDecodeError, AttributeError):
-                expression = ""
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": calculator(str(expression))})
+        messages.append({"role": "assistant", "content": reply})
+        messages.append({"role": "user", "content": f"calculator result: {calculator(call.group(1))}"})
     return reply
 
 

@@ -32,7 +32,7 @@ class DatasetConfig(Section):
 class LoraConfig(Section):
     enabled: bool = False
     r: int = Field(default=16, ge=1)
-    alpha: float = Field(default=32.0, gt=0)
+    alpha: int = Field(default=32, gt=0)
     dropout: float = Field(default=0.0, ge=0, lt=1)
     target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
 
@@ -145,6 +145,9 @@ class TrainConfig(Section):
         if not self.agent.entrypoint and not self.agent.command:
             raise ValueError("agent needs `entrypoint` ('module:function' or 'file.py:function') or `command` (argv)")
         return self
+
+    def run_dir_checkpoints(self) -> Path:
+        return Path(self.output_dir) / "checkpoints"
 
     def resolve_paths(self, base: Path) -> TrainConfig:
         """A copy with dataset, output and agent paths made absolute against `base` (the config's folder)."""

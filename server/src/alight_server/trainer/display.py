@@ -34,7 +34,10 @@ class RunDisplay:
         self.progress.stop()
 
     def status(self, text: str, completed: int | None = None) -> None:
-        self.progress.update(self.task, status=text, **({"completed": completed} if completed is not None else {}))
+        if completed is None:
+            self.progress.update(self.task, status=text)
+        else:
+            self.progress.update(self.task, status=text, completed=completed)
 
     def line(self, text: str) -> None:
         if self.enabled:

@@ -43,12 +43,23 @@ def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return getattr(torch, dtype)
 
 
-def token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """logp[r, t] = log pi(input_ids[r, t] | tokens before t); 0 at t = 0.  (R, T)"""
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()  # (R, T-1, V)
-    chosen = logits.gather(-1, input_ids[:, 1:, None])[..., 0]  # (R, T-1)
-    logp = chosen - torch.logsumexp(logits, dim=-1)  # (R, T-1)
-    return torch.cat([torch.zeros_like(logp[:, :1]), logp], dim=1)  # (R, T)
+def token_logprobs(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, first_target: int = 1
+) -> torch.Tensor:
+    """logp[r, t] = log pi(input_ids[r, t] | tokens before t) for t >= first_target, else 0.  (R, T)
+
+    Only positions from `first_target` on get logits (`logits_to_keep`): the prompt needs hidden
+    states but no vocabulary projection, which is much of the cost with a large vocabulary.
+    """
+    width = input_ids.shape[1]
+    first_target = max(1, min(first_target, width - 1))
+    keep = width - first_target + 1  # logits at positions first_target-1 .. width-1
+    out = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep)
+    logits = out.logits[:, -keep:-1].float()  # (R, K-1, V) predicting first_target .. width-1
+    targets = input_ids[:, first_target:]  # (R, K-1)
+    chosen = logits.gather(-1, targets[..., None])[..., 0]  # (R, K-1)
+    logp = chosen - torch.logsumexp(logits, dim=-1)  # (R, K-1)
+    return torch.cat([logp.new_zeros(input_ids.shape[0], first_target), logp], dim=1)  # (R, T)
 
 
 def micro_batches(batch: SampleBatch, token_budget: int) -> Iterator[list[int]]:
@@ -118,11 +129,13 @@ class EmbeddedTrainer:
                 micro = batch.select(rows)
                 width = int(micro.attention_mask.sum(1).max())  # trim the batch-wide padding
                 ids, attn = micro.input_ids[:, :width], micro.attention_mask[:, :width]
-                logp = token_logprobs(self.model, ids, attn)  # (r, w)
+                trained = micro.loss_mask[:, :width].sum(0).nonzero()
+                first = int(trained[0]) if trained.numel() else 1
+                logp = token_logprobs(self.model, ids, attn, first)  # (r, w)
                 ref = None
                 if self.reference is not None:
                     with torch.no_grad():
-                        ref = token_logprobs(self.reference, ids, attn)
+                        ref = token_logprobs(self.reference, ids, attn, first)
                 index = torch.as_tensor(rows, device=self.device)
                 loss, metrics = policy_loss(
                     logp,
@@ -203,7 +216,7 @@ def _with_lora(model: Any, lora: LoraConfig) -> Any:
     except ImportError as exc:
         raise RuntimeError("LoRA needs peft: pip install 'alight-server[train]'") from exc
     peft_config = PeftLoraConfig(
-        r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=list(lora.target_modules)
+        r=lora.r, lora_alpha=int(lora.alpha), lora_dropout=lora.dropout, target_modules=list(lora.target_modules)
     )
     return get_peft_model(model, peft_config)
 

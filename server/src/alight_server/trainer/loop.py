@@ -85,7 +85,7 @@ class TrainingRun:
         return run_id
 
     def _restore(self) -> None:
-        checkpoints = self.run_dir / "checkpoints"
+        checkpoints = self.config.run_dir_checkpoints()
         found = latest_checkpoint(checkpoints)
         if not self.resume:
             if found is not None:
@@ -108,7 +108,7 @@ class TrainingRun:
     def _checkpoint(self) -> None:
         assert self.trainer is not None
         payload = {"trainer": self.trainer.state_dict(), "cursor": self.cursor.state(), "history": self.history}
-        save_checkpoint(self.run_dir / "checkpoints", self.step, payload, self.config.checkpoint.keep_last)
+        save_checkpoint(self.config.run_dir_checkpoints(), self.step, payload, self.config.checkpoint.keep_last)
 
     # -- phases --------------------------------------------------------------------------------
     def _rollouts(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ class MetricsLog:
             self._tensorboard = SummaryWriter(str(run_dir / "tensorboard"))
         if config.wandb is not None:
             try:
-                import wandb
+                import wandb  # pyright: ignore[reportMissingImports]
             except ImportError as exc:
                 raise RuntimeError("metrics.wandb is set but wandb is not installed: pip install wandb") from exc
             self._wandb = wandb.init(
@@ -36,7 +37,7 @@ class MetricsLog:
             )
         if config.mlflow is not None:
             try:
-                import mlflow
+                import mlflow  # pyright: ignore[reportMissingImports]
             except ImportError as exc:
                 raise RuntimeError("metrics.mlflow is set but mlflow is not installed: pip install mlflow") from exc
             if config.mlflow.tracking_uri:
@@ -45,7 +46,7 @@ class MetricsLog:
             mlflow.start_run()
             self._mlflow = mlflow
 
-    def log(self, step: int, values: dict[str, float]) -> None:
+    def log(self, step: int, values: Mapping[str, float]) -> None:
         self._file.write(json.dumps({"step": step, "time": time.time(), **values}) + "\n")
         self._file.flush()
         if self._tensorboard is not None:

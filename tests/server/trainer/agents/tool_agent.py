@@ -14,7 +14,7 @@ from opentelemetry import trace
 import alight
 from alight import semconv
 
-TOOLS = [
+TOOLS: list[Any] = [
     {
         "type": "function",
         "function": {
@@ -46,7 +46,7 @@ def main(task: dict[str, Any]) -> float:
     client = OpenAI(max_retries=10)
     max_tokens = int(task.get("max_tokens", 8))
     messages: list[Any] = [{"role": "user", "content": f"Define {task['word']}."}]
-    first = client.chat.completions.create(model="policy", messages=messages, tools=TOOLS, max_tokens=max_tokens)
+    first = client.chat.completions.create(model="policy", messages=messages, tools=TOOLS, max_tokens=4)
     messages.append({"role": "assistant", "content": first.choices[0].message.content or ""})
     messages.append({"role": "user", "content": f"lookup result: {lookup(task['word'])}"})
     second = client.chat.completions.create(model="policy", messages=messages, max_tokens=max_tokens)

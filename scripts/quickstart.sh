@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The README's first command: install the workspace, then train the quickstart calculator agent.
+# Prints a before/after table and the path of the training plot. Extra arguments go to `alight train`
+# (e.g. --seed 1, --steps 4, --output-dir runs/try2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+exec .venv/bin/alight train examples/quickstart/config.yaml "$@"

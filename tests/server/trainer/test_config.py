@@ -1,0 +1,72 @@
+"""TrainConfig: YAML in, clear messages for unknown keys and bad values, paths relative to the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from alight_server.trainer.config import ConfigError, load_config
+
+GOOD = """\
+model: tiny
+dataset: {train: tasks.jsonl, val_size: 2}
+agent: {entrypoint: agent.py:main}
+steps: 3
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, GOOD))
+    assert config.dataset.train == str(tmp_path / "tasks.jsonl")
+    assert config.agent.cwd == str(tmp_path)
+    assert config.output_dir == str(tmp_path / "runs" / "alight")
+
+
+def test_unknown_keys_are_named_with_their_path(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, GOOD + "optimizer: {lr: 1.0e-5, learning_rate: 3}\nstpes: 4\n"))
+    message = str(info.value)
+    assert "optimizer.learning_rate: unknown key" in message
+    assert "stpes: unknown key" in message
+
+
+def test_bad_values_name_the_key_and_the_value(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"group_size: .*greater than or equal to 1.*got 0"):
+        load_config(write(tmp_path, GOOD + "group_size: 0\n"))
+    with pytest.raises(ConfigError, match=r"algorithm.aggregation: .*got 'mean'"):
+        load_config(write(tmp_path, GOOD + "algorithm: {aggregation: mean}\n"))
+
+
+def test_an_agent_needs_an_entrypoint_or_a_command(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="agent needs `entrypoint`"):
+        load_config(write(tmp_path, GOOD.replace("agent: {entrypoint: agent.py:main}", "agent: {}")))
+
+
+def test_overrides_use_dotted_keys_and_are_validated(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, GOOD), {"optimizer.lr": 0.001, "steps": 7})
+    assert (config.optimizer.lr, config.steps) == (0.001, 7)
+    with pytest.raises(ConfigError, match=r"optimizer\.lr"):
+        load_config(write(tmp_path, GOOD), {"optimizer.lr": -1})
+
+
+def test_missing_file_and_bad_yaml_are_reported(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(write(tmp_path, "model: [unclosed\n"))
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        load_config(write(tmp_path, "- a\n- b\n"))
+
+
+def test_the_quickstart_config_is_valid() -> None:
+    path = Path(__file__).parents[3] / "examples" / "quickstart" / "config.yaml"
+    config = load_config(path)
+    assert config.model == "smollm2-135m"
+    assert Path(config.dataset.train).is_file() and Path(str(config.dataset.val)).is_file()
