@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from alight.schemas import Mode, RolloutCreate, RolloutState
@@ -106,3 +108,19 @@ def test_new_rollouts_carry_the_current_policy_version(any_store: SqlStore) -> N
     (r,) = any_store.create_rollouts([RolloutCreate()])
     assert r.policy_version == 2
     assert [(p.version, p.metadata) for p in any_store.list_policy_versions()] == [(1, {"step": 1}), (2, {})]
+
+
+def test_concurrent_creates_of_the_same_ids_make_each_rollout_once(any_store: SqlStore) -> None:
+    items = [RolloutCreate(id=f"r{i}", task=i) for i in range(10)]
+    results: list[list[str]] = []
+
+    def worker() -> None:
+        results.append([r.id for r in any_store.create_rollouts(items)])
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert results == [[f"r{i}" for i in range(10)]] * 4
+    assert len(any_store.list_rollouts(limit=100)) == 10

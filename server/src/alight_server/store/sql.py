@@ -134,12 +134,14 @@ class SqlStore:
     # ---- rollouts
 
     def create_rollouts(self, items: Sequence[RolloutCreate]) -> list[Rollout]:
-        try:
-            return self._create_rollouts(items)
-        except IntegrityError:
-            # Another writer created one of these ids between our check and insert: the
-            # retry sees it and applies the same-body rule.
-            return self._create_rollouts(items)
+        for _ in range(3):
+            try:
+                return self._create_rollouts(items)
+            except IntegrityError:
+                # Another writer created one of these ids between our check and insert: the
+                # retry sees it and applies the same-body rule.
+                continue
+        return self._create_rollouts(items)
 
     def _create_rollouts(self, items: Sequence[RolloutCreate]) -> list[Rollout]:
         ids = [item.id or uuid.uuid4().hex for item in items]
