@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import openai
@@ -48,3 +49,23 @@ def test_a_short_request_is_not_held_behind_a_long_one(engine: InferenceEngine) 
     assert short[0].finish_reason == "length"
     long.cancel()
     assert long_progress < 300, "the short request waited for the long one to finish"
+
+
+def test_a_client_that_disconnects_mid_stream_frees_its_batch_rows(
+    client: openai.OpenAI, engine: InferenceEngine
+) -> None:
+    stream = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=2000,  # many seconds of decoding: only a cancellation ends it within the deadline
+        stream=True,
+        extra_body={"ignore_eos": True},
+    )
+    for _, _chunk in zip(range(3), stream, strict=False):
+        pass
+    assert engine.running_choices == 1
+    stream.close()
+    deadline = time.monotonic() + 3
+    while engine.running_choices and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert engine.running_choices == 0

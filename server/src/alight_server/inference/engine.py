@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,6 +122,12 @@ class InferenceEngine:
         model, tokenizer = load_policy(name_or_path, device=device, dtype=dtype)
         return cls(model, tokenizer, model_name=kwargs.pop("model_name", str(name_or_path)), **kwargs)
 
+    @property
+    def running_choices(self) -> int:
+        """Choices decoding now or waiting to be admitted."""
+        with self._cond:
+            return len(self._sequences) + sum(h.params.n for h in self._pending)
+
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> InferenceEngine:
         if self._thread is None:
@@ -174,7 +180,7 @@ class InferenceEngine:
             self._cond.notify_all()
         return handle
 
-    async def stream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[TokenEvent]:
+    async def stream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncGenerator[TokenEvent, None]:
         """TokenEvents of all choices, interleaved, until each choice has finished."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()

@@ -7,7 +7,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -48,6 +48,25 @@ async def _prepend(first: TokenEvent, rest: AsyncIterator[TokenEvent]) -> AsyncI
     yield first
     async for event in rest:
         yield event
+
+
+async def _closing(body: AsyncIterator[str], events: AsyncGenerator[TokenEvent, None]) -> AsyncIterator[str]:
+    """Stream `body`; when it ends or the client goes away, close `events`, which cancels the request's choices."""
+    try:
+        async for chunk in body:
+            yield chunk
+    finally:
+        await events.aclose()
+
+
+async def _collect(first: TokenEvent, events: AsyncGenerator[TokenEvent, None], n: int) -> list[list[TokenEvent]]:
+    per_choice: list[list[TokenEvent]] = [[] for _ in range(n)]
+    try:
+        async for event in _prepend(first, events):
+            per_choice[event.choice].append(event)
+    finally:
+        await events.aclose()
+    return per_choice
 
 
 def create_inference_app(engine: InferenceEngine, admin_key: str | None = None) -> FastAPI:
@@ -111,7 +130,7 @@ def create_inference_app(engine: InferenceEngine, admin_key: str | None = None) 
             raise InvalidRequest(f"the chat template cannot render these messages: {exc}", "messages") from exc
         return tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    async def start(prompt_ids: list[int], params: Any) -> tuple[TokenEvent, AsyncIterator[TokenEvent]]:
+    async def start(prompt_ids: list[int], params: Any) -> tuple[TokenEvent, AsyncGenerator[TokenEvent, None]]:
         """Submit and wait for the first token, so bad requests fail with a 400 before any bytes are sent."""
         events = engine.stream(prompt_ids, params)
         return await anext(events), events
@@ -166,11 +185,9 @@ def create_inference_app(engine: InferenceEngine, admin_key: str | None = None) 
                     )
                 yield "data: [DONE]\n\n"
 
-            return StreamingResponse(sse(), media_type="text/event-stream", headers=headers(version))
+            return StreamingResponse(_closing(sse(), events), media_type="text/event-stream", headers=headers(version))
 
-        per_choice: list[list[TokenEvent]] = [[] for _ in range(params.n)]
-        async for event in _prepend(first, events):
-            per_choice[event.choice].append(event)
+        per_choice = await _collect(first, events, params.n)
         choices = []
         for i, evs in enumerate(per_choice):
             text, finish = "".join(e.text for e in evs), evs[-1].finish_reason
@@ -222,11 +239,9 @@ def create_inference_app(engine: InferenceEngine, admin_key: str | None = None) 
                     yield _sse({**meta, "choices": [], "usage": usage(prompt_ids, produced)})
                 yield "data: [DONE]\n\n"
 
-            return StreamingResponse(sse(), media_type="text/event-stream", headers=headers(version))
+            return StreamingResponse(_closing(sse(), events), media_type="text/event-stream", headers=headers(version))
 
-        per_choice: list[list[TokenEvent]] = [[] for _ in range(params.n)]
-        async for event in _prepend(first, events):
-            per_choice[event.choice].append(event)
+        per_choice = await _collect(first, events, params.n)
         choices = []
         for i, evs in enumerate(per_choice):
             choice = {"index": i, "text": "".join(e.text for e in evs), "finish_reason": evs[-1].finish_reason,
