@@ -10,7 +10,7 @@ import pytest
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.loop import TrainingRun
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
 
 def test_vowel_reward_rises_by_a_clear_margin(tiny_config: Callable[..., TrainConfig]) -> None:
