@@ -19,7 +19,7 @@ from alight.schemas import (
     SpanRecord,
     UpstreamCreate,
 )
-from alight_server.store import Conflict, NotFound, SchemaTooNew
+from alight_server.store import Conflict, NotFound, SchemaTooNew, StoreError
 from alight_server.store.sql import SqlStore
 
 
@@ -170,3 +170,8 @@ def test_an_in_memory_store_works(tmp_path: Path) -> None:
     s.create_rollouts([RolloutCreate(id="r")])
     assert s.claim_attempts(1)[0][1] == 1
     s.close()
+
+
+def test_a_missing_database_driver_names_the_extra_to_install() -> None:
+    with pytest.raises(StoreError, match=r"pip install 'alight-server\[postgres\]'"):
+        SqlStore("postgresql+pg8000://u@127.0.0.1:1/db")

@@ -43,7 +43,7 @@ from alight.schemas import (
 )
 from alight_server.store import rows
 from alight_server.store import tables as t
-from alight_server.store.base import Conflict, NotFound, SchemaTooNew
+from alight_server.store.base import Conflict, NotFound, SchemaTooNew, StoreError
 from alight_server.store.lifecycle import apply_finish, end_running_attempt
 
 
@@ -54,7 +54,7 @@ class SqlStore:
         self.url = url
         parsed = make_url(url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
-        self.engine = _sqlite_engine(url) if self.is_sqlite else create_engine(url, pool_pre_ping=True, pool_size=10)
+        self.engine = _sqlite_engine(url) if self.is_sqlite else _server_engine(url)
         # SQLite has one writer; queueing writers on a lock here beats spinning on SQLITE_BUSY.
         self._write_lock = threading.Lock() if self.is_sqlite else None
         # An in-memory database is one shared connection: readers must queue too.
@@ -423,6 +423,16 @@ _LAST_CALL_SEQ = select(func.max(t.model_calls.c.seq)).where(
     (t.model_calls.c.rollout_id == bindparam("rollout_id")) & (t.model_calls.c.attempt == bindparam("attempt"))
 )
 _INSERT_CALL = t.model_calls.insert()
+
+
+def _server_engine(url: str) -> Engine:
+    try:
+        return create_engine(url, pool_pre_ping=True, pool_size=10)
+    except ModuleNotFoundError as exc:
+        raise StoreError(
+            f"the database driver for {make_url(url).drivername} is not installed ({exc.name}); "
+            "for PostgreSQL use a postgresql+psycopg:// URL and pip install 'alight-server[postgres]'"
+        ) from exc
 
 
 def _in_memory(url: str) -> bool:
