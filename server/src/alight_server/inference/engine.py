@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,47 +25,9 @@ import torch
 
 from alight_server.inference.batching import DecodeBatch, prefill
 from alight_server.inference.detokenize import IncrementalText
+from alight_server.inference.generation import Completion, GenerationHandle, TokenEvent
 from alight_server.inference.sampling import InvalidRequest, SamplingParams, choice_generator, raw_logprobs, sample_next
 from alight_server.inference.weights import check_state_dict, read_state_dict
-
-
-@dataclass
-class TokenEvent:
-    """One generated token of one choice, with the text it releases and, on the last one, why it stopped."""
-
-    choice: int
-    token_id: int
-    logprob: float
-    top_logprobs: list[tuple[int, float]]
-    text: str
-    finish_reason: str | None
-    policy_version: int
-
-
-@dataclass
-class Completion:
-    """A finished choice, assembled from its events (what `generate` returns)."""
-
-    index: int
-    text: str = ""
-    token_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    finish_reason: str | None = None
-    policy_version: int = 0
-
-
-class GenerationHandle:
-    """A submitted request; `cancel()` retires its choices at the next step (a client went away)."""
-
-    def __init__(self, prompt_ids: list[int], params: SamplingParams, max_tokens: int, sink: Callable[[Any], object]):
-        self.prompt_ids = prompt_ids
-        self.params = params
-        self.max_tokens = max_tokens
-        self.sink = sink
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
 
 
 @dataclass

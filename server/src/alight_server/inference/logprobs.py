@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from alight_server.inference.engine import TokenEvent
+from alight_server.inference.generation import TokenEvent
 
 
 def _byte_level_alphabet() -> dict[str, int]:

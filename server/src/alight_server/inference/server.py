@@ -15,7 +15,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 
-from alight_server.inference.engine import InferenceEngine, TokenEvent
+from alight_server.inference.engine import InferenceEngine
+from alight_server.inference.generation import TokenEvent
 from alight_server.inference.logprobs import LogprobFormatter
 from alight_server.inference.protocol import ChatCompletionRequest, CompletionRequest, chat_messages
 from alight_server.inference.sampling import InvalidRequest
