@@ -13,6 +13,15 @@ import pytest
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 
 
+async def _until_in_flight(gateway, timeout_s: float = 20) -> None:
+    """Wait until the gateway has admitted a call (a fixed sleep is flaky on a busy machine)."""
+    gate = gateway.server.app.state.gateway.gate
+    deadline = time.monotonic() + timeout_s
+    while gate.in_flight == 0:
+        assert time.monotonic() < deadline, "the call never reached the gateway"
+        await asyncio.sleep(0.01)
+
+
 def _admin(gateway) -> httpx.Client:
     return httpx.Client(base_url=gateway.url, headers=gateway.server.admin_headers(), timeout=30)
 
@@ -31,7 +40,7 @@ def test_paused_gateway_answers_429_with_retry_after(gateway, attempt, fake):
 
 def test_call_issued_during_pause_succeeds_after_resume(gateway, attempt, fake):
     gateway.server.app.state.gateway.config.retry_after_s = 0.2
-    client = openai.OpenAI(base_url=attempt.base_url, api_key=attempt.token, max_retries=5)
+    client = openai.OpenAI(base_url=attempt.base_url, api_key=attempt.token, max_retries=50)
     with _admin(gateway) as admin:
         admin.post("/api/gateway/pause").raise_for_status()
         result: dict = {}
@@ -46,11 +55,11 @@ def test_call_issued_during_pause_succeeds_after_resume(gateway, attempt, fake):
 
 
 async def test_call_in_flight_during_pause_completes_and_drain_waits_for_it(gateway, attempt, fake):
-    fake.faults.latency_s = 0.6
+    fake.faults.latency_s = 1.0
     client = openai.AsyncOpenAI(base_url=attempt.base_url, api_key=attempt.token, max_retries=0)
     async with httpx.AsyncClient(base_url=gateway.url, headers=gateway.server.admin_headers(), timeout=30) as admin:
         call = asyncio.create_task(client.chat.completions.create(**CHAT, stream=True))
-        await asyncio.sleep(0.3)
+        await _until_in_flight(gateway)
         await admin.post("/api/gateway/pause")
         drained = (await admin.post("/api/gateway/drain", json={"timeout_s": 10})).json()
         assert drained["drained"] is True and drained["in_flight_at_start"] == 1 and drained["waited_s"] > 0
@@ -67,12 +76,12 @@ async def test_call_in_flight_during_pause_completes_and_drain_waits_for_it(gate
 
 
 def test_drain_reports_a_timeout_when_calls_outlast_it(gateway, attempt, fake):
-    fake.faults.latency_s = 1.5
+    fake.faults.latency_s = 2.0
     worker = threading.Thread(
         target=lambda: openai.OpenAI(base_url=attempt.base_url, api_key=attempt.token).chat.completions.create(**CHAT)
     )
     worker.start()
-    time.sleep(0.3)
+    asyncio.run(_until_in_flight(gateway))
     with _admin(gateway) as admin:
         admin.post("/api/gateway/pause")
         drained = admin.post("/api/gateway/drain", json={"timeout_s": 0.2}).json()
