@@ -104,9 +104,9 @@ class Proxy:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            body = orjson.dumps(await payload(target))
             try:
                 async with asyncio.timeout(remaining):
+                    body = orjson.dumps(await payload(target))  # may ask the upstream for its model name
                     resp = await self.http.session().post(
                         target.base_url + path, data=body, headers=upstream_headers(target)
                     )
