@@ -164,6 +164,21 @@ class AlightStack:
         assert response.status_code == 200, response.text
         return Trajectory.model_validate(response.json())
 
+    @staticmethod
+    def assert_calls_trainable(trajectory: Trajectory, count: int) -> None:
+        """`count` model calls, each answered, with the token ids and logprobs the trainer needs."""
+        assert len(trajectory.calls) == count, [tc.call.seq for tc in trajectory.calls]
+        for tc in trajectory.calls:
+            call = tc.call
+            assert call.status_code == 200, call.error
+            assert call.prompt_token_ids and call.response_token_ids, f"call {call.seq} has no token ids"
+            assert len(call.response_logprobs) == len(call.response_token_ids)
+            assert call.span_id, f"call {call.seq} has no caller span (traceparent missing)"
+
+    @staticmethod
+    def tool_spans_named(trajectory: Trajectory, name: str) -> list[dict[str, Any]]:
+        return [s for s in trajectory.tool_spans if s.get("name") == name]
+
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 POLICY_MODEL = "fake-policy"
@@ -176,18 +191,3 @@ def alight_stack(live_server: Any) -> Iterator[AlightStack]:
     with ServerThread(app) as url:
         live_server.store.add_upstream(UpstreamCreate(id="policy", url=f"{url}/v1", model=POLICY_MODEL))
         yield AlightStack(live_server, app.state.fake)
-
-
-def assert_calls_trainable(trajectory: Trajectory, count: int) -> None:
-    """`count` model calls, each answered, with the token ids and logprobs the trainer needs."""
-    assert len(trajectory.calls) == count, [tc.call.seq for tc in trajectory.calls]
-    for tc in trajectory.calls:
-        call = tc.call
-        assert call.status_code == 200, call.error
-        assert call.prompt_token_ids and call.response_token_ids, f"call {call.seq} has no token ids"
-        assert len(call.response_logprobs) == len(call.response_token_ids)
-        assert call.span_id, f"call {call.seq} has no caller span (traceparent missing)"
-
-
-def tool_spans_named(trajectory: Trajectory, name: str) -> list[dict[str, Any]]:
-    return [s for s in trajectory.tool_spans if s.get("name") == name]

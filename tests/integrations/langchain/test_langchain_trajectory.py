@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-from conftest import assert_calls_trainable, tool_spans_named
-
 from alight_server.trainer.samples import SampleConfig, build_samples
 
 
@@ -15,11 +13,11 @@ def test_react_agent_trajectory_has_calls_under_the_agent_tool_between_and_rewar
     )
     assert run.returncode == 0, run.output
     trajectory = alight_stack.trajectory(run)
-    assert_calls_trainable(trajectory, 2)
+    alight_stack.assert_calls_trainable(trajectory, 2)
     for tc in trajectory.calls:
         assert tc.agent_name == "calculator"
         assert tc.span_path[:4] == ["alight.rollout", "invoke_agent calculator", "node agent", "chat policy"]
-    (tool,) = tool_spans_named(trajectory, "execute_tool add")
+    (tool,) = alight_stack.tool_spans_named(trajectory, "execute_tool add")
     assert tool["after_call"] == 0
     assert json.loads(tool["arguments"]) == {"a": 2, "b": 3}
     assert tool["result"] == "5.0"
@@ -33,7 +31,7 @@ def test_agent_filter_keeps_only_the_solver_nodes_calls(alight_stack) -> None:
     run = alight_stack.run_agent("tests/integrations/langchain/two_node_agent.py:main", {"question": "what is 2 + 3?"})
     assert run.returncode == 0, run.output
     trajectory = alight_stack.trajectory(run)
-    assert_calls_trainable(trajectory, 2)
+    alight_stack.assert_calls_trainable(trajectory, 2)
     assert [tc.span_path[2] for tc in trajectory.calls] == ["node planner", "node solver"]
     batch, report = build_samples([trajectory], SampleConfig(agents=("solver",)))
     assert [seqs for seqs in batch.row_calls] == [(trajectory.calls[1].call.seq,)]

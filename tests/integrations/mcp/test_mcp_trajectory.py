@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import json
 
-from conftest import assert_calls_trainable, tool_spans_named
-
 
 def test_mcp_tool_spans_sit_between_calls_and_the_tool_result_reward_is_linked(alight_stack) -> None:
     task = {"question": 'call calculate {"expression": "(3 + 4) * 12"}', "answer": 84}
     run = alight_stack.run_agent("examples/mcp/agent.py:main", task)
     assert run.returncode == 0, run.output
     trajectory = alight_stack.trajectory(run)
-    assert_calls_trainable(trajectory, 2)
-    (calculate,) = tool_spans_named(trajectory, "execute_tool calculate")
+    alight_stack.assert_calls_trainable(trajectory, 2)
+    (calculate,) = alight_stack.tool_spans_named(trajectory, "execute_tool calculate")
     assert calculate["after_call"] == 0
     assert json.loads(calculate["arguments"]) == {"expression": "(3 + 4) * 12"}
     assert json.loads(calculate["result"]) == {"result": 84.0}
-    (check,) = tool_spans_named(trajectory, "execute_tool check_answer")
+    (check,) = alight_stack.tool_spans_named(trajectory, "execute_tool check_answer")
     assert check["after_call"] == 1
     (reward,) = trajectory.rewards
     assert (reward.value, reward.final, reward.span_id) == (1.0, True, check["span_id"])

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-from conftest import assert_calls_trainable, tool_spans_named
-
 from alight_server.trainer.samples import SampleConfig, build_samples
 
 
@@ -15,13 +13,13 @@ def test_responses_agent_trajectory_has_calls_under_the_agent_tool_between_and_r
     run = alight_stack.run_agent("examples/openai_agents/agent.py:main", task)
     assert run.returncode == 0, run.output
     trajectory = alight_stack.trajectory(run)
-    assert_calls_trainable(trajectory, 2)
+    alight_stack.assert_calls_trainable(trajectory, 2)
     assert [tc.call.flavour.value for tc in trajectory.calls] == ["responses", "responses"]
     for turn, tc in enumerate(trajectory.calls, start=1):
         assert tc.agent_name == "calculator"
         assert tc.span_path[0] == "alight.rollout"
         assert tc.span_path[-3:] == ["invoke_agent calculator", f"turn {turn}", "chat policy"]
-    (tool,) = tool_spans_named(trajectory, "execute_tool multiply")
+    (tool,) = alight_stack.tool_spans_named(trajectory, "execute_tool multiply")
     assert tool["after_call"] == 0 and tool["agent_name"] == "calculator"
     assert json.loads(tool["arguments"]) == {"a": 12, "b": 7}
     assert tool["result"] == "84.0"
@@ -35,7 +33,7 @@ def test_handoff_calls_belong_to_their_agents_and_the_filter_keeps_one(alight_st
     )
     assert run.returncode == 0, run.output
     trajectory = alight_stack.trajectory(run)
-    assert_calls_trainable(trajectory, 2)
+    alight_stack.assert_calls_trainable(trajectory, 2)
     assert [tc.agent_name for tc in trajectory.calls] == ["triage", "math"]
     assert trajectory.final_reward == 1.0
     batch, report = build_samples([trajectory], SampleConfig(agents=("math",)))
