@@ -23,6 +23,7 @@ HELLO = [{"role": "user", "content": "hi"}]
         ({"max_tokens": 0}, "max_tokens must be at least 1"),
         ({"max_tokens": 100_000}, "maximum context length is 2048 tokens"),
         ({"top_logprobs": 50, "logprobs": True}, "top_logprobs must be between 0 and 20"),
+        ({"seed": 2**70}, "seed must fit in a signed 64-bit integer"),
         ({"messages": []}, "messages is empty"),
         ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages[0] has role 'wizard'"),
         ({"messages": [{"role": "user"}]}, "messages[0] (user) has no content"),

@@ -225,14 +225,21 @@ class InferenceEngine:
                     updates, self._weight_updates = self._weight_updates, []
                     admitted = self._take_admissible()
                 for state, future in updates:
-                    future.set_result(self._apply_weights(state))
-                try:
-                    for handle in admitted:
+                    try:
+                        future.set_result(self._apply_weights(state))
+                    except Exception as exc:  # reported to the caller of update_weights; serving goes on
+                        future.set_exception(exc)
+                for handle in admitted:
+                    try:
                         self._admit(handle)
-                    if self._sequences:
-                        self._decode_step()
-                except Exception as exc:  # fail the affected requests, keep serving the next ones
-                    for handle in {s.handle for s in self._sequences} | set(admitted):
+                    except Exception as exc:  # this request alone fails; the batch is untouched until add()
+                        handle.sink(exc)
+                if not self._sequences:
+                    continue
+                try:
+                    self._decode_step()
+                except Exception as exc:  # a failed step leaves the shared cache unusable: fail every row
+                    for handle in {s.handle for s in self._sequences}:
                         handle.sink(exc)
                     self._sequences = []
                     self._batch = DecodeBatch(self.model, self.device)

@@ -45,6 +45,8 @@ class SamplingParams:
             raise InvalidRequest(
                 f"top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}; got {self.top_logprobs}", "top_logprobs"
             )
+        if self.seed is not None and not -(2**63) <= self.seed < 2**63:
+            raise InvalidRequest(f"seed must fit in a signed 64-bit integer; got {self.seed}", "seed")
         if any(not s for s in self.stop) or len(self.stop) > 4:
             raise InvalidRequest(f"stop takes up to 4 non-empty strings; got {self.stop!r}", "stop")
 
@@ -52,7 +54,7 @@ class SamplingParams:
 def choice_generator(params: SamplingParams, choice: int, device: torch.device) -> torch.Generator:
     """Choice i of a seeded request draws from seed + i, so its tokens don't depend on what it is batched with."""
     generator = torch.Generator(device=device)
-    generator.manual_seed(params.seed + choice if params.seed is not None else secrets.randbits(63))
+    generator.manual_seed((params.seed + choice) % 2**63 if params.seed is not None else secrets.randbits(63))
     return generator
 
 
