@@ -12,6 +12,7 @@ from alight.api_models import ClaimRequest, ClaimResult, RunnerHandle
 from alight.schemas import Attempt, AttemptFinish, AttemptStart, AttemptStatus, EventCreate, Rollout
 from alight_server.auth import issue_attempt_token
 from alight_server.deps import AdminDep, ConfigDep, StoreDep
+from alight_server.gateway.routes import rollout_changed
 from alight_server.store import Store
 
 log = logging.getLogger("alight.server")
@@ -60,7 +61,9 @@ def finish_attempt(
         hooks: list[AttemptFinishedHook] = request.app.state.attempt_finished_hooks
         for hook in hooks:
             _run_hook(hook, store, rollout, attempt, body)
-    return store.finish_attempt(rollout_id, attempt, body)
+    finished = store.finish_attempt(rollout_id, attempt, body)
+    rollout_changed(request.app, rollout_id)  # the gateway refuses the finished attempt's calls at once
+    return finished
 
 
 def _run_hook(hook: AttemptFinishedHook, store: Store, rollout: Rollout, attempt: int, finish: AttemptFinish) -> None:

@@ -21,6 +21,7 @@ from alight.api_models import (
 )
 from alight.schemas import TERMINAL_STATES, Event, EventCreate, Mode, Reward, RewardCreate, Rollout, RolloutState
 from alight_server.deps import AdminDep, CallerDep, StoreDep
+from alight_server.gateway.routes import rollout_changed
 from alight_server.store import Store
 
 router = APIRouter(tags=["rollouts"])
@@ -80,14 +81,18 @@ def get_rollout(rollout_id: RolloutId, store: StoreDep, _: AdminDep) -> Rollout:
 
 
 @router.post("/rollouts/{rollout_id}/status", response_model=Rollout)
-def change_status(rollout_id: RolloutId, body: StatusChange, store: StoreDep, _: AdminDep) -> Rollout:
+def change_status(rollout_id: RolloutId, body: StatusChange, request: Request, store: StoreDep, _: AdminDep) -> Rollout:
     """Move the rollout through the state machine; an illegal move is a 409 naming the allowed ones."""
-    return store.transition(rollout_id, body.state)
+    moved = store.transition(rollout_id, body.state)
+    rollout_changed(request.app, rollout_id)  # the gateway re-reads the rollout's state on its next call
+    return moved
 
 
 @router.post("/rollouts/{rollout_id}/cancel", response_model=Rollout)
-def cancel_rollout(rollout_id: RolloutId, store: StoreDep, _: AdminDep) -> Rollout:
-    return store.transition(rollout_id, RolloutState.CANCELLED)
+def cancel_rollout(rollout_id: RolloutId, request: Request, store: StoreDep, _: AdminDep) -> Rollout:
+    cancelled = store.transition(rollout_id, RolloutState.CANCELLED)
+    rollout_changed(request.app, rollout_id)  # the gateway refuses the cancelled rollout's calls at once
+    return cancelled
 
 
 @router.post("/rollouts/{rollout_id}/events", response_model=Event)

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from alight.api_models import PolicyCreate, PolicyState, UpstreamList
 from alight.schemas import PolicyVersion, Upstream, UpstreamCreate
 from alight_server.deps import AdminDep, StoreDep
+from alight_server.gateway.routes import upstreams_changed
 
 router = APIRouter(tags=["upstreams"])
 
 
 @router.post("/upstreams", response_model=Upstream)
-def add_upstream(body: UpstreamCreate, store: StoreDep, _: AdminDep) -> Upstream:
+def add_upstream(body: UpstreamCreate, request: Request, store: StoreDep, _: AdminDep) -> Upstream:
     """Register an OpenAI-compatible upstream; the same id again replaces it. The api_key is never echoed."""
-    return store.add_upstream(body)
+    upstream = store.add_upstream(body)
+    upstreams_changed(request.app)  # the gateway routes to it from the next call on
+    return upstream
 
 
 @router.get("/upstreams", response_model=UpstreamList)
@@ -23,8 +26,9 @@ def list_upstreams(store: StoreDep, _: AdminDep) -> UpstreamList:
 
 
 @router.delete("/upstreams/{upstream_id}", status_code=204, response_class=Response)
-def remove_upstream(upstream_id: str, store: StoreDep, _: AdminDep) -> Response:
+def remove_upstream(upstream_id: str, request: Request, store: StoreDep, _: AdminDep) -> Response:
     store.remove_upstream(upstream_id)
+    upstreams_changed(request.app)
     return Response(status_code=204)
 
 

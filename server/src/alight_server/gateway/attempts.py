@@ -46,11 +46,15 @@ class AttemptResolver:
         self.store = store
         self.secret = token_secret
         self._cache: dict[tuple[str, int], _Cached] = {}
+        # Bumped by `forget`: a load that raced with it is used once but not cached.
+        self._epoch = 0
 
     def forget(self, rollout_id: str) -> None:
-        """Drop cached state of a rollout (call after finishing or cancelling it)."""
-        for key in [k for k in self._cache if k[0] == rollout_id]:
-            self._cache.pop(key, None)
+        """Drop cached state of a rollout (call after finishing or cancelling it); safe from any thread."""
+        self._epoch += 1
+        for key in list(self._cache):  # list(dict) copies atomically; the loop may insert meanwhile
+            if key[0] == rollout_id:
+                self._cache.pop(key, None)
 
     async def resolve(self, token: str | None, path_rollout: str | None, path_attempt: int | None) -> CallerAttempt:
         if not token:
@@ -68,8 +72,10 @@ class AttemptResolver:
         key = (claims.rollout_id, claims.attempt)
         cached = self._cache.get(key)
         if cached is None or cached.expires_at < time.monotonic():
+            epoch = self._epoch
             cached = await anyio.to_thread.run_sync(self._load, *key)
-            self._cache[key] = cached
+            if epoch == self._epoch:
+                self._cache[key] = cached
         if cached.refusal is not None:
             raise cached.refusal
         assert cached.attempt is not None

@@ -24,6 +24,7 @@ from alight_server.gateway.metrics import GatewayMetrics
 from alight_server.gateway.pause import PauseGate
 from alight_server.gateway.proxy import Proxy, UpstreamHttp, UpstreamReply
 from alight_server.gateway.upstreams import Target, UpstreamPool
+from alight_server.gateway.writer import CaptureWriter
 from alight_server.store.base import Store
 
 
@@ -108,11 +109,13 @@ class Gateway:
         self.upstreams = UpstreamPool(store, self.http.get_json)
         self.proxy = Proxy(self.http, self.upstreams, config, self.metrics)
         self.attempts = AttemptResolver(store, token_secret)
+        self.writer = CaptureWriter(store)
         self._version: int | None = None
         self._version_at = float("-inf")
 
     async def aclose(self) -> None:
         await self.http.aclose()
+        await anyio.to_thread.run_sync(self.writer.close)
 
     async def served_version(self) -> int:
         """The policy version calls are attributed to, re-read like the upstream list."""
@@ -257,7 +260,7 @@ class Gateway:
         call = record.to_model_call(status=status, latency_ms=latency_ms, **fields)
         began = time.perf_counter()
         try:
-            stored = await anyio.to_thread.run_sync(self.store.add_model_call, call)
+            stored = await self.writer.write(call)
         except Exception as exc:
             raise GatewayError(
                 503, f"the gateway could not record this model call ({type(exc).__name__}: {exc})"

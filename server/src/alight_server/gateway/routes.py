@@ -43,6 +43,20 @@ def _gateway(request: Request) -> Gateway:
     return request.app.state.gateway
 
 
+def rollout_changed(app: FastAPI, rollout_id: str) -> None:
+    """An attempt finished or the rollout moved: the gateway re-reads its state on the next call."""
+    gateway: Gateway | None = getattr(app.state, "gateway", None)
+    if gateway is not None:
+        gateway.attempts.forget(rollout_id)
+
+
+def upstreams_changed(app: FastAPI) -> None:
+    """An upstream was registered or removed: the gateway re-reads the list on the next call."""
+    gateway: Gateway | None = getattr(app.state, "gateway", None)
+    if gateway is not None:
+        gateway.upstreams.invalidate()
+
+
 def _agent_router() -> APIRouter:
     router = APIRouter(tags=["gateway"])
 

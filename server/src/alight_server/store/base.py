@@ -130,6 +130,14 @@ class Store(Protocol):
         """Store assigns `seq` (next within the attempt) and returns the stored call."""
         ...
 
+    def add_model_calls(self, calls: Sequence[ModelCall]) -> list[ModelCall]:
+        """Several calls in one transaction (the gateway's group commit), stored calls in the same order.
+
+        Seqs are assigned exactly as `add_model_call` would, one call after the
+        other. All or nothing: an unknown rollout raises NotFound and stores none.
+        """
+        ...
+
     def list_model_calls(self, rollout_id: str, attempt: int | None = None) -> list[ModelCall]: ...
 
     # OTLP spans

@@ -329,17 +329,27 @@ class SqlStore:
 
     def add_model_call(self, call: ModelCall) -> ModelCall:
         """The gateway's hot path: prebuilt statements with bound parameters, four round trips."""
-        params = {"rollout_id": call.rollout_id, "attempt": call.attempt, "id": call.id}
         with self._write() as conn:
-            # The rollout row lock serialises calls of one rollout, so seq is gap-free and unique.
-            if conn.execute(_LOCK_ROLLOUT, params).first() is None:
-                raise NotFound(f"no rollout with id {call.rollout_id!r}")
-            if conn.execute(_CALL_EXISTS, params).first() is not None:
-                existing = conn.execute(select(t.model_calls).where(t.model_calls.c.id == call.id)).one()
-                return rows.model_call_from_row(existing)
-            last = conn.execute(_LAST_CALL_SEQ, params).scalar()
-            seq = 0 if last is None else last + 1
-            conn.execute(_INSERT_CALL, rows.model_call_values(call, seq))
+            return self._add_call(conn, call)
+
+    def add_model_calls(self, calls: Sequence[ModelCall]) -> list[ModelCall]:
+        """Group commit: all calls in one transaction, in order; NotFound (nothing stored) on an unknown rollout."""
+        if not calls:
+            return []
+        with self._write() as conn:
+            return [self._add_call(conn, call) for call in calls]
+
+    def _add_call(self, conn: Connection, call: ModelCall) -> ModelCall:
+        params = {"rollout_id": call.rollout_id, "attempt": call.attempt, "id": call.id}
+        # The rollout row lock serialises calls of one rollout, so seq is gap-free and unique.
+        if conn.execute(_LOCK_ROLLOUT, params).first() is None:
+            raise NotFound(f"no rollout with id {call.rollout_id!r}")
+        if conn.execute(_CALL_EXISTS, params).first() is not None:
+            existing = conn.execute(select(t.model_calls).where(t.model_calls.c.id == call.id)).one()
+            return rows.model_call_from_row(existing)
+        last = conn.execute(_LAST_CALL_SEQ, params).scalar()
+        seq = 0 if last is None else last + 1
+        conn.execute(_INSERT_CALL, rows.model_call_values(call, seq))
         return call.model_copy(update={"seq": seq})
 
     def list_model_calls(self, rollout_id: str, attempt: int | None = None) -> list[ModelCall]:

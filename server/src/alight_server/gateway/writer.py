@@ -1,0 +1,115 @@
+"""The capture writer: one thread per gateway that commits queued model calls in groups."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import threading
+from dataclasses import dataclass
+
+from alight.schemas import ModelCall
+from alight_server.store.base import Store
+
+# One transaction holds at most this many calls; a bigger backlog takes several.
+MAX_GROUP = 256
+
+
+@dataclass
+class _Pending:
+    call: ModelCall
+    future: asyncio.Future[ModelCall]
+    loop: asyncio.AbstractEventLoop
+
+
+def _settle(future: asyncio.Future[ModelCall], result: ModelCall | None, error: BaseException | None) -> None:
+    if future.done():  # the caller went away (cancelled); its call is stored all the same
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        assert result is not None
+        future.set_result(result)
+
+
+class CaptureWriter:
+    """Group commit: calls queued while a transaction runs are committed together in the next one.
+
+    A call's future resolves only after the transaction holding it has
+    committed, so an awaiting handler never answers the agent before its
+    call is durable. One thread instead of a pool hop per call: the event
+    loop only enqueues and awaits, and concurrent calls share one commit.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    async def write(self, call: ModelCall) -> ModelCall:
+        """Store the call durably (it gets its seq); raises what the store raised for it."""
+        self._ensure_started()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[ModelCall] = loop.create_future()
+        self._queue.put(_Pending(call, future, loop))
+        return await future
+
+    def close(self) -> None:
+        """Commit what is queued, then stop the thread."""
+        thread = self._thread
+        if thread is not None:
+            self._queue.put(None)
+            thread.join(timeout=30)
+            self._thread = None
+
+    def _ensure_started(self) -> None:
+        if self._thread is None:
+            with self._start_lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="alight-capture-writer", daemon=True)
+                    self._thread.start()
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is None:
+                return
+            group = [first]
+            while len(group) < MAX_GROUP:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stopping = True
+                    break
+                group.append(item)
+            self._commit(group)
+
+    def _commit(self, group: list[_Pending]) -> None:
+        try:
+            stored = self.store.add_model_calls([p.call for p in group])
+        except Exception as exc:
+            if len(group) == 1:
+                self._resolve(group[0], None, exc)
+            else:
+                # One bad call (say its rollout vanished) must not fail the others: store them one by one.
+                self._commit_each(group)
+            return
+        for pending, result in zip(group, stored, strict=True):
+            self._resolve(pending, result, None)
+
+    def _commit_each(self, group: list[_Pending]) -> None:
+        for pending in group:
+            try:
+                self._resolve(pending, self.store.add_model_call(pending.call), None)
+            except Exception as exc:
+                self._resolve(pending, None, exc)
+
+    @staticmethod
+    def _resolve(pending: _Pending, result: ModelCall | None, error: BaseException | None) -> None:
+        # A closed loop (RuntimeError) means nobody waits for this answer any more.
+        with contextlib.suppress(RuntimeError):
+            pending.loop.call_soon_threadsafe(_settle, pending.future, result, error)
