@@ -129,9 +129,13 @@ class TrainingRun:
         finished = phase_ops.wait_all(self.client, [r.id for r in created], show)
         return phase_ops.collect(self.client, finished, started)
 
+    def _val_task_count(self) -> int:
+        limit = self.config.validation.max_tasks
+        return min(limit, len(self.splits.val)) if limit else len(self.splits.val)
+
     def _validate(self, display: RunDisplay) -> dict[str, float]:
         cfg = self.config.validation
-        tasks = self.splits.val[: cfg.max_tasks] if cfg.max_tasks else self.splits.val
+        tasks = self.splits.val[: self._val_task_count()]
         if not tasks:
             return {}
         phase = self._rollouts(f"{self.run_id}-val{self.step:05d}", tasks, cfg.samples_per_task, Mode.VAL, display)
@@ -179,7 +183,7 @@ class TrainingRun:
                 self.trainer.policy_weights(), {"step": self.step + 1}
             )
         else:
-            display.line(f"step {self.step}: every group had equal rewards; nothing to learn, weights unchanged")
+            display.line(f"step {self.step + 1}: every group had equal rewards; nothing to learn, weights unchanged")
             metrics["time/train_s"] = time.monotonic() - started
         metrics["policy_version"] = float(self.policy_version)
         return metrics
@@ -291,7 +295,7 @@ class TrainingRun:
             return "-" if v is None else f"{v:.3f}"
 
         rows = [
-            (f"validation score ({len(self.splits.val)} held-out tasks)", fmt(val_before), fmt(val_after)),
+            (f"validation score ({self._val_task_count()} held-out tasks)", fmt(val_before), fmt(val_after)),
             (f"train reward (mean of first/last {k} steps)", fmt(summary["train_reward_first"]), fmt(summary["train_reward_last"])),
         ]  # fmt: skip
         display.console.print(summary_table(rows))

@@ -10,6 +10,7 @@ With no server URL configured, a training run needs the whole system on one mach
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -76,8 +77,6 @@ class EmbeddedStack:
             self.client.add_upstream(
                 UpstreamCreate(id=UPSTREAM_ID, url=f"{inference.url}/v1", model=self.engine.model_name)
             )
-            import os
-
             runner = LocalRunner(logs_dir=self.run_dir / "logs", base_env={**os.environ, **self.agent_env})
             controller_client = AlightClient(self.url, self.admin_key, timeout=60)
             self.controller = Controller(controller_client, runner, concurrency=self.concurrency, poll_interval=0.2)
