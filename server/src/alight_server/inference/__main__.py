@@ -14,6 +14,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda when present)")
     parser.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--max-batch-size", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (1 is fastest on a shared CPU)")
     parser.add_argument("--admin-key", default=None, help="require this bearer key on /admin/weights")
     args = parser.parse_args(argv)
 
@@ -23,6 +24,8 @@ def main(argv: list[str] | None = None) -> None:
     from alight_server.inference.engine import InferenceEngine
     from alight_server.inference.server import create_inference_app
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     engine = InferenceEngine.from_model_name(
         args.model,
         device=args.device,

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
@@ -28,6 +29,11 @@ from alight_server.inference.detokenize import IncrementalText
 from alight_server.inference.generation import Completion, GenerationHandle, TokenEvent
 from alight_server.inference.sampling import InvalidRequest, SamplingParams, choice_generator, raw_logprobs, sample_next
 from alight_server.inference.weights import check_state_dict, read_state_dict
+
+
+def _fail(handle: GenerationHandle, error: BaseException) -> None:
+    with contextlib.suppress(Exception):  # its consumer may be gone; the engine thread must survive
+        handle.sink(error)
 
 
 @dataclass
@@ -147,6 +153,7 @@ class InferenceEngine:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         handle = self.submit(prompt_ids, params, lambda event: loop.call_soon_threadsafe(queue.put_nowait, event))
+        # (If `loop` closes first, call_soon_threadsafe raises in the engine thread, which cancels the request.)
         unfinished = params.n
         try:
             while unfinished:
@@ -233,14 +240,14 @@ class InferenceEngine:
                     try:
                         self._admit(handle)
                     except Exception as exc:  # this request alone fails; the batch is untouched until add()
-                        handle.sink(exc)
+                        _fail(handle, exc)
                 if not self._sequences:
                     continue
                 try:
                     self._decode_step()
                 except Exception as exc:  # a failed step leaves the shared cache unusable: fail every row
                     for handle in {s.handle for s in self._sequences}:
-                        handle.sink(exc)
+                        _fail(handle, exc)
                     self._sequences = []
                     self._batch = DecodeBatch(self.model, self.device)
         self._fail_outstanding(RuntimeError("the inference engine stopped before this request finished"))
@@ -301,7 +308,10 @@ class InferenceEngine:
                 text += seq.text.flush()
             k = seq.handle.params.top_logprobs
             top = list(zip(ids[:k], values[:k], strict=True))
-            seq.handle.sink(TokenEvent(seq.choice, token, logp, top, text, finish, self.version))
+            try:
+                seq.handle.sink(TokenEvent(seq.choice, token, logp, top, text, finish, self.version))
+            except Exception:  # a broken consumer (e.g. its event loop closed) loses only its own request
+                seq.handle.cancel()
             out.append((seq, token, finish is not None))
         return out
 
@@ -310,4 +320,4 @@ class InferenceEngine:
             handles = {s.handle for s in self._sequences} | set(self._pending)
             self._pending, self._sequences = [], []
         for handle in handles:
-            handle.sink(error)
+            _fail(handle, error)
