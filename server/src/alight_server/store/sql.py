@@ -333,11 +333,34 @@ class SqlStore:
             return self._add_call(conn, call)
 
     def add_model_calls(self, calls: Sequence[ModelCall]) -> list[ModelCall]:
-        """Group commit: all calls in one transaction, in order; NotFound (nothing stored) on an unknown rollout."""
-        if not calls:
-            return []
+        """Group commit: one transaction, one lock per rollout, one seq read per attempt, one multi-row insert."""
+        if len(calls) <= 1:
+            return [self.add_model_call(c) for c in calls]
         with self._write() as conn:
-            return [self._add_call(conn, call) for call in calls]
+            # Rollout row locks serialise writers per rollout (seq stays gap-free and unique);
+            # taking them in sorted order keeps concurrent batches on PostgreSQL from deadlocking.
+            for rollout_id in sorted({c.rollout_id for c in calls}):
+                if conn.execute(_LOCK_ROLLOUT, {"rollout_id": rollout_id}).first() is None:
+                    raise NotFound(f"no rollout with id {rollout_id!r}")
+            ids = list({c.id for c in calls})
+            stored = {row.id: rows.model_call_from_row(row) for row in conn.execute(_STORED_CALLS, {"ids": ids})}
+            next_seq: dict[tuple[str, int], int] = {}
+            values: list[dict[str, Any]] = []
+            out: list[ModelCall] = []
+            for call in calls:
+                if call.id not in stored:  # a retried id (here or earlier) returns the stored call
+                    key = (call.rollout_id, call.attempt)
+                    if key not in next_seq:
+                        last = conn.execute(_LAST_CALL_SEQ, {"rollout_id": key[0], "attempt": key[1]}).scalar()
+                        next_seq[key] = 0 if last is None else last + 1
+                    seq = next_seq[key]
+                    next_seq[key] = seq + 1
+                    values.append(rows.model_call_values(call, seq))
+                    stored[call.id] = call.model_copy(update={"seq": seq})
+                out.append(stored[call.id])
+            if values:
+                conn.execute(_INSERT_CALL, values)
+        return out
 
     def _add_call(self, conn: Connection, call: ModelCall) -> ModelCall:
         params = {"rollout_id": call.rollout_id, "attempt": call.attempt, "id": call.id}
@@ -433,6 +456,7 @@ _LAST_CALL_SEQ = select(func.max(t.model_calls.c.seq)).where(
     (t.model_calls.c.rollout_id == bindparam("rollout_id")) & (t.model_calls.c.attempt == bindparam("attempt"))
 )
 _INSERT_CALL = t.model_calls.insert()
+_STORED_CALLS = select(t.model_calls).where(t.model_calls.c.id.in_(bindparam("ids", expanding=True)))
 
 
 def _server_engine(url: str) -> Engine:
