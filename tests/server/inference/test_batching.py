@@ -77,11 +77,11 @@ def test_a_consumer_that_raises_loses_only_its_own_request(engine: InferenceEngi
 
     ids = engine.tokenizer("hello there")["input_ids"]
     params = SamplingParams(max_tokens=8, temperature=0, ignore_eos=True)
-    engine.submit(ids, SamplingParams(max_tokens=200, temperature=0, ignore_eos=True), broken_sink)
+    engine.submit(ids, SamplingParams(max_tokens=2000, temperature=0, ignore_eos=True), broken_sink)
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda _: engine.generate(ids, params)[0], range(2)))
     assert [r.finish_reason for r in results] == ["length", "length"]
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 1.5
     while engine.running_choices and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert engine.running_choices == 0  # the broken request was cancelled, not decoded to 200 tokens
+    assert engine.running_choices == 0  # the broken request was cancelled, not decoded to 2000 tokens
