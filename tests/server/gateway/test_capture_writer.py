@@ -89,3 +89,29 @@ async def test_close_commits_what_is_queued_and_a_cancelled_caller_is_still_stor
         await task
     await asyncio.to_thread(writer.close)
     assert len(store.list_model_calls(rid)) == 1
+
+
+class ShortStore(SqlStore):
+    """A store that loses track of a group once: the writer must fail those callers and keep going."""
+
+    broken = True
+
+    def add_model_calls(self, calls):  # type: ignore[override]
+        stored = super().add_model_calls(calls)
+        if self.broken:
+            self.broken = False
+            return stored[:-1]
+        return stored
+
+
+async def test_the_writer_survives_a_store_that_misbehaves(sqlite_url: str) -> None:
+    store = ShortStore(sqlite_url)
+    rid = store.create_rollouts([RolloutCreate()])[0].id
+    writer = CaptureWriter(store)
+    try:
+        with pytest.raises(ValueError):
+            await writer.write(_call(rid))
+        assert (await writer.write(_call(rid))).seq == 1
+    finally:
+        writer.close()
+        store.close()

@@ -86,7 +86,11 @@ class CaptureWriter:
                     stopping = True
                     break
                 group.append(item)
-            self._commit(group)
+            try:
+                self._commit(group)
+            except Exception as exc:  # never let the thread die: its callers would wait forever
+                for pending in group:
+                    self._resolve(pending, None, exc)
 
     def _commit(self, group: list[_Pending]) -> None:
         try:
