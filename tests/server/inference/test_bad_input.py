@@ -46,8 +46,8 @@ def test_a_prompt_longer_than_the_context_is_a_400(client: openai.OpenAI, engine
         client.completions.create(model=MODEL, prompt=too_long, max_tokens=1)
 
 
-def test_an_unknown_model_is_a_404_naming_the_served_one(client: openai.OpenAI) -> None:
-    with pytest.raises(openai.NotFoundError, match="serves 'tiny'"):
+def test_an_unknown_model_is_a_400_naming_the_served_one(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError, match="serves 'tiny'"):
         client.chat.completions.create(model="gpt-4o", messages=HELLO)  # type: ignore[arg-type]
 
 

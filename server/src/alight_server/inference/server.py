@@ -110,10 +110,12 @@ def create_inference_app(engine: InferenceEngine, admin_key: str | None = None) 
 
     def check_model(name: str) -> None:
         if name != engine.model_name:
+            # A 400 like every other bad request (OpenAI itself answers 404 here; clients
+            # treat both as final, and the gateway never sends another model's name anyway).
             raise _HttpError(
-                404,
+                400,
                 f"The model {name!r} does not exist; this server serves {engine.model_name!r}.",
-                "NotFoundError",
+                "invalid_request_error",
                 "model",
                 "model_not_found",
             )
