@@ -70,3 +70,11 @@ def test_the_quickstart_config_is_valid() -> None:
     config = load_config(path)
     assert config.model == "smollm2-135m"
     assert Path(config.dataset.train).is_file() and Path(str(config.dataset.val)).is_file()
+
+
+def test_the_agent_filter_reaches_the_sample_builder(tmp_path: Path) -> None:
+    from alight_server.trainer.loop import sample_config_for
+
+    config = load_config(write(tmp_path, GOOD + "algorithm: {agents: [solver]}\n"))
+    assert sample_config_for(config, pad_token_id=0).agents == ("solver",)
+    assert sample_config_for(load_config(write(tmp_path, GOOD)), pad_token_id=0).agents == ()

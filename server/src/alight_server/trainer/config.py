@@ -52,6 +52,9 @@ class AlgorithmOptions(Section):
     sample_mode: Literal["trajectory", "transition"] = "trajectory"
     max_prompt_tokens: int | None = Field(default=None, ge=1)
     max_response_tokens: int | None = Field(default=None, ge=1)
+    # Multi-agent runs: train only calls made under these agents (names as the integrations
+    # report them in gen_ai.agent.name); empty trains every call.
+    agents: list[str] = Field(default_factory=list)
 
 
 class OptimizerConfig(Section):

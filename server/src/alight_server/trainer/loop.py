@@ -160,12 +160,7 @@ class TrainingRun:
         }
         display.status("building samples and training")
         started = time.monotonic()
-        sample_config = SampleConfig(
-            mode=cfg.algorithm.sample_mode,
-            max_prompt_tokens=cfg.algorithm.max_prompt_tokens,
-            max_response_tokens=cfg.algorithm.max_response_tokens,
-            pad_token_id=int(tokenizer.pad_token_id or 0),
-        )
+        sample_config = sample_config_for(cfg, pad_token_id=int(tokenizer.pad_token_id or 0))
         batch, report = build_samples(phase.trajectories, sample_config, decode=tokenizer.decode)
         from alight_server.trainer.algorithm import uniform_groups
 
@@ -305,3 +300,14 @@ class TrainingRun:
         return RunResult(
             self.run_dir, self.history, val_before, val_after, plot_path, summary_path, self.policy_version
         )
+
+
+def sample_config_for(cfg: TrainConfig, pad_token_id: int) -> SampleConfig:
+    """The sample builder's settings from a training config's algorithm section."""
+    return SampleConfig(
+        mode=cfg.algorithm.sample_mode,
+        max_prompt_tokens=cfg.algorithm.max_prompt_tokens,
+        max_response_tokens=cfg.algorithm.max_response_tokens,
+        agents=tuple(cfg.algorithm.agents),
+        pad_token_id=pad_token_id,
+    )
