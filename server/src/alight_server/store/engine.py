@@ -1,0 +1,143 @@
+"""The SQL store's database: engines for SQLite (WAL) and PostgreSQL, transactions, the schema check.
+
+Every write runs in one transaction that commits before the method returns.
+SQLite write transactions start with BEGIN IMMEDIATE (one writer at a time,
+no lock upgrades mid-transaction).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import StaticPool
+
+from alight_server.store import tables as t
+from alight_server.store.base import NotFound, SchemaTooNew, StoreError
+
+
+class SqlDatabase:
+    """Connections, transactions and counters at a SQLAlchemy URL; the store's methods build on these."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        parsed = make_url(url)
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        self.engine = _sqlite_engine(url) if self.is_sqlite else _server_engine(url)
+        # SQLite has one writer; queueing writers on a lock here beats spinning on SQLITE_BUSY.
+        self._write_lock = threading.Lock() if self.is_sqlite else None
+        # An in-memory database is one shared connection: readers must queue too.
+        self._read_lock = self._write_lock if _in_memory(url) else None
+        self._open_schema()
+
+    # ---- plumbing
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with self._write_lock or nullcontext(), self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self._read_lock or nullcontext(), self.engine.connect().execution_options(alight_read=True) as conn:
+            yield conn
+
+    def _open_schema(self) -> None:
+        with self._write() as conn:
+            if inspect(conn).has_table("schema_version"):
+                found = conn.execute(select(func.max(t.schema_version.c.version))).scalar()
+                if found is not None and found > t.SCHEMA_VERSION:
+                    raise SchemaTooNew(
+                        f"the database at {make_url(self.url).render_as_string(hide_password=True)} has schema "
+                        f"version {found}, but this alight-server understands versions up to {t.SCHEMA_VERSION}; "
+                        "upgrade alight-server (pip install -U alight-server) or point --db at another database"
+                    )
+            t.metadata.create_all(conn)
+            if conn.execute(select(func.count()).select_from(t.schema_version)).scalar() == 0:
+                conn.execute(t.schema_version.insert().values(version=t.SCHEMA_VERSION))
+            for name in ("rollout_seq", "rollout_ordinal", "policy_version"):
+                if conn.execute(select(t.counters.c.value).where(t.counters.c.name == name)).first() is None:
+                    conn.execute(t.counters.insert().values(name=name, value=0))
+
+    def _bump(self, conn: Connection, name: str, by: int = 1) -> int:
+        """Add `by` to a counter and return the new value; the row lock orders concurrent writers."""
+        stmt = (
+            update(t.counters)
+            .where(t.counters.c.name == name)
+            .values(value=t.counters.c.value + by)
+            .returning(t.counters.c.value)
+        )
+        return int(conn.execute(stmt).scalar_one())
+
+    def _rollout_row(self, conn: Connection, rollout_id: str, *, lock: bool = False) -> Any:
+        stmt = select(t.rollouts).where(t.rollouts.c.id == rollout_id)
+        # FOR NO KEY UPDATE: serialises writers of this rollout without blocking the foreign-key
+        # checks of concurrent event/model-call inserts (PostgreSQL; SQLite has one writer anyway).
+        row = conn.execute(stmt.with_for_update(key_share=True) if lock else stmt).first()
+        if row is None:
+            raise NotFound(f"no rollout with id {rollout_id!r}")
+        return row
+
+    def _insert_ignore(self, table: Any) -> Any:
+        dialect = sqlite if self.is_sqlite else postgresql
+        return dialect.insert(table).on_conflict_do_nothing()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _server_engine(url: str) -> Engine:
+    try:
+        return create_engine(url, pool_pre_ping=True, pool_size=10)
+    except ModuleNotFoundError as exc:
+        raise StoreError(
+            f"the database driver for {make_url(url).drivername} is not installed ({exc.name}); "
+            "for PostgreSQL use a postgresql+psycopg:// URL and pip install 'alight-server[postgres]'"
+        ) from exc
+
+
+def _in_memory(url: str) -> bool:
+    parsed = make_url(url)
+    database = parsed.database or ""
+    return parsed.get_backend_name() == "sqlite" and (
+        database in ("", ":memory:") or database.startswith("file::memory:") or "mode=memory" in database
+    )
+
+
+def _sqlite_engine(url: str) -> Engine:
+    in_memory = _in_memory(url)
+    if not in_memory:
+        Path(make_url(url).database or "").expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(
+        url,
+        connect_args={"check_same_thread": False, "timeout": 30},
+        # One shared connection keeps an in-memory database alive and shared.
+        **({"poolclass": StaticPool} if in_memory else {}),
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event issue BEGIN itself (pysqlite's own is deferred and lazy).
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        if not in_memory:
+            cur.execute("PRAGMA journal_mode=WAL")
+        # WAL + NORMAL: a commit survives a killed process (the OS has the WAL pages);
+        # only a power cut can lose the last transactions.
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # Writers take the write lock up front, so two writers never deadlock upgrading.
+        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get("alight_read") else "BEGIN IMMEDIATE")
+
+    return engine
