@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import orjson
-from fastapi.responses import Response
+
+from alight_server.gateway.reply import Reply
 
 _TYPES = {
     400: "invalid_request_error",
@@ -42,13 +43,8 @@ class GatewayError(Exception):
             return {"type": "error", "error": {"type": kind, "message": self.message}}
         return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.status}}
 
-    def response(self, anthropic: bool = False) -> Response:
-        return Response(
-            orjson.dumps(self.body(anthropic)),
-            status_code=self.status,
-            media_type="application/json",
-            headers=self.headers,
-        )
+    def reply(self, anthropic: bool = False) -> Reply:
+        return Reply(self.status, orjson.dumps(self.body(anthropic)), headers=self.headers)
 
     def sse(self, anthropic: bool = False) -> bytes:
         """The error as one server-sent event, for failures after a stream has begun."""

@@ -5,24 +5,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import anyio.to_thread
 import orjson
-from fastapi import Request
-from fastapi.responses import Response, StreamingResponse
 
 from alight.schemas import Mode, ModelCall
 from alight_server.config import GatewayConfig
-from alight_server.gateway.attempts import AttemptResolver, CallerAttempt, presented_token
+from alight_server.gateway.attempts import AttemptResolver, CallerAttempt
 from alight_server.gateway.capture import CallRecord, parse_traceparent, tokens_of
 from alight_server.gateway.errors import GatewayError
 from alight_server.gateway.flavour import Flavour, StreamTranslator
 from alight_server.gateway.metrics import GatewayMetrics
 from alight_server.gateway.pause import PauseGate
 from alight_server.gateway.proxy import Proxy, UpstreamHttp, UpstreamReply
+from alight_server.gateway.reply import EVENT_STREAM, Reply
 from alight_server.gateway.upstreams import Target, UpstreamPool
 from alight_server.gateway.writer import CaptureWriter
 from alight_server.store.base import Store
@@ -62,24 +61,6 @@ def _translate(flavour: Flavour, body: dict[str, Any]) -> dict[str, Any]:
         raise
     except (TypeError, AttributeError, KeyError, ValueError) as exc:
         raise GatewayError(400, f"malformed {flavour.kind.value} request: {exc}") from exc
-
-
-class RelayResponse(StreamingResponse):
-    """A stream that releases its pause-gate slot when it ends, however it ends.
-
-    The relay generator releases the slot in its `finally`; this covers a
-    client that disconnects before the generator ever starts.
-    """
-
-    def __init__(self, content: AsyncIterator[bytes], release: Callable[[], None]) -> None:
-        super().__init__(content, media_type="text/event-stream", headers={"cache-control": "no-cache"})
-        self.release = release
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.release()
 
 
 def _once(fn: Callable[[], None]) -> Callable[[], None]:
@@ -134,11 +115,7 @@ class Gateway:
     def set_served_version(self, version: int) -> None:
         self._version, self._version_at = version, time.monotonic()
 
-    async def _read_json(self, request: Request) -> dict[str, Any]:
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > self.max_body_bytes:
-            raise GatewayError(413, f"request body is {declared} bytes; the limit is {self.max_body_bytes}")
-        raw = await request.body()
+    def _parse(self, raw: bytes) -> dict[str, Any]:
         if len(raw) > self.max_body_bytes:
             raise GatewayError(413, f"request body is {len(raw)} bytes; the limit is {self.max_body_bytes}")
         try:
@@ -162,10 +139,16 @@ class Gateway:
         return upstream
 
     async def handle(
-        self, request: Request, flavour: Flavour, path_rollout: str | None = None, path_attempt: int | None = None
-    ) -> Response:
+        self,
+        flavour: Flavour,
+        read_body: Callable[[], Awaitable[bytes]],
+        token: str | None,
+        traceparent: str | None = None,
+        path_rollout: str | None = None,
+        path_attempt: int | None = None,
+    ) -> Reply:
+        """One agent call, from its token and body to the reply it gets (errors included)."""
         anthropic = flavour.anthropic_errors
-        token = presented_token(request.headers.get("authorization"), request.headers.get("x-api-key"))
         try:
             caller = await self.attempts.resolve(token, path_rollout, path_attempt)
             if not self.gate.enter():
@@ -177,12 +160,12 @@ class Gateway:
                 )
         except GatewayError as exc:
             self.metrics.rejected.labels(reason=str(exc.status)).inc()
-            return exc.response(anthropic)
+            return exc.reply(anthropic)
         streaming = False
         try:
-            body = await self._read_json(request)
+            body = self._parse(await read_body())
             upstream_body = self._force(_translate(flavour, body), caller, flavour)
-            trace_id, span_id = parse_traceparent(request.headers.get("traceparent"))
+            trace_id, span_id = parse_traceparent(traceparent)
             record = CallRecord(
                 rollout_id=caller.rollout_id,
                 attempt=caller.attempt,
@@ -194,12 +177,12 @@ class Gateway:
                 policy_version=await self.served_version(),
                 started=time.perf_counter(),
             )
-            response = await self._forward(flavour, caller, body, upstream_body, record)
-            streaming = isinstance(response, RelayResponse)
-            return response
+            reply = await self._forward(flavour, caller, body, upstream_body, record)
+            streaming = reply.stream is not None
+            return reply
         except GatewayError as exc:
             self.metrics.rejected.labels(reason=str(exc.status)).inc()
-            return exc.response(anthropic)
+            return exc.reply(anthropic)
         finally:
             if not streaming:
                 self.gate.leave()
@@ -211,7 +194,7 @@ class Gateway:
         body: dict[str, Any],
         upstream_body: dict[str, Any],
         record: CallRecord,
-    ) -> Response:
+    ) -> Reply:
         deadline = time.monotonic() + self.config.upstream_timeout_s
         agent_model = upstream_body.get("model")
 
@@ -233,7 +216,8 @@ class Gateway:
         if record.streamed:
             translator = flavour.stream(body)
             release = _once(self.gate.leave)
-            return RelayResponse(self._relay(flavour, translator, record, resp, deadline, release), release)
+            relay = self._relay(flavour, translator, record, resp, deadline, release)
+            return Reply(200, content_type=EVENT_STREAM, stream=relay, release=release)
         try:
             upstream = orjson.loads(resp.body)
             if not isinstance(upstream, dict) or not isinstance(upstream.get("choices"), list):
@@ -248,11 +232,11 @@ class Gateway:
             detail = f"upstream {target.id} returned a malformed {flavour.upstream_path} response ({exc!r})"
             return await self._failed(record, flavour, GatewayError(502, detail))
         await self._record(record, status=200, response=agent_body, tokens=tokens)
-        return Response(orjson.dumps(agent_body), media_type="application/json")
+        return Reply(200, orjson.dumps(agent_body))
 
-    async def _failed(self, record: CallRecord, flavour: Flavour, exc: GatewayError) -> Response:
+    async def _failed(self, record: CallRecord, flavour: Flavour, exc: GatewayError) -> Reply:
         await self._record(record, status=exc.status, error=exc.message)
-        return exc.response(flavour.anthropic_errors)
+        return exc.reply(flavour.anthropic_errors)
 
     async def _record(self, record: CallRecord, *, status: int, **fields: Any) -> ModelCall:
         """Store the call durably; if that fails the agent gets an error, never an unrecorded answer."""

@@ -12,20 +12,8 @@ from fastapi.responses import Response
 from alight_server.auth import derive_token_secret
 from alight_server.config import ServerConfig
 from alight_server.gateway import admin
-from alight_server.gateway.attempts import presented_token
-from alight_server.gateway.errors import GatewayError
-from alight_server.gateway.flavour import Flavour
-from alight_server.gateway.messages import MessagesFlavour
-from alight_server.gateway.passthrough import ChatFlavour, CompletionsFlavour
+from alight_server.gateway.asgi import FLAVOURS, MODELS, GatewayDispatch
 from alight_server.gateway.pipeline import Gateway
-from alight_server.gateway.responses import ResponsesFlavour
-
-FLAVOURS: dict[str, Flavour] = {
-    "chat/completions": ChatFlavour(),
-    "completions": CompletionsFlavour(),
-    "responses": ResponsesFlavour(),
-    "messages": MessagesFlavour(),
-}
 
 
 def token_secret(app: FastAPI) -> bytes:
@@ -37,10 +25,6 @@ def token_secret(app: FastAPI) -> bytes:
     if config.token_secret:
         return config.token_secret.encode()
     return derive_token_secret(config.admin_key or "")
-
-
-def _gateway(request: Request) -> Gateway:
-    return request.app.state.gateway
 
 
 def rollout_changed(app: FastAPI, rollout_id: str) -> None:
@@ -57,45 +41,63 @@ def upstreams_changed(app: FastAPI) -> None:
         gateway.upstreams.invalidate()
 
 
-def _agent_router() -> APIRouter:
+class _Served(Response):
+    """Hands the request to the gateway's ASGI layer (for requests that reached the FastAPI routes)."""
+
+    def __init__(self, dispatch: GatewayDispatch, route: str, rollout_id: str | None, attempt: int | None) -> None:
+        super().__init__()
+        self.dispatch, self.route, self.rollout_id, self.attempt = dispatch, route, rollout_id, attempt
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.dispatch.serve(scope, receive, send, self.route, self.rollout_id, self.attempt)
+
+
+def _agent_router(dispatch: GatewayDispatch) -> APIRouter:
+    """The agent routes as FastAPI sees them: documented in OpenAPI, served by `dispatch`.
+
+    Requests for these paths normally never reach FastAPI (GatewayDispatch
+    answers them first); the endpoints serve the rest the same way.
+    """
     router = APIRouter(tags=["gateway"])
 
-    def add(path: str, flavour: Flavour) -> None:
+    def add(route: str, method: str) -> None:
         async def per_attempt(request: Request, rollout_id: str, attempt: int) -> Response:
-            return await _gateway(request).handle(request, flavour, rollout_id, attempt)
+            return _Served(dispatch, route, rollout_id, attempt)
 
         async def by_token(request: Request) -> Response:
-            return await _gateway(request).handle(request, flavour)
+            return _Served(dispatch, route, None, None)
 
-        name = path.replace("/", "_")
+        name = route.replace("/", "_")
         router.add_api_route(
-            f"/gw/{{rollout_id}}/{{attempt}}/v1/{path}", per_attempt, methods=["POST"], name=f"gw_{name}"
+            f"/gw/{{rollout_id}}/{{attempt}}/v1/{route}", per_attempt, methods=[method], name=f"gw_{name}"
         )
-        router.add_api_route(f"/v1/{path}", by_token, methods=["POST"], name=f"v1_{name}")
+        router.add_api_route(f"/v1/{route}", by_token, methods=[method], name=f"v1_{name}")
 
-    for path, flavour in FLAVOURS.items():
-        add(path, flavour)
-
-    async def models(request: Request, rollout_id: str | None = None, attempt: int | None = None) -> Response:
-        gw = _gateway(request)
-        token = presented_token(request.headers.get("authorization"), request.headers.get("x-api-key"))
-        try:
-            await gw.attempts.resolve(token, rollout_id, attempt)
-            return Response(content=await gw.models_listing(), media_type="application/json")
-        except GatewayError as exc:
-            return exc.response()
-
-    router.add_api_route("/gw/{rollout_id}/{attempt}/v1/models", models, methods=["GET"], name="gw_models")
-    router.add_api_route("/v1/models", models, methods=["GET"], name="v1_models")
+    for route in FLAVOURS:
+        add(route, "POST")
+    add(MODELS, "GET")
     return router
 
 
 def install(app: FastAPI) -> None:
-    """Add the gateway's routes and state (app.state.gateway) to the app."""
+    """Add the gateway's routes and state (app.state.gateway) to the app.
+
+    The agent routes are served by GatewayDispatch, wrapped around the whole
+    middleware stack FastAPI builds, so model calls pay for none of it.
+    """
     config: ServerConfig = app.state.config
     gateway = Gateway(app.state.store, config.gateway, lambda: token_secret(app), max_body_bytes=config.max_body_bytes)
     app.state.gateway = gateway
-    app.include_router(_agent_router())
+    build_stack = app.build_middleware_stack
+    dispatch = GatewayDispatch(app.router, gateway)  # `app` is replaced by the built stack below
+
+    def build_middleware_stack() -> Any:
+        dispatch.app = build_stack()
+        return dispatch
+
+    # Starlette builds the stack on the first request; an instance attribute puts ours outermost.
+    app.build_middleware_stack = build_middleware_stack  # type: ignore[method-assign]
+    app.include_router(_agent_router(dispatch))
     app.include_router(admin.router)
 
     inner = app.router.lifespan_context

@@ -1,0 +1,129 @@
+"""The agent routes as a lean ASGI layer in front of the FastAPI app (the gateway's hot path).
+
+Model calls skip FastAPI's routing, dependency resolution and exception
+middleware: the path is matched by hand, the few headers a call needs are
+read in one pass, the body is read once under the size limit, and the reply
+goes out as raw ASGI messages. Anything not matched here (other methods,
+malformed attempt numbers, every other route) goes to the FastAPI app,
+which still declares the agent routes for its OpenAPI document.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from alight_server.gateway.attempts import presented_token
+from alight_server.gateway.errors import GatewayError
+from alight_server.gateway.flavour import Flavour
+from alight_server.gateway.messages import MessagesFlavour
+from alight_server.gateway.passthrough import ChatFlavour, CompletionsFlavour
+from alight_server.gateway.pipeline import Gateway
+from alight_server.gateway.reply import Receive, Reply, Send, send_reply
+from alight_server.gateway.responses import ResponsesFlavour
+
+log = logging.getLogger("alight.gateway")
+
+ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
+
+FLAVOURS: dict[str, Flavour] = {
+    "chat/completions": ChatFlavour(),
+    "completions": CompletionsFlavour(),
+    "responses": ResponsesFlavour(),
+    "messages": MessagesFlavour(),
+}
+MODELS = "models"
+_WANTED = frozenset({b"authorization", b"x-api-key", b"traceparent", b"content-length"})
+
+
+def match(path: str) -> tuple[str, str | None, int | None] | None:
+    """(route after /v1/, rollout id, attempt) for a gateway URL; None for any other path."""
+    if path.startswith("/v1/"):
+        rest, rollout, attempt = path[4:], None, None
+    elif path.startswith("/gw/"):
+        parts = path[4:].split("/", 3)
+        if len(parts) != 4 or parts[2] != "v1" or not parts[0] or not (parts[1].isascii() and parts[1].isdigit()):
+            return None
+        rollout, attempt, rest = parts[0], int(parts[1]), parts[3]
+    else:
+        return None
+    return (rest, rollout, attempt) if rest in FLAVOURS or rest == MODELS else None
+
+
+def _body_reader(receive: Receive, declared: str | None, limit: int) -> Callable[[], Awaitable[bytes]]:
+    async def read() -> bytes:
+        too_big = {"connection": "close"}  # the unread rest of the body must not be parsed as a request
+        hint = "(max_body_bytes in the server config)"
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+            raise GatewayError(413, f"request body is {declared} bytes; the limit is {limit} {hint}", headers=too_big)
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                raise GatewayError(400, "the client closed the connection before sending the whole body")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise GatewayError(413, f"request body is over the limit of {limit} bytes {hint}", headers=too_big)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    return read
+
+
+class GatewayDispatch:
+    """ASGI middleware: serves gateway URLs itself, hands every other request to `app`."""
+
+    def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
+        self.app = app
+        self.gateway = gateway
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path = scope["path"]
+            root = scope.get("root_path")
+            if root and path.startswith(root + "/"):
+                path = path[len(root) :]
+            route = match(path)
+            if route is not None and scope["method"] == ("GET" if route[0] == MODELS else "POST"):
+                await self.serve(scope, receive, send, *route)
+                return
+        await self.app(scope, receive, send)
+
+    async def serve(
+        self,
+        scope: MutableMapping[str, Any],
+        receive: Receive,
+        send: Send,
+        route: str,
+        rollout: str | None,
+        attempt: int | None,
+    ) -> None:
+        """Answer one gateway request; `route` is what follows /v1/ (a flavour's path or `models`)."""
+        headers: dict[bytes, str] = {}
+        for name, value in scope["headers"]:
+            if name in _WANTED:
+                headers[name] = value.decode("latin-1")
+        token = presented_token(headers.get(b"authorization"), headers.get(b"x-api-key"))
+        flavour = FLAVOURS.get(route)
+        try:
+            if flavour is None:
+                reply = await self._models(token, rollout, attempt)
+            else:
+                read = _body_reader(receive, headers.get(b"content-length"), self.gateway.max_body_bytes)
+                reply = await self.gateway.handle(flavour, read, token, headers.get(b"traceparent"), rollout, attempt)
+        except Exception:
+            log.exception("gateway error on %s %s", scope["method"], scope["path"])
+            anthropic = flavour is not None and flavour.anthropic_errors
+            reply = GatewayError(500, "internal gateway error; the server log has the details").reply(anthropic)
+        await send_reply(reply, receive, send)
+
+    async def _models(self, token: str | None, rollout: str | None, attempt: int | None) -> Reply:
+        try:
+            await self.gateway.attempts.resolve(token, rollout, attempt)
+            return Reply(200, await self.gateway.models_listing())
+        except GatewayError as exc:
+            return exc.reply()

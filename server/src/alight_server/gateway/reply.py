@@ -1,0 +1,88 @@
+"""What the gateway answers an agent: one body or an event stream, sent as raw ASGI messages."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+JSON = b"application/json"
+EVENT_STREAM = b"text/event-stream"
+
+
+@dataclass(slots=True)
+class Reply:
+    """A status and a body, or (`stream` set) a 200 whose events come from an async iterator.
+
+    `release` runs exactly once when a stream ends, however it ends (the
+    pause gate's slot); a plain reply has nothing to release.
+    """
+
+    status: int
+    body: bytes = b""
+    headers: dict[str, str] | None = None
+    content_type: bytes = JSON
+    stream: AsyncIterator[bytes] | None = None
+    release: Callable[[], None] | None = None
+
+
+def _raw_headers(reply: Reply) -> list[tuple[bytes, bytes]]:
+    raw = [(b"content-type", reply.content_type)]
+    if reply.headers:
+        raw.extend((k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers.items())
+    return raw
+
+
+async def send_reply(reply: Reply, receive: Receive, send: Send) -> None:
+    """Send `reply`; a stream stops as soon as the client disconnects."""
+    headers = _raw_headers(reply)
+    if reply.stream is None:
+        headers.append((b"content-length", str(len(reply.body)).encode()))
+        await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+        await send({"type": "http.response.body", "body": reply.body})
+        return
+    try:
+        headers.append((b"cache-control", b"no-cache"))
+        await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+        await _pump_until_disconnect(reply.stream, receive, send)
+    finally:
+        if reply.release is not None:
+            reply.release()
+
+
+async def _pump_until_disconnect(stream: AsyncIterator[bytes], receive: Receive, send: Send) -> None:
+    # The server drops sends after a disconnect without telling; only `receive` says the
+    # client left, so it is watched alongside and ends the pump (whose generator cleans up).
+    pump = asyncio.ensure_future(_pump(stream, send))
+    watcher = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait((pump, watcher), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (watcher, pump):
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    if not pump.cancelled():
+        pump.result()  # re-raise what broke the stream
+
+
+async def _pump(stream: AsyncIterator[bytes], send: Send) -> None:
+    try:
+        async for chunk in stream:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def _disconnected(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
