@@ -48,7 +48,9 @@ async def main(task: dict[str, Any]) -> None:
         result = await agent.run(task=task["question"])
         # The reward comes from the MCP server: check_answer's result carries `alight.reward`.
         answer = result.messages[-1].to_text()
-        await calculator.call_tool("check_answer", {"answer": answer, "expected": float(task["answer"])})
+        await calculator.call_tool(
+            "check_answer", {"answer": answer, "expected": float(task["answer"]), "partial_credit": True}
+        )
 
 
 if __name__ == "__main__":

@@ -61,7 +61,9 @@ async def main(task: dict[str, Any]) -> None:
                     continue  # custom (free-text) tools are not offered to this agent
                 result = await calculator.call_tool(call.function.name, json.loads(call.function.arguments or "{}"))
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": alight_mcp.result_text(result)})
-        await calculator.call_tool("check_answer", {"answer": answer, "expected": float(task["answer"])})
+        await calculator.call_tool(
+            "check_answer", {"answer": answer, "expected": float(task["answer"]), "partial_credit": True}
+        )
 
 
 if __name__ == "__main__":

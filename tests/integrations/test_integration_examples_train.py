@@ -8,14 +8,23 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import load_file
 
 from alight.schemas import TERMINAL_STATES, Mode
+from alight_server.inference.models import resolve_model
 from alight_server.store import open_store
+from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint
+from alight_server.trajectory import build_trajectory
 
 REPO = Path(__file__).resolve().parents[2]
-GROUP_SIZE = 2
+# The examples give partial credit for a near-miss number, so even the random-weight tiny model's rollouts
+# score differently; but about half of them score 0 (no number in the reply, or, for the Agents SDK, a reply
+# cut at the examples' 256-token cap), and a group that is all 0 has nothing to learn from. With 8 rollouts
+# that is about 0.5**8 = 0.4% of runs at worst; 2 or 4 (a 25% or 6% miss) would make the test flaky.
+GROUP_SIZE = 8
 # The smallest run that still goes through everything the example's config sets up: the embedded stack,
-# the example's agent through the gateway, one group of 2 rollouts, samples and one training step.
+# the example's agent through the gateway, one group of rollouts, samples and one training step.
 # Where the time went before (about 3 minutes per example on 2 busy cores): validation before and after
 # training (two more sequential rollout phases, each paying an agent process start and a 256-token reply),
 # tensorboard's import, and torch threads fighting the agent processes for the two cores.
@@ -27,7 +36,7 @@ SHORT_RUN = [
     "--set", "checkpoint.every=0",  # one checkpoint, at the end
     "--set", "metrics.tensorboard=false",
     "--set", "inference.torch_threads=1",
-    "--set", "controller.concurrency=2",
+    "--set", "controller.concurrency=4",
     "--set", "rollout_timeout_s=120",
 ]  # fmt: skip
 
@@ -55,25 +64,40 @@ def test_example_trains_one_step_on_the_tiny_model(example: str, tmp_path: Path)
     # Every rollout of the step ran the agent to the end and came back with a reward and trainable calls.
     assert step["rollouts/failed"] == 0 and step["rollouts/missing_reward"] == 0, step
     assert step["samples/rows"] >= GROUP_SIZE and step["perf/generated_tokens"] > 0, step
-    # A group whose rewards differ is trained on and pushed to inference as policy version 1; a group the
-    # untrained tiny model scores the same everywhere (usually all 0: the examples reward exact answers)
-    # carries no signal and must leave the policy where it was.
-    learned = step["train/groups"] - step["train/uniform_groups"] > 0
-    assert step["policy_version"] == (1.0 if learned else 0.0), step
+    # The group's rewards differed, so the step trained: an optimizer update with a nonzero gradient, and the
+    # new weights pushed to inference as policy version 1.
+    assert step["train/groups"] == 1 and step["train/uniform_groups"] == 0, step
+    assert step["train/updates"] >= 1 and step["train/grad_norm"] > 0, step
+    assert step["policy_version"] == 1, step
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["steps"] == 1 and summary["policy_version"] == step["policy_version"], summary
-    assert (tmp_path / "checkpoints").is_dir() and any((tmp_path / "checkpoints").iterdir())
+    assert summary["steps"] == 1 and summary["policy_version"] == 1, summary
+
+    # The checkpoint's weights are not the tiny model's initial ones: the update really changed parameters.
+    checkpoint = latest_checkpoint(tmp_path / "checkpoints")
+    assert checkpoint is not None, list((tmp_path / "checkpoints").iterdir())
+    trainer_state = load_checkpoint(checkpoint)["trainer"]
+    initial = load_file(str(resolve_model("tiny") / "model.safetensors"))
+    trained_weights = trainer_state["trainable"]
+    assert trainer_state["updates"] >= 1 and set(trained_weights) <= set(initial), sorted(trained_weights)[:5]
+    changed = [name for name, tensor in trained_weights.items() if not torch.equal(tensor, initial[name])]
+    assert changed, "no parameter differs from the initial tiny model after a training step"
 
     # The rollouts in the run's own store: one group of train rollouts, all terminal, each with its
-    # model calls served through the gateway with token ids.
+    # model calls served through the gateway (by policy version 0) with token ids and a reward in [0, 1].
     store = open_store(f"sqlite:///{tmp_path / 'alight.db'}")
     try:
+        # Version 1 reached the gateway: it is the version the gateway now stamps on model calls.
+        assert store.current_policy_version() == 1, store.list_policy_versions()
         rollouts = store.list_rollouts(limit=100)
         assert [r.mode for r in rollouts] == [Mode.TRAIN] * GROUP_SIZE, [(r.id, r.mode) for r in rollouts]
         assert len({r.group_id for r in rollouts}) == 1
         assert all(r.state in TERMINAL_STATES for r in rollouts), [(r.id, r.state) for r in rollouts]
+        rewards = []
         for rollout in rollouts:
             calls = store.list_model_calls(rollout.id)
             assert calls and all(c.response_token_ids and c.policy_version == 0 for c in calls), rollout.id
+            rewards.append(build_trajectory(store, rollout.id).final_reward)
+        assert all(r is not None and 0.0 <= r <= 1.0 for r in rewards), rewards
+        assert len(set(rewards)) > 1, rewards
     finally:
         store.close()

@@ -67,14 +67,19 @@ def create_calculator(name: str = "calculator") -> MCPServer[Any]:
             raise ToolError(str(e)) from e  # a ToolError's text reaches the model, so it can fix the expression
 
     @server.tool(
-        description="Score a final answer (its last number) against the expected one; carries an alight reward."
+        description="Score a final answer (its last number) against the expected one; carries an alight reward. "
+        "partial_credit: a wrong number earns 0.5 / (1 + relative error) instead of 0."
     )
-    def check_answer(answer: str, expected: float) -> CallToolResult:
+    def check_answer(answer: str, expected: float, partial_credit: bool = False) -> CallToolResult:
         numbers = _NUMBER.findall(answer.replace(",", ""))
         correct = bool(numbers) and math.isclose(float(numbers[-1]), expected, rel_tol=1e-6, abs_tol=1e-9)
+        reward = 1.0 if correct else 0.0
+        if numbers and not correct and partial_credit:
+            # Closeness ranks near misses above wild guesses, so a group of rollouts differs before any is right.
+            reward = 0.5 / (1.0 + abs(float(numbers[-1]) - expected) / max(abs(expected), 1.0))
         return CallToolResult(
             content=[TextContent(type="text", text="correct" if correct else f"wrong: expected {expected}")],
-            _meta={REWARD_META_KEY: 1.0 if correct else 0.0, REWARD_NAME_KEY: "correct", REWARD_FINAL_KEY: True},
+            _meta={REWARD_META_KEY: reward, REWARD_NAME_KEY: "correct", REWARD_FINAL_KEY: True},
         )
 
     return server
