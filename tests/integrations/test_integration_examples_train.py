@@ -1,4 +1,4 @@
-"""Each example trains end to end: `alight train examples/<fw>/config.yaml` on the tiny model, one short step."""
+"""The framework examples train end to end on the tiny model (`alight train examples/<fw>/config.yaml`, one step)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from mcp.client import Client
 from safetensors.torch import load_file
 
 from alight.schemas import TERMINAL_STATES, Mode
+from alight_mcp import reward_in_result
+from alight_mcp.calculator import create_calculator
 from alight_server.inference.models import resolve_model
 from alight_server.store import open_store
 from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint
@@ -39,6 +42,20 @@ SHORT_RUN = [
     "--set", "controller.concurrency=4",
     "--set", "rollout_timeout_s=120",
 ]  # fmt: skip
+
+
+async def test_check_answer_gives_the_examples_partial_credit_only_when_asked() -> None:
+    async def reward(answer: str, **options: bool) -> float | None:
+        result = await client.call_tool("check_answer", {"answer": answer, "expected": 84, **options})
+        found = reward_in_result(result)
+        return found.value if found else None
+
+    async with Client(create_calculator()) as client:
+        assert await reward("so it is 84.", partial_credit=True) == 1.0
+        assert await reward("83") == 0.0  # the default stays exact-match, as before
+        assert await reward("83", partial_credit=True) == pytest.approx(0.5 / (1 + 1 / 84))
+        assert await reward("about 1,000", partial_credit=True) == pytest.approx(0.5 / (1 + 916 / 84))
+        assert await reward("no number here", partial_credit=True) == 0.0
 
 
 @pytest.mark.slow
