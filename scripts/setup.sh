@@ -14,7 +14,7 @@ want=$(cat pyproject.toml server/pyproject.toml integrations/*/pyproject.toml | 
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     .venv/bin/pip install -q \
         -e ".[dev]" \
-        -e "server[train,postgres,k8s]" \
+        -e "server[train,postgres,k8s,tracking]" \
         -e integrations/openai_agents \
         -e integrations/langchain \
         -e integrations/autogen \

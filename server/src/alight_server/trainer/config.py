@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from alight.schemas import RunnerSpec
 
@@ -95,29 +95,90 @@ class ControllerSettings(Section):
 
 
 class ServerSettings(Section):
-    """An existing alight server; with `url` unset, `alight train` starts the embedded stack."""
+    """A server you started (`alight serve` + `alight controller` + an inference server); unset: the embedded stack."""
 
-    url: str | None = None
-    admin_key: str | None = None
-    # With an external server the policy's inference server, for weight updates (POST {url}/admin/weights).
+    url: str | None = Field(default=None, description="the alight server, e.g. http://127.0.0.1:8700")
+    admin_key: str | None = Field(default=None, description="its admin key; default: $ALIGHT_ADMIN_KEY")
+    # The policy's inference server: after each step the trainer POSTs {inference_url}/admin/weights.
     inference_url: str | None = None
+    inference_admin_key: str | None = Field(default=None, description="its --admin-key; default: admin_key")
+
+    @field_validator("url", "inference_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+        # The inference server's root, also when given as its OpenAI base URL (the upstream's .../v1).
+        return value.rstrip("/").removesuffix("/v1") if value.rstrip("/").endswith("/v1") else value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _inference_with_server(self) -> ServerSettings:
+        if self.url is not None and self.inference_url is None:
+            raise ValueError(
+                "server.url is set but server.inference_url is not: the trainer must push new weights to the "
+                "policy's inference server (e.g. http://127.0.0.1:8001, the one registered as the upstream)"
+            )
+        if self.url is None and self.inference_url is not None:
+            raise ValueError("server.inference_url is only used with server.url; set both or neither")
+        return self
+
+
+WANDB_FORBIDDEN = set("/\\#?%:")
 
 
 class WandbConfig(Section):
-    project: str
+    """Weights & Biases; `wandb: true` is this with its defaults. Log in first (`wandb login`) or use offline."""
+
+    project: str = Field(default="alight", min_length=1, max_length=128)
     entity: str | None = None
-    name: str | None = None
+    name: str | None = Field(default=None, description="run name; default: the output folder's name")
+    mode: Literal["online", "offline", "disabled"] | None = Field(default=None, description="default: $WANDB_MODE")
+    tags: list[str] = Field(default_factory=list)
+
+    @field_validator("project")
+    @classmethod
+    def _project_name(cls, value: str) -> str:
+        bad = sorted(set(value) & WANDB_FORBIDDEN)
+        if bad:
+            raise ValueError(f"a W&B project name cannot contain {' '.join(bad)}; got {value!r}")
+        return value
 
 
 class MlflowConfig(Section):
-    tracking_uri: str | None = None
-    experiment: str = "alight"
+    """MLflow; `mlflow: true` is this with its defaults (a SQLite store in the output folder)."""
+
+    tracking_uri: str | None = Field(
+        default=None, description="sqlite:///mlflow.db, http://host:5000, databricks; default: $MLFLOW_TRACKING_URI, "
+        "else sqlite:///OUTPUT_DIR/mlflow.db",
+    )  # fmt: skip
+    experiment: str = Field(default="alight", min_length=1)
+    run_name: str | None = Field(default=None, description="default: the output folder's name")
+
+    @field_validator("tracking_uri")
+    @classmethod
+    def _a_uri(cls, value: str | None) -> str | None:
+        if value is None or "://" in value or value == "databricks":
+            return value
+        raise ValueError(
+            f"{value!r} is not a tracking URI; use sqlite:///path/mlflow.db (a local file), "
+            "http://host:5000 (a tracking server) or databricks"
+        )
 
 
 class MetricsConfig(Section):
     tensorboard: bool = True
     wandb: WandbConfig | None = None
     mlflow: MlflowConfig | None = None
+
+    @field_validator("wandb", "mlflow", mode="before")
+    @classmethod
+    def _switch(cls, value: Any) -> Any:
+        """`true` turns a tracker on with its defaults, `false` off."""
+        if value is True:
+            return {}
+        return None if value is False else value
 
 
 class TrainConfig(Section):
@@ -165,7 +226,29 @@ class TrainConfig(Section):
         dataset = self.dataset.model_copy(
             update={"train": absolute(self.dataset.train), "val": absolute(self.dataset.val)}
         )
-        return self.model_copy(update={"dataset": dataset, "agent": agent, "output_dir": absolute(self.output_dir)})
+        metrics = self.metrics
+        uri = metrics.mlflow.tracking_uri if metrics.mlflow is not None else None
+        if metrics.mlflow is not None and uri is not None and uri.startswith("sqlite:///"):
+            # sqlite:///runs/mlflow.db is relative like every other path; sqlite:////abs/mlflow.db stays
+            mlflow = metrics.mlflow.model_copy(
+                update={"tracking_uri": "sqlite:///" + str(absolute(uri.removeprefix("sqlite:///")))}
+            )
+            metrics = metrics.model_copy(update={"mlflow": mlflow})
+        return self.model_copy(
+            update={"dataset": dataset, "agent": agent, "output_dir": absolute(self.output_dir), "metrics": metrics}
+        )
+
+    def public_dump(self) -> dict[str, Any]:
+        """The config as JSON for run.json and the trackers' params, with keys and secret-looking env values hidden."""
+        data = self.model_dump(mode="json")
+        for key in ("admin_key", "inference_admin_key"):
+            if data["server"].get(key):
+                data["server"][key] = "***"
+        env = data["agent"].get("env") or {}
+        for name in env:
+            if any(word in name.upper() for word in ("KEY", "TOKEN", "SECRET", "PASSWORD")):
+                env[name] = "***"
+        return data
 
 
 class ConfigError(ValueError):

@@ -26,6 +26,7 @@ import torch
 
 from alight.client import AlightClient
 from alight.schemas import Mode
+from alight_server.inference.models import load_policy
 from alight_server.trainer import rollouts as phase_ops
 from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
 from alight_server.trainer.config import TrainConfig
@@ -81,7 +82,7 @@ class TrainingRun:
         if path.is_file():
             return json.loads(path.read_text())["run_id"]
         run_id = uuid.uuid4().hex[:8]
-        path.write_text(json.dumps({"run_id": run_id, "config": self.config.model_dump(mode="json")}, indent=2))
+        path.write_text(json.dumps({"run_id": run_id, "config": self.config.public_dump()}, indent=2))
         return run_id
 
     def _restore(self) -> None:
@@ -185,9 +186,7 @@ class TrainingRun:
 
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> RunResult:
-        from alight_server.inference.engine import InferenceEngine
-        from alight_server.inference.models import load_policy
-        from alight_server.trainer.stack import EmbeddedStack
+        from alight_server.trainer.stack import EmbeddedStack, ExternalStack
 
         cfg = self.config
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -200,10 +199,13 @@ class TrainingRun:
         model, tokenizer = load_policy(cfg.model, device=device, dtype=dtype)
         self.trainer = EmbeddedTrainer(model, cfg.optimizer, cfg.algorithm, cfg.lora)
         self._restore()
-        metrics_log = MetricsLog(self.run_dir, cfg.metrics, cfg.model_dump(mode="json"))
-        stack = None
+        metrics_log = MetricsLog(self.run_dir, cfg.metrics, cfg.public_dump(), resume=self.resume)
+        stack: EmbeddedStack | ExternalStack | None = None
+        ok = False
         try:
             if cfg.server.url is None:
+                from alight_server.inference.engine import InferenceEngine
+
                 served, _ = load_policy(cfg.model, device=device, dtype=dtype)
                 engine = InferenceEngine(
                     served, tokenizer, model_name=cfg.model, max_batch_size=cfg.inference.max_batch_size
@@ -211,24 +213,22 @@ class TrainingRun:
                 stack = EmbeddedStack(
                     engine, self.run_dir, concurrency=cfg.controller.concurrency,
                     train_temperature=cfg.inference.train_temperature, val_temperature=cfg.inference.val_temperature,
-                ).start()  # fmt: skip
-                self.client = stack.client
-                assert self.client is not None
-                sync = WeightSync(self.client, engine=engine)
+                )  # fmt: skip
             else:
-                self.client = AlightClient(cfg.server.url, cfg.server.admin_key, timeout=60)
-                sync = WeightSync(
-                    self.client, inference_url=cfg.server.inference_url, inference_key=cfg.server.admin_key
-                )
-            if self.step > 0:  # resumed: inference must serve the checkpointed weights, not the base model
+                stack = ExternalStack(cfg.server, cfg.model)
+            stack.start()
+            self.client = stack.client
+            sync = stack.weight_sync()
+            # Inference must serve the trainer's weights: after a resume, or when it holds an earlier run's.
+            if self.step > 0 or stack.serves_other_weights:
                 self.policy_version, _ = sync.push(self.trainer.policy_weights(), {"resumed_at": self.step})
-            return self._loop(tokenizer, sync, metrics_log)
+            result = self._loop(tokenizer, sync, metrics_log)
+            ok = True
+            return result
         finally:
-            metrics_log.close()
+            metrics_log.close(ok=ok)
             if stack is not None:
                 stack.close()
-            elif self.client is not None:
-                self.client.close()
 
     def _loop(self, tokenizer: Any, sync: WeightSync, metrics_log: MetricsLog) -> RunResult:
         cfg = self.config
@@ -248,7 +248,7 @@ class TrainingRun:
                 if (ck and self.step % ck == 0) or self.step == cfg.steps:
                     self._checkpoint()
             display.status("done", completed=self.step)
-        return self._finish(display)
+        return self._finish(display, metrics_log)
 
     def _record(self, step: int, metrics: dict[str, float], metrics_log: MetricsLog, display: RunDisplay) -> None:
         if not metrics:
@@ -261,7 +261,7 @@ class TrainingRun:
         elif "val/score" in metrics:
             display.line(f"step {step:>3}  [bold green]val {metrics['val/score']:.3f}[/] (before training)")
 
-    def _finish(self, display: RunDisplay) -> RunResult:
+    def _finish(self, display: RunDisplay, metrics_log: MetricsLog) -> RunResult:
         vals = [r for r in self.history if "val/score" in r]
         trains = [r for r in self.history if "train/reward_mean" in r]
         val_before = vals[0]["val/score"] if vals else None
@@ -269,6 +269,8 @@ class TrainingRun:
         plot_path = (
             plot_run(self.history, self.run_dir / "training.png", f"{self.config.model}") if self.history else None
         )
+        if plot_path is not None:
+            metrics_log.log_plot(plot_path, self.step)
         k = max(1, min(3, len(trains) // 2))
 
         def mean_of(rows: list[dict[str, Any]]) -> float | None:

@@ -1,4 +1,4 @@
-"""Metrics sinks: JSONL and TensorBoard always; Weights & Biases or MLflow when configured."""
+"""Metrics sinks: JSONL and TensorBoard always; Weights & Biases or MLflow when configured (trainer/tracking.py)."""
 
 from __future__ import annotations
 
@@ -12,39 +12,47 @@ from alight_server.trainer.config import MetricsConfig
 
 
 class MetricsLog:
-    """`log(step, {"train/reward_mean": 0.4, ...})` writes one record to every configured sink."""
+    """`log(step, {"train/reward_mean": 0.4, ...})` writes one record to every configured sink.
 
-    def __init__(self, run_dir: Path, config: MetricsConfig, run_config: dict[str, Any] | None = None) -> None:
+    `resume=True` continues the tracker runs named in `OUTPUT_DIR/tracking.json` instead of starting new ones.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        config: MetricsConfig,
+        run_config: dict[str, Any] | None = None,
+        *,
+        resume: bool = False,
+    ) -> None:
+        from alight_server.trainer.tracking import MlflowSink, TrackingIds, WandbSink
+
         run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / "metrics.jsonl"
         self._file = self.path.open("a")
         self._tensorboard: Any = None
-        self._wandb: Any = None
-        self._mlflow: Any = None
-        if config.tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as exc:
-                raise RuntimeError("TensorBoard logging needs tensorboard: pip install 'alight-server[train]'") from exc
-            self._tensorboard = SummaryWriter(str(run_dir / "tensorboard"))
-        if config.wandb is not None:
-            try:
-                import wandb  # pyright: ignore[reportMissingImports]
-            except ImportError as exc:
-                raise RuntimeError("metrics.wandb is set but wandb is not installed: pip install wandb") from exc
-            self._wandb = wandb.init(
-                project=config.wandb.project, entity=config.wandb.entity, name=config.wandb.name, config=run_config
-            )
-        if config.mlflow is not None:
-            try:
-                import mlflow  # pyright: ignore[reportMissingImports]
-            except ImportError as exc:
-                raise RuntimeError("metrics.mlflow is set but mlflow is not installed: pip install mlflow") from exc
-            if config.mlflow.tracking_uri:
-                mlflow.set_tracking_uri(config.mlflow.tracking_uri)
-            mlflow.set_experiment(config.mlflow.experiment)
-            mlflow.start_run()
-            self._mlflow = mlflow
+        self.trackers: dict[str, WandbSink | MlflowSink] = {}
+        try:
+            if config.tensorboard:
+                try:
+                    from torch.utils.tensorboard import SummaryWriter
+                except ImportError as exc:
+                    raise RuntimeError(
+                        "TensorBoard logging needs tensorboard: pip install 'alight-server[train]'"
+                    ) from exc
+                self._tensorboard = SummaryWriter(str(run_dir / "tensorboard"))
+            ids = TrackingIds(run_dir)
+            if config.wandb is not None:
+                resume_id = ids.get("wandb") if resume else None
+                self.trackers["wandb"] = WandbSink(config.wandb, run_dir, run_config or {}, resume_id)
+            if config.mlflow is not None:
+                resume_id = ids.get("mlflow") if resume else None
+                self.trackers["mlflow"] = MlflowSink(config.mlflow, run_dir, run_config or {}, resume_id)
+            for name, tracker in self.trackers.items():
+                ids.set(name, tracker.run_id)
+        except BaseException:
+            self.close(ok=False)
+            raise
 
     def log(self, step: int, values: Mapping[str, float]) -> None:
         self._file.write(json.dumps({"step": step, "time": time.time(), **values}) + "\n")
@@ -53,19 +61,22 @@ class MetricsLog:
             for key, value in values.items():
                 self._tensorboard.add_scalar(key, value, step)
             self._tensorboard.flush()
-        if self._wandb is not None:
-            self._wandb.log(values, step=step)
-        if self._mlflow is not None:
-            self._mlflow.log_metrics({k.replace("/", "."): v for k, v in values.items()}, step=step)
+        for tracker in self.trackers.values():
+            tracker.log(step, values)
 
-    def close(self) -> None:
+    def log_plot(self, path: Path, step: int) -> None:
+        """The end-of-run plot, as an image or artifact of each tracker run (it is already on disk)."""
+        for tracker in self.trackers.values():
+            tracker.log_plot(path, step)
+
+    def close(self, ok: bool = True) -> None:
+        """Flush and end every sink; `ok=False` marks tracker runs as failed (a crash, Ctrl-C)."""
         self._file.close()
         if self._tensorboard is not None:
             self._tensorboard.close()
-        if self._wandb is not None:
-            self._wandb.finish()
-        if self._mlflow is not None:
-            self._mlflow.end_run()
+        while self.trackers:
+            _, tracker = self.trackers.popitem()
+            tracker.close(ok)
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:

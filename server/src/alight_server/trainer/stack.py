@@ -1,10 +1,13 @@
-"""The embedded stack: server, inference server and local controller in this process, for `alight train`.
+"""The stacks `alight train` runs against: the embedded one in this process, or servers you started.
 
 With no server URL configured, a training run needs the whole system on one machine:
 1. the alight server (SQLite in the run folder) on a free loopback port;
 2. the inference engine behind its OpenAI-compatible app on another port, registered as the upstream;
 3. a local controller on a thread, spawning one agent subprocess per attempt.
 `close()` (or leaving the `with` block, Ctrl-C included) stops them in reverse order and kills agents.
+
+With `server.url`, `ExternalStack` only checks that the server, its upstream and the inference server
+answer; `alight controller` (run by you) starts the agents, and weights go to `server.inference_url`.
 """
 
 from __future__ import annotations
@@ -15,10 +18,14 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from alight.client import AlightClient
+import httpx
+
+from alight.client import AlightClient, ApiError
 from alight.schemas import UpstreamCreate
 from alight_server.config import GatewayConfig, ServerConfig
 from alight_server.serving import ServerThread, free_port
+from alight_server.trainer.config import ServerSettings
+from alight_server.trainer.sync import WeightSync
 
 log = logging.getLogger("alight.trainer")
 
@@ -87,6 +94,14 @@ class EmbeddedStack:
         log.info("embedded stack up: server %s, inference %s", self.url, self._threads[-1].url)
         return self
 
+    def weight_sync(self) -> WeightSync:
+        assert self.client is not None, "start() first"
+        return WeightSync(self.client, engine=self.engine)
+
+    @property
+    def serves_other_weights(self) -> bool:
+        return False  # the engine was just loaded from the same model as the trainer
+
     def close(self) -> None:
         """Stop the controller (killing agents it runs), the servers, then the engine. Safe to call twice."""
         if self.controller is not None:
@@ -101,6 +116,72 @@ class EmbeddedStack:
         self.engine.stop()
 
     def __enter__(self) -> EmbeddedStack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ExternalStack:
+    """A server, controller and inference server someone started; `start()` checks they answer."""
+
+    def __init__(self, settings: ServerSettings, model: str) -> None:
+        assert settings.url is not None and settings.inference_url is not None  # the config validates this
+        self.url = settings.url
+        self.inference_url = settings.inference_url
+        self.model = model
+        self.admin_key = settings.admin_key or os.environ.get("ALIGHT_ADMIN_KEY")
+        self.inference_key = settings.inference_admin_key or self.admin_key
+        self.client: AlightClient | None = None
+        self.serves_other_weights = False
+
+    def start(self) -> ExternalStack:
+        if not self.admin_key:
+            raise RuntimeError("server.url is set but no admin key: set server.admin_key or ALIGHT_ADMIN_KEY")
+        self.client = AlightClient(self.url, self.admin_key, timeout=60)
+        try:
+            self._check()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _check(self) -> None:
+        assert self.client is not None
+        if not self.client.ready():
+            raise RuntimeError(f"no alight server answers at {self.url}/readyz: start `alight serve` or fix server.url")
+        try:
+            status = self.client.gateway_status()
+        except ApiError as exc:
+            raise RuntimeError(f"the server at {self.url} refused the admin key: {exc.message}") from exc
+        if not status["upstreams"]:
+            raise RuntimeError(
+                f"the server at {self.url} has no upstream, so agents' model calls would fail: register the "
+                f"inference server with POST /api/upstreams {{'url': '{self.inference_url}/v1'}} (docs/training.md)"
+            )
+        try:
+            health = httpx.get(f"{self.inference_url}/health", timeout=10).json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise RuntimeError(f"no inference server answers at {self.inference_url}/health: {exc}") from exc
+        upstream_urls = [u["url"] for u in status["upstreams"]]
+        if not any(u.startswith(self.inference_url) for u in upstream_urls):
+            log.warning("server.inference_url %s is none of the upstreams %s", self.inference_url, upstream_urls)
+        if health.get("model") not in (None, self.model):
+            log.warning("the inference server serves %r, the trainer trains %r", health.get("model"), self.model)
+        # Weights loaded before this run (an earlier run's policy) are replaced by the trainer's at the start.
+        self.serves_other_weights = int(health.get("policy_version") or 0) > 0
+        log.info("external stack: server %s, inference %s", self.url, self.inference_url)
+
+    def weight_sync(self) -> WeightSync:
+        assert self.client is not None, "start() first"
+        return WeightSync(self.client, inference_url=self.inference_url, inference_key=self.inference_key)
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+    def __enter__(self) -> ExternalStack:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -40,10 +40,11 @@ class WeightSync:
     def push(self, weights: dict[str, torch.Tensor], metadata: dict[str, Any] | None = None) -> tuple[int, float]:
         """Load `weights` everywhere the gateway sends calls; returns (new policy version, seconds paused)."""
         started = time.monotonic()
-        self.client.request("POST", "/api/gateway/pause")
+        self.client.pause_gateway()
         changed = False
         try:
-            drain = self.client.request("POST", "/api/gateway/drain", json={"timeout_s": self.drain_timeout_s}).json()
+            # drain_gateway waits longer than the drain itself; the client's own 60 s would cut it short
+            drain = self.client.drain_gateway(self.drain_timeout_s)
             if not drain.get("drained", False):
                 raise RuntimeError(
                     f"model calls still in flight after {self.drain_timeout_s}s of draining; weights not updated"
@@ -51,8 +52,7 @@ class WeightSync:
             self._load(weights)
             changed = True
         finally:
-            body = {"weights_changed": changed, "metadata": metadata or {}}
-            resumed = self.client.request("POST", "/api/gateway/resume", json=body).json()
+            resumed = self.client.resume_gateway(weights_changed=changed, metadata=metadata)
         return int(resumed["policy_version"]), time.monotonic() - started
 
     def _load(self, weights: dict[str, torch.Tensor]) -> None:
