@@ -102,6 +102,9 @@ class ServerSettings(Section):
     # The policy's inference server: after each step the trainer POSTs {inference_url}/admin/weights.
     inference_url: str | None = None
     inference_admin_key: str | None = Field(default=None, description="its --admin-key; default: admin_key")
+    # The inference server reads each step's weights from a folder the trainer writes: on another machine,
+    # point this at storage both see (default: a temporary folder on this machine).
+    weights_dir: str | None = None
 
     @field_validator("url", "inference_url")
     @classmethod
@@ -234,8 +237,15 @@ class TrainConfig(Section):
                 update={"tracking_uri": "sqlite:///" + str(absolute(uri.removeprefix("sqlite:///")))}
             )
             metrics = metrics.model_copy(update={"mlflow": mlflow})
+        server = self.server.model_copy(update={"weights_dir": absolute(self.server.weights_dir)})
         return self.model_copy(
-            update={"dataset": dataset, "agent": agent, "output_dir": absolute(self.output_dir), "metrics": metrics}
+            update={
+                "dataset": dataset,
+                "agent": agent,
+                "output_dir": absolute(self.output_dir),
+                "metrics": metrics,
+                "server": server,
+            }
         )
 
     def public_dump(self) -> dict[str, Any]:

@@ -127,7 +127,15 @@ class TrainingRun:
         def show(p: phase_ops.Progress) -> None:
             display.status(f"{label}: {p.finished}/{p.total} done, {p.total - p.finished} running, {p.failed} failed")
 
-        finished = phase_ops.wait_all(self.client, [r.id for r in created], show)
+        server_url = self.client.base_url
+
+        def unclaimed(seconds: float) -> None:
+            hint = (
+                f"no rollout has started after {seconds:.0f} s: is `alight controller --server {server_url}` running?"
+            )
+            display.line(f"[yellow]{hint}[/]") if display.enabled else log.warning(hint)
+
+        finished = phase_ops.wait_all(self.client, [r.id for r in created], show, on_unclaimed=unclaimed)
         return phase_ops.collect(self.client, finished, started)
 
     def _val_task_count(self) -> int:
@@ -196,14 +204,17 @@ class TrainingRun:
         self.run_id = self._run_id()
         device = pick_device(cfg.inference.device)
         dtype = pick_dtype(cfg.inference.dtype, device)
-        model, tokenizer = load_policy(cfg.model, device=device, dtype=dtype)
-        self.trainer = EmbeddedTrainer(model, cfg.optimizer, cfg.algorithm, cfg.lora)
-        self._restore()
-        metrics_log = MetricsLog(self.run_dir, cfg.metrics, cfg.public_dump(), resume=self.resume)
         stack: EmbeddedStack | ExternalStack | None = None
+        metrics_log: MetricsLog | None = None
         ok = False
         try:
-            if cfg.server.url is None:
+            if cfg.server.url is not None:  # check the servers first: a wrong URL or key fails in seconds
+                stack = ExternalStack(cfg.server, cfg.model, self.run_dir).start()
+            model, tokenizer = load_policy(cfg.model, device=device, dtype=dtype)
+            self.trainer = EmbeddedTrainer(model, cfg.optimizer, cfg.algorithm, cfg.lora)
+            self._restore()
+            metrics_log = MetricsLog(self.run_dir, cfg.metrics, cfg.public_dump(), resume=self.resume)
+            if stack is None:
                 from alight_server.inference.engine import InferenceEngine
 
                 served, _ = load_policy(cfg.model, device=device, dtype=dtype)
@@ -213,10 +224,7 @@ class TrainingRun:
                 stack = EmbeddedStack(
                     engine, self.run_dir, concurrency=cfg.controller.concurrency,
                     train_temperature=cfg.inference.train_temperature, val_temperature=cfg.inference.val_temperature,
-                )  # fmt: skip
-            else:
-                stack = ExternalStack(cfg.server, cfg.model)
-            stack.start()
+                ).start()  # fmt: skip
             self.client = stack.client
             sync = stack.weight_sync()
             # Inference must serve the trainer's weights: after a resume, or when it holds an earlier run's.
@@ -226,7 +234,8 @@ class TrainingRun:
             ok = True
             return result
         finally:
-            metrics_log.close(ok=ok)
+            if metrics_log is not None:
+                metrics_log.close(ok=ok)
             if stack is not None:
                 stack.close()
 

@@ -64,11 +64,22 @@ def create_group_rollouts(
 
 
 def wait_all(
-    client: AlightClient, ids: Sequence[str], on_progress: Callable[[Progress], None] | None = None, poll_s: float = 2.0
+    client: AlightClient,
+    ids: Sequence[str],
+    on_progress: Callable[[Progress], None] | None = None,
+    poll_s: float = 2.0,
+    on_unclaimed: Callable[[float], None] | None = None,
+    unclaimed_after_s: float = 30.0,
 ) -> list[Rollout]:
-    """Long-poll until every rollout is terminal; reports progress between polls."""
+    """Long-poll until every rollout is terminal; reports progress between polls.
+
+    `on_unclaimed(seconds)` is called once when none has finished and the first is still queued after
+    `unclaimed_after_s`: no controller is claiming attempts, and the run would otherwise wait silently.
+    """
     finished: dict[str, Rollout] = {}
     pending = list(ids)
+    started = time.monotonic()
+    warned = on_unclaimed is None
     while pending:
         # Ask in chunks the API accepts; a short timeout keeps the display moving.
         result = client.wait_rollouts(pending[:500], timeout_s=poll_s)
@@ -78,6 +89,12 @@ def wait_all(
         if on_progress is not None:
             failed = sum(r.state in (RolloutState.FAILED, RolloutState.CANCELLED) for r in finished.values())
             on_progress(Progress(total=len(ids), finished=len(finished), failed=failed))
+        waited = time.monotonic() - started
+        if not warned and pending and not finished and waited > unclaimed_after_s:
+            warned = True
+            if client.get_rollout(pending[0]).state == RolloutState.QUEUED:
+                assert on_unclaimed is not None
+                on_unclaimed(waited)
     return [finished[i] for i in ids]
 
 

@@ -125,11 +125,13 @@ class EmbeddedStack:
 class ExternalStack:
     """A server, controller and inference server someone started; `start()` checks they answer."""
 
-    def __init__(self, settings: ServerSettings, model: str) -> None:
+    def __init__(self, settings: ServerSettings, model: str, run_dir: Path) -> None:
         assert settings.url is not None and settings.inference_url is not None  # the config validates this
         self.url = settings.url
         self.inference_url = settings.inference_url
+        self.weights_dir = settings.weights_dir
         self.model = model
+        self.run_dir = run_dir
         self.admin_key = settings.admin_key or os.environ.get("ALIGHT_ADMIN_KEY")
         self.inference_key = settings.inference_admin_key or self.admin_key
         self.client: AlightClient | None = None
@@ -140,13 +142,15 @@ class ExternalStack:
             raise RuntimeError("server.url is set but no admin key: set server.admin_key or ALIGHT_ADMIN_KEY")
         self.client = AlightClient(self.url, self.admin_key, timeout=60)
         try:
-            self._check()
+            self._check_server()
+            self._check_inference()
         except BaseException:
             self.close()
             raise
+        log.info("external stack: server %s, inference %s", self.url, self.inference_url)
         return self
 
-    def _check(self) -> None:
+    def _check_server(self) -> None:
         assert self.client is not None
         if not self.client.ready():
             raise RuntimeError(f"no alight server answers at {self.url}/readyz: start `alight serve` or fix server.url")
@@ -157,24 +161,42 @@ class ExternalStack:
         if not status["upstreams"]:
             raise RuntimeError(
                 f"the server at {self.url} has no upstream, so agents' model calls would fail: register the "
-                f"inference server with POST /api/upstreams {{'url': '{self.inference_url}/v1'}} (docs/training.md)"
+                f"inference server first (POST /api/upstreams with url {self.inference_url}/v1; docs/training.md)"
             )
-        try:
-            health = httpx.get(f"{self.inference_url}/health", timeout=10).json()
-        except (httpx.HTTPError, ValueError) as exc:
-            raise RuntimeError(f"no inference server answers at {self.inference_url}/health: {exc}") from exc
         upstream_urls = [u["url"] for u in status["upstreams"]]
         if not any(u.startswith(self.inference_url) for u in upstream_urls):
             log.warning("server.inference_url %s is none of the upstreams %s", self.inference_url, upstream_urls)
+
+    def _check_inference(self) -> None:
+        try:
+            health = httpx.get(f"{self.inference_url}/health", timeout=10).json()
+            # A path that does not exist: the right key gets a 400 and nothing loads, a wrong one a 401.
+            probe = httpx.post(
+                f"{self.inference_url}/admin/weights",
+                json={"path": str(self.run_dir / "no-such-weights")},
+                headers={"Authorization": f"Bearer {self.inference_key}"} if self.inference_key else {},
+                timeout=10,
+            )
+        except (httpx.HTTPError, ValueError) as exc:
+            raise RuntimeError(f"no inference server answers at {self.inference_url}/health: {exc}") from exc
+        if probe.status_code in (401, 403):
+            raise RuntimeError(
+                f"the inference server at {self.inference_url} refused the key for /admin/weights: set "
+                "server.inference_admin_key to its --admin-key"
+            )
         if health.get("model") not in (None, self.model):
             log.warning("the inference server serves %r, the trainer trains %r", health.get("model"), self.model)
         # Weights loaded before this run (an earlier run's policy) are replaced by the trainer's at the start.
         self.serves_other_weights = int(health.get("policy_version") or 0) > 0
-        log.info("external stack: server %s, inference %s", self.url, self.inference_url)
 
     def weight_sync(self) -> WeightSync:
         assert self.client is not None, "start() first"
-        return WeightSync(self.client, inference_url=self.inference_url, inference_key=self.inference_key)
+        return WeightSync(
+            self.client,
+            inference_url=self.inference_url,
+            inference_key=self.inference_key,
+            weights_dir=self.weights_dir,
+        )
 
     def close(self) -> None:
         if self.client is not None:

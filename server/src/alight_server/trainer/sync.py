@@ -28,6 +28,7 @@ class WeightSync:
         inference_url: str | None = None,
         inference_key: str | None = None,
         drain_timeout_s: float = 120.0,
+        weights_dir: str | None = None,
     ) -> None:
         if engine is None and inference_url is None:
             raise ValueError("weight sync needs the embedded engine or server.inference_url")
@@ -36,6 +37,7 @@ class WeightSync:
         self.inference_url = inference_url
         self.inference_key = inference_key
         self.drain_timeout_s = drain_timeout_s
+        self.weights_dir = weights_dir
 
     def push(self, weights: dict[str, torch.Tensor], metadata: dict[str, Any] | None = None) -> tuple[int, float]:
         """Load `weights` everywhere the gateway sends calls; returns (new policy version, seconds paused)."""
@@ -61,7 +63,9 @@ class WeightSync:
             return
         from safetensors.torch import save_file
 
-        with tempfile.TemporaryDirectory(prefix="alight-weights-") as folder:
+        if self.weights_dir:
+            Path(self.weights_dir).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="alight-weights-", dir=self.weights_dir) as folder:
             path = Path(folder) / "model.safetensors"
             save_file({k: v.detach().cpu().clone() for k, v in weights.items()}, str(path))  # clone: tied tensors
             headers = {"Authorization": f"Bearer {self.inference_key}"} if self.inference_key else {}
@@ -70,5 +74,6 @@ class WeightSync:
             )
             if response.status_code >= 400:
                 raise RuntimeError(
-                    f"inference server refused the weights: {response.status_code} {response.text[:500]}"
+                    f"inference server refused the weights: {response.status_code} {response.text[:500]} (it reads "
+                    "them from a folder on this machine; on another machine set server.weights_dir to shared storage)"
                 )

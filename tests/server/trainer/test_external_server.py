@@ -1,0 +1,177 @@
+"""`alight train` against servers a user started: `alight serve`, an inference server, `alight controller`.
+
+Every piece is its own process, started the way docs/training.md tells a user to. The run must go
+through them (no embedded stack), advance the server's policy version, and load its weights into the
+separate inference process; its metrics must reach MLflow and W&B through the same code path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from wandb_records import history, read_records
+
+from alight.schemas import TERMINAL_STATES, Mode, Rollout
+from alight_server.serving import free_port
+
+pytestmark = pytest.mark.timeout(300)
+
+BIN = Path(sys.executable).parent
+AGENT = Path(__file__).parent / "agents" / "tool_agent.py"
+ADMIN_KEY = "external-admin-key"
+INFERENCE_KEY = "external-inference-key"
+PROBE = {"model": "tiny", "messages": [{"role": "user", "content": "Define apple."}], "max_tokens": 6,
+         "temperature": 0, "logprobs": True, "return_token_ids": True}  # fmt: skip
+
+
+@contextmanager
+def process(argv: list[str], log: Path, ready_url: str | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """Run argv with its output in `log`; wait for `ready_url` to answer 200; SIGTERM (then kill) at the end."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 120
+            while ready_url is not None:
+                try:
+                    if httpx.get(ready_url, timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"{argv[:3]} did not come up:\n{log.read_text()[-3000:]}")
+                time.sleep(0.2)
+            yield proc
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+
+
+def probe(inference: str) -> tuple[list[int], list[float]]:
+    """A greedy completion straight from the inference server: its token ids and their logprobs."""
+    body = httpx.post(f"{inference}/v1/chat/completions", json=PROBE, timeout=60).json()
+    choice = body["choices"][0]
+    return choice["token_ids"], [round(t["logprob"], 5) for t in choice["logprobs"]["content"]]
+
+
+def write_config(tmp_path: Path, server: str, inference: str) -> Path:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"word": w}) + "\n" for w in ["apple", "river", "stone"]))
+    config = {
+        "model": "tiny",
+        "dataset": {"train": str(tasks), "val_size": 0},
+        "agent": {"entrypoint": f"{AGENT}:main"},
+        "group_size": 2,
+        "tasks_per_step": 1,
+        "steps": 2,
+        "rollout_timeout_s": 120,
+        "output_dir": str(tmp_path / "run"),
+        "optimizer": {"lr": 1e-3},
+        "checkpoint": {"every": 0},
+        "inference": {"device": "cpu", "torch_threads": 1},
+        "server": {"url": server, "inference_url": f"{inference}/v1", "inference_admin_key": INFERENCE_KEY},
+        "metrics": {
+            "tensorboard": False,
+            "mlflow": {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "external"},
+            "wandb": {"project": "alight-tests", "mode": "offline"},
+        },
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_alight_train_runs_against_servers_the_user_started(tmp_path: Path) -> None:
+    server, inference = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
+    admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+    with ExitStack() as stack:
+        serve = [str(BIN / "alight"), "serve", "--port", server.rsplit(":", 1)[1], "--db", str(tmp_path / "srv.db"),
+                 "--admin-key", ADMIN_KEY, "--log-level", "warning"]  # fmt: skip
+        stack.enter_context(process(serve, tmp_path / "serve.log", f"{server}/readyz"))
+        model_server = [sys.executable, "-m", "alight_server.inference", "--model", "tiny", "--device", "cpu",
+                        "--port", inference.rsplit(":", 1)[1], "--threads", "1", "--admin-key", INFERENCE_KEY]  # fmt: skip
+        stack.enter_context(process(model_server, tmp_path / "inference.log", f"{inference}/health"))
+        upstream = {"id": "policy", "url": f"{inference}/v1", "model": "tiny"}
+        httpx.post(f"{server}/api/upstreams", json=upstream, headers=admin, timeout=10).raise_for_status()
+        controller = [str(BIN / "alight"), "controller", "--server", server, "--admin-key", ADMIN_KEY,
+                      "--runner", "local", "--logs-dir", str(tmp_path / "agent-logs"), "--poll-interval", "0.2",
+                      "--kill-on-exit"]  # fmt: skip
+        stack.enter_context(process(controller, tmp_path / "controller.log"))
+        before = probe(inference)
+
+        train = subprocess.run(
+            [str(BIN / "alight"), "train", str(write_config(tmp_path, server, inference)), "--quiet"],
+            capture_output=True, text=True, timeout=240,
+            env={**os.environ, "ALIGHT_ADMIN_KEY": ADMIN_KEY, "WANDB_SILENT": "true", "WANDB_DIR": str(tmp_path)},
+        )  # fmt: skip
+        logs = "".join(f"\n--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted(tmp_path.glob("*.log")))
+        assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:] + logs
+
+        run_dir = tmp_path / "run"
+        summary = json.loads((run_dir / "summary.json").read_text())
+        steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        trained_steps = sum(s["train/groups"] > s["train/uniform_groups"] for s in steps)
+        assert trained_steps >= 1, f"no step had a group with differing rewards: {steps}"
+        assert not (run_dir / "alight.db").exists(), "the embedded stack ran instead of the external one"
+
+        # the server's policy version advanced once per trained step, and the inference process loaded each one
+        policy = httpx.get(f"{server}/api/policy", headers=admin, timeout=10).json()
+        assert policy["current"] == summary["policy_version"] == trained_steps
+        health = httpx.get(f"{inference}/health", timeout=10).json()
+        assert health["policy_version"] == trained_steps
+        assert probe(inference) != before, "the inference process still serves the untrained weights"
+
+        # every rollout ran through the external server and controller: gateway-recorded token ids, agent logs
+        listed = httpx.get(f"{server}/api/rollouts", params={"limit": 100}, headers=admin, timeout=10).json()
+        rollouts = [Rollout.model_validate(r) for r in listed["rollouts"]]
+        assert len(rollouts) == 2 * 2 and all(r.mode == Mode.TRAIN for r in rollouts)
+        assert all(r.state in TERMINAL_STATES for r in rollouts)
+        versions: dict[int, set[int]] = {}
+        for rollout in rollouts:
+            path = f"{server}/api/rollouts/{rollout.id}/trajectory"
+            trajectory = httpx.get(path, headers=admin, timeout=10).json()
+            assert len(trajectory["calls"]) == 2 and all(c["call"]["response_token_ids"] for c in trajectory["calls"])
+            versions.setdefault(rollout.metadata["step"], set()).update(
+                c["call"]["policy_version"] for c in trajectory["calls"]
+            )
+            assert list((tmp_path / "agent-logs").rglob(f"*{rollout.id}*")), f"no controller log for {rollout.id}"
+        first_trained = int(steps[0]["policy_version"])
+        assert versions == {0: {0}, 1: {first_trained}}  # step 2's calls were served by what step 1 pushed
+
+    assert_trackers_got_the_run(tmp_path, steps)
+
+
+def assert_trackers_got_the_run(tmp_path: Path, steps: list[dict[str, Any]]) -> None:
+    """`alight train` wrote the same per-step metrics to MLflow and W&B, with the plot and a redacted config."""
+    from mlflow.tracking import MlflowClient
+
+    ids = json.loads((tmp_path / "run" / "tracking.json").read_text())
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run = client.get_run(ids["mlflow"])
+    assert run.info.status == "FINISHED"
+    assert run.data.params["server.inference_admin_key"] == "***"  # secrets never reach a tracker
+    history_ = {m.step: m.value for m in client.get_metric_history(ids["mlflow"], "train/reward_mean")}
+    assert history_ == {s["step"]: s["train/reward_mean"] for s in steps}
+    assert [a.path for a in client.list_artifacts(ids["mlflow"])] == ["training.png"]
+
+    (wandb_file,) = (tmp_path / "wandb").glob(f"offline-run-*-{ids['wandb']}/run-{ids['wandb']}.wandb")
+    rows = history(read_records(wandb_file))
+    assert {step: row["train/reward_mean"] for step, row in rows.items()} == {
+        s["step"]: s["train/reward_mean"] for s in steps
+    }
