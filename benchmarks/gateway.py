@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing as mp
+import os
 import statistics
 import tempfile
 import time
@@ -147,6 +148,32 @@ async def _load(urls_tokens: list[tuple[str, str]], total: int, stream: bool) ->
         return latencies, time.perf_counter() - began
 
 
+def _cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) a process has used so far; 0 where /proc is not available."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _Meter:
+    """CPU seconds each process spent during one phase of the run."""
+
+    def __init__(self, pids: dict[str, int | None]) -> None:
+        self.pids = pids
+
+    def run(self, phase: Any) -> tuple[Any, dict[str, float]]:
+        before = {name: _cpu_s(pid) for name, pid in self.pids.items()}
+        before["client"] = time.process_time()
+        out = phase()
+        spent = {name: _cpu_s(pid) - before[name] for name, pid in self.pids.items()}
+        spent["client"] = time.process_time() - before["client"]
+        return out, spent
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
@@ -198,10 +225,11 @@ def main() -> None:
 
         asyncio.run(_load(direct_clients[:4], 200, args.stream))  # warm up both paths
         asyncio.run(_load(gateway[:4], 200, args.stream))
+        meter = _Meter({"upstream": procs[0].pid, "gateway": procs[1].pid})
         seq_d, _ = asyncio.run(_load(direct_clients[:1], args.sequential, args.stream))
         seq_g, _ = asyncio.run(_load(gateway[:1], args.sequential, args.stream))
-        con_d, wall_d = asyncio.run(_load(direct_clients, args.requests, args.stream))
-        con_g, wall_g = asyncio.run(_load(gateway, args.requests, args.stream))
+        (con_d, wall_d), cpu_d = meter.run(lambda: asyncio.run(_load(direct_clients, args.requests, args.stream)))
+        (con_g, wall_g), cpu_g = meter.run(lambda: asyncio.run(_load(gateway, args.requests, args.stream)))
     finally:
         for p in procs:
             p.terminate()
@@ -225,6 +253,15 @@ def main() -> None:
     print(f"  direct  {rate_d:8.0f} calls/s  p50 {_pct(con_d, 0.5):7.2f} ms  p99 {_pct(con_d, 0.99):7.2f} ms")
     print(f"  gateway {rate_g:8.0f} calls/s  p50 {_pct(con_g, 0.5):7.2f} ms  p99 {_pct(con_g, 0.99):7.2f} ms")
     print(f"  throughput ratio gateway/direct: {rate_g / rate_d:.2f} (goal >= 0.50)")
+    per_call = {k: 1000 * v / args.requests for k, v in cpu_g.items()}
+    direct_cpu = {k: 1000 * v / args.requests for k, v in cpu_d.items()}
+    print(
+        "  CPU ms per call (concurrent phase): "
+        f"direct: client {direct_cpu['client']:.2f} + upstream {direct_cpu['upstream']:.2f}; "
+        f"gateway path: client {per_call['client']:.2f} + upstream {per_call['upstream']:.2f} "
+        f"+ gateway {per_call['gateway']:.2f}"
+    )
+    print(f"  load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"recorded model calls: {recorded} of {expected} sent through the gateway")
 
 

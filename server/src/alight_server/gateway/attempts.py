@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import anyio.to_thread
 
 from alight.schemas import TERMINAL_STATES, AttemptStatus, Mode
-from alight_server.auth import InvalidToken, verify_attempt_token
+from alight_server.auth import AttemptClaims, InvalidToken, verify_attempt_token
 from alight_server.gateway.errors import GatewayError
 from alight_server.store.base import NotFound, Store
 
@@ -17,6 +17,9 @@ from alight_server.store.base import NotFound, Store
 # an attempt takes effect on the gateway within this window, and the hot path
 # skips a database read per call. Terminal states are cached for good.
 LIVE_STATE_TTL_S = 0.5
+# Verified tokens are remembered (an attempt sends the same token on every call, and the
+# HMAC is the costliest step of admission); past this many the memory starts afresh.
+MAX_VERIFIED_TOKENS = 65536
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class AttemptResolver:
         self.store = store
         self.secret = token_secret
         self._cache: dict[tuple[str, int], _Cached] = {}
+        self._verified: dict[str, AttemptClaims] = {}
+        self._verified_with: bytes | None = None
         # Bumped by `forget`: a load that raced with it is used once but not cached.
         self._epoch = 0
 
@@ -59,10 +64,7 @@ class AttemptResolver:
     async def resolve(self, token: str | None, path_rollout: str | None, path_attempt: int | None) -> CallerAttempt:
         if not token:
             raise GatewayError(401, "missing API key: send this attempt's token as `Authorization: Bearer <token>`")
-        try:
-            claims = verify_attempt_token(self.secret(), token)
-        except InvalidToken as exc:
-            raise GatewayError(401, f"invalid API key: {exc}") from exc
+        claims = self._claims(token)
         if path_rollout is not None and (claims.rollout_id, claims.attempt) != (path_rollout, path_attempt):
             raise GatewayError(
                 403,
@@ -80,6 +82,24 @@ class AttemptResolver:
             raise cached.refusal
         assert cached.attempt is not None
         return cached.attempt
+
+    def _claims(self, token: str) -> AttemptClaims:
+        """The token's claims; a token verified before is only checked for expiry again."""
+        secret = self.secret()
+        if secret != self._verified_with:  # a new secret voids every earlier verification
+            self._verified, self._verified_with = {}, secret
+        claims = self._verified.get(token)
+        if claims is not None and claims.expires_at >= time.time():
+            return claims
+        try:
+            claims = verify_attempt_token(secret, token)
+        except InvalidToken as exc:
+            self._verified.pop(token, None)
+            raise GatewayError(401, f"invalid API key: {exc}") from exc
+        if len(self._verified) >= MAX_VERIFIED_TOKENS:
+            self._verified = {}
+        self._verified[token] = claims
+        return claims
 
     def _load(self, rollout_id: str, attempt: int) -> _Cached:
         try:

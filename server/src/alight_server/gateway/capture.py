@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
-import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +17,27 @@ MISSING_TOKEN_IDS = "missing_token_ids"
 MISSING_LOGPROBS = "missing_logprobs"
 LOGPROB_COUNT_MISMATCH = "logprob_count_mismatch"
 USAGE_COUNT_MISMATCH = "usage_count_mismatch"
+
+
+class _CallIds:
+    """Unique call ids without a syscall per call: a random per-process prefix and a counter.
+
+    32 hex characters like a uuid4 hex; a forked child draws its own prefix.
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+        os.register_at_fork(after_in_child=self.reset)
+
+    def reset(self) -> None:
+        self.prefix = os.urandom(8).hex()
+        self.counter = itertools.count()
+
+    def next(self) -> str:
+        return f"{self.prefix}{next(self.counter):016x}"
+
+
+_call_ids = _CallIds()
 
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
 
@@ -109,7 +131,7 @@ class CallRecord:
         t = tokens or Tokens()
         # Built from values the gateway produced itself, so validation is skipped (hot path).
         return ModelCall.model_construct(
-            id=uuid.uuid4().hex,
+            id=_call_ids.next(),
             rollout_id=self.rollout_id,
             attempt=self.attempt,
             seq=0,  # the store assigns the attempt's next number

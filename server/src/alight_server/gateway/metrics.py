@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -38,3 +39,29 @@ class GatewayMetrics:
         gauge.set_function(in_flight)
         paused = Gauge("alight_gateway_paused_seconds", "Total seconds the gateway spent paused", registry=r)
         paused.set_function(paused_seconds)
+        self._prompt_tokens = self.tokens.labels(kind="prompt")
+        self._response_tokens = self.tokens.labels(kind="response")
+        # Labelled children by label values: `labels()` validates and locks on every call (hot path).
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        key = (str(id(metric)), *values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
+    def recorded(
+        self, flavour: str, status: int, streamed: bool, latency_s: float, capture_s: float, tokens: tuple[int, int]
+    ) -> None:
+        """One call stored: its latency, the time its capture took, and (prompt, response) token counts."""
+        self.capture.observe(capture_s)
+        self._child(self.calls, flavour, str(status)).inc()
+        self._child(self.latency, flavour, "true" if streamed else "false").observe(latency_s)
+        if tokens[0]:
+            self._prompt_tokens.inc(tokens[0])
+        if tokens[1]:
+            self._response_tokens.inc(tokens[1])
+
+    def reject(self, status: int) -> None:
+        self._child(self.rejected, str(status)).inc()

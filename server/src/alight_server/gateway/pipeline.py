@@ -159,7 +159,7 @@ class Gateway:
                     headers={"retry-after": f"{wait:g}", "retry-after-ms": str(int(wait * 1000))},
                 )
         except GatewayError as exc:
-            self.metrics.rejected.labels(reason=str(exc.status)).inc()
+            self.metrics.reject(exc.status)
             return exc.reply(anthropic)
         streaming = False
         try:
@@ -181,7 +181,7 @@ class Gateway:
             streaming = reply.stream is not None
             return reply
         except GatewayError as exc:
-            self.metrics.rejected.labels(reason=str(exc.status)).inc()
+            self.metrics.reject(exc.status)
             return exc.reply(anthropic)
         finally:
             if not streaming:
@@ -249,15 +249,12 @@ class Gateway:
             raise GatewayError(
                 503, f"the gateway could not record this model call ({type(exc).__name__}: {exc})"
             ) from exc
-        self.metrics.capture.observe(time.perf_counter() - began)
-        self.metrics.calls.labels(flavour=record.flavour.value, status=str(status)).inc()
-        self.metrics.latency.labels(flavour=record.flavour.value, streamed=str(record.streamed).lower()).observe(
-            latency_ms / 1000
-        )
+        counts = (0, 0)
         if status == 200:
-            self.metrics.tokens.labels(kind="prompt").inc(len(call.prompt_token_ids))
             completion = len(call.response_token_ids) + sum(len(c.get("token_ids", [])) for c in call.extra_choices)
-            self.metrics.tokens.labels(kind="response").inc(completion)
+            counts = (len(call.prompt_token_ids), completion)
+        capture_s = time.perf_counter() - began
+        self.metrics.recorded(record.flavour.value, status, record.streamed, latency_ms / 1000, capture_s, counts)
         return stored
 
     async def _relay(

@@ -42,7 +42,10 @@ class UpstreamHttp:
         if self._session is None or self._session.closed:
             # No connection cap: the gateway's own admission (pause gate) bounds concurrency.
             connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=30, enable_cleanup_closed=True)
-            self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True)
+            # Upstreams set no cookies worth keeping; a dummy jar skips cookie filtering per request.
+            self._session = aiohttp.ClientSession(
+                connector=connector, auto_decompress=True, cookie_jar=aiohttp.DummyCookieJar()
+            )
         return self._session
 
     async def get_json(self, url: str, headers: dict[str, str], timeout_s: float) -> Any:

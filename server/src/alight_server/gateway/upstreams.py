@@ -18,6 +18,8 @@ from alight_server.store.base import Store
 # Registrations are re-read from the store at most this often; a transport
 # failure or `invalidate()` forces a re-read on the next call.
 REFRESH_S = 1.0
+# Routing orders remembered at most (one per live attempt and policy version).
+MAX_CACHED_ROUTES = 65536
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ class UpstreamPool:
         self._loaded_at = float("-inf")
         self._lock = asyncio.Lock()
         self._model_names: dict[str, str] = {}
+        # Routing order per (attempt key, served version), valid for the loaded target list.
+        self._routes: dict[tuple[str, int], list[Target]] = {}
 
     def invalidate(self) -> None:
         self._loaded_at = float("-inf")
@@ -58,7 +62,10 @@ class UpstreamPool:
             async with self._lock:
                 if time.monotonic() - self._loaded_at > REFRESH_S:
                     rows = await anyio.to_thread.run_sync(self.store.list_upstreams)
-                    self._targets = [self._target(u) for u in rows]
+                    targets = [self._target(u) for u in rows]
+                    if targets != self._targets:
+                        self._routes = {}
+                    self._targets = targets
                     self._loaded_at = time.monotonic()
         return self._targets
 
@@ -76,6 +83,9 @@ class UpstreamPool:
         not beyond the served version wins.
         """
         targets = await self.targets()
+        cached = self._routes.get((key, served_version))
+        if cached is not None:
+            return cached
         eligible = [t for t in targets if t.policy_version <= served_version]
         if not eligible:
             registered = sorted({t.policy_version for t in targets})
@@ -86,7 +96,11 @@ class UpstreamPool:
             )
         newest = max(t.policy_version for t in eligible)
         home = [t for t in eligible if t.policy_version == newest]
-        return sorted(home, key=lambda t: _score(key, t.id), reverse=True)
+        ordered = sorted(home, key=lambda t: _score(key, t.id), reverse=True)
+        if len(self._routes) >= MAX_CACHED_ROUTES:
+            self._routes = {}
+        self._routes[(key, served_version)] = ordered
+        return ordered
 
     async def model_name(self, target: Target) -> str | None:
         """The model name to send upstream: registered, else the first one `GET /models` lists."""

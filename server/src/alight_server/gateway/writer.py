@@ -22,14 +22,19 @@ class _Pending:
     loop: asyncio.AbstractEventLoop
 
 
-def _settle(future: asyncio.Future[ModelCall], result: ModelCall | None, error: BaseException | None) -> None:
-    if future.done():  # the caller went away (cancelled); its call is stored all the same
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        assert result is not None
-        future.set_result(result)
+_Outcome = tuple[asyncio.Future[ModelCall], ModelCall | None, BaseException | None]
+_Done = tuple[_Pending, ModelCall | None, BaseException | None]
+
+
+def _settle(outcomes: list[_Outcome]) -> None:
+    for future, result, error in outcomes:
+        if future.done():  # the caller went away (cancelled); its call is stored all the same
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            assert result is not None
+            future.set_result(result)
 
 
 class CaptureWriter:
@@ -87,33 +92,37 @@ class CaptureWriter:
                     break
                 group.append(item)
             try:
-                self._commit(group)
+                outcomes = self._commit(group)
             except Exception as exc:  # never let the thread die: its callers would wait forever
-                for pending in group:
-                    self._resolve(pending, None, exc)
+                outcomes: list[_Done] = [(pending, None, exc) for pending in group]
+            self._resolve(outcomes)
 
-    def _commit(self, group: list[_Pending]) -> None:
+    def _commit(self, group: list[_Pending]) -> list[_Done]:
         try:
             stored = self.store.add_model_calls([p.call for p in group])
         except Exception as exc:
             if len(group) == 1:
-                self._resolve(group[0], None, exc)
-            else:
-                # One bad call (say its rollout vanished) must not fail the others: store them one by one.
-                self._commit_each(group)
-            return
-        for pending, result in zip(group, stored, strict=True):
-            self._resolve(pending, result, None)
+                return [(group[0], None, exc)]
+            # One bad call (say its rollout vanished) must not fail the others: store them one by one.
+            return self._commit_each(group)
+        return [(pending, result, None) for pending, result in zip(group, stored, strict=True)]
 
-    def _commit_each(self, group: list[_Pending]) -> None:
+    def _commit_each(self, group: list[_Pending]) -> list[_Done]:
+        outcomes: list[_Done] = []
         for pending in group:
             try:
-                self._resolve(pending, self.store.add_model_call(pending.call), None)
+                outcomes.append((pending, self.store.add_model_call(pending.call), None))
             except Exception as exc:
-                self._resolve(pending, None, exc)
+                outcomes.append((pending, None, exc))
+        return outcomes
 
     @staticmethod
-    def _resolve(pending: _Pending, result: ModelCall | None, error: BaseException | None) -> None:
-        # A closed loop (RuntimeError) means nobody waits for this answer any more.
-        with contextlib.suppress(RuntimeError):
-            pending.loop.call_soon_threadsafe(_settle, pending.future, result, error)
+    def _resolve(outcomes: list[_Done]) -> None:
+        """Wake each waiting event loop once per group, not once per call."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
+        for pending, result, error in outcomes:
+            by_loop.setdefault(pending.loop, []).append((pending.future, result, error))
+        for loop, settled in by_loop.items():
+            # A closed loop (RuntimeError) means nobody waits for this answer any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, settled)
