@@ -59,12 +59,21 @@ def score(answer: str, expected: float) -> float:
 
 @alight.rollout
 async def main(task: dict[str, Any]) -> float:
+    # Streamed so that a reply cut at MAX_TOKENS is still graded, as the chat-completions examples grade theirs:
+    # the SDK raises on such a reply, but only after streaming its `response.incomplete` event with the text.
+    run = Runner.run_streamed(agent, task["question"], max_turns=6)
+    cut_reply: str | None = None
     try:
-        result = await Runner.run(agent, task["question"], max_turns=6)
-    except (MaxTurnsExceeded, ModelBehaviorError):
-        # An answer cut at MAX_TOKENS (the SDK raises on `incomplete`) or a tool loop scores 0; the rollout still counts.
-        return 0.0
-    return score(str(result.final_output), float(task["answer"]))
+        async for event in run.stream_events():
+            if event.type == "raw_response_event" and event.data.type == "response.incomplete":
+                cut_reply = event.data.response.output_text
+    except ModelBehaviorError:
+        if cut_reply is None:
+            return 0.0  # a malformed tool call or the like; the rollout still counts
+        return score(cut_reply, float(task["answer"]))
+    except MaxTurnsExceeded:
+        return 0.0  # a tool loop that never answers
+    return score(str(run.final_output), float(task["answer"]))
 
 
 if __name__ == "__main__":
