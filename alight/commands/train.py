@@ -1,4 +1,4 @@
-"""`alight train CONFIG.yaml`: one RL training run (the embedded stack when the config names no server)."""
+"""`alight train CONFIG.yaml`: one RL training run (the embedded stack unless `--server` names yours)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,12 @@ def register(app: typer.Typer) -> None:
         lr: float | None = typer.Option(None, "--lr", help="Override `optimizer.lr`."),
         seed: int | None = typer.Option(None, "--seed", help="Override `seed`."),
         output_dir: str | None = typer.Option(None, "--output-dir", help="Override `output_dir`."),
-        server: str | None = typer.Option(None, "--server", help="Use this alight server instead of the embedded one."),
+        server: str | None = typer.Option(
+            None, "--server", help="Use this alight server (and your controller) instead of the embedded stack."
+        ),
+        inference_url: str | None = typer.Option(
+            None, "--inference-url", help="With --server: the policy's inference server, for weight updates."
+        ),
         settings: list[str] = typer.Option(
             [], "--set", help="Override any key: --set validation.every=2 (repeatable)."
         ),
@@ -50,7 +55,14 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"--set expects KEY=VALUE, got {item!r}", err=True)
                 raise typer.Exit(2)
             overrides[key.strip()] = _parse_value(value)
-        named = {"steps": steps, "optimizer.lr": lr, "seed": seed, "output_dir": output_dir, "server.url": server}
+        named = {
+            "steps": steps,
+            "optimizer.lr": lr,
+            "seed": seed,
+            "output_dir": output_dir,
+            "server.url": server,
+            "server.inference_url": inference_url,
+        }
         overrides.update({k: v for k, v in named.items() if v is not None})
         if output_dir is not None:
             overrides["output_dir"] = str(Path(output_dir).resolve())  # relative to where the command runs

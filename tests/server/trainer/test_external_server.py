@@ -37,21 +37,11 @@ PROBE = {"model": "tiny", "messages": [{"role": "user", "content": "Define apple
 
 
 @contextmanager
-def process(argv: list[str], log: Path, ready_url: str | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    """Run argv with its output in `log`; wait for `ready_url` to answer 200; SIGTERM (then kill) at the end."""
+def process(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Run argv with its output in `log`; SIGTERM its process group (then kill) at the end."""
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            deadline = time.monotonic() + 120
-            while ready_url is not None:
-                try:
-                    if httpx.get(ready_url, timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"{argv[:3]} did not come up:\n{log.read_text()[-3000:]}")
-                time.sleep(0.2)
             yield proc
         finally:
             if proc.poll() is None:
@@ -63,6 +53,19 @@ def process(argv: list[str], log: Path, ready_url: str | None = None) -> Iterato
                     proc.wait()
 
 
+def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"{url} did not come up:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+
+
 def probe(inference: str) -> tuple[list[int], list[float]]:
     """A greedy completion straight from the inference server: its token ids and their logprobs."""
     body = httpx.post(f"{inference}/v1/chat/completions", json=PROBE, timeout=60).json()
@@ -70,7 +73,7 @@ def probe(inference: str) -> tuple[list[int], list[float]]:
     return choice["token_ids"], [round(t["logprob"], 5) for t in choice["logprobs"]["content"]]
 
 
-def write_config(tmp_path: Path, server: str, inference: str) -> Path:
+def write_config(tmp_path: Path) -> Path:
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"word": w}) + "\n" for w in ["apple", "river", "stone"]))
     config = {
@@ -85,7 +88,7 @@ def write_config(tmp_path: Path, server: str, inference: str) -> Path:
         "optimizer": {"lr": 1e-3},
         "checkpoint": {"every": 0},
         "inference": {"device": "cpu", "torch_threads": 1},
-        "server": {"url": server, "inference_url": f"{inference}/v1", "inference_admin_key": INFERENCE_KEY},
+        "server": {"inference_admin_key": INFERENCE_KEY},  # url and inference_url come as flags
         "metrics": {
             "tensorboard": False,
             "mlflow": {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "external"},
@@ -103,10 +106,12 @@ def test_alight_train_runs_against_servers_the_user_started(tmp_path: Path) -> N
     with ExitStack() as stack:
         serve = [str(BIN / "alight"), "serve", "--port", server.rsplit(":", 1)[1], "--db", str(tmp_path / "srv.db"),
                  "--admin-key", ADMIN_KEY, "--log-level", "warning"]  # fmt: skip
-        stack.enter_context(process(serve, tmp_path / "serve.log", f"{server}/readyz"))
         model_server = [sys.executable, "-m", "alight_server.inference", "--model", "tiny", "--device", "cpu",
                         "--port", inference.rsplit(":", 1)[1], "--threads", "1", "--admin-key", INFERENCE_KEY]  # fmt: skip
-        stack.enter_context(process(model_server, tmp_path / "inference.log", f"{inference}/health"))
+        serving = stack.enter_context(process(serve, tmp_path / "serve.log"))
+        serving_model = stack.enter_context(process(model_server, tmp_path / "inference.log"))  # both start at once
+        wait_ready(f"{server}/readyz", serving, tmp_path / "serve.log")
+        wait_ready(f"{inference}/health", serving_model, tmp_path / "inference.log")
         upstream = {"id": "policy", "url": f"{inference}/v1", "model": "tiny"}
         httpx.post(f"{server}/api/upstreams", json=upstream, headers=admin, timeout=10).raise_for_status()
         controller = [str(BIN / "alight"), "controller", "--server", server, "--admin-key", ADMIN_KEY,
@@ -116,7 +121,8 @@ def test_alight_train_runs_against_servers_the_user_started(tmp_path: Path) -> N
         before = probe(inference)
 
         train = subprocess.run(
-            [str(BIN / "alight"), "train", str(write_config(tmp_path, server, inference)), "--quiet"],
+            [str(BIN / "alight"), "train", str(write_config(tmp_path)), "--quiet", "--server", server,
+             "--inference-url", f"{inference}/v1"],
             capture_output=True, text=True, timeout=240,
             env={**os.environ, "ALIGHT_ADMIN_KEY": ADMIN_KEY, "WANDB_SILENT": "true", "WANDB_DIR": str(tmp_path)},
         )  # fmt: skip
