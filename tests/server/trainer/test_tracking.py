@@ -12,6 +12,7 @@ import pytest
 from wandb_records import config as wandb_config
 from wandb_records import history, read_records
 
+from alight_server.serving import free_port
 from alight_server.trainer.config import ConfigError, MetricsConfig, MlflowConfig, WandbConfig, parse_config
 from alight_server.trainer.metrics import MetricsLog
 from alight_server.trainer.plots import plot_run
@@ -158,3 +159,21 @@ def test_a_missing_tracker_library_names_the_extra_that_installs_it(
         MetricsLog(tmp_path, config)
     extras = tomllib.loads((REPO / "server" / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert distribution in {re.split(r"[<>=!~\[; ]", req)[0] for req in extras["tracking"]}
+
+
+def test_a_tracker_that_cannot_start_stops_the_run_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("WANDB_API_KEY", "WANDB_MODE", "MLFLOW_TRACKING_URI"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc login
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    online = MetricsConfig(tensorboard=False, wandb=WandbConfig(project="p", mode="online"))
+    with pytest.raises(RuntimeError, match=r"Weights & Biases could not start a run in project 'p': .*wandb login"):
+        MetricsLog(tmp_path / "a", online)
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    uri = f"http://127.0.0.1:{free_port()}"  # no tracking server there
+    unreachable = MetricsConfig(tensorboard=False, mlflow=MlflowConfig(tracking_uri=uri))
+    with pytest.raises(RuntimeError, match=rf"MLflow could not start a run at '{uri}'"):
+        MetricsLog(tmp_path / "b", unreachable)

@@ -71,8 +71,8 @@ class WandbSink:
             )
         except Exception as exc:  # wandb raises its own error types for login, network and settings problems
             raise RuntimeError(
-                f"Weights & Biases could not start a run in project {config.project!r}: {exc}. Run `wandb login`, "
-                "or set metrics.wandb.mode: offline (sync later with `wandb sync`)"
+                f"Weights & Biases could not start a run in project {config.project!r}: {_sentence(exc)} "
+                "Run `wandb login`, or set metrics.wandb.mode: offline (sync later with `wandb sync`)"
             ) from exc
         self.run_id: str = self.run.id
 
@@ -115,7 +115,7 @@ class MlflowSink:
             for start in range(0, len(params), 100):  # log_batch takes at most 100 params per call
                 self.client.log_batch(self.run_id, params=params[start : start + 100])
         except Exception as exc:  # MlflowException, or a network error from a tracking server
-            raise RuntimeError(f"MLflow could not start a run at {uri!r}: {exc}") from exc
+            raise RuntimeError(f"MLflow could not start a run at {uri!r}: {_sentence(exc)}") from exc
 
     def log(self, step: int, values: Mapping[str, float]) -> None:
         now = int(time.time() * 1000)
@@ -134,3 +134,9 @@ def _artifact_location(uri: str) -> str | None:
     if not uri.startswith("sqlite:///"):
         return None  # a tracking server decides where its artifacts go
     return (Path(uri.removeprefix("sqlite:///")).parent / "mlartifacts").resolve().as_uri()
+
+
+def _sentence(exc: BaseException) -> str:
+    """A tracker's error message as one sentence ending in a period."""
+    text = str(exc).strip().rstrip(".") or type(exc).__name__
+    return text + "."
