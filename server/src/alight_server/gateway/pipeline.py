@@ -8,7 +8,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import aiohttp
 import anyio.to_thread
 import orjson
 
@@ -18,9 +17,10 @@ from alight_server.gateway.attempts import AttemptResolver, CallerAttempt
 from alight_server.gateway.capture import CallRecord, parse_traceparent, tokens_of
 from alight_server.gateway.errors import GatewayError
 from alight_server.gateway.flavour import Flavour, StreamTranslator
+from alight_server.gateway.http1 import UpstreamConnectionError, UpstreamHttp
 from alight_server.gateway.metrics import GatewayMetrics
 from alight_server.gateway.pause import PauseGate
-from alight_server.gateway.proxy import Proxy, UpstreamHttp, UpstreamReply
+from alight_server.gateway.proxy import Proxy, UpstreamReply
 from alight_server.gateway.reply import EVENT_STREAM, Reply
 from alight_server.gateway.upstreams import Target, UpstreamPool
 from alight_server.gateway.writer import CaptureWriter
@@ -294,7 +294,7 @@ class Gateway:
                 error = self.proxy.timeout_error(record.upstream)
             except GatewayError as exc:
                 error = exc
-            except (ValueError, TypeError, AttributeError, KeyError, aiohttp.ClientError) as exc:
+            except (ValueError, TypeError, AttributeError, KeyError, UpstreamConnectionError) as exc:
                 error = GatewayError(502, f"upstream {record.upstream} broke the stream ({type(exc).__name__}: {exc})")
             finally:
                 resp.close()

@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import orjson
 
 from alight_server.config import GatewayConfig
 from alight_server.gateway.errors import GatewayError
+from alight_server.gateway.http1 import HttpResponse, UpstreamConnectionError, UpstreamHttp
 from alight_server.gateway.metrics import GatewayMetrics
 from alight_server.gateway.upstreams import Target, UpstreamPool, upstream_headers
 
@@ -32,46 +32,20 @@ def backoff_s(retry: int, retry_after: str | None = None) -> float:
     return random.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**retry))
 
 
-class UpstreamHttp:
-    """One aiohttp session per event loop, created on first use (sessions are bound to their loop)."""
-
-    def __init__(self) -> None:
-        self._session: aiohttp.ClientSession | None = None
-
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            # No connection cap: the gateway's own admission (pause gate) bounds concurrency.
-            connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=30, enable_cleanup_closed=True)
-            # Upstreams set no cookies worth keeping; a dummy jar skips cookie filtering per request.
-            self._session = aiohttp.ClientSession(
-                connector=connector, auto_decompress=True, cookie_jar=aiohttp.DummyCookieJar()
-            )
-        return self._session
-
-    async def get_json(self, url: str, headers: dict[str, str], timeout_s: float) -> Any:
-        async with self.session().get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
-            return orjson.loads(await resp.read())
-
-    async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-
-
 @dataclass
 class UpstreamReply:
     """An upstream answer: fully read (`body`), or a 200 stream still open (`raw`)."""
 
     status: int
     body: bytes
-    raw: aiohttp.ClientResponse | None = None
+    raw: HttpResponse | None = None
 
     def text(self, limit: int = 300) -> str:
         return self.body[:limit].decode(errors="replace")
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    def chunks(self) -> AsyncIterator[bytes]:
         assert self.raw is not None
-        async for piece in self.raw.content.iter_any():
-            yield piece
+        return self.raw.chunks()
 
     def close(self) -> None:
         if self.raw is not None:
@@ -110,18 +84,15 @@ class Proxy:
             try:
                 async with asyncio.timeout(remaining):
                     body = orjson.dumps(await payload(target))  # may ask the upstream for its model name
-                    resp = await self.http.session().post(
-                        target.base_url + path, data=body, headers=upstream_headers(target)
-                    )
+                    resp = await self.http.request("POST", target.base_url + path, upstream_headers(target), body)
                     if stream and resp.status == 200:
                         reply = UpstreamReply(200, b"", raw=resp)
                     else:
-                        async with resp:
-                            reply = UpstreamReply(resp.status, await resp.read())
+                        reply = UpstreamReply(resp.status, await resp.read())
             except TimeoutError:
                 raise self.timeout_error(target.id) from None
-            except aiohttp.ClientError as exc:
-                last = f"upstream {target.id} at {target.base_url} is unreachable ({type(exc).__name__}: {exc})"
+            except UpstreamConnectionError as exc:
+                last = f"upstream {target.id} at {target.base_url} is unreachable ({exc})"
                 self.pool.invalidate()
                 self.metrics.retries.labels(reason="transport").inc()
                 await self._sleep(backoff_s(retry), deadline)
