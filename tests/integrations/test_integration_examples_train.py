@@ -22,9 +22,10 @@ from alight_server.trajectory import build_trajectory
 
 REPO = Path(__file__).resolve().parents[2]
 # The examples give partial credit for a near-miss number, so even the random-weight tiny model's rollouts
-# score differently; but about half of them score 0 (no number in the reply, or, for the Agents SDK, a reply
-# cut at the examples' 256-token cap), and a group that is all 0 has nothing to learn from. With 8 rollouts
-# that is about 0.5**8 = 0.4% of runs at worst; 2 or 4 (a 25% or 6% miss) would make the test flaky.
+# score differently. What can still make a group uniform, leaving nothing to learn: every reply without a
+# number (scored 0), or every reply ending on the same number. Measured over 8-rollout groups: 0-17% of
+# rollouts scored 0 depending on the example, and no group was uniform; with 8 rollouts even a 30% zero
+# rate leaves a uniform group at 0.3**8, under 1 in 10,000 runs.
 GROUP_SIZE = 8
 # The smallest run that still goes through everything the example's config sets up: the embedded stack,
 # the example's agent through the gateway, one group of rollouts, samples and one training step.
@@ -39,8 +40,8 @@ SHORT_RUN = [
     "--set", "checkpoint.every=0",  # one checkpoint, at the end
     "--set", "metrics.tensorboard=false",
     "--set", "inference.torch_threads=1",
-    "--set", "controller.concurrency=4",
-    "--set", "rollout_timeout_s=120",
+    "--set", "controller.concurrency=8",  # the whole group in one wave: the engine batches all 8 replies
+    "--set", "rollout_timeout_s=200",  # 8 agents starting at once on 2 busy cores
 ]  # fmt: skip
 
 
