@@ -18,7 +18,6 @@ import math
 import statistics
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,25 +30,14 @@ from alight_server.trainer import rollouts as phase_ops
 from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.dataset import TaskCursor, load_splits
-from alight_server.trainer.display import RunDisplay, summary_table
+from alight_server.trainer.display import RunDisplay
 from alight_server.trainer.embedded import EmbeddedTrainer, pick_device, pick_dtype
 from alight_server.trainer.metrics import MetricsLog
-from alight_server.trainer.plots import plot_run
 from alight_server.trainer.samples import SampleConfig, build_samples
+from alight_server.trainer.summary import RunResult, finish_run
 from alight_server.trainer.sync import WeightSync
 
 log = logging.getLogger("alight.trainer")
-
-
-@dataclass
-class RunResult:
-    run_dir: Path
-    history: list[dict[str, Any]]
-    val_before: float | None
-    val_after: float | None
-    plot_path: Path | None
-    summary_path: Path
-    policy_version: int
 
 
 class TrainingRun:
@@ -271,46 +259,10 @@ class TrainingRun:
             display.line(f"step {step:>3}  [bold green]val {metrics['val/score']:.3f}[/] (before training)")
 
     def _finish(self, display: RunDisplay, metrics_log: MetricsLog) -> RunResult:
-        vals = [r for r in self.history if "val/score" in r]
-        trains = [r for r in self.history if "train/reward_mean" in r]
-        val_before = vals[0]["val/score"] if vals else None
-        val_after = vals[-1]["val/score"] if len(vals) > 1 else None
-        plot_path = (
-            plot_run(self.history, self.run_dir / "training.png", f"{self.config.model}") if self.history else None
-        )
-        if plot_path is not None:
-            metrics_log.log_plot(plot_path, self.step)
-        k = max(1, min(3, len(trains) // 2))
-
-        def mean_of(rows: list[dict[str, Any]]) -> float | None:
-            return statistics.fmean(r["train/reward_mean"] for r in rows) if rows else None
-
-        summary = {
-            "val_before": val_before,
-            "val_after": val_after,
-            "train_reward_first": mean_of(trains[:k]),
-            "train_reward_last": mean_of(trains[-k:]),
-            "steps": self.step,
-            "policy_version": self.policy_version,
-            "plot": str(plot_path) if plot_path else None,
-        }
-        summary_path = self.run_dir / "summary.json"
-        summary_path.write_text(json.dumps(summary, indent=2))
-
-        def fmt(v: float | None) -> str:
-            return "-" if v is None else f"{v:.3f}"
-
-        rows = [
-            (f"validation score ({self._val_task_count()} held-out tasks)", fmt(val_before), fmt(val_after)),
-            (f"train reward (mean of first/last {k} steps)", fmt(summary["train_reward_first"]), fmt(summary["train_reward_last"])),
-        ]  # fmt: skip
-        display.console.print(summary_table(rows))
-        if plot_path:
-            display.console.print(f"plot: {plot_path}")
-        display.console.print(f"metrics: {self.run_dir / 'metrics.jsonl'}  tensorboard: {self.run_dir / 'tensorboard'}")
-        return RunResult(
-            self.run_dir, self.history, val_before, val_after, plot_path, summary_path, self.policy_version
-        )
+        return finish_run(
+            self.history, self.run_dir, self.config.model, self.step, self.policy_version,
+            self._val_task_count(), display, metrics_log,
+        )  # fmt: skip
 
 
 def sample_config_for(cfg: TrainConfig, pad_token_id: int) -> SampleConfig:
