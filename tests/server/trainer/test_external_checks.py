@@ -9,12 +9,14 @@ from typing import Any
 
 import httpx
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from alight.cli import app as cli
 from alight.client import AlightClient
 from alight.schemas import RolloutCreate, RolloutState
 from alight_server.inference.engine import InferenceEngine
+from alight_server.inference.models import load_policy
 from alight_server.inference.server import create_inference_app
 from alight_server.serving import ServerThread, free_port
 from alight_server.trainer.config import ConfigError, ServerSettings, parse_config
@@ -87,14 +89,25 @@ def register(live_server: Any, inference: str) -> None:
     httpx.post(f"{live_server.url}/api/upstreams", json=body, headers=live_server.admin_headers()).raise_for_status()
 
 
-def test_a_wrong_inference_key_is_refused_before_any_training(live_server: Any, inference: str, tmp_path: Path) -> None:
+def test_the_inference_key_is_checked_and_an_earlier_runs_weights_are_noticed(
+    live_server: Any, inference: str, tmp_path: Path
+) -> None:
     register(live_server, inference)
     with pytest.raises(RuntimeError, match=r"refused the key for /admin/weights: set server\.inference_admin_key"):
         start(settings(live_server.url, inference, admin_key=live_server.admin_key), tmp_path)
     keys = {"admin_key": live_server.admin_key, "inference_admin_key": INFERENCE_KEY}
     stack = start(settings(live_server.url, inference, **keys), tmp_path)
     assert not stack.serves_other_weights  # a fresh inference server: nothing to replace at the start
+    # once it holds other weights (an earlier run's), the trainer must replace them before its first rollout
+    stack.weight_sync().push(first_layer_weights())
     stack.close()
+    assert start(settings(live_server.url, inference, **keys), tmp_path).serves_other_weights
+
+
+def first_layer_weights() -> dict[str, torch.Tensor]:
+    model, _ = load_policy("tiny", device="cpu")
+    name, tensor = next(iter(model.state_dict().items()))
+    return {name: tensor + 0.01}
 
 
 def test_alight_train_prints_the_problem_and_exits_1(tmp_path: Path) -> None:

@@ -121,7 +121,10 @@ class TrainingRun:
             hint = (
                 f"no rollout has started after {seconds:.0f} s: is `alight controller --server {server_url}` running?"
             )
-            display.line(f"[yellow]{hint}[/]") if display.enabled else log.warning(hint)
+            if display.enabled:
+                display.line(f"[yellow]{hint}[/]")
+            else:
+                log.warning(hint)
 
         finished = phase_ops.wait_all(self.client, [r.id for r in created], show, on_unclaimed=unclaimed)
         return phase_ops.collect(self.client, finished, started)
@@ -217,7 +220,8 @@ class TrainingRun:
             sync = stack.weight_sync()
             # Inference must serve the trainer's weights: after a resume, or when it holds an earlier run's.
             if self.step > 0 or stack.serves_other_weights:
-                self.policy_version, _ = sync.push(self.trainer.policy_weights(), {"resumed_at": self.step})
+                why = {"resumed_at": self.step} if self.step else {"replaced": "weights of an earlier run"}
+                self.policy_version, _ = sync.push(self.trainer.policy_weights(), why)
             result = self._loop(tokenizer, sync, metrics_log)
             ok = True
             return result
