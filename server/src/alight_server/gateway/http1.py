@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, cast
@@ -55,6 +56,11 @@ def _origin(url: str) -> _Origin:
     return _Origin(parts.scheme, parts.hostname, port, target, host if default else f"{host}:{port}")
 
 
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
+
+
 class HttpResponse:
     """One answer: status and headers once they arrived, then its body whole (`read`) or in pieces."""
 
@@ -76,9 +82,19 @@ class HttpResponse:
             if not waiter.done():
                 waiter.set_result(None)
 
-    async def _wait(self) -> None:
-        self._waiter = asyncio.get_running_loop().create_future()
-        await self._waiter
+    async def _wait(self, deadline: float | None = None) -> None:
+        """Until the connection has news for this answer; TimeoutError past `deadline` (time.monotonic)."""
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        if deadline is None:
+            await waiter
+            return
+        # A timer, not wait_for: no task per wait on a stream's every piece.
+        timer = loop.call_later(max(0.0, deadline - time.monotonic()), _expire, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
 
     async def head(self) -> None:
         while not self._head_done:
@@ -98,7 +114,8 @@ class HttpResponse:
         chunks, self._chunks = self._chunks, []
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def chunks(self, deadline: float | None = None) -> AsyncIterator[bytes]:
+        """The body as it arrives (what has arrived, joined, per step); TimeoutError past `deadline`."""
         while True:
             if self._chunks:
                 chunks, self._chunks, self._buffered = self._chunks, [], 0
@@ -109,7 +126,7 @@ class HttpResponse:
             elif self._error is not None:
                 raise self._error
             else:
-                await self._wait()
+                await self._wait(deadline)
 
     def close(self) -> None:
         """Done with this answer; a connection with unread body left is closed, not reused."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -35,22 +34,17 @@ def _upstream_message(reply: UpstreamReply) -> str:
         return reply.text()
 
 
-async def _sse_data(reply: UpstreamReply, deadline: float) -> AsyncIterator[str]:
-    """The `data:` payloads of an upstream event stream, each read bounded by the call's deadline."""
+async def _sse_data(reply: UpstreamReply, deadline: float) -> AsyncIterator[list[bytes]]:
+    """The `data:` payloads of an upstream event stream, a list per arrival, bounded by the call's deadline."""
     buffer = b""
-    raw = reply.chunks()
-    while True:
-        try:
-            piece = await asyncio.wait_for(anext(raw), max(0.0, deadline - time.monotonic()))
-        except StopAsyncIteration:
-            break
+    async for piece in reply.chunks(deadline):
         buffer += piece
         *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            if line.startswith(b"data:"):
-                yield line[5:].strip().decode()
+        data = [line[5:].strip() for line in lines if line.startswith(b"data:")]
+        if data:
+            yield data
     if buffer.startswith(b"data:"):
-        yield buffer[5:].strip().decode()
+        yield [buffer[5:].strip()]
 
 
 def _translate(flavour: Flavour, body: dict[str, Any]) -> dict[str, Any]:
@@ -272,22 +266,35 @@ class Gateway:
         held: list[bytes] = []
         error: GatewayError | None = None
         try:
-            for event in translator.start():
-                yield event
+            if opening := translator.start():
+                yield b"".join(opening)
             done = False
             try:
-                async for data in _sse_data(resp, deadline):
-                    if data == "[DONE]":
-                        done = True
+                async for batch in _sse_data(resp, deadline):
+                    # What one upstream read carried goes to the agent in one write.
+                    out: list[bytes] = []
+                    failure: Exception | None = None
+                    try:
+                        for data in batch:
+                            if data == b"[DONE]":
+                                done = True
+                                break
+                            chunk = orjson.loads(data)
+                            if not isinstance(chunk, dict) or ("error" in chunk and not chunk.get("choices")):
+                                shown = data[:300].decode(errors="replace")
+                                raise GatewayError(502, f"upstream {record.upstream} failed mid-stream: {shown}")
+                            assembler.add(chunk)
+                            now, later = translator.on_chunk(chunk)
+                            out.extend(now)
+                            held.extend(later)
+                    except Exception as exc:  # sorted out below, after what came before it is sent
+                        failure = exc
+                    if out:
+                        yield b"".join(out)
+                    if failure is not None:
+                        raise failure
+                    if done:
                         break
-                    chunk = orjson.loads(data)
-                    if not isinstance(chunk, dict) or ("error" in chunk and not chunk.get("choices")):
-                        raise GatewayError(502, f"upstream {record.upstream} failed mid-stream: {data[:300]}")
-                    assembler.add(chunk)
-                    now, later = translator.on_chunk(chunk)
-                    for event in now:
-                        yield event
-                    held.extend(later)
                 if not done:
                     error = GatewayError(502, f"upstream {record.upstream} ended the stream before [DONE]")
             except TimeoutError:
@@ -307,8 +314,8 @@ class Gateway:
                 except GatewayError as exc:
                     yield exc.sse(anthropic)
                     return
-                for event in held + closing:
-                    yield event
+                if tail := held + closing:
+                    yield b"".join(tail)
             else:
                 # The agent gets the upstream's error either way; nothing it saw goes unrecorded.
                 with contextlib.suppress(GatewayError):

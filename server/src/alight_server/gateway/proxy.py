@@ -43,9 +43,9 @@ class UpstreamReply:
     def text(self, limit: int = 300) -> str:
         return self.body[:limit].decode(errors="replace")
 
-    def chunks(self) -> AsyncIterator[bytes]:
+    def chunks(self, deadline: float) -> AsyncIterator[bytes]:
         assert self.raw is not None
-        return self.raw.chunks()
+        return self.raw.chunks(deadline)
 
     def close(self) -> None:
         if self.raw is not None:
