@@ -191,7 +191,7 @@ class _Connection(asyncio.Protocol):
     def _fail(self, why: str) -> None:
         self.abort()
         response = self.response
-        if response is not None and not response._done:
+        if response is not None and not response._done and response._error is None:  # the first cause wins
             response._error = UpstreamConnectionError(why)
             response._wake()
 
