@@ -1,6 +1,7 @@
 """Gateway overhead: direct-to-upstream vs through the gateway (durable capture on), in one run.
 
-    .venv/bin/python benchmarks/gateway.py [--concurrency 16] [--requests 2000] [--stream] [--upstream raw|fake]
+    .venv/bin/python benchmarks/gateway.py [--concurrency 16] [--requests 2000] [--sequential 300]
+        [--stream] [--upstream raw|fake]
 
 1. Start a fast upstream double (`raw`: an ASGI app returning one precomputed
    vLLM-shaped chat completion with 32 tokens; `fake`: the vLLM-shaped test
@@ -10,7 +11,12 @@
 2. Sequential phase (one client): per-call latency direct vs gateway; the
    difference of the medians is the gateway's added latency.
 3. Concurrent phase (N clients): calls/s and p50/p99 latency, direct vs gateway.
-4. Check every gateway call was recorded, and print the ratios.
+4. Check every gateway call was recorded, and print the ratios, the CPU time
+   each process spent per call in the concurrent phases (from /proc; steadier
+   than calls/s on a shared machine) and the load average.
+
+Both sides use the same load client (aiohttp, one session, N coroutines) and
+the same upstream double, so the ratio is the gateway's own cost.
 """
 
 from __future__ import annotations
