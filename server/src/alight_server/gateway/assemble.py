@@ -5,6 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 
+def _extend(acc: dict[str, Any], key: str, values: list[Any]) -> None:
+    if acc[key] is None:
+        acc[key] = []
+    acc[key].extend(values)
+
+
 class ChatAssembler:
     """Folds `chat.completion.chunk`s (vLLM token-id extensions included) into one `chat.completion`."""
 
@@ -46,11 +52,12 @@ class ChatAssembler:
             slot["name"] += fn.get("name") or ""
             if fn.get("arguments"):
                 slot["arguments"].append(fn["arguments"])
+        # Extended in place: a long stream stays linear (None until a chunk carries any).
         if c.get("token_ids") is not None:
-            acc["token_ids"] = (acc["token_ids"] or []) + list(c["token_ids"])
+            _extend(acc, "token_ids", c["token_ids"])
         lp = c.get("logprobs")
         if isinstance(lp, dict) and lp.get("content") is not None:
-            acc["logprobs"] = (acc["logprobs"] or []) + list(lp["content"])
+            _extend(acc, "logprobs", lp["content"])
         if c.get("finish_reason"):
             acc["finish_reason"] = c["finish_reason"]
             acc["stop_reason"] = c.get("stop_reason")
@@ -112,7 +119,7 @@ class CompletionAssembler:
             if c.get("prompt_token_ids") is not None:
                 acc["prompt_token_ids"] = c["prompt_token_ids"]
             if c.get("token_ids") is not None:
-                acc["token_ids"] = (acc["token_ids"] or []) + list(c["token_ids"])
+                _extend(acc, "token_ids", c["token_ids"])
             lp = c.get("logprobs")
             if isinstance(lp, dict):
                 merged = acc["logprobs"] or {"text_offset": [], "token_logprobs": [], "tokens": [], "top_logprobs": []}
