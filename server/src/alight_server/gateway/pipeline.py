@@ -209,7 +209,13 @@ class Gateway:
             return await self._failed(record, flavour, exc)
         if record.streamed:
             translator = flavour.stream(body)
-            release = _once(self.gate.leave)
+            gate = self.gate
+
+            def finish() -> None:  # however the stream ends, even if it never started
+                resp.close()
+                gate.leave()
+
+            release = _once(finish)
             relay = self._relay(flavour, translator, record, resp, deadline, release)
             return Reply(200, content_type=EVENT_STREAM, stream=relay, release=release)
         try:

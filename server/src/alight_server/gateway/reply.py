@@ -19,8 +19,9 @@ EVENT_STREAM = b"text/event-stream"
 class Reply:
     """A status and a body, or (`stream` set) a 200 whose events come from an async iterator.
 
-    `release` runs exactly once when a stream ends, however it ends (the
-    pause gate's slot); a plain reply has nothing to release.
+    `release` runs once when a stream ends, however it ends, even if the
+    stream never started (it frees the pause gate's slot and the upstream
+    answer); a plain reply has nothing to release.
     """
 
     status: int
@@ -52,7 +53,7 @@ async def send_reply(reply: Reply, receive: Receive, send: Send) -> None:
         await _pump_until_disconnect(reply.stream, receive, send)
     finally:
         if reply.release is not None:
-            reply.release()
+            reply.release()  # also covers a stream that never started (the client left first)
 
 
 async def _pump_until_disconnect(stream: AsyncIterator[bytes], receive: Receive, send: Send) -> None:
