@@ -16,11 +16,11 @@ from alight_server.gateway.attempts import AttemptResolver, CallerAttempt
 from alight_server.gateway.capture import CallRecord, parse_traceparent, tokens_of
 from alight_server.gateway.errors import GatewayError
 from alight_server.gateway.flavour import Flavour, StreamTranslator
-from alight_server.gateway.http1 import UpstreamConnectionError, UpstreamHttp
 from alight_server.gateway.metrics import GatewayMetrics
 from alight_server.gateway.pause import PauseGate
 from alight_server.gateway.proxy import Proxy, UpstreamReply
 from alight_server.gateway.reply import EVENT_STREAM, Reply
+from alight_server.gateway.upstream_http import UpstreamConnectionError, UpstreamHttp
 from alight_server.gateway.upstreams import Target, UpstreamPool
 from alight_server.gateway.writer import CaptureWriter
 from alight_server.store.base import Store

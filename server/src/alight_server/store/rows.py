@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import Row
 
 from alight.schemas import (
@@ -37,12 +39,38 @@ def dumps(value: Any, what: str = "value") -> str:
 
 
 def dumps_recorded(value: Any) -> str:
-    """Compact JSON of what the gateway recorded: a -inf logprob is data and is kept as -Infinity."""
-    return json.dumps(value, separators=(",", ":"))
+    """Compact JSON of what the gateway recorded: a -inf logprob is data and is kept as -Infinity.
+
+    orjson (several times faster than the stdlib on the capture hot path) writes a
+    non-finite float as null, so a value whose encoding holds a null is checked for
+    one and, only then, encoded by the stdlib, which keeps it.
+    """
+    try:
+        text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):  # an int beyond 64 bits, a type orjson does not know
+        return json.dumps(value, separators=(",", ":"))
+    if b"null" in text and _has_non_finite(value):
+        return json.dumps(value, separators=(",", ":"))
+    return text.decode()
+
+
+def _has_non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_non_finite(v) for v in value)
+    return False
 
 
 def loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+    if text is None:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:  # -Infinity, NaN: valid for the stdlib, which wrote them
+        return json.loads(text)
 
 
 def utc(value: datetime) -> datetime:
