@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test run: install the workspace, start a throwaway PostgreSQL, lint, type-check, test.
+# The whole test run: install the workspace, start a throwaway PostgreSQL, lint, type-check, test
+# (and, with no arguments, the integrations at their lowest declared framework versions).
 # Usage: bash scripts/test.sh [pytest args...]   (CI runs it with none: .ci/run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,4 +25,8 @@ set -e
 # 5 = no tests collected: only an error when the whole suite is empty.
 if [ "$rc" -eq 5 ] && [ "$#" -gt 0 ]; then rc=0; fi
 if [ "$rc" -ne 0 ]; then status=$rc; fi
+# The whole run also tests each integration at the lowest framework versions it declares.
+if [ "$#" -eq 0 ]; then
+  bash integrations/test_lowest_versions.sh || status=1
+fi
 exit "$status"
