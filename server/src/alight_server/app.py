@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -11,6 +13,16 @@ from alight_server.config import ServerConfig
 from alight_server.store import Store, open_store
 
 log = logging.getLogger("alight.server")
+
+# FastAPI's native OpenTelemetry (0.16x) traces every request with the process's global provider. Where an
+# agent runs in the server's process (`alight run`, in-process rollouts) that is the rollout's own provider,
+# and a gateway call carries the agent's traceparent: server spans would join the agent's trajectory. The
+# server is where spans land, not a source of them; it also spares the gateway's hot path the check.
+_NO_NATIVE_TELEMETRY: dict[str, Any] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters
+    else {}
+)
 
 
 def create_app(config: ServerConfig | None = None, store: Store | None = None) -> FastAPI:
@@ -32,7 +44,12 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
         log.warning("no admin key configured: generated one for this process only")
     assert config.admin_key is not None
     store = store or open_store(config.db_url)
-    app = FastAPI(title="alight", version="0.1.0", description="alight server: rollouts, gateway, OTLP ingest.")
+    app = FastAPI(
+        title="alight",
+        version="0.1.0",
+        description="alight server: rollouts, gateway, OTLP ingest.",
+        **_NO_NATIVE_TELEMETRY,
+    )
     app.state.config = config
     app.state.store = store
     app.state.token_secret = (
