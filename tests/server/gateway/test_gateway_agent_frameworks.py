@@ -94,11 +94,11 @@ def test_langchain_chat_openai_invoke_stream_and_tools(gateway, attempt, fake):
     _assert_captured_exactly(gateway, attempt, fake, 4)
 
 
-async def test_autogen_assistant_agent_with_tool(gateway, attempt, fake):
-    from autogen_agentchat.agents import AssistantAgent
+def _autogen_client(attempt):
+    """AutoGen's OpenAI client pointed at the attempt's gateway URL, configured only by URL and key."""
     from autogen_ext.models.openai import OpenAIChatCompletionClient
 
-    client = OpenAIChatCompletionClient(
+    return OpenAIChatCompletionClient(
         model="policy",
         base_url=attempt.base_url,
         api_key=attempt.token,
@@ -110,6 +110,12 @@ async def test_autogen_assistant_agent_with_tool(gateway, attempt, fake):
             "structured_output": False,
         },
     )
+
+
+async def test_autogen_assistant_agent_with_tool(gateway, attempt, fake):
+    from autogen_agentchat.agents import AssistantAgent
+
+    client = _autogen_client(attempt)
     agent = AssistantAgent("assistant", model_client=client, tools=[get_weather], reflect_on_tool_use=True)
     result = await agent.run(task='call get_weather {"city": "Kyiv"}')
     final = result.messages[-1]
@@ -120,20 +126,8 @@ async def test_autogen_assistant_agent_with_tool(gateway, attempt, fake):
 
 async def test_autogen_streaming_create(gateway, attempt, fake):
     from autogen_core.models import UserMessage
-    from autogen_ext.models.openai import OpenAIChatCompletionClient
 
-    client = OpenAIChatCompletionClient(
-        model="policy",
-        base_url=attempt.base_url,
-        api_key=attempt.token,
-        model_info={
-            "vision": False,
-            "function_calling": True,
-            "json_output": False,
-            "family": "unknown",
-            "structured_output": False,
-        },
-    )
+    client = _autogen_client(attempt)
     parts = [p async for p in client.create_stream([UserMessage(content="Tell me a fact", source="user")])]
     final = parts[-1]
     assert final.content == "".join(p for p in parts[:-1] if isinstance(p, str))

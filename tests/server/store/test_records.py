@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from store_testkit import model_call
 
 from alight.schemas import (
-    ApiFlavour,
     EventCreate,
-    ModelCall,
     RewardCreate,
     RewardSource,
     RolloutCreate,
@@ -26,23 +24,6 @@ from alight_server.store.sql import SqlStore
 @pytest.fixture
 def rollout_id(any_store: SqlStore) -> str:
     return any_store.create_rollouts([RolloutCreate(id="r")])[0].id
-
-
-def _call(call_id: str, attempt: int = 1) -> ModelCall:
-    return ModelCall(
-        id=call_id,
-        rollout_id="r",
-        attempt=attempt,
-        seq=-1,
-        flavour=ApiFlavour.CHAT,
-        request={"messages": [{"role": "user", "content": "hi"}]},
-        response={"choices": []},
-        prompt_token_ids=[1, 2, 3],
-        response_token_ids=[4, 5],
-        response_logprobs=[-0.5, -0.25],
-        status_code=200,
-        created_at=datetime.now(UTC),
-    )
 
 
 def test_events_are_idempotent_on_their_id_and_filterable(any_store: SqlStore, rollout_id: str) -> None:
@@ -82,10 +63,10 @@ def test_rewards_round_trip_and_are_idempotent(any_store: SqlStore, rollout_id: 
 
 
 def test_model_calls_get_consecutive_seq_per_attempt(any_store: SqlStore, rollout_id: str) -> None:
-    seqs = [any_store.add_model_call(_call(f"c{i}")).seq for i in range(3)]
+    seqs = [any_store.add_model_call(model_call(f"c{i}")).seq for i in range(3)]
     assert seqs == [0, 1, 2]
-    assert any_store.add_model_call(_call("d0", attempt=2)).seq == 0
-    assert any_store.add_model_call(_call("c1")).seq == 1  # retried id: the stored call
+    assert any_store.add_model_call(model_call("d0", attempt=2)).seq == 0
+    assert any_store.add_model_call(model_call("c1")).seq == 1  # retried id: the stored call
     calls = any_store.list_model_calls(rollout_id, attempt=1)
     assert [c.id for c in calls] == ["c0", "c1", "c2"]
     assert calls[0].prompt_token_ids == [1, 2, 3] and calls[0].response_logprobs == [-0.5, -0.25]
@@ -93,7 +74,7 @@ def test_model_calls_get_consecutive_seq_per_attempt(any_store: SqlStore, rollou
 
 
 def test_a_minus_infinity_logprob_is_kept(any_store: SqlStore, rollout_id: str) -> None:
-    call = _call("c0").model_copy(update={"response_logprobs": [float("-inf"), -1.0]})
+    call = model_call("c0").model_copy(update={"response_logprobs": [float("-inf"), -1.0]})
     any_store.add_model_call(call)
     assert any_store.list_model_calls(rollout_id)[0].response_logprobs == [float("-inf"), -1.0]
 
@@ -103,7 +84,7 @@ def test_concurrent_model_calls_of_one_attempt_get_distinct_seqs(any_store: SqlS
 
     def worker(k: int) -> None:
         for i in range(5):
-            seqs.append(any_store.add_model_call(_call(f"c{k}-{i}")).seq)
+            seqs.append(any_store.add_model_call(model_call(f"c{k}-{i}")).seq)
 
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
     for th in threads:

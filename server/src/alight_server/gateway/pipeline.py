@@ -109,9 +109,9 @@ class Gateway:
     def set_served_version(self, version: int) -> None:
         self._version, self._version_at = version, time.monotonic()
 
-    def _parse(self, raw: bytes) -> dict[str, Any]:
-        if len(raw) > self.max_body_bytes:
-            raise GatewayError(413, f"request body is {len(raw)} bytes; the limit is {self.max_body_bytes}")
+    @staticmethod
+    def _parse(raw: bytes) -> dict[str, Any]:
+        """The agent's JSON object (`read_body` already enforced the size limit while reading)."""
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
