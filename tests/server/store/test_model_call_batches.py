@@ -66,3 +66,27 @@ def test_concurrent_batches_and_single_calls_never_share_a_seq(any_store: SqlSto
     for th in threads:
         th.join()
     assert sorted(seqs) == list(range(3 * 4 * 3 + 6))
+
+
+def test_concurrent_batches_over_several_rollouts_neither_deadlock_nor_share_a_seq(
+    any_store: SqlStore, rollout_ids: list[str]
+) -> None:
+    """Batches name the rollouts in opposite orders; the store locks them in one order, so all commit."""
+    errors: list[BaseException] = []
+
+    def batches(k: int) -> None:
+        order = ["r", "s"] if k % 2 else ["s", "r"]
+        try:
+            for i in range(5):
+                any_store.add_model_calls([model_call(f"{k}-{i}-{rid}", rid) for rid in order])
+        except BaseException as exc:  # surfaced below: a thread's failure must fail the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=batches, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    for rid in rollout_ids:
+        assert [c.seq for c in any_store.list_model_calls(rid)] == list(range(4 * 5))

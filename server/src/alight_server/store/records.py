@@ -75,27 +75,25 @@ class SqlRecords(SqlDatabase):
             return self._add_call(conn, call)
 
     def add_model_calls(self, calls: Sequence[ModelCall]) -> list[ModelCall]:
-        """Group commit: one transaction, one lock per rollout, one seq read per attempt, one multi-row insert."""
+        """Group commit in four statements whatever the group's size: lock, known ids, last seqs, insert."""
         if len(calls) <= 1:
             return [self.add_model_call(c) for c in calls]
         with self._write() as conn:
             # Rollout row locks serialise writers per rollout (seq stays gap-free and unique);
-            # taking them in sorted order keeps concurrent batches on PostgreSQL from deadlocking.
-            for rollout_id in sorted({c.rollout_id for c in calls}):
-                if conn.execute(_LOCK_ROLLOUT, {"rollout_id": rollout_id}).first() is None:
-                    raise NotFound(f"no rollout with id {rollout_id!r}")
+            # taking them in id order keeps concurrent batches on PostgreSQL from deadlocking.
+            wanted = sorted({c.rollout_id for c in calls})
+            locked = set(conn.execute(_LOCK_ROLLOUTS, {"ids": wanted}).scalars())
+            if missing := [rid for rid in wanted if rid not in locked]:
+                raise NotFound(f"no rollout with id {missing[0]!r}")
             ids = list({c.id for c in calls})
             stored = {row.id: rows.model_call_from_row(row) for row in conn.execute(_STORED_CALLS, {"ids": ids})}
-            next_seq: dict[tuple[str, int], int] = {}
+            next_seq = {(r, a): last + 1 for r, a, last in conn.execute(_LAST_SEQS, {"ids": wanted})}
             values: list[dict[str, Any]] = []
             out: list[ModelCall] = []
             for call in calls:
                 if call.id not in stored:  # a retried id (here or earlier) returns the stored call
                     key = (call.rollout_id, call.attempt)
-                    if key not in next_seq:
-                        last = conn.execute(_LAST_CALL_SEQ, {"rollout_id": key[0], "attempt": key[1]}).scalar()
-                        next_seq[key] = 0 if last is None else last + 1
-                    seq = next_seq[key]
+                    seq = next_seq.get(key, 0)
                     next_seq[key] = seq + 1
                     values.append(rows.model_call_values(call, seq))
                     stored[call.id] = call.model_copy(update={"seq": seq})
@@ -149,6 +147,17 @@ class SqlRecords(SqlDatabase):
 
 _LOCK_ROLLOUT = (
     select(t.rollouts.c.id).where(t.rollouts.c.id == bindparam("rollout_id")).with_for_update(key_share=True)
+)
+_LOCK_ROLLOUTS = (
+    select(t.rollouts.c.id)
+    .where(t.rollouts.c.id.in_(bindparam("ids", expanding=True)))
+    .order_by(t.rollouts.c.id)
+    .with_for_update(key_share=True)
+)
+_LAST_SEQS = (
+    select(t.model_calls.c.rollout_id, t.model_calls.c.attempt, func.max(t.model_calls.c.seq))
+    .where(t.model_calls.c.rollout_id.in_(bindparam("ids", expanding=True)))
+    .group_by(t.model_calls.c.rollout_id, t.model_calls.c.attempt)
 )
 _CALL_EXISTS = select(t.model_calls.c.id).where(t.model_calls.c.id == bindparam("id"))
 _LAST_CALL_SEQ = select(func.max(t.model_calls.c.seq)).where(
