@@ -8,15 +8,20 @@
    double from alight_server.testing) and the alight server (SQLite store in a temp
    dir, one upstream registered, one attempt claimed per client), each in its
    own process with uvloop.
-2. Sequential phase (one client): per-call latency direct vs gateway; the
-   difference of the medians is the gateway's added latency.
-3. Concurrent phase (N clients): calls/s and p50/p99 latency, direct vs gateway.
+   A bare pass-through proxy runs too: the same HTTP stack as the gateway
+   (uvicorn in, aiohttp out) with no auth, translation or capture. It is the
+   ceiling any proxy built on that stack reaches on this machine, so the
+   numbers separate the cost of the extra HTTP hop from the gateway's own.
+2. Sequential phase (one client): per-call latency direct, through the bare
+   proxy and through the gateway; the difference of the medians is the
+   added latency.
+3. Concurrent phase (N clients): calls/s and p50/p99 latency for each path.
 4. Check every gateway call was recorded, and print the ratios, the CPU time
    each process spent per call in the concurrent phases (from /proc; steadier
    than calls/s on a shared machine) and the load average.
 
-Both sides use the same load client (aiohttp, one session, N coroutines) and
-the same upstream double, so the ratio is the gateway's own cost.
+Every path uses the same load client (aiohttp, one session, N coroutines) and
+the same upstream double, so the ratios are the hop's and the gateway's own cost.
 """
 
 from __future__ import annotations
@@ -100,6 +105,37 @@ def run_upstream(port: int, kind: str) -> None:
         await send({"type": "http.response.body", "body": payload})
 
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="error", loop="uvloop", http="httptools")
+
+
+def run_bare_proxy(port: int, up_port: int) -> None:
+    """Pass every request through to the upstream as it is: no auth, no translation, no capture."""
+    import aiohttp
+    import uvicorn
+
+    upstream = f"http://127.0.0.1:{up_port}"
+    sessions: list[aiohttp.ClientSession] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        body = b""
+        while True:
+            msg = await receive()
+            body += msg.get("body", b"")
+            if not msg.get("more_body"):
+                break
+        if not sessions:  # bound to the server's loop, so made on the first request
+            sessions.append(aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), auto_decompress=False))
+        headers = {"content-type": "application/json"}
+        async with sessions[0].request(scope["method"], upstream + scope["path"], data=body, headers=headers) as resp:
+            kind = resp.headers.get("content-type", "application/json").encode()
+            await send({"type": "http.response.start", "status": resp.status, "headers": [(b"content-type", kind)]})
+            if not kind.startswith(b"text/event-stream"):
+                await send({"type": "http.response.body", "body": await resp.read()})
+                return
+            async for piece in resp.content.iter_any():
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="error", loop="uvloop", http="httptools", lifespan="off")
 
 
 def run_gateway(port: int, db_url: str) -> None:
@@ -206,7 +242,7 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="alight-bench-"))
     db_url = f"sqlite:///{tmp / 'alight.db'}"
-    up_port, gw_port = free_port(), free_port()
+    up_port, bare_port, gw_port = free_port(), free_port(), free_port()
     store = SqlStore(db_url)
     store.add_upstream(UpstreamCreate(id="bench", url=f"http://127.0.0.1:{up_port}/v1", model=MODEL))
     rollouts = store.create_rollouts([RolloutCreate(task={"i": i}) for i in range(args.concurrency)])
@@ -218,24 +254,29 @@ def main() -> None:
     ctx = mp.get_context("spawn")
     procs = [
         ctx.Process(target=run_upstream, args=(up_port, args.upstream)),
+        ctx.Process(target=run_bare_proxy, args=(bare_port, up_port)),
         ctx.Process(target=run_gateway, args=(gw_port, db_url)),
     ]
     for p in procs:
         p.start()
     try:
         _wait(f"http://127.0.0.1:{up_port}/v1/models")
+        _wait(f"http://127.0.0.1:{bare_port}/v1/models")
         _wait(f"http://127.0.0.1:{gw_port}/metrics")
-        direct = f"http://127.0.0.1:{up_port}/v1/chat/completions"
+        direct = [(f"http://127.0.0.1:{up_port}/v1/chat/completions", "none")] * args.concurrency
+        bare = [(f"http://127.0.0.1:{bare_port}/v1/chat/completions", "none")] * args.concurrency
         gateway = [(f"http://127.0.0.1:{gw_port}/gw/{rid}/{n}/v1/chat/completions", tok) for rid, n, tok in tokens]
-        direct_clients = [(direct, "none")] * args.concurrency
+        paths = {"direct": direct, "bare": bare, "gateway": gateway}
 
-        asyncio.run(_load(direct_clients[:4], 200, args.stream))  # warm up both paths
-        asyncio.run(_load(gateway[:4], 200, args.stream))
-        meter = _Meter({"upstream": procs[0].pid, "gateway": procs[1].pid})
-        seq_d, _ = asyncio.run(_load(direct_clients[:1], args.sequential, args.stream))
-        seq_g, _ = asyncio.run(_load(gateway[:1], args.sequential, args.stream))
-        (con_d, wall_d), cpu_d = meter.run(lambda: asyncio.run(_load(direct_clients, args.requests, args.stream)))
-        (con_g, wall_g), cpu_g = meter.run(lambda: asyncio.run(_load(gateway, args.requests, args.stream)))
+        for clients in paths.values():  # warm up every path
+            asyncio.run(_load(clients[:4], 200, args.stream))
+        meter = _Meter({"upstream": procs[0].pid, "bare": procs[1].pid, "gateway": procs[2].pid})
+        seq = {
+            name: asyncio.run(_load(clients[:1], args.sequential, args.stream))[0] for name, clients in paths.items()
+        }
+        con, cpu = {}, {}
+        for name, clients in paths.items():
+            con[name], cpu[name] = meter.run(lambda c=clients: asyncio.run(_load(c, args.requests, args.stream)))
     finally:
         for p in procs:
             p.terminate()
@@ -249,24 +290,31 @@ def main() -> None:
     print(
         f"gateway benchmark: {kind} chat completions, {args.upstream} upstream, SQLite capture, {mp.cpu_count()} CPUs"
     )
+    labels = {"direct": "direct ", "bare": "bare   ", "gateway": "gateway"}
     print(f"sequential ({args.sequential} calls, 1 client):")
-    print(f"  direct  p50 {_pct(seq_d, 0.5):7.2f} ms  p99 {_pct(seq_d, 0.99):7.2f} ms")
-    print(f"  gateway p50 {_pct(seq_g, 0.5):7.2f} ms  p99 {_pct(seq_g, 0.99):7.2f} ms")
-    added = statistics.median(seq_g) * 1000 - statistics.median(seq_d) * 1000
-    print(f"  added p50 latency: {added:.2f} ms (goal < 2 ms)")
-    rate_d, rate_g = len(con_d) / wall_d, len(con_g) / wall_g
+    for name, label in labels.items():
+        print(f"  {label} p50 {_pct(seq[name], 0.5):7.2f} ms  p99 {_pct(seq[name], 0.99):7.2f} ms")
+    medians = {name: statistics.median(values) * 1000 for name, values in seq.items()}
+    print(f"  added p50 latency: gateway {medians['gateway'] - medians['direct']:.2f} ms (goal < 2 ms), ", end="")
+    print(f"bare proxy {medians['bare'] - medians['direct']:.2f} ms")
     print(f"concurrent ({args.requests} calls, {args.concurrency} clients):")
-    print(f"  direct  {rate_d:8.0f} calls/s  p50 {_pct(con_d, 0.5):7.2f} ms  p99 {_pct(con_d, 0.99):7.2f} ms")
-    print(f"  gateway {rate_g:8.0f} calls/s  p50 {_pct(con_g, 0.5):7.2f} ms  p99 {_pct(con_g, 0.99):7.2f} ms")
-    print(f"  throughput ratio gateway/direct: {rate_g / rate_d:.2f} (goal >= 0.50)")
-    per_call = {k: 1000 * v / args.requests for k, v in cpu_g.items()}
-    direct_cpu = {k: 1000 * v / args.requests for k, v in cpu_d.items()}
-    print(
-        "  CPU ms per call (concurrent phase): "
-        f"direct: client {direct_cpu['client']:.2f} + upstream {direct_cpu['upstream']:.2f}; "
-        f"gateway path: client {per_call['client']:.2f} + upstream {per_call['upstream']:.2f} "
-        f"+ gateway {per_call['gateway']:.2f}"
-    )
+    rate = {}
+    for name, label in labels.items():
+        latencies, wall = con[name]
+        rate[name] = len(latencies) / wall
+        print(
+            f"  {label} {rate[name]:8.0f} calls/s  p50 {_pct(latencies, 0.5):7.2f} ms  p99 {_pct(latencies, 0.99):7.2f} ms"
+        )
+    print(f"  throughput ratio gateway/direct: {rate['gateway'] / rate['direct']:.2f} (goal >= 0.50)")
+    print(f"  bare proxy/direct: {rate['bare'] / rate['direct']:.2f} (the ceiling of a proxy on this HTTP stack here)")
+    print(f"  gateway/bare proxy: {rate['gateway'] / rate['bare']:.2f}")
+    per_call = {name: {k: 1000 * v / args.requests for k, v in spent.items()} for name, spent in cpu.items()}
+    print("  CPU ms per call (concurrent phase):")
+    for name, own in (("direct", None), ("bare", "bare"), ("gateway", "gateway")):
+        parts = f"client {per_call[name]['client']:.2f} + upstream {per_call[name]['upstream']:.2f}"
+        if own:
+            parts += f" + {'bare proxy' if own == 'bare' else 'gateway'} {per_call[name][own]:.2f}"
+        print(f"    {labels[name]} {parts}")
     print(f"  load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"recorded model calls: {recorded} of {expected} sent through the gateway")
 
