@@ -239,6 +239,24 @@ class PolicyVersion(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class GatewayPause(BaseModel):
+    """The pause every gateway replica on one store follows; `epoch` moves on each pause and resume."""
+
+    paused: bool
+    epoch: int
+
+
+class GatewayReplica(BaseModel):
+    """One gateway process serving from a store, as it last reported itself."""
+
+    id: str
+    address: str = Field(description="host:pid, for people")
+    paused: bool
+    pause_epoch: int = Field(description="the newest pause epoch this replica has applied")
+    in_flight: int
+    reported_at: float = Field(description="unix time of the report")
+
+
 class AttemptStart(BaseModel):
     """What the server hands the controller for a claimed attempt."""
 

@@ -15,6 +15,8 @@ class GatewayConfig(BaseModel):
     upstream_timeout_s: float = Field(default=300.0, gt=0)
     max_retries: int = Field(default=3, ge=0)
     retry_after_s: float = Field(default=1.0, gt=0, description="Retry-After sent while paused")
+    # How often a gateway reads the pause it shares with the other gateway processes on its store.
+    replica_sync_s: float = Field(default=0.1, gt=0, le=5)
 
 
 class ServerConfig(BaseModel):

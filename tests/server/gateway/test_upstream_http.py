@@ -133,3 +133,21 @@ async def test_a_stalled_stream_times_out_at_its_deadline():
         assert pieces == [b"first"] and time.monotonic() - began < 2
         response.close()
     await http.aclose()
+
+
+async def test_requests_ask_for_an_uncompressed_body():
+    """The body is relayed and parsed as it comes, so the upstream is told not to compress it."""
+    seen: list[bytes] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await _read_request(reader))
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+        await writer.drain()
+
+    http = UpstreamHttp()
+    async with _server(handler) as (url, _):
+        response = await http.request("POST", f"{url}/v1/x", {"content-type": "application/json"}, b"{}")
+        assert await response.read() == b"{}"
+    await http.aclose()
+    head = seen[0].split(b"\r\n\r\n")[0].lower().split(b"\r\n")
+    assert [line for line in head if line.startswith(b"accept-encoding")] == [b"accept-encoding: identity"]

@@ -43,25 +43,28 @@ async def _status(gw: Gateway) -> dict[str, Any]:
         "upstreams": [
             {"id": t.id, "url": t.base_url, "policy_version": t.policy_version, "model": t.model} for t in targets
         ],
+        "replica": gw.replicas.id,
+        "other_replicas": [r.model_dump() for r in await gw.replicas.others()],
     }
 
 
 @router.post("/api/gateway/pause")
 async def pause(request: Request, _: AdminDep) -> dict[str, Any]:
-    """New model calls get 429 + Retry-After; calls in flight run to the end."""
+    """New model calls get 429 + Retry-After, on every gateway replica of this store; calls in flight run on."""
     gw = _gateway(request)
-    gw.gate.pause()
+    await gw.replicas.pause()
     return await _status(gw)
 
 
 @router.post("/api/gateway/drain")
 async def drain(request: Request, _: AdminDep, body: DrainRequest | None = None) -> dict[str, Any]:
-    """Wait until no call is in flight, or `timeout_s` passes. Pause first, or new calls keep arriving."""
-    result = await _gateway(request).gate.drain((body or DrainRequest()).timeout_s)
+    """Wait until no replica has a call in flight, or `timeout_s` passes. Pause first, or calls keep arriving."""
+    result = await _gateway(request).replicas.drain((body or DrainRequest()).timeout_s)
     return {
         "drained": result.drained,
         "in_flight_at_start": result.in_flight_at_start,
         "waited_s": round(result.waited_s, 4),
+        "replicas": result.replicas,
     }
 
 
@@ -91,7 +94,7 @@ async def resume(request: Request, _: AdminDep, body: ResumeRequest | None = Non
     version = await anyio.to_thread.run_sync(_bump, gw, body or ResumeRequest())
     gw.set_served_version(version)
     gw.upstreams.invalidate()  # weight updates usually come with re-registered upstreams
-    paused_s = gw.gate.resume()
+    paused_s = await gw.replicas.resume()
     return {**await _status(gw), "paused_s": round(paused_s, 4)}
 
 

@@ -13,6 +13,7 @@ class DrainResult:
     drained: bool
     in_flight_at_start: int
     waited_s: float
+    replicas: int = 1
 
 
 class PauseGate:
@@ -20,7 +21,8 @@ class PauseGate:
 
     A call is admitted by `enter()` and leaves by `leave()` once its response
     is fully sent, so a pause never cuts a call that already started.
-    State is per process: run one gateway process per pause domain.
+    One per gateway process; `Replicas` keeps the gates of all processes on
+    one store in step.
     """
 
     def __init__(self) -> None:

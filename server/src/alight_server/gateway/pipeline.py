@@ -19,6 +19,7 @@ from alight_server.gateway.flavour import Flavour, StreamTranslator
 from alight_server.gateway.metrics import GatewayMetrics
 from alight_server.gateway.pause import PauseGate
 from alight_server.gateway.proxy import Proxy, UpstreamReply
+from alight_server.gateway.replicas import Replicas
 from alight_server.gateway.reply import EVENT_STREAM, Reply
 from alight_server.gateway.upstream_http import UpstreamConnectionError, UpstreamHttp
 from alight_server.gateway.upstreams import Target, UpstreamPool
@@ -79,6 +80,7 @@ class Gateway:
         self.config = config
         self.max_body_bytes = max_body_bytes
         self.gate = PauseGate()
+        self.replicas = Replicas(store, self.gate, self._reopen, config.replica_sync_s)
         self.metrics = GatewayMetrics(lambda: self.gate.in_flight, self.gate.paused_seconds)
         self.http = UpstreamHttp()
         self.upstreams = UpstreamPool(store, self.http.get_json)
@@ -89,6 +91,7 @@ class Gateway:
         self._version_at = float("-inf")
 
     async def aclose(self) -> None:
+        await self.replicas.stop()
         await self.http.aclose()
         await anyio.to_thread.run_sync(self.writer.close)
 
@@ -108,6 +111,11 @@ class Gateway:
 
     def set_served_version(self, version: int) -> None:
         self._version, self._version_at = version, time.monotonic()
+
+    async def _reopen(self) -> None:
+        """Another replica resumed: calls from here on count as the version it set, on its upstreams."""
+        self.set_served_version(await anyio.to_thread.run_sync(self.store.current_policy_version))
+        self.upstreams.invalidate()
 
     @staticmethod
     def _parse(raw: bytes) -> dict[str, Any]:

@@ -10,6 +10,8 @@ from alight.schemas import (
     AttemptFinish,
     Event,
     EventCreate,
+    GatewayPause,
+    GatewayReplica,
     Mode,
     ModelCall,
     PolicyVersion,
@@ -164,6 +166,23 @@ class Store(Protocol):
 
     def add_policy_version(self, metadata: dict[str, object] | None = None) -> PolicyVersion:
         """Next version number, durably."""
+        ...
+
+    # the gateway's shared pause and the gateway processes following it
+    def gateway_pause(self) -> GatewayPause: ...
+
+    def set_gateway_paused(self, paused: bool) -> GatewayPause:
+        """Pause or open every gateway on this store; the epoch moves only when the state changes."""
+        ...
+
+    def report_gateway_replica(self, replica: GatewayReplica) -> None:
+        """Insert or replace a gateway process's report."""
+        ...
+
+    def list_gateway_replicas(self) -> list[GatewayReplica]: ...
+
+    def remove_gateway_replica(self, replica_id: str) -> None:
+        """Unknown ids are ignored."""
         ...
 
     def close(self) -> None: ...

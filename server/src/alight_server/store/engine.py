@@ -61,7 +61,7 @@ class SqlDatabase:
             t.metadata.create_all(conn)
             if conn.execute(select(func.count()).select_from(t.schema_version)).scalar() == 0:
                 conn.execute(t.schema_version.insert().values(version=t.SCHEMA_VERSION))
-            for name in ("rollout_seq", "rollout_ordinal", "policy_version"):
+            for name in ("rollout_seq", "rollout_ordinal", "policy_version", "gateway_paused", "gateway_pause_epoch"):
                 if conn.execute(select(t.counters.c.value).where(t.counters.c.name == name)).first() is None:
                     conn.execute(t.counters.insert().values(name=name, value=0))
 
@@ -84,9 +84,12 @@ class SqlDatabase:
             raise NotFound(f"no rollout with id {rollout_id!r}")
         return row
 
+    def _upsert(self, table: Any) -> Any:
+        """An INSERT of this dialect, which has `on_conflict_do_nothing` / `on_conflict_do_update`."""
+        return (sqlite if self.is_sqlite else postgresql).insert(table)
+
     def _insert_ignore(self, table: Any) -> Any:
-        dialect = sqlite if self.is_sqlite else postgresql
-        return dialect.insert(table).on_conflict_do_nothing()
+        return self._upsert(table).on_conflict_do_nothing()
 
     def close(self) -> None:
         self.engine.dispose()

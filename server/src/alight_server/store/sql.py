@@ -35,9 +35,10 @@ from alight_server.store import tables as t
 from alight_server.store.base import Conflict, NotFound
 from alight_server.store.lifecycle import apply_finish, end_running_attempt
 from alight_server.store.records import SqlRecords
+from alight_server.store.replicas import SqlGatewayReplicas
 
 
-class SqlStore(SqlRecords):
+class SqlStore(SqlRecords, SqlGatewayReplicas):
     """The durable store at a SQLAlchemy URL (`sqlite:///path.db`, `postgresql+psycopg://...`)."""
 
     def _attempts(self, conn: Connection, rollout_ids: Sequence[str]) -> dict[str, list[Attempt]]:

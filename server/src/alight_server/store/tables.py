@@ -19,7 +19,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-# Bump when a table changes, and teach SqlStore to migrate from the previous version.
+# Bump when a table changes, and teach SqlStore to migrate from the previous version
+# (a new table needs no bump: opening the store creates the tables it lacks).
 SCHEMA_VERSION = 1
 
 metadata = MetaData()
@@ -179,4 +180,17 @@ policy_versions = Table(
     Column("version", Integer, primary_key=True, autoincrement=False),
     Column("metadata", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+# Gateway processes sharing this store report here, so a pause and its drain cover every one.
+# The pause itself is two counters: `gateway_paused` (0/1) and `gateway_pause_epoch`.
+gateway_replicas = Table(
+    "gateway_replicas",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("address", Text, nullable=False),
+    Column("paused", Boolean, nullable=False),
+    Column("pause_epoch", BigInteger, nullable=False),
+    Column("in_flight", Integer, nullable=False),
+    Column("reported_at", Float, nullable=False),
 )

@@ -1,0 +1,48 @@
+"""The gateway's shared pause: every gateway process on one store pauses, drains and resumes together."""
+
+from __future__ import annotations
+
+from sqlalchemy import select, update
+
+from alight.schemas import GatewayPause, GatewayReplica
+from alight_server.store import tables as t
+from alight_server.store.engine import SqlDatabase
+
+_PAUSED, _EPOCH = "gateway_paused", "gateway_pause_epoch"
+_PAUSE = select(t.counters.c.name, t.counters.c.value).where(t.counters.c.name.in_((_PAUSED, _EPOCH)))
+
+
+class SqlGatewayReplicas(SqlDatabase):
+    def gateway_pause(self) -> GatewayPause:
+        with self._read() as conn:
+            values = dict(conn.execute(_PAUSE).tuples().all())
+        return GatewayPause(paused=bool(values[_PAUSED]), epoch=int(values[_EPOCH]))
+
+    def set_gateway_paused(self, paused: bool) -> GatewayPause:
+        """Pause or open every replica; the epoch moves only when the state changes."""
+        with self._write() as conn:
+            c = t.counters.c
+            flag = conn.execute(select(c.value).where(c.name == _PAUSED).with_for_update()).scalar_one()
+            if bool(flag) != paused:
+                conn.execute(update(t.counters).where(c.name == _PAUSED).values(value=int(paused)))
+                self._bump(conn, _EPOCH)
+            values = dict(conn.execute(_PAUSE).tuples().all())
+        return GatewayPause(paused=bool(values[_PAUSED]), epoch=int(values[_EPOCH]))
+
+    def report_gateway_replica(self, replica: GatewayReplica) -> None:
+        """Insert or replace the replica's report."""
+        values = replica.model_dump()
+        stmt = self._upsert(t.gateway_replicas)
+        stmt = stmt.on_conflict_do_update(index_elements=["id"], set_={k: stmt.excluded[k] for k in values})
+        with self._write() as conn:
+            conn.execute(stmt, values)
+
+    def list_gateway_replicas(self) -> list[GatewayReplica]:
+        with self._read() as conn:
+            found = conn.execute(select(t.gateway_replicas).order_by(t.gateway_replicas.c.id))
+            return [GatewayReplica.model_validate(dict(row._mapping)) for row in found]
+
+    def remove_gateway_replica(self, replica_id: str) -> None:
+        """Forget a replica that stopped; unknown ids are ignored (it may have been removed already)."""
+        with self._write() as conn:
+            conn.execute(t.gateway_replicas.delete().where(t.gateway_replicas.c.id == replica_id))
