@@ -73,6 +73,27 @@ def test_model_calls_get_consecutive_seq_per_attempt(any_store: SqlStore, rollou
     assert len(any_store.list_model_calls(rollout_id)) == 4
 
 
+def test_a_model_call_reads_back_field_for_field(any_store: SqlStore, rollout_id: str) -> None:
+    call = model_call("c0").model_copy(
+        update={
+            "trace_id": "ab" * 16,
+            "span_id": "cd" * 8,
+            "response": None,
+            "extra_choices": [{"index": 1, "token_ids": [7], "logprobs": [-0.1]}],
+            "policy_version": 3,
+            "upstream": "u1",
+            "latency_ms": 12.5,
+            "status_code": 502,
+            "error": "upstream broke",
+            "streamed": True,
+            "flags": ["missing_logprobs"],
+        }
+    )
+    stored = any_store.add_model_call(call)
+    assert stored == call.model_copy(update={"seq": 0})
+    assert any_store.list_model_calls(rollout_id) == [stored]
+
+
 def test_a_minus_infinity_logprob_is_kept(any_store: SqlStore, rollout_id: str) -> None:
     call = model_call("c0").model_copy(update={"response_logprobs": [float("-inf"), -1.0]})
     any_store.add_model_call(call)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import cached_property
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, select
+from sqlalchemy import Dialect, bindparam, select
 
 from alight.schemas import Event, EventCreate, ModelCall, Reward, RewardCreate, SpanRecord
 from alight_server.store import rows
@@ -15,8 +16,49 @@ from alight_server.store.base import Conflict, NotFound
 from alight_server.store.engine import SqlDatabase
 
 
+class CaptureSql:
+    """The capture path's statements as driver SQL for one dialect, and rows as the driver takes them."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self._mark = "?" if dialect.paramstyle == "qmark" else "%s"
+        # FOR NO KEY UPDATE serialises writers of a rollout without blocking foreign-key checks (PostgreSQL).
+        self._lock = " FOR NO KEY UPDATE" if dialect.name == "postgresql" else ""
+        columns = list(t.model_calls.columns)
+        self.names = [c.name for c in columns]
+        self.insert_call = f"INSERT INTO model_calls ({', '.join(self.names)}) VALUES ({self._marks(len(columns))})"
+        # What SQLAlchemy would do to each value on the way in (datetimes as SQLite text, for one).
+        self._processors: list[tuple[int, Callable[[Any], Any]]] = [
+            (i, proc) for i, c in enumerate(columns) if (proc := c.type.dialect_impl(dialect).bind_processor(dialect))
+        ]
+
+    def _marks(self, n: int) -> str:
+        return ", ".join([self._mark] * n)
+
+    def lock_rollouts(self, n: int) -> str:
+        return f"SELECT id FROM rollouts WHERE id IN ({self._marks(n)}) ORDER BY id{self._lock}"
+
+    def known_ids(self, n: int) -> str:
+        return f"SELECT id FROM model_calls WHERE id IN ({self._marks(n)})"
+
+    def last_seqs(self, n: int) -> str:
+        return (
+            f"SELECT rollout_id, attempt, MAX(seq) FROM model_calls WHERE rollout_id IN ({self._marks(n)}) "
+            "GROUP BY rollout_id, attempt"
+        )
+
+    def row(self, values: dict[str, Any]) -> tuple[Any, ...]:
+        row = [values[name] for name in self.names]
+        for i, proc in self._processors:
+            row[i] = proc(row[i])
+        return tuple(row)
+
+
 class SqlRecords(SqlDatabase):
     """Append-mostly records keyed by rollout; each write is idempotent on its id."""
+
+    @cached_property
+    def _capture_sql(self) -> CaptureSql:
+        return CaptureSql(self.engine.dialect)
 
     def add_event(self, rollout_id: str, event: EventCreate) -> Event:
         values = {
@@ -70,50 +112,55 @@ class SqlRecords(SqlDatabase):
     # ---- gateway captures
 
     def add_model_call(self, call: ModelCall) -> ModelCall:
-        """The gateway's hot path: prebuilt statements with bound parameters, four round trips."""
-        with self._write() as conn:
-            return self._add_call(conn, call)
+        return self.add_model_calls([call])[0]
 
     def add_model_calls(self, calls: Sequence[ModelCall]) -> list[ModelCall]:
-        """Group commit in four statements whatever the group's size: lock, known ids, last seqs, insert."""
-        if len(calls) <= 1:
-            return [self.add_model_call(c) for c in calls]
-        with self._write() as conn:
-            # Rollout row locks serialise writers per rollout (seq stays gap-free and unique);
-            # taking them in id order keeps concurrent batches on PostgreSQL from deadlocking.
-            wanted = sorted({c.rollout_id for c in calls})
-            locked = set(conn.execute(_LOCK_ROLLOUTS, {"ids": wanted}).scalars())
-            if missing := [rid for rid in wanted if rid not in locked]:
-                raise NotFound(f"no rollout with id {missing[0]!r}")
-            ids = list({c.id for c in calls})
-            stored = {row.id: rows.model_call_from_row(row) for row in conn.execute(_STORED_CALLS, {"ids": ids})}
-            next_seq = {(r, a): last + 1 for r, a, last in conn.execute(_LAST_SEQS, {"ids": wanted})}
-            values: list[dict[str, Any]] = []
-            out: list[ModelCall] = []
-            for call in calls:
-                if call.id not in stored:  # a retried id (here or earlier) returns the stored call
-                    key = (call.rollout_id, call.attempt)
-                    seq = next_seq.get(key, 0)
-                    next_seq[key] = seq + 1
-                    values.append(rows.model_call_values(call, seq))
-                    stored[call.id] = call.model_copy(update={"seq": seq})
-                out.append(stored[call.id])
-            if values:
-                conn.execute(_INSERT_CALL, values)
-        return out
+        """The gateway's group commit: four driver statements whatever the group's size.
 
-    def _add_call(self, conn: Connection, call: ModelCall) -> ModelCall:
-        params = {"rollout_id": call.rollout_id, "attempt": call.attempt, "id": call.id}
-        # The rollout row lock serialises calls of one rollout, so seq is gap-free and unique.
-        if conn.execute(_LOCK_ROLLOUT, params).first() is None:
-            raise NotFound(f"no rollout with id {call.rollout_id!r}")
-        if conn.execute(_CALL_EXISTS, params).first() is not None:
-            existing = conn.execute(select(t.model_calls).where(t.model_calls.c.id == call.id)).one()
-            return rows.model_call_from_row(existing)
-        last = conn.execute(_LAST_CALL_SEQ, params).scalar()
-        seq = 0 if last is None else last + 1
-        conn.execute(_INSERT_CALL, rows.model_call_values(call, seq))
-        return call.model_copy(update={"seq": seq})
+        Lock the group's rollouts, find ids stored before, read each attempt's
+        last seq, insert the rest in one executemany. The statements go to the
+        driver's cursor as prepared SQL: SQLAlchemy's per-statement work was
+        most of what a small group cost.
+        """
+        if not calls:
+            return []
+        with self._write() as conn:
+            sql = self._capture_sql
+            driver = conn.connection.driver_connection
+            assert driver is not None  # a connection in a transaction is never detached
+            cursor = driver.cursor()
+            try:
+                # Rollout row locks serialise writers per rollout (seq stays gap-free and unique);
+                # taking them in id order keeps concurrent groups on PostgreSQL from deadlocking.
+                wanted = sorted({c.rollout_id for c in calls})
+                cursor.execute(sql.lock_rollouts(len(wanted)), wanted)
+                locked = {row[0] for row in cursor.fetchall()}
+                if missing := [rid for rid in wanted if rid not in locked]:
+                    raise NotFound(f"no rollout with id {missing[0]!r}")
+                ids = list({c.id for c in calls})
+                cursor.execute(sql.known_ids(len(ids)), ids)
+                known = [row[0] for row in cursor.fetchall()]
+                stored = {}
+                if known:  # retried ids return what was stored for them
+                    found = conn.execute(_STORED_CALLS, {"ids": known})
+                    stored = {row.id: rows.model_call_from_row(row) for row in found}
+                cursor.execute(sql.last_seqs(len(wanted)), wanted)
+                next_seq = {(rid, attempt): last + 1 for rid, attempt, last in cursor.fetchall()}
+                values: list[tuple[Any, ...]] = []
+                out: list[ModelCall] = []
+                for call in calls:
+                    if call.id not in stored:  # the same id twice in one group is stored once
+                        key = (call.rollout_id, call.attempt)
+                        seq = next_seq.get(key, 0)
+                        next_seq[key] = seq + 1
+                        values.append(sql.row(rows.model_call_values(call, seq)))
+                        stored[call.id] = call.model_copy(update={"seq": seq})
+                    out.append(stored[call.id])
+                if values:
+                    cursor.executemany(sql.insert_call, values)
+            finally:
+                cursor.close()
+        return out
 
     def list_model_calls(self, rollout_id: str, attempt: int | None = None) -> list[ModelCall]:
         with self._read() as conn:
@@ -145,23 +192,4 @@ class SqlRecords(SqlDatabase):
             return [rows.span_from_row(row) for row in conn.execute(stmt)]
 
 
-_LOCK_ROLLOUT = (
-    select(t.rollouts.c.id).where(t.rollouts.c.id == bindparam("rollout_id")).with_for_update(key_share=True)
-)
-_LOCK_ROLLOUTS = (
-    select(t.rollouts.c.id)
-    .where(t.rollouts.c.id.in_(bindparam("ids", expanding=True)))
-    .order_by(t.rollouts.c.id)
-    .with_for_update(key_share=True)
-)
-_LAST_SEQS = (
-    select(t.model_calls.c.rollout_id, t.model_calls.c.attempt, func.max(t.model_calls.c.seq))
-    .where(t.model_calls.c.rollout_id.in_(bindparam("ids", expanding=True)))
-    .group_by(t.model_calls.c.rollout_id, t.model_calls.c.attempt)
-)
-_CALL_EXISTS = select(t.model_calls.c.id).where(t.model_calls.c.id == bindparam("id"))
-_LAST_CALL_SEQ = select(func.max(t.model_calls.c.seq)).where(
-    (t.model_calls.c.rollout_id == bindparam("rollout_id")) & (t.model_calls.c.attempt == bindparam("attempt"))
-)
-_INSERT_CALL = t.model_calls.insert()
 _STORED_CALLS = select(t.model_calls).where(t.model_calls.c.id.in_(bindparam("ids", expanding=True)))
