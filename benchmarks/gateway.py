@@ -1,13 +1,14 @@
 """Gateway overhead: direct-to-upstream vs through the gateway (durable capture on), in one run.
 
     .venv/bin/python benchmarks/gateway.py [--concurrency 16] [--requests 2000] [--sequential 300]
-        [--stream] [--upstream raw|fake]
+        [--stream] [--upstream raw|fake] [--replicas 1]
 
 1. Start a fast upstream double (`raw`: an ASGI app returning one precomputed
    vLLM-shaped chat completion with 32 tokens; `fake`: the vLLM-shaped test
    double from alight_server.testing) and the alight server (SQLite store in a temp
    dir, one upstream registered, one attempt claimed per client), each in its
-   own process with uvloop.
+   own process with uvloop. `--replicas N` runs N gateway processes on that
+   one store (clients spread over them), as a gateway is scaled out.
    A bare pass-through proxy runs too: the same HTTP stack as the gateway
    (uvicorn in, aiohttp out) with no auth, translation or capture. It is the
    ceiling any proxy built on that stack reaches on this machine, so the
@@ -202,16 +203,19 @@ def _cpu_s(pid: int | None) -> float:
 
 
 class _Meter:
-    """CPU seconds each process spent during one phase of the run."""
+    """CPU seconds each part (one or more processes) spent during one phase of the run."""
 
-    def __init__(self, pids: dict[str, int | None]) -> None:
+    def __init__(self, pids: dict[str, list[int | None]]) -> None:
         self.pids = pids
 
+    def _now(self) -> dict[str, float]:
+        return {name: sum(_cpu_s(pid) for pid in pids) for name, pids in self.pids.items()}
+
     def run(self, phase: Any) -> tuple[Any, dict[str, float]]:
-        before = {name: _cpu_s(pid) for name, pid in self.pids.items()}
+        before = self._now()
         before["client"] = time.process_time()
         out = phase()
-        spent = {name: _cpu_s(pid) - before[name] for name, pid in self.pids.items()}
+        spent = {name: cpu - before[name] for name, cpu in self._now().items()}
         spent["client"] = time.process_time() - before["client"]
         return out, spent
 
@@ -233,6 +237,7 @@ def main() -> None:
         default="raw",
         help="raw: a constant precomputed answer (the harshest baseline); fake: the vLLM-shaped test double",
     )
+    parser.add_argument("--replicas", type=int, default=1, help="gateway processes sharing the store")
     args = parser.parse_args()
 
     from alight.schemas import RolloutCreate, UpstreamCreate
@@ -242,7 +247,8 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="alight-bench-"))
     db_url = f"sqlite:///{tmp / 'alight.db'}"
-    up_port, bare_port, gw_port = free_port(), free_port(), free_port()
+    up_port, bare_port = free_port(), free_port()
+    gw_ports = [free_port() for _ in range(args.replicas)]
     store = SqlStore(db_url)
     store.add_upstream(UpstreamCreate(id="bench", url=f"http://127.0.0.1:{up_port}/v1", model=MODEL))
     rollouts = store.create_rollouts([RolloutCreate(task={"i": i}) for i in range(args.concurrency)])
@@ -255,22 +261,26 @@ def main() -> None:
     procs = [
         ctx.Process(target=run_upstream, args=(up_port, args.upstream)),
         ctx.Process(target=run_bare_proxy, args=(bare_port, up_port)),
-        ctx.Process(target=run_gateway, args=(gw_port, db_url)),
+        *(ctx.Process(target=run_gateway, args=(port, db_url)) for port in gw_ports),
     ]
     for p in procs:
         p.start()
     try:
         _wait(f"http://127.0.0.1:{up_port}/v1/models")
         _wait(f"http://127.0.0.1:{bare_port}/v1/models")
-        _wait(f"http://127.0.0.1:{gw_port}/metrics")
+        for port in gw_ports:
+            _wait(f"http://127.0.0.1:{port}/metrics")
         direct = [(f"http://127.0.0.1:{up_port}/v1/chat/completions", "none")] * args.concurrency
         bare = [(f"http://127.0.0.1:{bare_port}/v1/chat/completions", "none")] * args.concurrency
-        gateway = [(f"http://127.0.0.1:{gw_port}/gw/{rid}/{n}/v1/chat/completions", tok) for rid, n, tok in tokens]
+        gateway = [
+            (f"http://127.0.0.1:{gw_ports[i % len(gw_ports)]}/gw/{rid}/{n}/v1/chat/completions", tok)
+            for i, (rid, n, tok) in enumerate(tokens)
+        ]
         paths = {"direct": direct, "bare": bare, "gateway": gateway}
 
         for clients in paths.values():  # warm up every path
             asyncio.run(_load(clients[:4], 200, args.stream))
-        meter = _Meter({"upstream": procs[0].pid, "bare": procs[1].pid, "gateway": procs[2].pid})
+        meter = _Meter({"upstream": [procs[0].pid], "bare": [procs[1].pid], "gateway": [p.pid for p in procs[2:]]})
         seq = {
             name: asyncio.run(_load(clients[:1], args.sequential, args.stream))[0] for name, clients in paths.items()
         }
@@ -287,8 +297,10 @@ def main() -> None:
     store.close()
     expected = 200 + args.sequential + args.requests
     kind = "streamed" if args.stream else "non-streamed"
+    replicas = f", {args.replicas} gateway processes" if args.replicas > 1 else ""
     print(
-        f"gateway benchmark: {kind} chat completions, {args.upstream} upstream, SQLite capture, {mp.cpu_count()} CPUs"
+        f"gateway benchmark: {kind} chat completions, {args.upstream} upstream, SQLite capture{replicas}, "
+        f"{mp.cpu_count()} CPUs"
     )
     labels = {"direct": "direct ", "bare": "bare   ", "gateway": "gateway"}
     print(f"sequential ({args.sequential} calls, 1 client):")
