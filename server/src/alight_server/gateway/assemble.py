@@ -31,17 +31,17 @@ class ChatAssembler:
             self._add_choice(c)
 
     def _add_choice(self, c: dict[str, Any]) -> None:
-        acc = self.choices.setdefault(
-            c.get("index", 0),
-            {
+        index = c.get("index", 0)
+        acc = self.choices.get(index)
+        if acc is None:  # not setdefault: that would build this dict for every chunk
+            acc = self.choices[index] = {
                 "content": [],
                 "tool_calls": {},
                 "token_ids": None,
                 "logprobs": None,
                 "finish_reason": None,
                 "stop_reason": None,
-            },
-        )
+            }
         delta = c.get("delta") or {}
         if delta.get("content"):
             acc["content"].append(delta["content"])
@@ -111,10 +111,16 @@ class CompletionAssembler:
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         for c in chunk.get("choices") or []:
-            acc = self.choices.setdefault(
-                c.get("index", 0),
-                {"text": [], "token_ids": None, "prompt_token_ids": None, "logprobs": None, "finish_reason": None},
-            )
+            index = c.get("index", 0)
+            acc = self.choices.get(index)
+            if acc is None:
+                acc = self.choices[index] = {
+                    "text": [],
+                    "token_ids": None,
+                    "prompt_token_ids": None,
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
             acc["text"].append(c.get("text") or "")
             if c.get("prompt_token_ids") is not None:
                 acc["prompt_token_ids"] = c["prompt_token_ids"]

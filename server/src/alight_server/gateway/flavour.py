@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+import orjson
+
 from alight.schemas import ApiFlavour
 from alight_server.gateway.assemble import ChatAssembler, CompletionAssembler
 
@@ -47,7 +49,5 @@ class Flavour(Protocol):
 
 
 def sse(data: dict[str, Any], event: str | None = None) -> bytes:
-    import orjson
-
     head = f"event: {event}\n".encode() if event else b""
     return head + b"data: " + orjson.dumps(data) + b"\n\n"
