@@ -80,6 +80,15 @@ def _upstream_body(stream: bool) -> list[bytes]:
     return [b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
 
 
+async def _request_body(receive: Any) -> bytes:
+    body = b""
+    while True:
+        msg = await receive()
+        body += msg.get("body", b"")
+        if not msg.get("more_body"):
+            return body
+
+
 def run_upstream(port: int, kind: str) -> None:
     import uvicorn
 
@@ -94,12 +103,7 @@ def run_upstream(port: int, kind: str) -> None:
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
-        body = b""
-        while True:
-            msg = await receive()
-            body += msg.get("body", b"")
-            if not msg.get("more_body"):
-                break
+        body = await _request_body(receive)
         stream = b'"stream":true' in body.replace(b" ", b"")
         payload, kind = (streamed, b"text/event-stream") if stream else (plain[0], b"application/json")
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", kind)]})
@@ -117,12 +121,7 @@ def run_bare_proxy(port: int, up_port: int) -> None:
     sessions: list[aiohttp.ClientSession] = []
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        body = b""
-        while True:
-            msg = await receive()
-            body += msg.get("body", b"")
-            if not msg.get("more_body"):
-                break
+        body = await _request_body(receive)
         if not sessions:  # bound to the server's loop, so made on the first request
             sessions.append(aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), auto_decompress=False))
         headers = {"content-type": "application/json"}
