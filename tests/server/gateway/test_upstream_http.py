@@ -40,6 +40,19 @@ async def _read_request(reader: asyncio.StreamReader) -> bytes:
     return head + await reader.readexactly(length)
 
 
+def _answer(raw: bytes, seen: list[bytes] | None = None) -> Handler:
+    """Read one request (kept in `seen`), then write `raw` as the whole answer."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request = await _read_request(reader)
+        if seen is not None:
+            seen.append(request)
+        writer.write(raw)
+        await writer.drain()
+
+    return handler
+
+
 def _keep_alive(body: bytes, times: int) -> Handler:
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         for _ in range(times):
@@ -90,16 +103,8 @@ async def test_chunked_and_connection_delimited_bodies():
 
 
 async def test_garbage_refused_and_cut_answers_are_connection_errors():
-    async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _read_request(reader)
-        writer.write(b"this is not http\r\n\r\n")
-        await writer.drain()
-
-    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly part")
-        await writer.drain()
-
+    garbage = _answer(b"this is not http\r\n\r\n")
+    cut = _answer(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly part")
     http = UpstreamHttp()
     async with _server(garbage) as (url, _):
         with pytest.raises(UpstreamConnectionError, match="malformed HTTP"):
@@ -138,14 +143,8 @@ async def test_a_stalled_stream_times_out_at_its_deadline():
 async def test_requests_ask_for_an_uncompressed_body():
     """The body is relayed and parsed as it comes, so the upstream is told not to compress it."""
     seen: list[bytes] = []
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        seen.append(await _read_request(reader))
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
-        await writer.drain()
-
     http = UpstreamHttp()
-    async with _server(handler) as (url, _):
+    async with _server(_answer(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}", seen)) as (url, _):
         response = await http.request("POST", f"{url}/v1/x", {"content-type": "application/json"}, b"{}")
         assert await response.read() == b"{}"
     await http.aclose()
