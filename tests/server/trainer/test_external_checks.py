@@ -19,9 +19,9 @@ from alight_server.inference.engine import InferenceEngine
 from alight_server.inference.models import load_policy
 from alight_server.inference.server import create_inference_app
 from alight_server.serving import ServerThread, free_port
+from alight_server.stack import ExternalStack
 from alight_server.trainer.config import ConfigError, ServerSettings, parse_config
 from alight_server.trainer.rollouts import wait_all
-from alight_server.trainer.stack import ExternalStack
 
 INFERENCE_KEY = "inference-key"
 BASE = {"model": "tiny", "dataset": {"train": "t.jsonl"}, "agent": {"entrypoint": "a.py:main"}}

@@ -185,7 +185,7 @@ class TrainingRun:
 
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> RunResult:
-        from alight_server.trainer.stack import EmbeddedStack, ExternalStack
+        from alight_server.stack import EmbeddedStack, ExternalStack
 
         cfg = self.config
         self.run_dir.mkdir(parents=True, exist_ok=True)

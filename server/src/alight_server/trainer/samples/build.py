@@ -5,9 +5,9 @@
 2. Each model call is kept, or dropped with a counted reason: outside the
    agent filter, flagged by the gateway, an error or non-200 status, token
    ids and logprobs of different lengths, an empty prompt or response.
-3. Kept calls are merged into rows (`samples_rows`): in `trajectory` mode a
+3. Kept calls are merged into rows (`rows.py`): in `trajectory` mode a
    row is a whole conversation, in `transition` mode every call is its own
-   row. Breaks in the conversation are classified (`samples_breaks`).
+   row. Breaks in the conversation are classified (`breaks.py`).
 4. Length limits: a row whose prompt (the tokens before its first generated
    token) is over `max_prompt_tokens` is dropped; one whose remainder is over
    `max_response_tokens` is truncated at the limit (or dropped).
@@ -27,12 +27,10 @@ from typing import Literal
 import numpy as np
 
 from alight.schemas import FailureKind, Trajectory, TrajectoryCall
-from alight_server.trainer.samples_batch import SampleBatch, pad_rows
-from alight_server.trainer.samples_breaks import Decode
-from alight_server.trainer.samples_report import BuildReport
-from alight_server.trainer.samples_rows import AttemptRows, Segment
-
-__all__ = ["BuildReport", "SampleBatch", "SampleConfig", "build_samples"]
+from alight_server.trainer.samples.batch import SampleBatch, pad_rows
+from alight_server.trainer.samples.breaks import Decode
+from alight_server.trainer.samples.report import BuildReport
+from alight_server.trainer.samples.rows import AttemptRows, Segment
 
 
 @dataclass(frozen=True)

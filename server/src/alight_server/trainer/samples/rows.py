@@ -16,7 +16,7 @@ arrive in order. For each call, in this order:
    merging while a sub-agent's calls interleave with them in rows of their own.
 3. **start a row** — otherwise; compared with the open row sharing the longest
    token prefix (the latest on ties), the start is a new conversation or a
-   break whose cause `samples_breaks.classify_break` decides.
+   break whose cause `breaks.classify_break` decides.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from alight.schemas import ModelCall
-from alight_server.trainer.samples_breaks import Decode, classify_break, common_prefix_length, make_example
-from alight_server.trainer.samples_report import BuildReport
+from alight_server.trainer.samples.breaks import Decode, classify_break, common_prefix_length, make_example
+from alight_server.trainer.samples.report import BuildReport
 
 
 @dataclass

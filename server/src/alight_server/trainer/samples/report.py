@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from alight_server.trainer.samples_breaks import BreakCause, BreakExample
+from alight_server.trainer.samples.breaks import BreakCause, BreakExample
 
 
 @dataclass

@@ -1,0 +1,11 @@
+"""Sample builder: trajectories in, padded training rows out, without retokenizing (DESIGN §5).
+
+`build.py` runs the pipeline, `rows.py` merges calls into rows, `breaks.py` says why a row broke,
+`batch.py` pads rows into tensors, `report.py` counts what was kept and dropped.
+"""
+
+from alight_server.trainer.samples.batch import SampleBatch
+from alight_server.trainer.samples.build import SampleConfig, build_samples
+from alight_server.trainer.samples.report import BuildReport
+
+__all__ = ["BuildReport", "SampleBatch", "SampleConfig", "build_samples"]
