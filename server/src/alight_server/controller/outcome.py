@@ -40,7 +40,7 @@ def decide(
         return failed(
             FailureKind.INFRA, "the agent was killed by a SIGKILL the controller did not send (out of memory?)"
         )
-    tail = log_tail(MESSAGE_TAIL_CHARS).strip()
+    tail = log_tail(MESSAGE_TAIL_CHARS)[-MESSAGE_TAIL_CHARS:].strip()  # a runner that returns more is cut too
     return failed(
         FailureKind.TASK, f"agent exited with code {status.exit_code}" + (f"; last output:\n{tail}" if tail else "")
     )
