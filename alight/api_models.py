@@ -14,6 +14,8 @@ from alight.schemas import (
     Rollout,
     RolloutCreate,
     RolloutState,
+    Run,
+    RunStep,
     Strict,
     Upstream,
 )
@@ -87,3 +89,11 @@ class PolicyState(BaseModel):
 
 class Health(BaseModel):
     status: str
+
+
+class RunList(BaseModel):
+    runs: list[Run]
+
+
+class RunStepList(BaseModel):
+    steps: list[RunStep]

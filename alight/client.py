@@ -45,6 +45,10 @@ from alight.schemas import (
     Rollout,
     RolloutCreate,
     RolloutState,
+    Run,
+    RunReport,
+    RunStep,
+    RunStepReport,
     Trajectory,
     Upstream,
     UpstreamCreate,
@@ -215,6 +219,14 @@ class AlightClient:
         """One attempt (default: the latest) joined: calls with span paths, tool spans, rewards."""
         params = {"attempt": attempt} if attempt is not None else {}
         return self._call(Trajectory, "GET", f"/api/rollouts/{rollout_id}/trajectory", params=params)
+
+    # training runs, for the dashboard
+
+    def report_run(self, report: RunReport) -> Run:
+        return self._call(Run, "POST", "/api/runs", body=report)
+
+    def report_run_step(self, run_id: str, report: RunStepReport) -> RunStep:
+        return self._call(RunStep, "POST", f"/api/runs/{run_id}/steps", body=report)
 
     # gateway: pause, drain and resume around a weight update
 

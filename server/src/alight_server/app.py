@@ -32,7 +32,8 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
     With no admin key configured a random one is generated, so admin routes
     are never open (`alight serve` prints the key it generated).
     """
-    from alight_server.api import attempts, health, rollouts, trajectory, upstreams
+    from alight_server import ui
+    from alight_server.api import attempts, health, rollouts, runs, trajectory, upstreams
     from alight_server.errors import install_error_handlers
     from alight_server.evaluators import install_evaluator
     from alight_server.gateway import routes as gateway_routes
@@ -64,6 +65,8 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
     app.include_router(attempts.router, prefix="/api")
     app.include_router(upstreams.router, prefix="/api")
     app.include_router(trajectory.router, prefix="/api")
+    app.include_router(runs.router, prefix="/api")
+    ui.install(app)
     app.include_router(otlp_router)
     gateway_routes.install(app)
     return app

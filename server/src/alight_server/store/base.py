@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from alight.schemas import (
     Attempt,
@@ -20,10 +20,17 @@ from alight.schemas import (
     Rollout,
     RolloutCreate,
     RolloutState,
+    Run,
+    RunReport,
+    RunStep,
+    RunStepReport,
     SpanRecord,
     Upstream,
     UpstreamCreate,
 )
+
+if TYPE_CHECKING:
+    from alight_server.store.browse import RolloutFilter
 
 
 class StoreError(Exception):
@@ -183,6 +190,31 @@ class Store(Protocol):
 
     def remove_gateway_replica(self, replica_id: str) -> None:
         """Unknown ids are ignored."""
+        ...
+
+    # training runs as their trainers report them (the dashboard reads these)
+    def report_run(self, report: RunReport) -> Run:
+        """Insert or update by id."""
+        ...
+
+    def get_run(self, run_id: str) -> Run:
+        """Raises NotFound."""
+        ...
+
+    def list_runs(self, limit: int = 100) -> list[Run]:
+        """Newest first."""
+        ...
+
+    def add_run_step(self, run_id: str, report: RunStepReport) -> RunStep:
+        """Idempotent per (run, step): a repeat merges its metrics into the stored ones. NotFound for a new run."""
+        ...
+
+    def list_run_steps(self, run_id: str) -> list[RunStep]:
+        """Oldest step first. Raises NotFound."""
+        ...
+
+    def browse_rollouts(self, where: RolloutFilter, *, offset: int = 0, limit: int = 50) -> tuple[list[Rollout], int]:
+        """A page of rollouts matching `where` in creation order, and how many match in all."""
         ...
 
     def close(self) -> None: ...

@@ -33,12 +33,14 @@ from alight.schemas import (
 from alight_server.store import rows
 from alight_server.store import tables as t
 from alight_server.store.base import Conflict, NotFound
+from alight_server.store.browse import SqlRolloutBrowse
 from alight_server.store.lifecycle import apply_finish, end_running_attempt
 from alight_server.store.records import SqlRecords
 from alight_server.store.replicas import SqlGatewayReplicas
+from alight_server.store.runs import SqlRuns
 
 
-class SqlStore(SqlRecords, SqlGatewayReplicas):
+class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutBrowse):
     """The durable store at a SQLAlchemy URL (`sqlite:///path.db`, `postgresql+psycopg://...`)."""
 
     def _attempts(self, conn: Connection, rollout_ids: Sequence[str]) -> dict[str, list[Attempt]]:

@@ -194,3 +194,25 @@ gateway_replicas = Table(
     Column("in_flight", Integer, nullable=False),
     Column("reported_at", Float, nullable=False),
 )
+
+# Training runs as their trainers report them (the dashboard's runs page), and each step's metrics.
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", String(200), primary_key=True),
+    Column("status", String(20), nullable=False),
+    Column("config", Text, nullable=False),  # JSON
+    Column("steps_planned", Integer),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+run_steps = Table(
+    "run_steps",
+    metadata,
+    Column("run_id", String(200), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("step", Integer, nullable=False),
+    Column("metrics", Text, nullable=False),  # JSON object of finite numbers
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("run_id", "step"),
+)

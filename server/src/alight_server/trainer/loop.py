@@ -33,6 +33,7 @@ from alight_server.trainer.dataset import TaskCursor, load_splits
 from alight_server.trainer.display import RunDisplay
 from alight_server.trainer.embedded import EmbeddedTrainer, pick_device, pick_dtype
 from alight_server.trainer.metrics import MetricsLog
+from alight_server.trainer.run_report import RunReporter
 from alight_server.trainer.samples import SampleConfig, build_samples
 from alight_server.trainer.summary import RunResult, finish_run
 from alight_server.trainer.sync import WeightSync
@@ -63,6 +64,7 @@ class TrainingRun:
         self.trainer: EmbeddedTrainer | None = None
         self.client: AlightClient | None = None
         self.policy_version = 0
+        self.reporter: RunReporter | None = None  # the run and its steps, to the server's dashboard
 
     # -- setup ---------------------------------------------------------------------------------
     def _run_id(self) -> str:
@@ -217,6 +219,7 @@ class TrainingRun:
                     train_temperature=cfg.inference.train_temperature, val_temperature=cfg.inference.val_temperature,
                 ).start()  # fmt: skip
             self.client = stack.client
+            self.reporter = RunReporter(self.client, self.run_id, cfg.public_dump(), cfg.steps).start()
             sync = stack.weight_sync()
             # Inference must serve the trainer's weights: after a resume, or when it holds an earlier run's.
             if self.step > 0 or stack.serves_other_weights:
@@ -226,6 +229,8 @@ class TrainingRun:
             ok = True
             return result
         finally:
+            if self.reporter is not None:
+                self.reporter.finish(ok)
             if metrics_log is not None:
                 metrics_log.close(ok=ok)
             if stack is not None:
@@ -257,6 +262,8 @@ class TrainingRun:
         clean = {k: v for k, v in metrics.items() if not (isinstance(v, float) and math.isnan(v))}
         self.history.append({"step": step, **clean})
         metrics_log.log(step, clean)
+        if self.reporter is not None:
+            self.reporter.step(step, clean)
         if "train/reward_mean" in metrics:
             display.step_line(step, metrics)
         elif "val/score" in metrics:

@@ -1,0 +1,75 @@
+"""Capture health of a run, per step of its metrics: what the gateway recorded and what the sample builder made of it.
+
+Per training step: rollouts by outcome and every attempt's failure kind (infra and timeout attempts are
+retried and never trained on; task failures are), the rows the builder made (single-call vs merged rows,
+prefix breaks by cause), calls dropped by reason (token/logprob mismatches among them), calls the gateway
+flagged, and calls cut off at their length limit (finish reason `length`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+from alight.schemas import Mode, ModelCall, Rollout, RolloutState
+from alight_server.store import Store
+from alight_server.store.browse import RolloutFilter
+from alight_server.trajectory import build_trajectory
+from alight_server.ui import samples, summaries
+
+MAX_ROLLOUTS = 100_000
+
+
+def run_health(store: Store, run_id: str) -> dict[str, Any]:
+    run = store.get_run(run_id)
+    found, _ = store.browse_rollouts(RolloutFilter(mode=Mode.TRAIN, id_prefix=f"{run_id}-"), limit=MAX_ROLLOUTS)
+    by_step: dict[int, list[Rollout]] = defaultdict(list)
+    for rollout in found:
+        by_step[summaries.metrics_step(rollout) or 0].append(rollout)
+    config = samples.sample_config(run.config)
+    decode = samples.decoder(samples.model_name(store, run.config))
+    steps = [step_health(store, step, rollouts, config, decode) for step, rollouts in sorted(by_step.items())]
+    return {"run_id": run_id, "steps": steps}
+
+
+def step_health(store: Store, step: int, rollouts: list[Rollout], config: Any, decode: Any) -> dict[str, Any]:
+    from alight_server.trainer.samples import build_samples
+
+    states = Counter(r.state.value for r in rollouts)
+    attempt_failures = Counter(a.failure_kind.value for r in rollouts for a in r.attempts if a.failure_kind is not None)
+    # What the trainer trains on: the latest attempt of each finished, non-cancelled rollout.
+    finished = [r for r in rollouts if r.state in (RolloutState.SUCCEEDED, RolloutState.FAILED) and r.attempts]
+    trajectories = [build_trajectory(store, r.id) for r in finished]
+    calls = [tc.call for t in trajectories for tc in t.calls]
+    batch, report = build_samples(trajectories, config, decode=decode)
+    merged = sum(len(seqs) > 1 for seqs in batch.row_calls)
+    return {
+        "step": step,
+        "rollouts": len(rollouts),
+        "states": dict(states),
+        "attempt_failures": dict(attempt_failures),
+        "calls": len(calls),
+        "calls_used": report.calls_used,
+        "rows": report.rows,
+        "merged_rows": merged,
+        "single_call_rows": report.rows - merged,
+        "breaks": dict(report.breaks),
+        "dropped_rollouts": dict(report.dropped_rollouts),
+        "dropped_calls": dict(report.dropped_calls),
+        "logprob_mismatches": report.dropped_calls.get("logprob_length_mismatch", 0),
+        "flagged_calls": dict(Counter(flag for c in calls for flag in c.flags)),
+        "truncated_calls": sum(finish_reason(c) == "length" for c in calls),
+        "truncated_rows": report.truncated_rows,
+        "trained_tokens": report.trained_tokens,
+    }
+
+
+def finish_reason(call: ModelCall) -> str | None:
+    """Why generation stopped, in chat terms, whatever the flavour recorded (`length` = cut at the limit)."""
+    body = call.response or {}
+    choices = body.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        return choices[0].get("finish_reason")
+    if body.get("stop_reason") == "max_tokens" or body.get("status") == "incomplete":  # messages, responses
+        return "length"
+    return body.get("stop_reason") or body.get("status")

@@ -1,0 +1,79 @@
+"""The sample builder as the dashboard runs it: the run's settings, its tokenizer for text, and the install hint."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from alight.schemas import Rollout
+from alight_server.store import NotFound, Store
+
+log = logging.getLogger("alight.server")
+
+TRAIN_HINT = (
+    "the token view and capture health run the sample builder, which needs torch: pip install 'alight-server[train]'"
+)
+
+
+class NeedsTrainExtra(Exception):
+    """torch (the sample builder's batch tensors) is not installed here."""
+
+
+def run_of(store: Store, rollout: Rollout) -> Any:
+    """The run that created this rollout (trainer ids start with `<run id>-`), or None."""
+    run_id = rollout.id.split("-", 1)[0]
+    try:
+        return store.get_run(run_id)
+    except NotFound:
+        return None
+
+
+def sample_config(run_config: dict[str, Any] | None) -> Any:
+    """The sample builder's settings the run trained with (its algorithm section); the defaults without a run."""
+    try:
+        from alight_server.trainer.samples import SampleConfig
+    except ImportError as exc:
+        raise NeedsTrainExtra(TRAIN_HINT) from exc
+    algorithm = (run_config or {}).get("algorithm") or {}
+    return SampleConfig(
+        mode=algorithm.get("sample_mode", "trajectory"),
+        max_prompt_tokens=algorithm.get("max_prompt_tokens"),
+        max_response_tokens=algorithm.get("max_response_tokens"),
+        agents=tuple(algorithm.get("agents") or ()),
+        max_break_examples=1_000_000,  # every break, so each row can say why it started
+    )
+
+
+def model_name(store: Store, run_config: dict[str, Any] | None) -> str | None:
+    """The policy's model: the run's `model`, else the first upstream's."""
+    if run_config and run_config.get("model"):
+        return str(run_config["model"])
+    return next((u.model for u in store.list_upstreams() if u.model), None)
+
+
+def decoder(model: str | None) -> Callable[[Sequence[int]], str] | None:
+    """`tokenizer.decode` of the model when its tokenizer loads here; None otherwise (ids are shown)."""
+    tokenizer = _tokenizer(model) if model else None
+    return tokenizer.decode if tokenizer is not None else None
+
+
+def token_texts(model: str | None, ids: Sequence[int]) -> list[str] | None:
+    tokenizer = _tokenizer(model) if model else None
+    if tokenizer is None:
+        return None
+    return tokenizer.batch_decode([[i] for i in ids])
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(model: str) -> Any:
+    try:
+        from transformers import AutoTokenizer
+
+        from alight_server.inference.models import resolve_model
+
+        return AutoTokenizer.from_pretrained(str(resolve_model(model)))
+    except Exception as exc:  # no transformers, an unknown model, no network for a hub name
+        log.warning("dashboard: no tokenizer for %r (%s); tokens are shown as ids", model, exc)
+        return None

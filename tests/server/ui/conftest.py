@@ -1,0 +1,149 @@
+"""Dashboard fixtures: a store filled by a real short training run, plus gateway calls, served on loopback.
+
+The training run (tiny model, 2 steps, real agent subprocesses) takes about a minute and is shared by
+the module. Then, through the same server's gateway and the fake upstream: a rollout whose user turn
+(and so the fake model's echoed reply) carries a `<script>` tag. Straight into the store: a rollout of
+the run's step 2 that failed once for infrastructure and once as a task.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from alight.schemas import AttemptFinish, FailureKind, Mode, RewardCreate, RolloutCreate, UpstreamCreate
+from alight_server.app import create_app
+from alight_server.config import ServerConfig
+from alight_server.serving import ServerThread, free_port
+from alight_server.store import Store, open_store
+from alight_server.testing import create_fake_upstream
+from alight_server.trainer.config import parse_config
+from alight_server.trainer.loop import TrainingRun
+
+AGENT = Path(__file__).parent / "agents" / "dash_agent.py"
+ADMIN_KEY = "alk_dashboard-test-key"
+SCRIPT = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
+XSS_ROLLOUT = "xss-rollout"
+
+
+@dataclass
+class Dashboard:
+    url: str
+    store: Store
+    run_id: str
+    token: str  # an attempt token (of the xss rollout), which must not open the UI
+
+
+def _train(folder: Path) -> Path:
+    if os.environ.get("DEVHACK_DB"):  # DEVHACK remove
+        shutil.copy(os.environ["DEVHACK_DB"], folder / "a.db")
+        return folder / "a.db"
+    train = folder / "train.jsonl"
+    train.write_text("".join(f'{{"word": "{w}"}}\n' for w in ["apple", "river", "stone"] * 4))
+    raw: dict[str, Any] = {
+        "model": "tiny",
+        "dataset": {"train": str(train), "val_size": 2},
+        "agent": {"entrypoint": f"{AGENT}:main"},
+        "group_size": 2,
+        "tasks_per_step": 2,
+        "steps": 2,
+        "output_dir": str(folder / "run"),
+        "optimizer": {"lr": 1e-3},
+        "inference": {"device": "cpu", "torch_threads": 1},
+        "controller": {"concurrency": 4},
+        "validation": {"samples_per_task": 2},
+    }
+    return TrainingRun(parse_config(raw, folder), show_progress=False).run().run_dir / "alight.db"
+
+
+def _failed_twice(store: Store, run_id: str) -> None:
+    """A rollout of the run's second training step: an infra failure, then a task failure."""
+    rid = f"{run_id}-s00001-t009-k00"
+    store.create_rollouts([RolloutCreate(id=rid, task={"word": "x"}, group_id=f"{run_id}-s00001-t009", metadata={"step": 1})])
+    for kind in (FailureKind.INFRA, FailureKind.TASK):
+        ((_, attempt),) = store.claim_attempts(1, ids=[rid])
+        store.finish_attempt(rid, attempt, AttemptFinish(status="failed", failure_kind=kind, message=f"{kind} on purpose"))
+
+
+def _xss_rollout(url: str, admin: httpx.Client) -> str:
+    """Through the gateway: the user's turn holds a script tag, which the fake model echoes back."""
+    from openai import OpenAI
+
+    admin.post("/api/rollouts", json={"rollouts": [{"id": XSS_ROLLOUT, "task": {"q": SCRIPT}}]}).raise_for_status()
+    start = admin.post("/api/attempts/claim", json={"limit": 1, "ids": [XSS_ROLLOUT]}).json()["attempts"][0]
+    client = OpenAI(base_url=start["gateway_base_url"], api_key=start["token"], max_retries=0)
+    client.chat.completions.create(model="any", messages=[{"role": "user", "content": SCRIPT}], max_tokens=64)
+    reward = RewardCreate(value=1.0, attempt=1, final=True)
+    admin.post(f"/api/rollouts/{XSS_ROLLOUT}/rewards", json=reward.model_dump(mode="json", exclude_none=True)).raise_for_status()
+    finish = {"status": "succeeded"}
+    admin.post(f"/api/rollouts/{XSS_ROLLOUT}/attempts/1/finish", json=finish).raise_for_status()
+    return start["token"]
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
+    db = _train(tmp_path_factory.mktemp("dashboard"))
+    store = open_store(f"sqlite:///{db}")
+    (run,) = store.list_runs()
+    _failed_twice(store, run.id)
+    fake = create_fake_upstream(model="fake-policy")
+    config = ServerConfig(admin_key=ADMIN_KEY, db_url=f"sqlite:///{db}", port=free_port())
+    with ServerThread(fake) as fake_url, ServerThread(create_app(config, store=store), port=config.port) as url:
+        headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
+        with httpx.Client(base_url=url, headers=headers, timeout=60) as admin:
+            upstream = UpstreamCreate(id="fake", url=fake_url + "/v1", model="fake-policy", policy_version=0)
+            admin.post("/api/upstreams", json=upstream.model_dump(mode="json")).raise_for_status()
+            token = _xss_rollout(url, admin)
+        yield Dashboard(url=url, store=store, run_id=run.id, token=token)
+    store.close()
+
+
+def _chromium() -> str | None:
+    return os.environ.get("ALIGHT_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's headless Chromium driven by Playwright (its own browser download cannot reach the internet)."""
+    executable = _chromium()
+    if executable is None:
+        pytest.skip("no chromium on PATH: `apt-get install chromium` (scripts/setup.sh does it when run as root)")
+    playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]' (playwright)")
+    with playwright_api.sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=executable, args=["--no-sandbox", "--disable-gpu"])
+        yield chromium
+        chromium.close()
+
+
+SCREENSHOTS = Path(os.environ.get("ALIGHT_TEST_ARTIFACTS", Path(__file__).parents[3] / ".alight" / "test-artifacts")) / "ui"
+
+
+@pytest.fixture
+def page(browser: Any, dashboard: Dashboard) -> Iterator[Any]:
+    """A fresh tab logged in with the admin key; console errors and page errors are collected on `page.errors`."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    tab.errors = errors
+    tab.goto(f"{dashboard.url}/ui/")
+    tab.fill("#admin-key", ADMIN_KEY)
+    tab.click("button[type=submit]")
+    tab.wait_for_selector("h1:has-text('Training runs')")
+    yield tab
+    context.close()
+
+
+def screenshot(page: Any, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
