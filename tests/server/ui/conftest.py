@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from alight.schemas import AttemptFinish, FailureKind, Mode, RewardCreate, RolloutCreate, UpstreamCreate
+from alight.schemas import AttemptFinish, FailureKind, RewardCreate, RolloutCreate, UpstreamCreate
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
 from alight_server.serving import ServerThread, free_port
@@ -29,7 +29,7 @@ from alight_server.trainer.loop import TrainingRun
 
 AGENT = Path(__file__).parent / "agents" / "dash_agent.py"
 ADMIN_KEY = "alk_dashboard-test-key"
-SCRIPT = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
+SCRIPT = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 XSS_ROLLOUT = "xss-rollout"
 
 
@@ -66,10 +66,14 @@ def _train(folder: Path) -> Path:
 def _failed_twice(store: Store, run_id: str) -> None:
     """A rollout of the run's second training step: an infra failure, then a task failure."""
     rid = f"{run_id}-s00001-t009-k00"
-    store.create_rollouts([RolloutCreate(id=rid, task={"word": "x"}, group_id=f"{run_id}-s00001-t009", metadata={"step": 1})])
+    store.create_rollouts(
+        [RolloutCreate(id=rid, task={"word": "x"}, group_id=f"{run_id}-s00001-t009", metadata={"step": 1})]
+    )
     for kind in (FailureKind.INFRA, FailureKind.TASK):
         ((_, attempt),) = store.claim_attempts(1, ids=[rid])
-        store.finish_attempt(rid, attempt, AttemptFinish(status="failed", failure_kind=kind, message=f"{kind} on purpose"))
+        store.finish_attempt(
+            rid, attempt, AttemptFinish(status="failed", failure_kind=kind, message=f"{kind} on purpose")
+        )
 
 
 def _xss_rollout(url: str, admin: httpx.Client) -> str:
@@ -81,7 +85,9 @@ def _xss_rollout(url: str, admin: httpx.Client) -> str:
     client = OpenAI(base_url=start["gateway_base_url"], api_key=start["token"], max_retries=0)
     client.chat.completions.create(model="any", messages=[{"role": "user", "content": SCRIPT}], max_tokens=64)
     reward = RewardCreate(value=1.0, attempt=1, final=True)
-    admin.post(f"/api/rollouts/{XSS_ROLLOUT}/rewards", json=reward.model_dump(mode="json", exclude_none=True)).raise_for_status()
+    admin.post(
+        f"/api/rollouts/{XSS_ROLLOUT}/rewards", json=reward.model_dump(mode="json", exclude_none=True)
+    ).raise_for_status()
     finish = {"status": "succeeded"}
     admin.post(f"/api/rollouts/{XSS_ROLLOUT}/attempts/1/finish", json=finish).raise_for_status()
     return start["token"]
@@ -122,7 +128,9 @@ def browser() -> Iterator[Any]:
         chromium.close()
 
 
-SCREENSHOTS = Path(os.environ.get("ALIGHT_TEST_ARTIFACTS", Path(__file__).parents[3] / ".alight" / "test-artifacts")) / "ui"
+SCREENSHOTS = (
+    Path(os.environ.get("ALIGHT_TEST_ARTIFACTS", Path(__file__).parents[3] / ".alight" / "test-artifacts")) / "ui"
+)
 
 
 @pytest.fixture
@@ -142,8 +150,12 @@ def page(browser: Any, dashboard: Dashboard) -> Iterator[Any]:
     context.close()
 
 
-def screenshot(page: Any, name: str) -> Path:
+def screenshot(page: Any, name: str, selector: str | None = None) -> Path:
+    """The whole page, or one part of it, as a test artefact."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    if selector is None:
+        page.screenshot(path=str(path), full_page=True)
+    else:
+        page.locator(selector).screenshot(path=str(path))
     return path

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import statistics
 from typing import Any
 
 import pytest
 
-from alight.schemas import Mode
+from alight.schemas import Mode, RolloutState
 from alight_server.trainer.samples import SampleConfig, build_samples
 from alight_server.trajectory import build_trajectory
 from alight_server.ui.health import finish_reason
@@ -80,7 +82,7 @@ def test_rollouts_table_filters_by_mode_and_state(page: Any, dashboard: Dashboar
     page.wait_for_function("location.hash.includes('mode=val')")
     _rendered(page)
     shown = {r.get_attribute("data-id") for r in page.locator("tr.rollout").all()}
-    expected = {r.id for r in dashboard.store.list_rollouts(mode=Mode.VAL, state=["succeeded"], limit=1000)}
+    expected = {r.id for r in dashboard.store.list_rollouts(mode=Mode.VAL, state=[RolloutState.SUCCEEDED], limit=1000)}
     assert shown == expected and shown
     assert page.locator("tr.rollout td:nth-child(3)").all_inner_texts() == ["val"] * len(expected)
     assert page.errors == []
@@ -94,15 +96,20 @@ def test_a_step_shows_its_groups_with_their_reward_spread(page: Any, dashboard: 
     for header in groups:
         members = store.list_rollouts(group_id=header.get_attribute("data-group"))
         rewards = [build_trajectory(store, m.id).final_reward for m in members]
-        mean = sum(rewards) / len(rewards)
-        assert f"{len(members)} rollouts" in header.inner_text()
-        assert f"mean {round(mean, 3):g}"[:9] in header.inner_text()
+        assert all(r is not None for r in rewards)
+        mean = statistics.fmean(rewards)  # type: ignore[arg-type]
+        std = statistics.pstdev(rewards)  # type: ignore[arg-type]
+        text = header.inner_text()
+        assert f"{len(members)} rollouts" in text
+        assert f"mean {round(mean, 3):g} std {round(std, 3):g}" in text, text
     screenshot(page, "rollouts")
     assert page.errors == []
 
 
 def _first_train_rollout(dashboard: Dashboard) -> str:
-    return next(r.id for r in dashboard.store.list_rollouts(mode=Mode.TRAIN) if r.id.startswith(f"{dashboard.run_id}-s"))
+    return next(
+        r.id for r in dashboard.store.list_rollouts(mode=Mode.TRAIN) if r.id.startswith(f"{dashboard.run_id}-s")
+    )
 
 
 def test_trajectory_page_shows_calls_tool_spans_rewards_and_log(page: Any, dashboard: Dashboard) -> None:
@@ -141,19 +148,25 @@ def test_token_view_colours_exactly_the_tokens_the_sample_builder_trains_on(page
         context = [int(x) for x in row.locator(".tok.m0").evaluate_all("els => els.map(e => e.dataset.id)")]
         first = calls[batch.row_calls[r][0]]
         assert context[: len(first.prompt_token_ids)] == first.prompt_token_ids
-    screenshot(page, "tokens")
+    screenshot(page, "tokens", "#token-view")
     assert page.errors == []
+
+
+def _health_cell(page: Any, step: int, key: str) -> str:
+    return page.locator(f"#health tr[data-step='{step}'] td[data-k='{key}']").inner_text()
 
 
 def test_capture_health_counts_match_the_store(page: Any, dashboard: Dashboard) -> None:
     store, run_id = dashboard.store, dashboard.run_id
     _goto(page, dashboard, f"/run/{run_id}", "#health tr[data-step]")
     for step in (1, 2):
-        rollouts = [r for r in store.list_rollouts(mode=Mode.TRAIN, limit=1000) if r.id.startswith(f"{run_id}-s{step - 1:05d}-")]
+        rollouts = [
+            r for r in store.list_rollouts(mode=Mode.TRAIN, limit=1000) if r.id.startswith(f"{run_id}-s{step - 1:05d}-")
+        ]
         trajectories = [build_trajectory(store, r.id) for r in rollouts]
         calls = [tc.call for t in trajectories for tc in t.calls]
         batch, _ = build_samples([t for t in trajectories if t.final_reward is not None], SampleConfig())
-        cell = lambda k: page.locator(f"#health tr[data-step='{step}'] td[data-k='{k}']").inner_text()  # noqa: E731
+        cell = functools.partial(_health_cell, page, step)
         assert cell("rollouts") == str(len(rollouts))
         assert cell("calls") == f"{sum(len(s) for s in batch.row_calls)}/{len(calls)}"
         assert cell("merged_rows") == str(sum(len(s) > 1 for s in batch.row_calls))
@@ -162,7 +175,7 @@ def test_capture_health_counts_match_the_store(page: Any, dashboard: Dashboard) 
         kinds = sorted(a.failure_kind.value for r in rollouts for a in r.attempts if a.failure_kind)
         assert cell("failures") == (", ".join(f"{k} 1" for k in kinds) if kinds else "0")
     assert page.locator("#health tr[data-step='2'] td[data-k='failures']").inner_text() == "infra 1, task 1"
-    screenshot(page, "health")
+    screenshot(page, "health", "#health")
     assert page.errors == []
 
 

@@ -54,14 +54,18 @@ def step_health(store: Store, step: int, rollouts: list[Rollout], config: Any, d
         "merged_rows": merged,
         "single_call_rows": report.rows - merged,
         "breaks": dict(report.breaks),
-        "dropped_rollouts": dict(report.dropped_rollouts),
-        "dropped_calls": dict(report.dropped_calls),
+        "dropped_rollouts": _nonzero(report.dropped_rollouts),
+        "dropped_calls": _nonzero(report.dropped_calls),
         "logprob_mismatches": report.dropped_calls.get("logprob_length_mismatch", 0),
         "flagged_calls": dict(Counter(flag for c in calls for flag in c.flags)),
         "truncated_calls": sum(finish_reason(c) == "length" for c in calls),
         "truncated_rows": report.truncated_rows,
         "trained_tokens": report.trained_tokens,
     }
+
+
+def _nonzero(counts: Counter[str]) -> dict[str, int]:
+    return {k: v for k, v in counts.items() if v}  # the builder adds a reason with 0 for a rollout with no calls
 
 
 def finish_reason(call: ModelCall) -> str | None:

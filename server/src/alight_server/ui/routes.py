@@ -43,7 +43,9 @@ def browse_rollouts(
     mode: Mode | None = None,
     group_id: Annotated[str | None, Query(max_length=200)] = None,
     run: Annotated[str | None, Query(max_length=200, description="a run id: its rollouts only")] = None,
-    step: Annotated[int | None, Query(ge=0, le=2**31 - 1, description="with `run`: that step's rollouts (train unless mode=val)")] = None,
+    step: Annotated[
+        int | None, Query(ge=0, le=2**31 - 1, description="with `run`: that step's rollouts (train unless mode=val)")
+    ] = None,
     failure_kind: FailureKind | None = None,
     page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
     per_page: Annotated[int, Query(ge=1, le=200)] = 50,
@@ -77,6 +79,7 @@ def rollout_view(rollout_id: RolloutId, store: StoreDep, _: AdminDep, attempt: A
     logs = store.list_events(rollout_id, attempt=trajectory.attempt, kind=LOG_EVENT_KIND)
     return {
         "rollout": rollout.model_dump(mode="json"),
+        "run_id": run.id if (run := samples.run_of(store, rollout)) else None,
         "trajectory": trajectory.model_dump(mode="json"),
         "log": str(logs[-1].payload.get("text", "")) if logs else None,
     }

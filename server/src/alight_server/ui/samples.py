@@ -46,11 +46,12 @@ def sample_config(run_config: dict[str, Any] | None) -> Any:
     )
 
 
-def model_name(store: Store, run_config: dict[str, Any] | None) -> str | None:
-    """The policy's model: the run's `model`, else the first upstream's."""
+def model_name(store: Store, run_config: dict[str, Any] | None, upstream_ids: Sequence[str | None] = ()) -> str | None:
+    """The policy's model: the run's `model`, else the model of the upstream that served the calls."""
     if run_config and run_config.get("model"):
         return str(run_config["model"])
-    return next((u.model for u in store.list_upstreams() if u.model), None)
+    served = {u.id: u.model for u in store.list_upstreams()}
+    return next((model for u in upstream_ids if u is not None and (model := served.get(u))), None)
 
 
 def decoder(model: str | None) -> Callable[[Sequence[int]], str] | None:

@@ -21,7 +21,7 @@ def token_view(store: Store, trajectory: Trajectory) -> dict[str, Any]:
     rollout = store.get_rollout(trajectory.rollout_id)
     run = samples.run_of(store, rollout)
     config = samples.sample_config(run.config if run else None)
-    model = samples.model_name(store, run.config if run else None)
+    model = samples.model_name(store, run.config if run else None, [tc.call.upstream for tc in trajectory.calls])
     batch, report = build_samples([trajectory], config, decode=samples.decoder(model))
     causes = {e.call_seq: e.cause for e in report.break_examples}
     calls = {tc.call.seq: tc.call for tc in trajectory.calls}

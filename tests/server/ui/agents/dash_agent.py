@@ -21,7 +21,9 @@ def lookup(word: str) -> str:
         semconv.GEN_AI_TOOL_CALL_ARGUMENTS: f'{{"word": "{word}"}}',
         semconv.GEN_AI_TOOL_CALL_RESULT: result,
     }
-    with trace.get_tracer("dash-agent").start_as_current_span(f"{semconv.OP_EXECUTE_TOOL} lookup", attributes=attributes):
+    with trace.get_tracer("dash-agent").start_as_current_span(
+        f"{semconv.OP_EXECUTE_TOOL} lookup", attributes=attributes
+    ):
         return result
 
 

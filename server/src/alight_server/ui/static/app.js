@@ -22,7 +22,12 @@ function h(tag, attrs, ...children) {
   return node;
 }
 const link = (href, text) => h("a", { href }, text);
-const num = (v, digits = 3) => (v === null || v === undefined ? "–" : (+v).toFixed(digits).replace(/\.?0+$/, "") || "0");
+function num(v, digits = 3) {
+  if (v === null || v === undefined) return "–";
+  const a = Math.abs(v);
+  if (a !== 0 && a < Math.pow(10, -digits)) return (+v).toExponential(1); // a tiny loss is not "-0"
+  return digits === 0 ? String(Math.round(v)) : String(+(+v).toFixed(digits));
+}
 const json = (v) => (typeof v === "string" ? v : JSON.stringify(v, null, 2));
 function enc(params) {
   const q = new URLSearchParams();
@@ -182,7 +187,7 @@ async function runPage(runId) {
 }
 
 function counts(obj) {
-  const entries = Object.entries(obj || {});
+  const entries = Object.entries(obj || {}).filter(([, v]) => v);
   return entries.length ? entries.map(([k, v]) => `${k} ${v}`).join(", ") : "0";
 }
 
@@ -199,9 +204,10 @@ function healthTable(runId, health) {
     h("td", { class: "num", "data-k": "logprob_mismatches" }, String(s.logprob_mismatches)),
     h("td", { "data-k": "flagged" }, counts(s.flagged_calls)),
     h("td", { class: "num", "data-k": "truncated_calls" }, String(s.truncated_calls)),
+    h("td", { "data-k": "dropped_rollouts" }, counts(s.dropped_rollouts)),
     h("td", { "data-k": "dropped" }, counts(s.dropped_calls))));
   return table(["step", "rollouts", "failed attempts (kind)", "calls used", "merged rows", "single-call rows",
-    "prefix breaks", "logprob mismatches", "flagged calls", "truncated calls", "dropped calls"], rows, { id: "health" });
+    "prefix breaks", "logprob mismatches", "flagged calls", "truncated calls", "dropped rollouts", "dropped calls"], rows, { id: "health" });
 }
 
 // ---- rollouts table
@@ -358,15 +364,14 @@ async function rolloutPage(rolloutId, params) {
     api(`/api/ui/rollouts/${id}/view${q}`),
     api(`/api/ui/rollouts/${id}/tokens${q}`).catch((err) => ({ error: err.message })),
   ]);
-  const { rollout, trajectory, log } = view;
+  const { rollout, trajectory, log, run_id: runId } = view;
   const attempts = rollout.attempts.map((a) => h("span", { class: "attempt" },
     a.attempt === trajectory.attempt ? h("b", {}, `attempt ${a.attempt}`) : link(`#/rollout/${id}${enc({ attempt: a.attempt })}`, `attempt ${a.attempt}`),
     ` ${a.status}${a.failure_kind ? ` (${a.failure_kind})` : ""}${a.message ? `: ${a.message}` : ""}`));
-  const runId = rollout.id.split("-")[0];
   return h("section", {},
     h("h1", {}, `Rollout ${rollout.id} `, h("span", { class: `state ${rollout.state}` }, rollout.state)),
     h("p", {}, `${rollout.mode} · group `, rollout.group_id ? link(`#/rollouts${enc({ group_id: rollout.group_id })}`, rollout.group_id) : "none",
-      ` · final reward ${num(trajectory.final_reward)} · run `, link(`#/run/${encodeURIComponent(runId)}`, runId)),
+      ` · final reward ${num(trajectory.final_reward)}`, runId ? [" · run ", link(`#/run/${encodeURIComponent(runId)}`, runId)] : null),
     h("p", { class: "attempts" }, attempts),
     h("details", {}, h("summary", {}, "task"), h("pre", {}, json(rollout.task))),
     h("h2", {}, "Trajectory"),

@@ -4,7 +4,7 @@
 
 const Charts = (() => {
   const NS = "http://www.w3.org/2000/svg";
-  const W = 420, H = 190, PAD = { l: 52, r: 12, t: 26, b: 28 };
+  const W = 420, H = 190;
   const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2"];
 
   function el(name, attrs, text) {
@@ -32,6 +32,8 @@ const Charts = (() => {
 
   // opts: {title, series: [{name, points: [[x, y]], band: [[x, lo, hi]]?, dots?}], onPoint(x)?}
   function line(opts) {
+    const legend = opts.series.length > 1;
+    const PAD = { l: 52, r: 12, t: legend ? 40 : 26, b: 28 };
     const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "aria-label": opts.title });
     svg.appendChild(el("text", { x: PAD.l, y: 16, class: "chart-title" }, opts.title));
     const all = [];
@@ -78,10 +80,10 @@ const Charts = (() => {
         if (opts.onPoint) dot.addEventListener("click", () => opts.onPoint(x));
         svg.appendChild(dot);
       }
-      if (opts.series.length > 1) {
-        const lx = PAD.l + 8 + i * 92;
-        svg.appendChild(el("rect", { x: lx, y: PAD.t - 2, width: 10, height: 4, fill: color }));
-        svg.appendChild(el("text", { x: lx + 14, y: PAD.t + 3, class: "legend" }, s.name));
+      if (legend) {
+        const lx = PAD.l + i * 84;
+        svg.appendChild(el("rect", { x: lx, y: 24, width: 10, height: 4, fill: color }));
+        svg.appendChild(el("text", { x: lx + 14, y: 29, class: "legend" }, s.name));
       }
     });
     return svg;
