@@ -42,9 +42,6 @@ class Dashboard:
 
 
 def _train(folder: Path) -> Path:
-    if os.environ.get("DEVHACK_DB"):  # DEVHACK remove
-        shutil.copy(os.environ["DEVHACK_DB"], folder / "a.db")
-        return folder / "a.db"
     train = folder / "train.jsonl"
     train.write_text("".join(f'{{"word": "{w}"}}\n' for w in ["apple", "river", "stone"] * 4))
     raw: dict[str, Any] = {
