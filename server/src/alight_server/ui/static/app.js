@@ -152,12 +152,19 @@ function curves(runId, steps, validation) {
   });
 }
 
+// Capture health rebuilds every step's samples on the server: the live refresh asks for it once a minute.
+const healthCache = new Map();
+async function runHealth(runId) {
+  const cached = healthCache.get(runId);
+  if (cached && Date.now() - cached.at < 60000) return cached.health;
+  const health = await api(`/api/ui/runs/${encodeURIComponent(runId)}/health`).catch((err) => ({ error: err.message }));
+  healthCache.set(runId, { at: Date.now(), health });
+  return health;
+}
+
 async function runPage(runId) {
   const id = encodeURIComponent(runId);
-  const [{ run, steps, validation }, health] = await Promise.all([
-    api(`/api/ui/runs/${id}/curves`),
-    api(`/api/ui/runs/${id}/health`).catch((err) => ({ error: err.message })),
-  ]);
+  const [{ run, steps, validation }, health] = await Promise.all([api(`/api/ui/runs/${id}/curves`), runHealth(runId)]);
   const page = () => runPage(runId);
   if (run.status === "running" && !timer) setTimeout(() => { if (!timer) timer = setInterval(() => refresh(page), 5000); });
   const stepRows = steps.map((s) => {
