@@ -219,7 +219,8 @@ class TrainingRun:
                     train_temperature=cfg.inference.train_temperature, val_temperature=cfg.inference.val_temperature,
                 ).start()  # fmt: skip
             self.client = stack.client
-            self.reporter = RunReporter(stack.client, self.run_id, cfg.public_dump(), cfg.steps).start()
+            assert self.client is not None
+            self.reporter = RunReporter(self.client, self.run_id, cfg.public_dump(), cfg.steps).start()
             sync = stack.weight_sync()
             # Inference must serve the trainer's weights: after a resume, or when it holds an earlier run's.
             if self.step > 0 or stack.serves_other_weights:
