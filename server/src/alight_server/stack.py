@@ -2,7 +2,8 @@
 
 With no server URL configured, a training run needs the whole system on one machine:
 1. the alight server (SQLite in the run folder) on a free loopback port;
-2. the inference engine behind its OpenAI-compatible app on another port, registered as the upstream;
+2. the inference engine behind its OpenAI-compatible app on another port, registered as the upstream
+   (or, with `inference.backend: vllm`, a vLLM server subprocess: `inference/vllm_server.py`);
 3. a local controller on a thread, spawning one agent subprocess per attempt.
 `close()` (or leaving the `with` block, Ctrl-C included) stops them in reverse order and kills agents.
 
@@ -23,6 +24,8 @@ import httpx
 from alight.client import AlightClient, ApiError
 from alight.schemas import UpstreamCreate
 from alight_server.config import GatewayConfig, ServerConfig
+from alight_server.inference.vllm_policy import VllmPolicy
+from alight_server.inference.vllm_weights import VllmWeights
 from alight_server.serving import ServerThread, free_port
 from alight_server.trainer.config import ServerSettings
 from alight_server.trainer.sync import WeightSync
@@ -44,8 +47,12 @@ class EmbeddedStack:
         train_temperature: float = 1.0,
         val_temperature: float = 0.0,
         agent_env: dict[str, str] | None = None,
+        vllm: VllmPolicy | None = None,
     ) -> None:
+        if (engine is None) == (vllm is None):
+            raise ValueError("the embedded stack serves the policy with the engine or with vLLM: give one")
         self.engine = engine
+        self.vllm = vllm
         self.run_dir = run_dir
         self.concurrency = concurrency
         self.admin_key = secrets.token_urlsafe(24)
@@ -76,14 +83,16 @@ class EmbeddedStack:
             server = ServerThread(create_app(self.server_config), port=self.server_config.port)
             server.start()
             self._threads.append(server)
-            self.engine.start()  # shared with the trainer: the app must not own its lifetime
-            inference = ServerThread(create_inference_app(self.engine, admin_key=self.admin_key))
-            inference.start()
-            self._threads.append(inference)
+            if self.vllm is not None:
+                inference_url, model = self.vllm.start(), self.vllm.model
+            else:
+                self.engine.start()  # shared with the trainer: the app must not own its lifetime
+                inference = ServerThread(create_inference_app(self.engine, admin_key=self.admin_key))
+                inference.start()
+                self._threads.append(inference)
+                inference_url, model = inference.url, self.engine.model_name
             self.client = AlightClient(self.url, self.admin_key, timeout=60)
-            self.client.add_upstream(
-                UpstreamCreate(id=UPSTREAM_ID, url=f"{inference.url}/v1", model=self.engine.model_name)
-            )
+            self.client.add_upstream(UpstreamCreate(id=UPSTREAM_ID, url=f"{inference_url}/v1", model=model))
             runner = LocalRunner(logs_dir=self.run_dir / "logs", base_env={**os.environ, **self.agent_env})
             controller_client = AlightClient(self.url, self.admin_key, timeout=60)
             self.controller = Controller(controller_client, runner, concurrency=self.concurrency, poll_interval=0.2)
@@ -91,11 +100,13 @@ class EmbeddedStack:
         except BaseException:
             self.close()
             raise
-        log.info("embedded stack up: server %s, inference %s", self.url, self._threads[-1].url)
+        log.info("embedded stack up: server %s, inference %s", self.url, inference_url)
         return self
 
     def weight_sync(self) -> WeightSync:
         assert self.client is not None, "start() first"
+        if self.vllm is not None:
+            return WeightSync(self.client, target=self.vllm.weights)
         return WeightSync(self.client, engine=self.engine)
 
     @property
@@ -113,7 +124,10 @@ class EmbeddedStack:
             self.client = None
         while self._threads:
             self._threads.pop().stop()
-        self.engine.stop()
+        if self.vllm is not None:
+            self.vllm.stop()
+        else:
+            self.engine.stop()
 
     def __enter__(self) -> EmbeddedStack:
         return self.start()
@@ -125,8 +139,9 @@ class EmbeddedStack:
 class ExternalStack:
     """A server, controller and inference server someone started; `start()` checks they answer."""
 
-    def __init__(self, settings: ServerSettings, model: str, run_dir: Path) -> None:
+    def __init__(self, settings: ServerSettings, model: str, run_dir: Path, *, vllm: bool = False) -> None:
         assert settings.url is not None and settings.inference_url is not None  # the config validates this
+        self.vllm = vllm  # the inference server is a vLLM you started (in dev mode), not alight's
         self.url = settings.url
         self.inference_url = settings.inference_url
         self.weights_dir = settings.weights_dir
@@ -168,6 +183,9 @@ class ExternalStack:
             log.warning("server.inference_url %s is none of the upstreams %s", self.inference_url, upstream_urls)
 
     def _check_inference(self) -> None:
+        if self.vllm:
+            self.serves_other_weights = self._vllm_target().weight_version() not in ("default", "0")
+            return
         try:
             health = httpx.get(f"{self.inference_url}/health", timeout=10).json()
             # A path that does not exist: the right key gets a 400 and nothing loads, a wrong one a 401.
@@ -189,8 +207,15 @@ class ExternalStack:
         # Weights loaded before this run (an earlier run's policy) are replaced by the trainer's at the start.
         self.serves_other_weights = int(health.get("policy_version") or 0) > 0
 
+    def _vllm_target(self) -> VllmWeights:
+        # vLLM reads the weights from a folder: on another machine, server.weights_dir must be shared storage.
+        weights_dir = Path(self.weights_dir) if self.weights_dir else self.run_dir / "vllm-weights"
+        return VllmWeights(self.inference_url, weights_dir, api_key=self.inference_key)
+
     def weight_sync(self) -> WeightSync:
         assert self.client is not None, "start() first"
+        if self.vllm:
+            return WeightSync(self.client, target=self._vllm_target())
         return WeightSync(
             self.client,
             inference_url=self.inference_url,

@@ -77,9 +77,31 @@ class CheckpointConfig(Section):
     keep_last: int = Field(default=2, ge=1)
 
 
+class VllmSettings(Section):
+    """The vLLM OpenAI server `inference.backend: vllm` starts (docs/inference.md#vllm)."""
+
+    python: str | None = Field(
+        default=None, description="its interpreter; default: $ALIGHT_VLLM_PYTHON, else the repo's .venv-vllm"
+    )
+    port: int | None = Field(default=None, ge=1, le=65535, description="default: a free loopback port")
+    startup_timeout_s: float = Field(default=900.0, gt=0)
+    kv_cache_gb: int = Field(default=1, ge=1, description="KV cache size on CPU (VLLM_CPU_KVCACHE_SPACE)")
+    gpu_memory_utilization: float = Field(default=0.5, gt=0, le=1, description="on GPU; the trainer shares it")
+    max_model_len: int = Field(default=4096, ge=16)
+    # Agents send tools; alight's models render them as Hermes <tool_call> blocks. None: vLLM parses no tools.
+    tool_call_parser: str | None = "hermes"
+    # CUDA graphs / torch.compile cost minutes at start-up and help little for the small batches of a run.
+    enforce_eager: bool = True
+    extra_args: list[str] = Field(default_factory=list, description="more `vllm serve` flags, passed as is")
+
+
 class InferenceSettings(Section):
     """The embedded inference server (used when `server.url` is unset)."""
 
+    # embedded: alight's engine in this process; vllm: a vLLM server on the policy (started here unless
+    # server.inference_url names one you started), weights updated in place after each step.
+    backend: Literal["embedded", "vllm"] = "embedded"
+    vllm: VllmSettings = Field(default_factory=VllmSettings)
     device: str | None = Field(default=None, description="cpu, cuda, cuda:1; default: cuda when present")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     max_batch_size: int = Field(default=32, ge=1)

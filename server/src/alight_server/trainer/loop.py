@@ -177,7 +177,7 @@ class TrainingRun:
             metrics["time/train_s"] = time.monotonic() - started
             display.status("syncing weights")
             self.policy_version, metrics["time/sync_s"] = sync.push(
-                self.trainer.policy_weights(), {"step": self.step + 1}
+                self.trainer.policy_weights, {"step": self.step + 1}
             )
         else:
             display.line(f"step {self.step + 1}: every group had equal rewards; nothing to learn, weights unchanged")
@@ -202,20 +202,27 @@ class TrainingRun:
         ok = False
         try:
             if cfg.server.url is not None:  # check the servers first: a wrong URL or key fails in seconds
-                stack = ExternalStack(cfg.server, cfg.model, self.run_dir).start()
+                stack = ExternalStack(cfg.server, cfg.model, self.run_dir, vllm=cfg.inference.backend == "vllm").start()
             model, tokenizer = load_policy(cfg.model, device=device, dtype=dtype)
             self.trainer = EmbeddedTrainer(model, cfg.optimizer, cfg.algorithm, cfg.lora)
             self._restore()
             metrics_log = MetricsLog(self.run_dir, cfg.metrics, cfg.public_dump(), resume=self.resume)
             if stack is None:
-                from alight_server.inference.engine import InferenceEngine
+                engine, vllm = None, None
+                if cfg.inference.backend == "vllm":
+                    from alight_server.inference.vllm_policy import VllmPolicy
 
-                served, _ = load_policy(cfg.model, device=device, dtype=dtype)
-                engine = InferenceEngine(
-                    served, tokenizer, model_name=cfg.model, max_batch_size=cfg.inference.max_batch_size
-                )
+                    adapter = self.trainer.model if self.trainer.lora is not None else None
+                    vllm = VllmPolicy.for_run(cfg, self.run_dir, adapter=adapter)
+                else:
+                    from alight_server.inference.engine import InferenceEngine
+
+                    served, _ = load_policy(cfg.model, device=device, dtype=dtype)
+                    engine = InferenceEngine(
+                        served, tokenizer, model_name=cfg.model, max_batch_size=cfg.inference.max_batch_size
+                    )
                 stack = EmbeddedStack(
-                    engine, self.run_dir, concurrency=cfg.controller.concurrency,
+                    engine, self.run_dir, concurrency=cfg.controller.concurrency, vllm=vllm,
                     train_temperature=cfg.inference.train_temperature, val_temperature=cfg.inference.val_temperature,
                 ).start()  # fmt: skip
             self.client = stack.client
@@ -225,7 +232,7 @@ class TrainingRun:
             # Inference must serve the trainer's weights: after a resume, or when it holds an earlier run's.
             if self.step > 0 or stack.serves_other_weights:
                 why = {"resumed_at": self.step} if self.step else {"replaced": "weights of an earlier run"}
-                self.policy_version, _ = sync.push(self.trainer.policy_weights(), why)
+                self.policy_version, _ = sync.push(self.trainer.policy_weights, why)
             result = self._loop(tokenizer, sync, metrics_log)
             ok = True
             return result

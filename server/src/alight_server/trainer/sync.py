@@ -2,24 +2,34 @@
 
 Model calls that arrive during the pause get a retryable 429 with Retry-After (the OpenAI client
 retries by itself), so an agent never sees a broken call, and every recorded call names the policy
-version that really served it.
+version that really served it. The new version is chosen before loading (one past the current), so
+a server that records versions itself (vLLM's weight_version) is told the same number the gateway records.
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import torch
 
 from alight.client import AlightClient
 
+Weights = dict[str, torch.Tensor]
+
+
+class WeightTarget(Protocol):
+    """An inference server that loads new weights in place (`inference.vllm_weights.VllmWeights`)."""
+
+    def load(self, weights: Callable[[], Weights], version: int) -> None: ...
+
 
 class WeightSync:
-    """Pushes trainer weights into an in-process `InferenceEngine`, or to an inference server's /admin/weights."""
+    """Pushes trainer weights into an in-process `InferenceEngine`, a `WeightTarget`, or to /admin/weights."""
 
     def __init__(
         self,
@@ -29,20 +39,25 @@ class WeightSync:
         inference_key: str | None = None,
         drain_timeout_s: float = 120.0,
         weights_dir: str | None = None,
+        target: WeightTarget | None = None,
     ) -> None:
-        if engine is None and inference_url is None:
-            raise ValueError("weight sync needs the embedded engine or server.inference_url")
+        if engine is None and inference_url is None and target is None:
+            raise ValueError("weight sync needs the embedded engine, a weight target or server.inference_url")
         self.client = client
         self.engine = engine
         self.inference_url = inference_url
         self.inference_key = inference_key
         self.drain_timeout_s = drain_timeout_s
         self.weights_dir = weights_dir
+        self.target = target
 
-    def push(self, weights: dict[str, torch.Tensor], metadata: dict[str, Any] | None = None) -> tuple[int, float]:
-        """Load `weights` everywhere the gateway sends calls; returns (new policy version, seconds paused)."""
+    def push(
+        self, weights: Weights | Callable[[], Weights], metadata: dict[str, Any] | None = None
+    ) -> tuple[int, float]:
+        """Load `weights` (or what the function returns, asked only when needed: a LoRA adapter target never
+        asks) everywhere the gateway sends calls; returns (new policy version, seconds paused)."""
         started = time.monotonic()
-        self.client.pause_gateway()
+        version = int(self.client.pause_gateway()["policy_version"]) + 1
         changed = False
         try:
             # drain_gateway waits longer than the drain itself; the client's own 60 s would cut it short
@@ -51,13 +66,18 @@ class WeightSync:
                 raise RuntimeError(
                     f"model calls still in flight after {self.drain_timeout_s}s of draining; weights not updated"
                 )
-            self._load(weights)
+            if self.target is not None:
+                self.target.load(weights if callable(weights) else lambda: weights, version)
+            else:
+                self._load(weights() if callable(weights) else weights)
             changed = True
         finally:
-            resumed = self.client.resume_gateway(weights_changed=changed, metadata=metadata)
+            resumed = self.client.resume_gateway(
+                weights_changed=changed, policy_version=version if changed else None, metadata=metadata
+            )
         return int(resumed["policy_version"]), time.monotonic() - started
 
-    def _load(self, weights: dict[str, torch.Tensor]) -> None:
+    def _load(self, weights: Weights) -> None:
         if self.engine is not None:
             self.engine.update_weights(weights)
             return

@@ -1,0 +1,125 @@
+"""New policy weights into a running vLLM server, in place, through the HTTP routes vLLM provides for RL.
+
+vLLM's weight-transfer engines (NCCL, CUDA IPC) need GPUs on both sides; what every build has, CPU
+included, is its worker's in-place `reload_weights(weights_path=...)`, reached over HTTP by
+`POST /collective_rpc` (dev mode). One update:
+1. `POST /pause?mode=wait`: vLLM finishes what it runs and takes no new step (the gateway has drained
+   already; this also covers clients that call vLLM directly);
+2. full weights: write them as `model.safetensors` into a folder and `collective_rpc("reload_weights")`;
+   LoRA: write the PEFT adapter and `POST /v1/load_lora_adapter` with `load_inplace` under the same name;
+3. `POST /reset_prefix_cache`: cached KV blocks were computed by the old weights;
+4. `POST /update_weight_version` with the new policy version (read back from `GET /weight_info`);
+5. `POST /resume`, also when a step above failed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+# Generous: reload_weights on a big model from slow disk takes minutes.
+_TIMEOUT = httpx.Timeout(1800.0, connect=10.0)
+
+
+class VllmWeightError(RuntimeError):
+    """vLLM refused or failed a weight update; the message says which step and what vLLM answered."""
+
+
+class VllmWeights:
+    """Weight updates for one vLLM server at `url` (its root, not /v1); `adapter` set: push only LoRA adapters."""
+
+    def __init__(
+        self,
+        url: str,
+        weights_dir: Path,
+        *,
+        adapter: Any = None,
+        adapter_name: str | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.weights_dir = Path(weights_dir)
+        self.adapter = adapter  # a peft PeftModel: save_pretrained() writes what vLLM's LoRA loader reads
+        self.adapter_name = adapter_name
+        if adapter is not None and not adapter_name:
+            raise ValueError("a LoRA adapter needs the name vLLM serves it under")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.Client(base_url=self.url, timeout=_TIMEOUT, headers=headers)
+
+    # -- the update ------------------------------------------------------------------------------
+    def load(self, weights: Callable[[], dict[str, Any]], version: int) -> None:
+        """Load new weights (or the adapter) and mark them `version`; vLLM serves nothing in between."""
+        self._call("POST", "/pause", "pause generation", params={"mode": "wait"})
+        try:
+            if self.adapter is not None:
+                self._load_adapter(inplace=True)
+            else:
+                self._reload(weights())
+            self._call("POST", "/reset_prefix_cache", "reset the prefix cache")
+            self._call("POST", "/update_weight_version", "set the weight version", json={"new_version": str(version)})
+        finally:
+            self._call("POST", "/resume", "resume generation")
+
+    def load_initial_adapter(self) -> None:
+        """Register the trainer's untrained adapter (the base model's behaviour) before the first call."""
+        self._load_adapter(inplace=False)
+
+    def weight_version(self) -> str:
+        return str(self._call("GET", "/weight_info", "read the weight version").json()["weight_version"])
+
+    def close(self) -> None:
+        self.http.close()
+
+    # -- the two payloads ------------------------------------------------------------------------
+    def _reload(self, weights: dict[str, Any]) -> None:
+        from safetensors.torch import save_file
+
+        folder = self._fresh_folder("full")
+        # clone: tied tensors (embeddings and lm_head) share storage, which safetensors refuses to save
+        save_file(
+            {k: v.detach().cpu().contiguous().clone() for k, v in weights.items()}, str(folder / "model.safetensors")
+        )
+        self._call(
+            "POST", "/collective_rpc", "reload the weights",
+            json={"method": "reload_weights", "kwargs": {"weights_path": str(folder)}},
+        )  # fmt: skip
+
+    def _load_adapter(self, *, inplace: bool) -> None:
+        folder = self._fresh_folder("lora")
+        self.adapter.save_pretrained(str(folder))
+        body = {"lora_name": self.adapter_name, "lora_path": str(folder), "load_inplace": inplace}
+        self._call("POST", "/v1/load_lora_adapter", "load the LoRA adapter", json=body)
+
+    def _fresh_folder(self, kind: str) -> Path:
+        """One folder per kind, rewritten each update: vLLM reads it during the call and keeps no handle."""
+        folder = self.weights_dir / kind
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        os.chmod(folder, 0o755)  # a vLLM running as another user on the same machine must read it
+        return folder
+
+    def _call(self, method: str, path: str, what: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise VllmWeightError(f"could not {what}: vLLM at {self.url} did not answer {path} ({exc})") from exc
+        if response.status_code == 404 and path in ("/pause", "/collective_rpc", "/weight_info"):
+            raise VllmWeightError(
+                f"vLLM at {self.url} has no {path} route: start it with VLLM_SERVER_DEV_MODE=1 "
+                "(the in-place weight-update routes are dev-mode routes)"
+            )
+        if response.status_code == 404 and path == "/v1/load_lora_adapter":
+            raise VllmWeightError(
+                f"vLLM at {self.url} has no {path} route: start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "
+                "and --enable-lora"
+            )
+        if response.status_code >= 400:
+            raise VllmWeightError(
+                f"could not {what}: vLLM answered {path} with {response.status_code} {response.text[:500]}"
+            )
+        return response
