@@ -32,6 +32,6 @@ def make_tasks(count: int, seed: int) -> list[dict[str, object]]:
 
 if __name__ == "__main__":
     here = Path(__file__).parent
-    for name, count, seed in (("train", 400, 1), ("val", 32, 2)):
+    for name, count, seed in (("train", 400, 1), ("val", 64, 2)):
         lines = "".join(json.dumps(t) + "\n" for t in make_tasks(count, seed))
         (here / f"tasks_{name}.jsonl").write_text(lines)

@@ -142,8 +142,13 @@ class TrainingRun:
             return {}
         phase = self._rollouts(f"{self.run_id}-val{self.step:05d}", tasks, cfg.samples_per_task, Mode.VAL, display)
         scores = [s for s in map(phase_ops.scored, phase.trajectories) if s is not None]
-        score = statistics.fmean(scores) if scores else float("nan")
-        return {"val/score": score, "val/rollouts": float(len(scores)), "time/val_s": phase.seconds}
+        score, error = phase_ops.score_and_error(phase.trajectories)
+        return {
+            "val/score": score,
+            "val/score_se": error,
+            "val/rollouts": float(len(scores)),
+            "time/val_s": phase.seconds,
+        }
 
     def _train_step(self, display: RunDisplay, tokenizer: Any, sync: WeightSync) -> dict[str, float]:
         cfg = self.config
@@ -153,6 +158,8 @@ class TrainingRun:
         metrics: dict[str, float] = {
             "train/reward_mean": statistics.fmean(phase.rewards) if phase.rewards else float("nan"),
             "train/reward_std": statistics.pstdev(phase.rewards) if len(phase.rewards) > 1 else 0.0,
+            "train/reward_min": min(phase.rewards, default=float("nan")),
+            "train/reward_max": max(phase.rewards, default=float("nan")),
             "rollouts/failed": float(phase.failed),
             "rollouts/cancelled": float(phase.cancelled),
             "rollouts/missing_reward": float(phase.missing_reward),

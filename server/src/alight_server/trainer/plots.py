@@ -7,7 +7,8 @@ from typing import Any
 
 
 def plot_run(history: list[dict[str, Any]], path: Path, title: str = "alight training") -> Path:
-    """Draw from metric records ({"step", "train/reward_mean", "train/reward_std", "val/score"}); returns `path`."""
+    """Draw from metric records ({"step", "train/reward_mean", "train/reward_std", "train/reward_min",
+    "train/reward_max", "val/score", "val/score_se"}); returns `path`."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display needed
@@ -20,11 +21,16 @@ def plot_run(history: list[dict[str, Any]], path: Path, title: str = "alight tra
         steps = [r["step"] for r in train]
         mean = [r["train/reward_mean"] for r in train]
         std = [r.get("train/reward_std", 0.0) for r in train]
-        ax.plot(steps, mean, marker="o", ms=3, label="train reward (mean)")
-        ax.fill_between(steps, [m - s for m, s in zip(mean, std, strict=True)],
-                        [m + s for m, s in zip(mean, std, strict=True)], alpha=0.15)  # fmt: skip
+        # mean ± std leaves the reward's range for rewards in {0, 1}: clip the band to the rewards seen
+        low = min((r.get("train/reward_min", r["train/reward_mean"]) for r in train), default=0.0)
+        high = max((r.get("train/reward_max", r["train/reward_mean"]) for r in train), default=1.0)
+        ax.plot(steps, mean, marker="o", ms=3, label="train reward (mean ± std)")
+        ax.fill_between(steps, [max(low, m - s) for m, s in zip(mean, std, strict=True)],
+                        [min(high, m + s) for m, s in zip(mean, std, strict=True)], alpha=0.15)  # fmt: skip
     if val:
-        ax.plot([r["step"] for r in val], [r["val/score"] for r in val], marker="s", lw=2, label="validation score")
+        errors = [2 * r["val/score_se"] if r.get("val/score_se") == r.get("val/score_se") else 0.0 for r in val]
+        ax.errorbar([r["step"] for r in val], [r["val/score"] for r in val], yerr=errors, marker="s", lw=2,
+                    capsize=4, label="validation score (± 2 SE)")  # fmt: skip
     ax.set_xlabel("step")
     ax.set_ylabel("reward")
     ax.set_title(title)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -115,6 +117,25 @@ def collect(client: AlightClient, rollouts: list[Rollout], started: float) -> Ro
         else:
             phase.rewards.append(trajectory.final_reward)
     return phase
+
+
+def score_and_error(trajectories: list[Trajectory]) -> tuple[float, float]:
+    """Mean validation score and its standard error, each task's samples taken as one cluster.
+
+    Samples of one task are correlated (an easy task is easy every time), so the error comes from the spread
+    of per-task means over the tasks: stdev(task means) / sqrt(tasks). NaN when nothing was scored.
+    """
+    by_task: dict[str, list[float]] = {}
+    for trajectory in trajectories:
+        score = scored(trajectory)
+        if score is not None:
+            by_task.setdefault(trajectory.group_id or trajectory.rollout_id, []).append(score)
+    if not by_task:
+        return float("nan"), float("nan")
+    means = [statistics.fmean(scores) for scores in by_task.values()]
+    mean = statistics.fmean(s for scores in by_task.values() for s in scores)
+    error = statistics.stdev(means) / math.sqrt(len(means)) if len(means) > 1 else float("nan")
+    return mean, error
 
 
 def scored(trajectory: Trajectory) -> float | None:
