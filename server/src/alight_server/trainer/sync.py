@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ from alight.client import AlightClient
 
 
 class WeightSync:
-    """Pushes trainer weights into an in-process `InferenceEngine`, or to an inference server's /admin/weights."""
+    """Pushes trainer weights into an in-process `InferenceEngine` or an inference server's /admin/weights, or
+    wraps a backend's own weight load (`paused`: verl syncs its replicas itself)."""
 
     def __init__(
         self,
@@ -30,8 +32,6 @@ class WeightSync:
         drain_timeout_s: float = 120.0,
         weights_dir: str | None = None,
     ) -> None:
-        if engine is None and inference_url is None:
-            raise ValueError("weight sync needs the embedded engine or server.inference_url")
         self.client = client
         self.engine = engine
         self.inference_url = inference_url
@@ -41,9 +41,17 @@ class WeightSync:
 
     def push(self, weights: dict[str, torch.Tensor], metadata: dict[str, Any] | None = None) -> tuple[int, float]:
         """Load `weights` everywhere the gateway sends calls; returns (new policy version, seconds paused)."""
+        return self.paused(lambda: self._load(weights), metadata)
+
+    def paused(self, load: Callable[[], int | None], metadata: dict[str, Any] | None = None) -> tuple[int, float]:
+        """Run `load` with the gateway paused and drained, then resume as the next policy version.
+
+        `load` may return the version the upstreams now serve (when it re-registers them); None: the next one.
+        Returns (new policy version, seconds paused).
+        """
         started = time.monotonic()
         self.client.pause_gateway()
-        changed = False
+        changed, version = False, None
         try:
             # drain_gateway waits longer than the drain itself; the client's own 60 s would cut it short
             drain = self.client.drain_gateway(self.drain_timeout_s)
@@ -51,13 +59,16 @@ class WeightSync:
                 raise RuntimeError(
                     f"model calls still in flight after {self.drain_timeout_s}s of draining; weights not updated"
                 )
-            self._load(weights)
+            version = load()
             changed = True
         finally:
-            resumed = self.client.resume_gateway(weights_changed=changed, metadata=metadata)
+            resumed = self.client.resume_gateway(weights_changed=changed, policy_version=version, metadata=metadata)
         return int(resumed["policy_version"]), time.monotonic() - started
 
     def _load(self, weights: dict[str, torch.Tensor]) -> None:
+        if self.engine is None and self.inference_url is None:
+            # A backend that loads weights itself (verl) calls `paused` and never gets here.
+            raise ValueError("weight sync needs the embedded engine or server.inference_url")
         if self.engine is not None:
             self.engine.update_weights(weights)
             return

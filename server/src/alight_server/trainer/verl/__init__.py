@@ -1,0 +1,23 @@
+"""The verl backend (`trainer.backend: verl`): alight's samples and algorithm run by verl's trainer on Ray.
+
+`data.py` lays a `SampleBatch` out as verl's `DataProto`, `registry.py` puts alight's advantage
+estimator and loss into verl's registries (`plugin.py` is what verl's workers import to get them),
+`config.py` translates alight's config into verl's, `replicas.py` puts verl's rollout replicas behind
+the gateway, and `backend.py` is the `TrainerBackend`. Nothing here imports verl at import time:
+`pip install 'alight-server[verl]'` is needed only when a function runs.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+INSTALL_HINT = "pip install 'alight-server[verl]'  (install torch first on a CPU machine: pip install torch==2.13.0)"
+
+
+def require_verl() -> ModuleType:
+    """verl itself, or an error with the command that installs it."""
+    try:
+        import verl
+    except ImportError as exc:
+        raise RuntimeError(f"the verl backend needs verl: {INSTALL_HINT}") from exc
+    return verl
