@@ -43,3 +43,20 @@ def real_batch() -> SampleBatch:
     ]
     batch, _ = build_samples(trajectories)
     return batch
+
+
+def train_config(tmp_path, **sections):
+    """A TrainConfig (the tiny model) with `sections` merged in: train_config(p, algorithm={"kl_coef": 0.1})."""
+    from alight_server.trainer.config import parse_config
+
+    raw = {
+        "model": "tiny",
+        "dataset": {"train": "train.jsonl"},
+        "agent": {"entrypoint": "agent.py:main"},
+        "group_size": 4,
+        "tasks_per_step": 8,
+        "output_dir": str(tmp_path / "run"),
+    }
+    for key, value in sections.items():
+        raw[key] = {**raw.get(key, {}), **value} if isinstance(value, dict) else value
+    return parse_config(raw, tmp_path)

@@ -134,14 +134,21 @@ def verl_config(config: TrainConfig, settings: VerlSettings, model_path: str | P
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
         composed = compose(config_name="ppo_trainer")
     for key, value in {**mapped, **settings.overrides}.items():
-        if OmegaConf.select(composed, key, default=_MISSING) is _MISSING:
-            raise VerlConfigError(f"verl.overrides.{key}: verl {verl.__version__} has no such key")
+        if not _has_key(composed, key):
+            where = f"verl.overrides.{key}" if key in settings.overrides else f"alight's translation to {key}"
+            raise VerlConfigError(f"{where}: verl {verl.__version__} has no such key")
         OmegaConf.update(composed, key, value, merge=False)
     _validate(composed)
     return composed
 
 
-_MISSING = object()
+def _has_key(composed: Any, dotted: str) -> bool:
+    """Whether verl's config has the key, set or not (`???` values count: verl requires them)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    parent, _, leaf = dotted.rpartition(".")
+    node = OmegaConf.select(composed, parent) if parent else composed
+    return isinstance(node, DictConfig) and leaf in node.keys()  # `in node` is False for ??? values
 
 
 def _validate(composed: Any) -> None:
