@@ -153,10 +153,11 @@ def _has_key(composed: Any, dotted: str) -> bool:
 
 def _validate(composed: Any) -> None:
     """verl's own dataclasses check the actor and rollout sections (types, ranges, combinations)."""
+    from hydra.errors import InstantiationException
     from verl.utils.config import omega_conf_to_dataclass
 
     try:
         omega_conf_to_dataclass(composed.actor_rollout_ref.actor)
         omega_conf_to_dataclass(composed.actor_rollout_ref.rollout)
-    except (ValueError, TypeError, AssertionError) as exc:
+    except (InstantiationException, ValueError, TypeError, AssertionError) as exc:
         raise VerlConfigError(f"verl refused the translated config: {exc}") from exc
