@@ -39,7 +39,9 @@ def test_prompt_then_response_are_exactly_the_recorded_ids_of_each_row(batch, da
         attention = data.batch["attention_mask"][r].bool()
         ids = data.batch["input_ids"][r][attention].tolist()
         assert ids == real(batch, r, "input_ids")
-        assert torch.equal(data.batch["input_ids"][r], torch.cat([data.batch["prompts"][r], data.batch["responses"][r]]))
+        assert torch.equal(
+            data.batch["input_ids"][r], torch.cat([data.batch["prompts"][r], data.batch["responses"][r]])
+        )
         # the response starts at the row's first trained token
         first_trained = real(batch, r, "loss_mask").index(1.0)
         assert data.batch["input_ids"][r, prompt_width].item() == real(batch, r, "input_ids")[first_trained]

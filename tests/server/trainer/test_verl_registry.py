@@ -1,10 +1,12 @@
 """alight's estimator and loss, looked up in verl's own registries, give trainer/algorithm.py's numbers (1e-6)."""
+# pyright: reportMissingImports=false
+# (verl and omegaconf live in their own venv, .venv-verl; the type check runs in .venv)
 
 from __future__ import annotations
 
 import pytest
 import torch
-from verl_fixtures import real_batch, require_verl, train_config
+from verl_fixtures import actor_config, real_batch, require_verl
 
 from alight_server.trainer.algorithm import (
     AlgorithmConfig,
@@ -19,14 +21,11 @@ require_verl()
 
 from verl.trainer.ppo.core_algos import get_policy_loss_fn  # noqa: E402
 from verl.utils import tensordict_utils as tu  # noqa: E402
-from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 from verl.workers.utils.losses import ppo_loss  # noqa: E402
 from verl.workers.utils.padding import left_right_2_no_padding  # noqa: E402
 
-from alight_server.trainer.verl.config import verl_config  # noqa: E402
 from alight_server.trainer.verl.data import to_data_proto  # noqa: E402
 from alight_server.trainer.verl.registry import register, with_advantages, with_token_weights  # noqa: E402
-from alight_server.trainer.verl.settings import VerlSettings  # noqa: E402
 
 TOL = 1e-6
 
@@ -51,13 +50,6 @@ def current_logprobs(batch, seed: int = 0) -> torch.Tensor:
     return batch.old_logprobs + noise * batch.loss_mask
 
 
-def actor_config(tmp_path, clip_low=0.2, clip_high=0.28):
-    composed = verl_config(
-        train_config(tmp_path, algorithm={"clip_low": clip_low, "clip_high": clip_high}), VerlSettings(), "/model"
-    )
-    return omega_conf_to_dataclass(composed.actor_rollout_ref.actor)
-
-
 @pytest.mark.parametrize(("estimator", "normalize_std"), [("grpo", True), ("grpo", False), ("rloo", True)])
 def test_registered_estimator_gives_alights_token_advantages(estimator, normalize_std):
     batch = real_batch()
@@ -76,7 +68,9 @@ def test_registered_loss_gives_alights_loss_and_gradient(tmp_path, aggregation):
 
     logp = current_logprobs(batch).requires_grad_()
     weights = aggregation_weights(batch.loss_mask, batch.row_rollout, aggregation)
-    advantages = token_advantages(group_advantages(batch.rollout_reward, batch.rollout_group), batch.row_rollout, batch.loss_mask)
+    advantages = token_advantages(
+        group_advantages(batch.rollout_reward, batch.rollout_group), batch.row_rollout, batch.loss_mask
+    )
     algorithm = AlgorithmConfig(clip_low=0.2, clip_high=0.28)
     expected, expected_metrics = policy_loss(logp, batch.old_logprobs, advantages, batch.loss_mask, weights, algorithm)
     (expected_grad,) = torch.autograd.grad(expected, logp)
@@ -104,7 +98,9 @@ def test_verls_own_ppo_loss_runs_the_alight_loss_on_the_no_padding_batch(tmp_pat
     data = with_token_weights(with_advantages(to_data_proto(batch), "grpo"), "per_rollout_mean")
     config = actor_config(tmp_path)
     td = left_right_2_no_padding(data.to_tensordict())
-    tu.assign_non_tensor(td, dp_size=1, batch_num_tokens=int(data.batch["response_mask"].sum()), global_batch_size=len(data))
+    tu.assign_non_tensor(
+        td, dp_size=1, batch_num_tokens=int(data.batch["response_mask"].sum()), global_batch_size=len(data)
+    )
     # The model's no-padding output: position i holds the logprob of token i + 1 of its row.
     logp = current_logprobs(batch)
     lengths = batch.attention_mask.sum(1).tolist()
@@ -114,8 +110,12 @@ def test_verls_own_ppo_loss_runs_the_alight_loss_on_the_no_padding_batch(tmp_pat
     loss, _ = ppo_loss(config, {"log_probs": log_probs}, td)
 
     weights = aggregation_weights(batch.loss_mask, batch.row_rollout, "per_rollout_mean")
-    advantages = token_advantages(group_advantages(batch.rollout_reward, batch.rollout_group), batch.row_rollout, batch.loss_mask)
-    expected, _ = policy_loss(logp, batch.old_logprobs, advantages, batch.loss_mask, weights, AlgorithmConfig(clip_high=0.28))
+    advantages = token_advantages(
+        group_advantages(batch.rollout_reward, batch.rollout_group), batch.row_rollout, batch.loss_mask
+    )
+    expected, _ = policy_loss(
+        logp, batch.old_logprobs, advantages, batch.loss_mask, weights, AlgorithmConfig(clip_high=0.28)
+    )
     assert abs(float(loss) - float(expected)) < TOL
 
 

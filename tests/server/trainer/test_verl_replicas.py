@@ -5,6 +5,8 @@ starts the vLLM-shaped fake upstream on loopback instead of vLLM. The server, ga
 clients are the real ones; the weight load is a function that records what the gateway looked
 like while it ran (verl's CheckpointEngineManager.update_weights needs the GPU workers).
 """
+# pyright: reportMissingImports=false
+# (verl and omegaconf live in their own venv, .venv-verl; the type check runs in .venv)
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
 """A real sample batch for the verl backend tests, and the skip every verl test takes when verl is absent."""
+# pyright: reportMissingImports=false
+# (verl and omegaconf live in their own venv, .venv-verl; the type check runs in .venv)
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ from samples_fixtures import model_call, trajectory
 from alight_server.trainer.samples import SampleBatch, build_samples
 
 # The exact commands; the `verl` marker selects these tests (CI's default venv has no verl: they skip there).
-VERL_COMMAND = "bash scripts/setup.sh --verl && .venv-verl/bin/pytest -q -p no:cacheprovider -m verl tests/server/trainer"
+VERL_COMMAND = (
+    "bash scripts/setup.sh --verl && .venv-verl/bin/pytest -q -p no:cacheprovider -m verl tests/server/trainer"
+)
 
 
 def require_verl() -> None:
@@ -60,3 +64,14 @@ def train_config(tmp_path, **sections):
     for key, value in sections.items():
         raw[key] = {**raw.get(key, {}), **value} if isinstance(value, dict) else value
     return parse_config(raw, tmp_path)
+
+
+def actor_config(tmp_path, clip_low: float = 0.2, clip_high: float = 0.28):
+    """verl's ActorConfig dataclass as the backend builds it: the translated config, through verl's converter."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    from alight_server.trainer.verl.config import verl_config
+    from alight_server.trainer.verl.settings import VerlSettings
+
+    config = train_config(tmp_path, algorithm={"clip_low": clip_low, "clip_high": clip_high})
+    return omega_conf_to_dataclass(verl_config(config, VerlSettings(), "/models/policy").actor_rollout_ref.actor)

@@ -16,6 +16,8 @@ One `step(batch)`:
 inside the gateway's pause -> drain -> resume and registers the replicas at the new policy version.
 Needs CUDA (or ROCm / NPU), verl and vLLM; see scripts/gpu_check.sh.
 """
+# pyright: reportMissingImports=false
+# (verl and omegaconf live in their own venv, .venv-verl; the type check runs in .venv)
 
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ def pad_to_ranks(data: Any, ranks: int) -> Any:
 class VerlBackend:
     """The `TrainerBackend` for `trainer.backend: verl` (see the module docstring)."""
 
-    def __init__(self, config: TrainConfig, settings: VerlSettings, client: AlightClient) -> None:
+    def __init__(self, config: TrainConfig, settings: VerlSettings, client: AlightClient | None = None) -> None:
         require_verl()
         import ray
         from omegaconf import OmegaConf
@@ -62,7 +64,7 @@ class VerlBackend:
         from alight_server.trainer.verl.registry import register
 
         register()
-        self.config, self.settings, self.client = config, settings, client
+        self.config, self.settings = config, settings
         self.model_path = resolve_model(config.model)
         self.verl = verl_config(config, settings, self.model_path)
         OmegaConf.resolve(self.verl)
@@ -72,9 +74,15 @@ class VerlBackend:
 
             ray.init(address=settings.ray_address, runtime_env=get_ppo_ray_runtime_env(self.verl))
         self.updates = 0
+        self.upstreams: ReplicaUpstreams | None = None
         self._start_workers()
-        self.upstreams = ReplicaUpstreams(client, self.replicas)
         self.checkpoints.update_weights(0)  # the replicas start with dummy weights (verl's load_format)
+        if client is not None:
+            self.attach(client)
+
+    def attach(self, client: AlightClient) -> None:
+        """Register the replicas with the alight server `client` speaks to (before the first rollout)."""
+        self.upstreams = ReplicaUpstreams(client, self.replicas)
         self.upstreams.register(client.policy().current)
 
     def _start_workers(self) -> None:
@@ -140,6 +148,9 @@ class VerlBackend:
 
     # -- weights out ---------------------------------------------------------------------------
     def push_weights(self, sync: WeightSync, metadata: dict[str, Any]) -> tuple[int, float]:
+        if self.upstreams is None:
+            self.attach(sync.client)
+        assert self.upstreams is not None
         return self.upstreams.sync(sync, lambda: self.checkpoints.update_weights(self.updates), metadata)
 
     # -- checkpoints ---------------------------------------------------------------------------
@@ -160,7 +171,8 @@ class VerlBackend:
         import ray
 
         try:
-            self.upstreams.remove()
+            if self.upstreams is not None:
+                self.upstreams.remove()
         finally:
             if self.settings.ray_address is None and ray.is_initialized():
                 ray.shutdown()

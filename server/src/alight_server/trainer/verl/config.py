@@ -4,6 +4,8 @@
 alight setting verl would silently ignore or compute differently, and `verl_config` refuses a
 config that has any. verl's own dataclasses (ActorConfig, RolloutConfig) then validate the result.
 """
+# pyright: reportMissingImports=false
+# (verl and omegaconf live in their own venv, .venv-verl; the type check runs in .venv)
 
 from __future__ import annotations
 
@@ -130,7 +132,7 @@ def verl_config(config: TrainConfig, settings: VerlSettings, model_path: str | P
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    config_dir = Path(verl.__file__).parent / "trainer" / "config"
+    config_dir = Path(str(verl.__file__)).parent / "trainer" / "config"
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
         composed = compose(config_name="ppo_trainer")
     for key, value in {**mapped, **settings.overrides}.items():
@@ -148,7 +150,8 @@ def _has_key(composed: Any, dotted: str) -> bool:
 
     parent, _, leaf = dotted.rpartition(".")
     node = OmegaConf.select(composed, parent) if parent else composed
-    return isinstance(node, DictConfig) and leaf in node.keys()  # `in node` is False for ??? values
+    keys = list(node.keys()) if isinstance(node, DictConfig) else []  # `leaf in node` is False for ??? values
+    return leaf in keys
 
 
 def _validate(composed: Any) -> None:

@@ -5,6 +5,8 @@ token; its response is the rest, context tokens inside it (tool results, user tu
 response mask 0, exactly as verl's own multi-turn rollouts lay them out. Every id, mask and
 logprob is copied from the batch; nothing is retokenized.
 """
+# pyright: reportMissingImports=false
+# (verl and omegaconf live in their own venv, .venv-verl; the type check runs in .venv)
 
 from __future__ import annotations
 

@@ -11,6 +11,8 @@
    translation refuses it. Each rank's loss is scaled by the data-parallel size because FSDP averages
    gradients over ranks, as verl's own aggregations do.
 """
+# pyright: reportMissingImports=false
+# (verl and omegaconf live in their own venv, .venv-verl; the type check runs in .venv)
 
 from __future__ import annotations
 
@@ -74,12 +76,12 @@ def _advantages(
     return token_adv, token_adv
 
 
-def alight_grpo(token_level_rewards, response_mask, index, config=None, **_: Any):  # noqa: ANN001, ANN201
+def alight_grpo(token_level_rewards, response_mask, index, config=None, **_: Any):
     """GRPO over rollouts (not rows): `algorithm.group_advantages` broadcast by `token_advantages`."""
     return _advantages("grpo", token_level_rewards, response_mask, index, config)
 
 
-def alight_rloo(token_level_rewards, response_mask, index, config=None, **_: Any):  # noqa: ANN001, ANN201
+def alight_rloo(token_level_rewards, response_mask, index, config=None, **_: Any):
     """RLOO over rollouts (not rows): `algorithm.group_advantages` broadcast by `token_advantages`."""
     return _advantages("rloo", token_level_rewards, response_mask, index, config)
 

@@ -48,9 +48,7 @@ class ReplicaUpstreams:
         """Every replica as an upstream serving `policy_version` onward."""
         return [
             self.client.add_upstream(
-                UpstreamCreate(
-                    id=upstream_id(r), url=upstream_url(r), policy_version=policy_version, model=self.model
-                )
+                UpstreamCreate(id=upstream_id(r), url=upstream_url(r), policy_version=policy_version, model=self.model)
             )
             for r in self.replicas
         ]
