@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # Create .venv and install the whole workspace, editable, with what the tests and the quickstart need.
 # Needs only Python 3.11+. Safe to run again: it installs only what is missing.
+# `--verl` builds .venv-verl instead: verl pins transformers<5.11, so it gets a venv of its own
+# (the verl backend's tests: .venv-verl/bin/pytest -m verl tests/server/trainer; ~6.5 min, 2.3 GB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+if [ "${1:-}" = "--verl" ]; then
+    [ -x .venv-verl/bin/python ] || "$PY" -m venv .venv-verl
+    .venv-verl/bin/python -c "import torch" 2>/dev/null || .venv-verl/bin/pip install -q torch==2.13.0
+    .venv-verl/bin/python -c "import verl" 2>/dev/null || .venv-verl/bin/pip install -q -e ".[dev]" -e "server[verl,train]"
+    exit 0
+fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 # torch first, from the CPU wheel: a plain `torch` requirement would pull a multi-GB CUDA build.
 .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/pip install -q torch==2.13.0

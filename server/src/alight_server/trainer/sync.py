@@ -29,7 +29,8 @@ class WeightTarget(Protocol):
 
 
 class WeightSync:
-    """Pushes trainer weights into an in-process `InferenceEngine`, a `WeightTarget`, or to /admin/weights."""
+    """Pushes trainer weights into an in-process `InferenceEngine`, a `WeightTarget`, or to /admin/weights, or
+    wraps a backend's own weight load (`paused`: verl syncs its replicas itself)."""
 
     def __init__(
         self,
@@ -41,8 +42,6 @@ class WeightSync:
         weights_dir: str | None = None,
         target: WeightTarget | None = None,
     ) -> None:
-        if engine is None and inference_url is None and target is None:
-            raise ValueError("weight sync needs the embedded engine, a weight target or server.inference_url")
         self.client = client
         self.engine = engine
         self.inference_url = inference_url
@@ -56,6 +55,21 @@ class WeightSync:
     ) -> tuple[int, float]:
         """Load `weights` (or what the function returns, asked only when needed: a LoRA adapter target never
         asks) everywhere the gateway sends calls; returns (new policy version, seconds paused)."""
+
+        def load(version: int) -> None:
+            if self.target is not None:
+                self.target.load(weights if callable(weights) else lambda: weights, version)
+            else:
+                self._load(weights() if callable(weights) else weights)
+
+        return self.paused(load, metadata)
+
+    def paused(self, load: Callable[[int], int | None], metadata: dict[str, Any] | None = None) -> tuple[int, float]:
+        """Run `load(next version)` with the gateway paused and drained, then resume as that policy version.
+
+        `load` may return the version the upstreams now serve (when it re-registers them); None: the next one.
+        Returns (new policy version, seconds paused).
+        """
         started = time.monotonic()
         version = int(self.client.pause_gateway()["policy_version"]) + 1
         changed = False
@@ -66,10 +80,7 @@ class WeightSync:
                 raise RuntimeError(
                     f"model calls still in flight after {self.drain_timeout_s}s of draining; weights not updated"
                 )
-            if self.target is not None:
-                self.target.load(weights if callable(weights) else lambda: weights, version)
-            else:
-                self._load(weights() if callable(weights) else weights)
+            version = load(version) or version
             changed = True
         finally:
             resumed = self.client.resume_gateway(
@@ -78,6 +89,9 @@ class WeightSync:
         return int(resumed["policy_version"]), time.monotonic() - started
 
     def _load(self, weights: Weights) -> None:
+        if self.engine is None and self.inference_url is None:
+            # A backend that loads weights itself (verl) calls `paused` and never gets here.
+            raise ValueError("weight sync needs the embedded engine, a weight target or server.inference_url")
         if self.engine is not None:
             self.engine.update_weights(weights)
             return
