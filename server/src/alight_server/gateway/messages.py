@@ -60,9 +60,17 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
         raise GatewayError(400, "`messages` must be a non-empty list", param="messages")
     for i, m in enumerate(messages):
         role = m.get("role") if isinstance(m, dict) else None
-        if role not in ("user", "assistant"):
-            raise GatewayError(400, f"messages[{i}].role must be user or assistant, got {role!r}", param="messages")
+        if role not in ("user", "assistant", "system"):
+            raise GatewayError(
+                400, f"messages[{i}].role must be user, assistant or system, got {role!r}", param="messages"
+            )
         assert isinstance(m, dict)
+        if role == "system":
+            # A system turn inside the conversation (Claude Code's mid-conversation-system beta): chat
+            # completions has the same role, and the policy's chat template renders it where it stands.
+            blocks = _blocks(m.get("content", ""), f"messages[{i}]")
+            out.append({"role": "system", "content": "".join(_block_text(b, f"messages[{i}]") for b in blocks)})
+            continue
         texts: list[str] = []
         calls: list[dict[str, Any]] = []
         for j, block in enumerate(_blocks(m.get("content", ""), f"messages[{i}]")):

@@ -6,7 +6,13 @@ import uuid
 from typing import Any
 
 from alight_server.gateway.flavour import sse
-from alight_server.gateway.responses_items import ResponseShell, call_item, message_item, output_items
+from alight_server.gateway.responses_items import (
+    ResponseShell,
+    call_item,
+    message_item,
+    namespaced_tools,
+    output_items,
+)
 
 
 class ResponsesStream:
@@ -21,6 +27,7 @@ class ResponsesStream:
         self.text: list[str] = []
         self.args: dict[int, list[str]] = {}
         self.final: dict[str, Any] | None = None
+        self.namespaced = namespaced_tools(body)
 
     def _event(self, kind: str, **fields: Any) -> bytes:
         data = {"type": kind, "sequence_number": self.seq, **fields}
@@ -76,7 +83,7 @@ class ResponsesStream:
                     self.call_items[k] = item_id
                     self.items.append(("function_call", item_id))
                     call = {"id": tc.get("id"), "function": {"name": fn.get("name"), "arguments": ""}}
-                    item = call_item(item_id, call, "in_progress")
+                    item = call_item(item_id, call, "in_progress", self.namespaced)
                     out.append(self._event("response.output_item.added", output_index=len(self.items) - 1, item=item))
                 if fn.get("arguments"):
                     self.args.setdefault(k, []).append(fn["arguments"])
@@ -99,7 +106,7 @@ class ResponsesStream:
                 self.call_items.get(k, "fc_" + uuid.uuid4().hex) for k in range(len(message.get("tool_calls") or []))
             ]
             finish = choice.get("finish_reason")
-            output = output_items(message, self.msg_id, call_ids)
+            output = output_items(message, self.msg_id, call_ids, self.namespaced)
             status = "incomplete" if finish == "length" else "completed"
             self.final = self.shell.build(output, status, assembled.get("usage"), finish)
         return self.final
