@@ -35,3 +35,12 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null;
         echo "setup.sh: no chromium (apt-get install chromium as root); the browser tests will be skipped" >&2
     fi
 fi
+# The closed CLI agents the harness tests drive (Claude Code, Codex), pinned, from npm into .tools/cli.
+# Skipped where npm is missing: those tests then skip and name this step.
+CLI_PINS="@anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0"
+if command -v npm >/dev/null && [ "$(cat .tools/cli/.pins 2>/dev/null)" != "$CLI_PINS" ]; then
+    mkdir -p .tools/cli
+    # shellcheck disable=SC2086  # the pins are separate words on purpose
+    npm install --silent --no-audit --no-fund --prefix .tools/cli $CLI_PINS >/dev/null
+    echo "$CLI_PINS" >.tools/cli/.pins
+fi

@@ -132,3 +132,18 @@ def test_an_unknown_tool_type_is_still_refused_with_a_message(gateway, attempt):
     response = _post(f"{attempt.base_url}/responses", attempt.token, body)
     assert response.status_code == 400
     assert "only function and namespace tools" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_a_request_longer_than_the_policy_context_is_refused_clearly_and_recorded(gateway, attempt, upstream, stream):
+    if upstream.kind != "embedded":
+        pytest.skip("needs a backend with a context limit (the tiny model's is 2,048 tokens)")
+    body = {**copy.deepcopy(CLAUDE), "stream": stream}
+    response = _post(f"{attempt.anthropic_base_url}/v1/messages?beta=true", attempt.token, body, CLAUDE_HEADERS)
+    assert response.status_code == 400, response.text
+    error = response.json()
+    assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+    assert "maximum context length is 2048 tokens" in error["error"]["message"]
+    [call] = gateway.server.store.list_model_calls(attempt.rollout_id)
+    assert call.status_code == 400 and "maximum context length" in (call.error or "")
+    assert call.request["messages"] == CLAUDE["messages"]
