@@ -76,7 +76,9 @@ def find_cli(env_name: str, command: str, install: str) -> str:
     chosen = os.environ.get(env_name) or shutil.which(command)
     if not chosen:
         raise FileNotFoundError(f"{command!r} is not on PATH; install it ({install}) or set {env_name}")
-    return chosen
+    if os.sep in chosen and not Path(chosen).is_file():
+        raise FileNotFoundError(f"{env_name}={chosen!r} does not exist (relative paths are from {Path.cwd()})")
+    return os.path.abspath(chosen) if os.sep in chosen else chosen  # the CLI runs in another folder
 
 
 def cli_args(defaults: list[str]) -> list[str]:

@@ -37,6 +37,14 @@ def _text(content: Any, where: str) -> str:
 def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     chat_names = {pair: name for name, pair in namespaced_tools(body).items()}
+    reasoning: list[str] = []  # reasoning items waiting for the assistant turn they belong to
+
+    def assistant(message: dict[str, Any]) -> dict[str, Any]:
+        if any(reasoning):
+            message["reasoning_content"] = "".join(reasoning)
+        reasoning.clear()
+        return message
+
     if body.get("instructions"):
         messages.append({"role": "system", "content": str(body["instructions"])})
     items = body.get("input")
@@ -56,12 +64,14 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
             last = messages[-1] if messages else None
             if role == "assistant" and last and last["role"] == "assistant" and last.get("tool_calls"):
                 last["content"] = (last.get("content") or "") + text
+            elif role == "assistant":
+                messages.append(assistant({"role": role, "content": text}))
             else:
                 messages.append({"role": role, "content": text})
         elif kind == "function_call":
             name = item.get("name")
             if item.get("namespace"):
-                name = chat_names.get((item["namespace"], name), name)
+                name = chat_names.get((str(item["namespace"]), str(name)), name)
             call = {
                 "id": item.get("call_id"),
                 "type": "function",
@@ -71,13 +81,16 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
             if last and last["role"] == "assistant":  # parallel calls share one assistant turn
                 last.setdefault("tool_calls", []).append(call)
             else:
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+                messages.append(assistant({"role": "assistant", "content": None, "tool_calls": [call]}))
         elif kind == "function_call_output":
             output = item.get("output")
             text = output if isinstance(output, str) else _text(output, f"input[{i}]")
             messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": text})
         elif kind == "reasoning":
-            continue  # reasoning summaries are not part of the prompt the policy sees
+            # The policy's own reasoning, sent back: the next assistant turn carries it for the chat
+            # template (which keeps or drops it); encrypted content from another provider is dropped.
+            parts = item.get("content") or []
+            reasoning.append("".join(str(p.get("text", "")) for p in parts if isinstance(p, dict)))
         else:
             raise GatewayError(400, f"input[{i}] has type {kind!r}, which the gateway cannot translate", param="input")
     return messages

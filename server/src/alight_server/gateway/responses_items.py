@@ -6,6 +6,8 @@ import time
 import uuid
 from typing import Any
 
+from alight_server.gateway.reasoning import split_message
+
 
 def usage_of(usage: dict[str, Any] | None) -> dict[str, Any]:
     u = usage or {}
@@ -17,6 +19,12 @@ def usage_of(usage: dict[str, Any] | None) -> dict[str, Any]:
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": inp + out,
     }
+
+
+def reasoning_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+    """The policy's reasoning as a Responses `reasoning` item (readable text, not encrypted content)."""
+    content = [{"type": "reasoning_text", "text": text}] if status == "completed" else []
+    return {"type": "reasoning", "id": item_id, "status": status, "summary": [], "content": content}
 
 
 def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
@@ -106,11 +114,18 @@ class ResponseShell:
 
 
 def output_items(
-    message: dict[str, Any], msg_id: str, call_ids: list[str], namespaced: Namespaced | None = None
+    message: dict[str, Any],
+    msg_id: str,
+    call_ids: list[str],
+    namespaced: Namespaced | None = None,
+    reasoning_id: str | None = None,
 ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    if message.get("content"):
-        out.append(message_item(msg_id, message["content"]))
+    reasoning, text = split_message(message)
+    if reasoning:
+        out.append(reasoning_item(reasoning_id or "rs_" + uuid.uuid4().hex, reasoning))
+    if text:
+        out.append(message_item(msg_id, text))
     for call, item_id in zip(message.get("tool_calls") or [], call_ids, strict=False):
         out.append(call_item(item_id, call, namespaced=namespaced))
     return out
