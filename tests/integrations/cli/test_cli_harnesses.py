@@ -50,7 +50,22 @@ def _episode(harness: str, binary: str, task: dict, upstream_url: str, tmp_path:
 
 @pytest.mark.parametrize(
     ("harness", "binary", "tool", "flavour"),
-    [("claude_code", "claude", "Bash", ApiFlavour.MESSAGES), ("codex", "codex", "exec_command", ApiFlavour.RESPONSES)],
+    [
+        pytest.param(
+            "claude_code",
+            "claude",
+            "Bash",
+            ApiFlavour.MESSAGES,
+            marks=pytest.mark.harness(harness="Claude Code", api="messages", streamed=True, tools=True),
+        ),
+        pytest.param(
+            "codex",
+            "codex",
+            "exec_command",
+            ApiFlavour.RESPONSES,
+            marks=pytest.mark.harness(harness="Codex", api="responses", streamed=True, tools=True),
+        ),
+    ],
 )
 def test_cli_episode_is_captured_call_for_call_and_rewarded_by_its_check(
     upstream, tmp_path, harness, binary, tool, flavour
