@@ -57,3 +57,12 @@ if [ "${ALIGHT_VLLM:-0}" = "1" ] && ! .venv-vllm/bin/python -c "import vllm" 2>/
         .venv-vllm/bin/pip uninstall -y -q torchvision torchaudio torchcodec
     fi
 fi
+# The closed CLI agents the harness tests drive (Claude Code, Codex), pinned, from npm into .tools/cli.
+# Skipped where npm is missing: those tests then skip and name this step.
+CLI_PINS="@anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0"
+if command -v npm >/dev/null && [ "$(cat .tools/cli/.pins 2>/dev/null)" != "$CLI_PINS" ]; then
+    mkdir -p .tools/cli
+    # shellcheck disable=SC2086  # the pins are separate words on purpose
+    npm install --silent --no-audit --no-fund --prefix .tools/cli $CLI_PINS >/dev/null
+    echo "$CLI_PINS" >.tools/cli/.pins
+fi

@@ -88,3 +88,33 @@ def live_server(server_config: ServerConfig, store: SqlStore) -> Iterator[LiveSe
 def admin_client(live_server: LiveServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=live_server.url, headers=live_server.admin_headers(), timeout=30) as client:
         yield client
+
+
+# -- the harness matrix (README): tests marked `harness(...)` report their outcome per cell ----------------------
+_HARNESS_RESULTS: list[dict[str, object]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if os.environ.get("ALIGHT_HARNESS_MATRIX") is None:
+        return
+    cells = getattr(report, "harness_cells", None)
+    if not cells or (report.when != "call" and not (report.when == "setup" and not report.passed)):
+        return
+    outcome = "passed" if report.passed else ("skipped" if report.skipped else "failed")
+    _HARNESS_RESULTS.extend({**cell, "test": report.nodeid, "outcome": outcome} for cell in cells)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    marks = list(item.iter_markers("harness"))
+    if marks:
+        outcome.get_result().harness_cells = [dict(m.kwargs) for m in marks]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    target = os.environ.get("ALIGHT_HARNESS_MATRIX")
+    if target and _HARNESS_RESULTS:
+        import json
+
+        Path(target).write_text(json.dumps(_HARNESS_RESULTS, indent=1))

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 
+
+@pytest.mark.harness(harness="MCP tools (openai client loop)", api="chat", streamed=False, tools=True)
 def test_mcp_tool_spans_sit_between_calls_and_the_tool_result_reward_is_linked(alight_stack) -> None:
     task = {"question": 'call calculate {"expression": "(3 + 4) * 12"}', "answer": 84}
     run = alight_stack.run_agent("examples/mcp/agent.py:main", task)

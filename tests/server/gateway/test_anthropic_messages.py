@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anthropic
+import pytest
 
 from alight.schemas import ApiFlavour
 
@@ -17,6 +18,7 @@ def _client(attempt) -> anthropic.Anthropic:
     return anthropic.Anthropic(base_url=attempt.anthropic_base_url, api_key=attempt.token, max_retries=0)
 
 
+@pytest.mark.harness(harness="anthropic client", api="messages", streamed=False, tools=False)
 def test_message_returns_upstream_text_and_records_token_ids(gateway, attempt, fake):
     msg = _client(attempt).messages.create(
         model="claude-sonnet-4-5",
@@ -34,6 +36,7 @@ def test_message_returns_upstream_text_and_records_token_ids(gateway, attempt, f
     assert fake.calls[-1].request["messages"][0] == {"role": "system", "content": "You are terse."}
 
 
+@pytest.mark.harness(harness="anthropic client", api="messages", streamed=True, tools=False)
 def test_streamed_message_text_and_stop_reason(gateway, attempt, fake):
     with _client(attempt).messages.stream(
         model="claude", max_tokens=64, messages=[{"role": "user", "content": "Write a haiku about rain"}]
@@ -47,6 +50,7 @@ def test_streamed_message_text_and_stop_reason(gateway, attempt, fake):
     assert call.streamed and call.response_token_ids == produced["token_ids"]
 
 
+@pytest.mark.harness(harness="anthropic client", api="messages", streamed=False, tools=True)
 def test_tool_use_loop_with_tool_result(gateway, attempt, fake):
     client = _client(attempt)
     messages: list = [{"role": "user", "content": 'call lookup {"word": "gateway"}'}]
@@ -61,6 +65,7 @@ def test_tool_use_loop_with_tool_result(gateway, attempt, fake):
     assert second.content[0].text.endswith("Tool results: a door")
 
 
+@pytest.mark.harness(harness="anthropic client", api="messages", streamed=True, tools=True)
 def test_streamed_tool_use_input_json(gateway, attempt, fake):
     with _client(attempt).messages.stream(
         model="claude", max_tokens=64, messages=[{"role": "user", "content": "call lookup"}], tools=[TOOL]

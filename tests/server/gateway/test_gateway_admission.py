@@ -79,8 +79,8 @@ def test_malformed_chat_bodies_are_400_and_not_recorded(gateway, attempt, fake, 
 def test_bad_responses_and_completions_inputs_are_400(gateway, attempt):
     url = attempt.base_url
     assert "`input`" in _error(_post(f"{url}/responses", attempt.token, json={"model": "m", "input": 3}), 400)
-    web = {"model": "m", "input": "hi", "tools": [{"type": "web_search"}]}
-    assert "only function tools" in _error(_post(f"{url}/responses", attempt.token, json=web), 400)
+    web = {"model": "m", "input": "hi", "tools": [{"type": "mcp_gateway"}]}  # hosted ones are left out, not refused
+    assert "only function and namespace tools" in _error(_post(f"{url}/responses", attempt.token, json=web), 400)
     assert "`prompt`" in _error(
         _post(f"{url}/completions", attempt.token, json={"model": "m", "prompt": ["a", "b"]}), 400
     )

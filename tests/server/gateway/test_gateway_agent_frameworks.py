@@ -39,6 +39,7 @@ def agent_env(monkeypatch, attempt):
     return attempt
 
 
+@pytest.mark.harness(harness="OpenAI Agents SDK", api="responses", streamed=False, tools=True)
 async def test_openai_agents_default_responses_model_runs_a_tool_loop(gateway, agent_env, fake):
     from agents import Agent, RunConfig, Runner, function_tool
 
@@ -50,6 +51,7 @@ async def test_openai_agents_default_responses_model_runs_a_tool_loop(gateway, a
     assert {c.flavour.value for c in calls} == {"responses"}
 
 
+@pytest.mark.harness(harness="OpenAI Agents SDK", api="responses", streamed=True, tools=True)
 async def test_openai_agents_streamed_run(gateway, agent_env, fake):
     from agents import Agent, RunConfig, Runner, function_tool
 
@@ -62,6 +64,7 @@ async def test_openai_agents_streamed_run(gateway, agent_env, fake):
     assert all(c.streamed for c in calls)
 
 
+@pytest.mark.harness(harness="OpenAI Agents SDK", api="chat", streamed=False, tools=True)
 async def test_openai_agents_chat_completions_model(gateway, attempt, fake):
     from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool
     from openai import AsyncOpenAI
@@ -75,6 +78,8 @@ async def test_openai_agents_chat_completions_model(gateway, attempt, fake):
     assert {c.flavour.value for c in calls} == {"chat"}
 
 
+@pytest.mark.harness(harness="LangChain / LangGraph", api="chat", streamed=False, tools=True)
+@pytest.mark.harness(harness="LangChain / LangGraph", api="chat", streamed=True, tools=False)
 def test_langchain_chat_openai_invoke_stream_and_tools(gateway, attempt, fake):
     from langchain_core.messages import HumanMessage, ToolMessage
     from langchain_openai import ChatOpenAI
@@ -112,6 +117,7 @@ def _autogen_client(attempt):
     )
 
 
+@pytest.mark.harness(harness="AutoGen AgentChat", api="chat", streamed=False, tools=True)
 async def test_autogen_assistant_agent_with_tool(gateway, attempt, fake):
     from autogen_agentchat.agents import AssistantAgent
 
@@ -124,6 +130,7 @@ async def test_autogen_assistant_agent_with_tool(gateway, attempt, fake):
     await client.close()
 
 
+@pytest.mark.harness(harness="AutoGen AgentChat", api="chat", streamed=True, tools=False)
 async def test_autogen_streaming_create(gateway, attempt, fake):
     from autogen_core.models import UserMessage
 

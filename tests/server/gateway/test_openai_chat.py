@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import openai
+import pytest
 
 from alight.schemas import ApiFlavour
 
@@ -13,6 +14,7 @@ def _client(attempt) -> openai.OpenAI:
     return openai.OpenAI(base_url=attempt.base_url, api_key=attempt.token, max_retries=0)
 
 
+@pytest.mark.harness(harness="openai client", api="chat", streamed=False, tools=False)
 def test_chat_call_returns_upstream_answer_and_records_its_token_ids(gateway, attempt, fake):
     reply = _client(attempt).chat.completions.create(
         model="gpt-4o-mini", messages=[{"role": "user", "content": "What is two plus two?"}]
@@ -45,6 +47,7 @@ def test_agent_does_not_see_fields_only_training_asked_for(gateway, attempt, fak
     assert raw["model"] == "gpt-4o-mini"
 
 
+@pytest.mark.harness(harness="openai client", api="chat", streamed=True, tools=False)
 def test_streamed_chat_delivers_every_chunk_and_records_the_whole_call(gateway, attempt, fake):
     stream = _client(attempt).chat.completions.create(
         model="m", messages=[{"role": "user", "content": "tell me a short story please"}], stream=True
@@ -89,6 +92,7 @@ TOOLS = [
 ]
 
 
+@pytest.mark.harness(harness="openai client", api="chat", streamed=False, tools=True)
 def test_tool_loop_round_trips_tool_calls_and_results(gateway, attempt, fake):
     client = _client(attempt)
     messages = [{"role": "user", "content": 'Please call add {"a": 2, "b": 3}'}]
@@ -104,6 +108,7 @@ def test_tool_loop_round_trips_tool_calls_and_results(gateway, attempt, fake):
     assert [c.response_token_ids for c in calls] == [f.response["choices"][0]["token_ids"] for f in fake.calls]
 
 
+@pytest.mark.harness(harness="openai client", api="chat", streamed=True, tools=True)
 def test_streamed_tool_call_arguments_arrive_whole(gateway, attempt, fake):
     stream = _client(attempt).chat.completions.create(
         model="m", messages=[{"role": "user", "content": "call add"}], tools=TOOLS, stream=True
@@ -130,6 +135,8 @@ def test_n_choices_are_all_recorded(gateway, attempt, fake):
     assert [c["token_ids"] for c in call.extra_choices] == [p["token_ids"] for p in produced[1:]]
 
 
+@pytest.mark.harness(harness="openai client", api="completions", streamed=False, tools=False)
+@pytest.mark.harness(harness="openai client", api="completions", streamed=True, tools=False)
 def test_completions_streamed_and_not(gateway, attempt, fake):
     client = _client(attempt)
     plain = client.completions.create(model="m", prompt="Once upon a time", max_tokens=3)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import openai
+import pytest
 
 from alight.schemas import ApiFlavour
 
@@ -21,6 +22,7 @@ def _client(attempt) -> openai.OpenAI:
     return openai.OpenAI(base_url=attempt.base_url, api_key=attempt.token, max_retries=0)
 
 
+@pytest.mark.harness(harness="openai client", api="responses", streamed=False, tools=False)
 def test_responses_call_returns_upstream_text_and_records_token_ids(gateway, attempt, fake):
     resp = _client(attempt).responses.create(model="gpt-5", instructions="Be brief.", input="Name a colour.")
     produced = fake.calls[-1].response
@@ -35,6 +37,7 @@ def test_responses_call_returns_upstream_text_and_records_token_ids(gateway, att
     assert call.prompt_token_ids == produced["prompt_token_ids"]
 
 
+@pytest.mark.harness(harness="openai client", api="responses", streamed=True, tools=False)
 def test_streamed_responses_emit_the_event_sequence_and_final_response(gateway, attempt, fake):
     with _client(attempt).responses.stream(model="gpt-5", input="Say something nice") as stream:
         events = list(stream)
@@ -51,6 +54,7 @@ def test_streamed_responses_emit_the_event_sequence_and_final_response(gateway, 
     assert call.response["output"][0]["content"][0]["text"] == deltas
 
 
+@pytest.mark.harness(harness="openai client", api="responses", streamed=False, tools=True)
 def test_responses_function_call_loop(gateway, attempt, fake):
     client = _client(attempt)
     first = client.responses.create(model="m", input='call get_weather {"city": "Oslo"}', tools=[TOOL])
@@ -71,6 +75,7 @@ def test_responses_function_call_loop(gateway, attempt, fake):
     }
 
 
+@pytest.mark.harness(harness="openai client", api="responses", streamed=True, tools=True)
 def test_streamed_function_call_arguments(gateway, attempt, fake):
     with _client(attempt).responses.stream(model="m", input="call get_weather", tools=[TOOL]) as stream:
         events = list(stream)

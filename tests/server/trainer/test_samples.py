@@ -213,6 +213,20 @@ def test_agent_filter_trains_only_the_named_agent():
     assert report.dropped_calls == {"agent_filter": 3}
 
 
+def test_side_task_calls_are_left_out_by_the_model_name_the_agent_asked_for():
+    main = {"model": "claude-opus-4-8", "messages": []}
+    side = {"model": "claude-haiku-4-5", "messages": []}  # Claude Code titling the session
+    calls = [
+        TrajectoryCall(call=model_call(0, [1, 2], [10], request=main)),
+        TrajectoryCall(call=model_call(1, [7, 8], [70], request=side)),
+        TrajectoryCall(call=model_call(2, [1, 2, 10, 20], [11], request=main)),
+    ]
+    batch, report = build_samples([trajectory(calls)], SampleConfig(exclude_models=("*haiku*",)))
+    [(ids, mask, _)] = rows_of(batch)
+    assert ids == [1, 2, 10, 20, 11] and mask == [0, 0, 1, 0, 1]
+    assert report.dropped_calls == {"model_filter": 1}
+
+
 def test_filtered_agent_in_a_shared_conversation_becomes_context():
     a1 = TrajectoryCall(call=model_call(0, [1, 2], [10]), agent_name="triage")
     b1 = TrajectoryCall(call=model_call(1, [1, 2, 10, 20], [30, 31]), agent_name="billing")  # handoff

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from alight_server.gateway.reasoning import field_reasoning
+
 
 def _extend(acc: dict[str, Any], key: str, values: list[Any]) -> None:
     if acc[key] is None:
@@ -36,6 +38,7 @@ class ChatAssembler:
         if acc is None:  # not setdefault: that would build this dict for every chunk
             acc = self.choices[index] = {
                 "content": [],
+                "reasoning": [],
                 "tool_calls": {},
                 "token_ids": None,
                 "logprobs": None,
@@ -45,6 +48,8 @@ class ChatAssembler:
         delta = c.get("delta") or {}
         if delta.get("content"):
             acc["content"].append(delta["content"])
+        if reasoning := field_reasoning(delta):
+            acc["reasoning"].append(reasoning)
         for tc in delta.get("tool_calls") or []:
             slot = acc["tool_calls"].setdefault(tc.get("index", 0), {"id": None, "name": "", "arguments": []})
             slot["id"] = tc.get("id") or slot["id"]
@@ -81,6 +86,8 @@ class ChatAssembler:
             }
             if calls:
                 message["tool_calls"] = calls
+            if acc["reasoning"]:
+                message["reasoning_content"] = "".join(acc["reasoning"])
             choices.append(
                 {
                     "index": i,

@@ -19,6 +19,7 @@ from alight.schemas import ApiFlavour
 from alight_server.gateway.assemble import ChatAssembler
 from alight_server.gateway.errors import GatewayError
 from alight_server.gateway.flavour import sse
+from alight_server.gateway.reasoning import Piece, ThinkSplitter, split_message
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use"}
 
@@ -60,10 +61,19 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
         raise GatewayError(400, "`messages` must be a non-empty list", param="messages")
     for i, m in enumerate(messages):
         role = m.get("role") if isinstance(m, dict) else None
-        if role not in ("user", "assistant"):
-            raise GatewayError(400, f"messages[{i}].role must be user or assistant, got {role!r}", param="messages")
+        if role not in ("user", "assistant", "system"):
+            raise GatewayError(
+                400, f"messages[{i}].role must be user, assistant or system, got {role!r}", param="messages"
+            )
         assert isinstance(m, dict)
+        if role == "system":
+            # A system turn inside the conversation (Claude Code's mid-conversation-system beta): chat
+            # completions has the same role, and the policy's chat template renders it where it stands.
+            blocks = _blocks(m.get("content", ""), f"messages[{i}]")
+            out.append({"role": "system", "content": "".join(_block_text(b, f"messages[{i}]") for b in blocks)})
+            continue
         texts: list[str] = []
+        thinking: list[str] = []
         calls: list[dict[str, Any]] = []
         for j, block in enumerate(_blocks(m.get("content", ""), f"messages[{i}]")):
             where = f"messages[{i}].content[{j}]"
@@ -85,14 +95,18 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
                         "content": _tool_result_text(block, where),
                     }
                 )
-            elif kind in ("thinking", "redacted_thinking"):
-                continue
+            elif kind == "thinking":
+                thinking.append(str(block.get("thinking", "")))  # back to the policy's template as reasoning
+            elif kind == "redacted_thinking":
+                continue  # encrypted by another provider: nothing the policy wrote
             else:
                 texts.append(_block_text(block, where))
         if role == "assistant":
             msg: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
             if calls:
                 msg["tool_calls"] = calls
+            if thinking:
+                msg["reasoning_content"] = "".join(thinking)
             out.append(msg)
         elif texts:
             out.append({"role": "user", "content": "".join(texts)})
@@ -127,10 +141,18 @@ def _tools(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _thinking_block(text: str = "") -> dict[str, Any]:
+    # No signature: the policy's reasoning is not Anthropic's; clients keep and return it as it is.
+    return {"type": "thinking", "thinking": text, "signature": ""}
+
+
 def _content(message: dict[str, Any]) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
-    if message.get("content"):
-        blocks.append({"type": "text", "text": message["content"]})
+    reasoning, text = split_message(message)
+    if reasoning:
+        blocks.append(_thinking_block(reasoning))
+    if text:
+        blocks.append({"type": "text", "text": text})
     for call in message.get("tool_calls") or []:
         fn = call.get("function") or {}
         try:
@@ -218,6 +240,7 @@ class MessagesStream:
         self.msg_id = "msg_" + uuid.uuid4().hex
         self.blocks: list[str] = []  # kind of each content block opened so far
         self.tool_blocks: dict[int, int] = {}  # chat tool-call index -> block index
+        self.splitter = ThinkSplitter()
         self.started = False
 
     def start(self) -> list[bytes]:
@@ -247,15 +270,7 @@ class MessagesStream:
             if choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
-            if delta.get("content"):
-                if not self.blocks or self.blocks[-1] != "text":
-                    out += self._open({"type": "text", "text": ""})
-                event = {
-                    "type": "content_block_delta",
-                    "index": len(self.blocks) - 1,
-                    "delta": {"type": "text_delta", "text": delta["content"]},
-                }
-                out.append(sse(event, "content_block_delta"))
+            out += self._pieces(self.splitter.feed(delta))
             for tc in delta.get("tool_calls") or []:
                 k = tc.get("index", 0)
                 fn = tc.get("function") or {}
@@ -268,9 +283,24 @@ class MessagesStream:
                     out.append(sse(event, "content_block_delta"))
         return out, []
 
+    def _pieces(self, pieces: list[Piece]) -> list[bytes]:
+        out: list[bytes] = []
+        for kind, text in pieces:
+            block = "thinking" if kind == "reasoning" else "text"
+            if not self.blocks or self.blocks[-1] != block:
+                out += self._open(_thinking_block() if block == "thinking" else {"type": "text", "text": ""})
+            delta = (
+                {"type": "thinking_delta", "thinking": text}
+                if block == "thinking"
+                else {"type": "text_delta", "text": text}
+            )
+            event = {"type": "content_block_delta", "index": len(self.blocks) - 1, "delta": delta}
+            out.append(sse(event, "content_block_delta"))
+        return out
+
     def finish(self, assembled: dict[str, Any]) -> list[bytes]:
         final = self.agent_response(assembled)
-        out = []
+        out = self._pieces(self.splitter.flush())
         if self.blocks:
             out.append(sse({"type": "content_block_stop", "index": len(self.blocks) - 1}, "content_block_stop"))
         delta = {"stop_reason": final["stop_reason"], "stop_sequence": final["stop_sequence"]}

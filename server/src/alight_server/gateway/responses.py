@@ -16,7 +16,7 @@ from typing import Any
 from alight.schemas import ApiFlavour
 from alight_server.gateway.assemble import ChatAssembler
 from alight_server.gateway.errors import GatewayError
-from alight_server.gateway.responses_items import ResponseShell, output_items
+from alight_server.gateway.responses_items import ResponseShell, namespaced_tools, output_items
 from alight_server.gateway.responses_stream import ResponsesStream
 
 
@@ -36,6 +36,15 @@ def _text(content: Any, where: str) -> str:
 
 def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
+    chat_names = {pair: name for name, pair in namespaced_tools(body).items()}
+    reasoning: list[str] = []  # reasoning items waiting for the assistant turn they belong to
+
+    def assistant(message: dict[str, Any]) -> dict[str, Any]:
+        if any(reasoning):
+            message["reasoning_content"] = "".join(reasoning)
+        reasoning.clear()
+        return message
+
     if body.get("instructions"):
         messages.append({"role": "system", "content": str(body["instructions"])})
     items = body.get("input")
@@ -55,28 +64,48 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
             last = messages[-1] if messages else None
             if role == "assistant" and last and last["role"] == "assistant" and last.get("tool_calls"):
                 last["content"] = (last.get("content") or "") + text
+            elif role == "assistant":
+                messages.append(assistant({"role": role, "content": text}))
             else:
                 messages.append({"role": role, "content": text})
         elif kind == "function_call":
+            name = item.get("name")
+            if item.get("namespace"):
+                name = chat_names.get((str(item["namespace"]), str(name)), name)
             call = {
                 "id": item.get("call_id"),
                 "type": "function",
-                "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"},
+                "function": {"name": name, "arguments": item.get("arguments") or "{}"},
             }
             last = messages[-1] if messages else None
             if last and last["role"] == "assistant":  # parallel calls share one assistant turn
                 last.setdefault("tool_calls", []).append(call)
             else:
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+                messages.append(assistant({"role": "assistant", "content": None, "tool_calls": [call]}))
         elif kind == "function_call_output":
             output = item.get("output")
             text = output if isinstance(output, str) else _text(output, f"input[{i}]")
             messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": text})
         elif kind == "reasoning":
-            continue  # reasoning summaries are not part of the prompt the policy sees
+            # The policy's own reasoning, sent back: the next assistant turn carries it for the chat
+            # template (which keeps or drops it); encrypted content from another provider is dropped.
+            parts = item.get("content") or []
+            reasoning.append("".join(str(p.get("text", "")) for p in parts if isinstance(p, dict)))
         else:
             raise GatewayError(400, f"input[{i}] has type {kind!r}, which the gateway cannot translate", param="input")
     return messages
+
+
+# Tools the provider runs itself: the policy cannot call them through chat completions, so they are
+# left out of its prompt (a harness that offers them still works; the policy just never uses them).
+HOSTED_TOOLS = frozenset(
+    {"web_search", "web_search_preview", "file_search", "code_interpreter", "image_generation", "computer_use_preview"}
+)
+
+
+def _function(t: dict[str, Any], name: Any) -> dict[str, Any]:
+    fn = {k: t[k] for k in ("description", "parameters", "strict") if t.get(k) is not None}
+    return {"type": "function", "function": {"name": name, **fn}}
 
 
 def _tools(body: dict[str, Any]) -> dict[str, Any]:
@@ -85,13 +114,25 @@ def _tools(body: dict[str, Any]) -> dict[str, Any]:
     if tools:
         chat_tools = []
         for i, t in enumerate(tools):
-            if not isinstance(t, dict) or t.get("type") != "function":
-                kind = t.get("type") if isinstance(t, dict) else t
+            kind = t.get("type") if isinstance(t, dict) else t
+            if isinstance(t, dict) and kind == "function":
+                chat_tools.append(_function(t, t.get("name")))
+            elif isinstance(t, dict) and (kind == "namespace" or kind in HOSTED_TOOLS):
+                continue  # namespace members are added below under their chat names
+            else:
                 raise GatewayError(
-                    400, f"tools[{i}] has type {kind!r}; only function tools reach the policy", param="tools"
-                )
-            fn = {k: t[k] for k in ("name", "description", "parameters", "strict") if t.get(k) is not None}
-            chat_tools.append({"type": "function", "function": fn})
+                    400, f"tools[{i}] has type {kind!r}; only function and namespace tools reach the policy",
+                    param="tools",
+                )  # fmt: skip
+        members = {
+            (str(g.get("name") or ""), str(m.get("name") or "")): m
+            for g in tools
+            if isinstance(g, dict) and g.get("type") == "namespace"
+            for m in g.get("tools") or []
+            if isinstance(m, dict)
+        }
+        for name, pair in namespaced_tools(body).items():
+            chat_tools.append(_function(members[pair], name))
         out["tools"] = chat_tools
     choice = body.get("tool_choice")
     if isinstance(choice, dict):
@@ -142,7 +183,8 @@ class ResponsesFlavour:
         message = choice.get("message") or {}
         calls = message.get("tool_calls") or []
         shell = ResponseShell(body)
-        output = output_items(message, "msg_" + uuid.uuid4().hex, ["fc_" + uuid.uuid4().hex for _ in calls])
+        call_ids = ["fc_" + uuid.uuid4().hex for _ in calls]
+        output = output_items(message, "msg_" + uuid.uuid4().hex, call_ids, namespaced_tools(body))
         finish = choice.get("finish_reason")
         status = "incomplete" if finish == "length" else "completed"
         return shell.build(output, status, upstream.get("usage"), finish)

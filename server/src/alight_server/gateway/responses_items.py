@@ -6,17 +6,25 @@ import time
 import uuid
 from typing import Any
 
+from alight_server.gateway.reasoning import split_message
+
 
 def usage_of(usage: dict[str, Any] | None) -> dict[str, Any]:
     u = usage or {}
     inp, out = int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)
     return {
         "input_tokens": inp,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens": out,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": inp + out,
     }
+
+
+def reasoning_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
+    """The policy's reasoning as a Responses `reasoning` item (readable text, not encrypted content)."""
+    content = [{"type": "reasoning_text", "text": text}] if status == "completed" else []
+    return {"type": "reasoning", "id": item_id, "status": status, "summary": [], "content": content}
 
 
 def message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
@@ -26,10 +34,37 @@ def message_item(item_id: str, text: str, status: str = "completed") -> dict[str
     return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
 
 
-def call_item(item_id: str, call: dict[str, Any], status: str = "completed") -> dict[str, Any]:
+Namespaced = dict[str, tuple[str, str]]  # chat tool name -> (namespace, the tool's name inside it)
+
+
+def namespaced_tools(body: dict[str, Any]) -> Namespaced:
+    """The chat names given to the function tools inside `namespace` tools (Codex groups tools this way).
+
+    A tool keeps its own name unless another tool has it already; then it becomes `namespace__name`.
+    """
+    tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
+    taken = {t.get("name") for t in tools if t.get("type") == "function"}
+    out: Namespaced = {}
+    for group in tools:
+        if group.get("type") != "namespace" or not isinstance(group.get("tools"), list):
+            continue
+        namespace = str(group.get("name") or "")
+        for tool in group["tools"]:
+            if not isinstance(tool, dict) or tool.get("type") != "function":
+                continue
+            inner = str(tool.get("name") or "")
+            name = inner if inner not in taken else f"{namespace}__{inner}"
+            taken.add(name)
+            out[name] = (namespace, inner)
+    return out
+
+
+def call_item(
+    item_id: str, call: dict[str, Any], status: str = "completed", namespaced: Namespaced | None = None
+) -> dict[str, Any]:
     fn = call.get("function") or {}
     args = fn.get("arguments", "") if status == "completed" else ""
-    return {
+    item = {
         "type": "function_call",
         "id": item_id,
         "call_id": call.get("id"),
@@ -37,6 +72,9 @@ def call_item(item_id: str, call: dict[str, Any], status: str = "completed") -> 
         "arguments": args,
         "status": status,
     }
+    if namespaced and fn.get("name") in namespaced:
+        item["namespace"], item["name"] = namespaced[fn["name"]]
+    return item
 
 
 class ResponseShell:
@@ -75,10 +113,19 @@ class ResponseShell:
         }
 
 
-def output_items(message: dict[str, Any], msg_id: str, call_ids: list[str]) -> list[dict[str, Any]]:
+def output_items(
+    message: dict[str, Any],
+    msg_id: str,
+    call_ids: list[str],
+    namespaced: Namespaced | None = None,
+    reasoning_id: str | None = None,
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    if message.get("content"):
-        out.append(message_item(msg_id, message["content"]))
+    reasoning, text = split_message(message)
+    if reasoning:
+        out.append(reasoning_item(reasoning_id or "rs_" + uuid.uuid4().hex, reasoning))
+    if text:
+        out.append(message_item(msg_id, text))
     for call, item_id in zip(message.get("tool_calls") or [], call_ids, strict=False):
-        out.append(call_item(item_id, call))
+        out.append(call_item(item_id, call, namespaced=namespaced))
     return out

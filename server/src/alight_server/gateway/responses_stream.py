@@ -6,7 +6,15 @@ import uuid
 from typing import Any
 
 from alight_server.gateway.flavour import sse
-from alight_server.gateway.responses_items import ResponseShell, call_item, message_item, output_items
+from alight_server.gateway.reasoning import Piece, ThinkSplitter
+from alight_server.gateway.responses_items import (
+    ResponseShell,
+    call_item,
+    message_item,
+    namespaced_tools,
+    output_items,
+    reasoning_item,
+)
 
 
 class ResponsesStream:
@@ -21,6 +29,10 @@ class ResponsesStream:
         self.text: list[str] = []
         self.args: dict[int, list[str]] = {}
         self.final: dict[str, Any] | None = None
+        self.namespaced = namespaced_tools(body)
+        self.splitter = ThinkSplitter()
+        self.reasoning_id = "rs_" + uuid.uuid4().hex
+        self.reasoning: list[str] = []
 
     def _event(self, kind: str, **fields: Any) -> bytes:
         data = {"type": kind, "sequence_number": self.seq, **fields}
@@ -53,21 +65,7 @@ class ResponsesStream:
             if choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
-            if delta.get("content"):
-                if not any(kind == "message" for kind, _ in self.items):
-                    out += self._open_message()
-                index = next(i for i, (kind, _) in enumerate(self.items) if kind == "message")
-                self.text.append(delta["content"])
-                out.append(
-                    self._event(
-                        "response.output_text.delta",
-                        item_id=self.msg_id,
-                        output_index=index,
-                        content_index=0,
-                        delta=delta["content"],
-                        logprobs=[],
-                    )
-                )
+            out += self._pieces(self.splitter.feed(delta))
             for tc in delta.get("tool_calls") or []:
                 k = tc.get("index", 0)
                 fn = tc.get("function") or {}
@@ -76,7 +74,7 @@ class ResponsesStream:
                     self.call_items[k] = item_id
                     self.items.append(("function_call", item_id))
                     call = {"id": tc.get("id"), "function": {"name": fn.get("name"), "arguments": ""}}
-                    item = call_item(item_id, call, "in_progress")
+                    item = call_item(item_id, call, "in_progress", self.namespaced)
                     out.append(self._event("response.output_item.added", output_index=len(self.items) - 1, item=item))
                 if fn.get("arguments"):
                     self.args.setdefault(k, []).append(fn["arguments"])
@@ -91,6 +89,35 @@ class ResponsesStream:
                     )
         return out, []
 
+    def _pieces(self, pieces: list[Piece]) -> list[bytes]:
+        out: list[bytes] = []
+        for kind, text in pieces:
+            if kind == "reasoning":
+                if ("reasoning", self.reasoning_id) not in self.items:
+                    self.items.append(("reasoning", self.reasoning_id))
+                    item = reasoning_item(self.reasoning_id, "", "in_progress")
+                    out.append(self._event("response.output_item.added", output_index=len(self.items) - 1, item=item))
+                self.reasoning.append(text)
+                index = self.items.index(("reasoning", self.reasoning_id))
+                common = {"item_id": self.reasoning_id, "output_index": index, "content_index": 0}
+                out.append(self._event("response.reasoning_text.delta", **common, delta=text))
+                continue
+            if not any(k == "message" for k, _ in self.items):
+                out += self._open_message()
+            index = next(i for i, (k, _) in enumerate(self.items) if k == "message")
+            self.text.append(text)
+            out.append(
+                self._event(
+                    "response.output_text.delta",
+                    item_id=self.msg_id,
+                    output_index=index,
+                    content_index=0,
+                    delta=text,
+                    logprobs=[],
+                )
+            )
+        return out
+
     def _final(self, assembled: dict[str, Any]) -> dict[str, Any]:
         if self.final is None:
             choice = (assembled.get("choices") or [{}])[0]
@@ -99,18 +126,22 @@ class ResponsesStream:
                 self.call_items.get(k, "fc_" + uuid.uuid4().hex) for k in range(len(message.get("tool_calls") or []))
             ]
             finish = choice.get("finish_reason")
-            output = output_items(message, self.msg_id, call_ids)
+            output = output_items(message, self.msg_id, call_ids, self.namespaced, self.reasoning_id)
             status = "incomplete" if finish == "length" else "completed"
             self.final = self.shell.build(output, status, assembled.get("usage"), finish)
         return self.final
 
     def finish(self, assembled: dict[str, Any]) -> list[bytes]:
         final = self._final(assembled)
+        out = self._pieces(self.splitter.flush())
         by_id = {item["id"]: item for item in final["output"]}
-        out: list[bytes] = []
         for index, (kind, item_id) in enumerate(self.items):
             item = by_id.get(item_id) or (message_item(item_id, "") if kind == "message" else {})
-            if kind == "message":
+            if kind == "reasoning":
+                item = by_id.get(item_id) or reasoning_item(item_id, "".join(self.reasoning))
+                common = {"item_id": item_id, "output_index": index, "content_index": 0}
+                out.append(self._event("response.reasoning_text.done", **common, text="".join(self.reasoning)))
+            elif kind == "message":
                 text = "".join(self.text)
                 part = {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
                 common = {"item_id": item_id, "output_index": index, "content_index": 0}

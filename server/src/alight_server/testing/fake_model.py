@@ -13,7 +13,7 @@ import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 SPECIAL_TOKENS = {"<|im_start|>": 1, "<|im_end|>": 2, "<tool_call>": 3, "</tool_call>": 4}
 FIRST_WORD_ID = 1000
@@ -21,6 +21,7 @@ _SPECIAL_RE = re.compile("(" + "|".join(re.escape(s) for s in SPECIAL_TOKENS) + 
 _PIECE_RE = re.compile(r"\s*\S+|\s+")
 _CALL_RE = re.compile(r"\bcall\s+([A-Za-z_][A-Za-z0-9_.-]*)")
 
+Reasoning = Literal["tags", "field"] | None
 # (tools, last user text) -> [(tool name, arguments dict)]; [] means answer in text.
 ToolRule = Callable[[list[dict[str, Any]], str], list[tuple[str, dict[str, Any]]]]
 
@@ -121,6 +122,7 @@ class Piece:
     token_id: int
     logprob: float
     content: str | None = None  # text delta
+    reasoning: str | None = None  # reasoning delta (a server running a reasoning parser)
     tool_index: int | None = None  # which tool call this token belongs to
     tool_name: str | None = None  # set on the token that opens a tool call
     tool_args: str | None = None  # arguments fragment
@@ -139,6 +141,10 @@ class Choice:
         if self.tool_calls:
             return None
         return "".join(p.content or "" for p in self.pieces)
+
+    @property
+    def reasoning(self) -> str | None:
+        return "".join(p.reasoning for p in self.pieces if p.reasoning) or None
 
     @property
     def token_ids(self) -> list[int]:
@@ -162,9 +168,14 @@ def top_alternatives(tok: FakeTokenizer, piece: Piece, k: int) -> list[tuple[str
 class FakeModel:
     """Turns a prompt into replies. `tag` words make each prompt's reply distinct."""
 
-    def __init__(self, tokenizer: FakeTokenizer, tool_rule: ToolRule = default_tool_rule) -> None:
+    def __init__(
+        self, tokenizer: FakeTokenizer, tool_rule: ToolRule = default_tool_rule, reasoning: Reasoning = None
+    ) -> None:
         self.tok = tokenizer
         self.tool_rule = tool_rule
+        # A reasoning model's text replies start with a thought: `<think>...</think>` in the content
+        # ("tags", a server without a reasoning parser) or in the `reasoning` field ("field", with one).
+        self.reasoning = reasoning
 
     def _piece(self, text: str, position: int, **delta: Any) -> Piece:
         tid = self.tok.piece_id(text)
@@ -200,8 +211,21 @@ class FakeModel:
                 joined = joined[:cut]
         if len(texts) > budget:
             texts, finish, stop_reason = texts[:budget], "length", None
-        pieces = [self._piece(t, i, content=t) for i, t in enumerate(texts)]
-        return Choice(index=index, pieces=pieces, finish_reason=finish, stop_reason=stop_reason)
+        thought = self._thought(prompt, seed, index)
+        if len(thought) + len(texts) > budget:
+            texts, finish, stop_reason = texts[: max(budget - len(thought), 0)], "length", None
+        pieces = [self._piece(t, i, content=t) for i, t in enumerate(texts, start=len(thought))]
+        return Choice(index=index, pieces=thought + pieces, finish_reason=finish, stop_reason=stop_reason)
+
+    def _thought(self, prompt: str, seed: Any, index: int) -> list[Piece]:
+        if self.reasoning is None:
+            return []
+        tag = hashlib.sha256(f"think\0{prompt}\0{seed}\0{index}".encode()).hexdigest()[:8]
+        if self.reasoning == "tags":
+            texts = self.tok.pieces(f"<think> Let me see: {tag}. </think>\n")
+            return [self._piece(t, i, content=t) for i, t in enumerate(texts)]
+        texts = self.tok.pieces(f"Let me see: {tag}.")
+        return [self._piece(t, i, reasoning=t) for i, t in enumerate(texts)]
 
     def _tool_choice(self, prompt: str, index: int, calls: list[tuple[str, dict[str, Any]]], budget: int) -> Choice:
         pieces: list[Piece] = []

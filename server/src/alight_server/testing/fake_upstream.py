@@ -24,6 +24,7 @@ from alight_server.testing.fake_model import (
     Choice,
     FakeModel,
     FakeTokenizer,
+    Reasoning,
     ToolRule,
     default_tool_rule,
     message_text,
@@ -88,10 +89,11 @@ def create_fake_upstream(
     vocab_size: int = 32000,
     tool_rule: ToolRule = default_tool_rule,
     faults: Faults | None = None,
+    reasoning: Reasoning = None,
 ) -> FastAPI:
     """An app serving `/v1/chat/completions`, `/v1/completions` and `/v1/models` for `model`."""
     tokenizer = FakeTokenizer(vocab_size)
-    state = FakeUpstreamState(model=model, tokenizer=tokenizer, fake=FakeModel(tokenizer, tool_rule))
+    state = FakeUpstreamState(model=model, tokenizer=tokenizer, fake=FakeModel(tokenizer, tool_rule, reasoning))
     state.faults = faults or Faults()
     app = FastAPI(title="alight fake upstream")
     app.state.fake = state

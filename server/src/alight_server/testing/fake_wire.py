@@ -58,7 +58,7 @@ def chat_response(
     ids = bool(body.get("return_token_ids"))
     out_choices = []
     for c in choices:
-        message: dict[str, Any] = {"role": "assistant", "content": c.content, "refusal": None, "reasoning": None}
+        message: dict[str, Any] = {"role": "assistant", "content": c.content, "refusal": None, "reasoning": c.reasoning}
         if c.tool_calls:
             message["tool_calls"] = c.tool_calls
         out_choices.append(
@@ -135,7 +135,10 @@ def chat_chunk(
                 continue
             p = c.pieces[pos]
             last = pos == len(c.pieces) - 1
-            delta = _tool_delta(c, p) if p.tool_index is not None else {"content": p.content}
+            if p.tool_index is not None:
+                delta = _tool_delta(c, p)
+            else:
+                delta = {"reasoning": p.reasoning} if p.reasoning is not None else {"content": p.content}
             choice: dict[str, Any] = {
                 "index": c.index,
                 "delta": delta,

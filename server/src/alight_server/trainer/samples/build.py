@@ -18,6 +18,7 @@ No retokenization anywhere: ids are the ones the backend consumed and produced.
 
 from __future__ import annotations
 
+import fnmatch
 import gc
 import math
 from collections.abc import Sequence
@@ -42,6 +43,10 @@ class SampleConfig:
     # Train only calls made under these agents: a call matches when its agent
     # name is one of them, or a span on its path is named `X` or `invoke_agent X`.
     agents: tuple[str, ...] = ()
+    # Leave out calls for the harness's side tasks by the model name the agent asked for (glob
+    # patterns): Claude Code, for one, titles and summarises with a small model (`*haiku*`); the
+    # gateway serves and records those calls with the policy like any other.
+    exclude_models: tuple[str, ...] = ()
     pad_token_id: int = 0
     max_break_examples: int = 5
 
@@ -149,8 +154,11 @@ def _kept_segments(trajectory: Trajectory, config: SampleConfig, report: BuildRe
 
 def _call_drop_reason(tc: TrajectoryCall, config: SampleConfig) -> str | None:
     call = tc.call
+    asked = str(call.request.get("model"))
     if config.agents and not _under_agent(tc, config.agents):
         return "agent_filter"
+    if config.exclude_models and any(fnmatch.fnmatchcase(asked, p) for p in config.exclude_models):
+        return "model_filter"
     if call.flags:
         return "flagged:" + ",".join(sorted(call.flags))
     if call.status_code != 200:

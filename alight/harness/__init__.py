@@ -1,0 +1,13 @@
+# pyright: strict
+"""Closed command-line agents (Claude Code, Codex) as rollouts, unmodified: workspace, config, prompt, check.
+
+Each harness is an entrypoint for the controller (`agent: {entrypoint: alight.harness.claude_code:episode}`).
+Per attempt it makes a fresh workspace from the task, writes the CLI's own configuration there (the
+attempt's gateway as its endpoint, the attempt token as its key, telemetry and auto-update off), runs the
+CLI non-interactively on the task's prompt, then runs the task's check command in the workspace: its
+exit status (or a number on its last output line) is the rollout's reward.
+"""
+
+from alight.harness.workspace import CliTask, check_reward, make_workspace
+
+__all__ = ["CliTask", "check_reward", "make_workspace"]
