@@ -11,7 +11,7 @@ from alight_server.inference.models import load_policy
 from alight_server.testing.batches import batch_for
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.distributed import shard_rows
-from alight_server.trainer.embedded import make_embedded_backend
+from alight_server.trainer.embedded import EmbeddedBackend, make_embedded_backend
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -52,3 +52,15 @@ def test_two_cpu_ranks_take_the_same_step_as_one_process(
     assert moved, "the step changed no parameter: the comparison would be vacuous"
     for key in ("loss", "tokens", "grad_norm", "advantage_mean", "ratio_mean"):
         assert pair_metrics[key] == pytest.approx(single_metrics[key], rel=1e-5, abs=1e-6), key
+
+
+def test_alight_train_with_two_ranks_trains_and_serves_the_new_weights(tiny_config: Callable[..., TrainConfig]) -> None:
+    from alight_server.trainer.loop import TrainingRun
+
+    config = tiny_config(steps=1, validation={"every": 0, "max_tasks": 1}, trainer={"world_size": 2})
+    run = TrainingRun(config, show_progress=False)
+    result = run.run()
+    assert result.policy_version == 1  # one step, its weights pushed into inference once
+    assert [r["step"] for r in result.history if "train/reward_mean" in r] == [1]
+    assert (result.run_dir / "logs" / "rank-1.log").is_file()
+    assert isinstance(run.backend, EmbeddedBackend) and run.backend.world.workers == []  # rank 1 exited at close

@@ -14,6 +14,7 @@ gloo on CPU, NCCL on CUDA (rank k on cuda:LOCAL_RANK); commands always travel ov
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import heapq
 import json
@@ -31,8 +32,10 @@ if TYPE_CHECKING:
     from alight_server.trainer.config import TrainConfig
 
 CONFIG_ENV = "ALIGHT_RANK_CONFIG"  # the run's config (JSON) for ranks rank 0 started
-# Followers wait for rank 0 through a whole rollout phase between two commands: no short collective timeout.
-WAIT = datetime.timedelta(hours=12)
+# Followers wait for rank 0 through a whole rollout phase between two commands: the command group's
+# timeout is long. Training collectives (and the start, where a rank that crashed is waited for) are bounded.
+COMMAND_WAIT = datetime.timedelta(hours=12)
+TRAIN_WAIT = datetime.timedelta(minutes=10)
 
 
 @dataclass
@@ -43,7 +46,7 @@ class World:
     rank: int = 0
     size: int = 1
     strategy: str = "ddp"
-    commands: Any = None  # gloo group for commands and metrics (the default group on CPU)
+    commands: Any = None  # gloo group for commands and metrics
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)  # ranks this process started
     logs: list[Path] = field(default_factory=list)
 
@@ -74,7 +77,11 @@ class World:
         return values
 
     def close(self) -> None:
+        """On rank 0: tell the other ranks to stop (unless one already has) and wait for those it started."""
         if self.size > 1 and dist.is_initialized():
+            if self.leader and all(worker.poll() is None for worker in self.workers):
+                with contextlib.suppress(RuntimeError):  # a rank gone (Ctrl-C reaches it too) has nothing to hear
+                    self.announce("close")
             dist.destroy_process_group()
         for worker in self.workers:
             try:
@@ -88,7 +95,7 @@ class World:
 def join(config: TrainConfig) -> World:
     """Join (or start) the ranks this config asks for; one process when it asks for none."""
     from alight_server.serving import free_port
-    from alight_server.trainer.embedded import pick_device
+    from alight_server.trainer.devices import pick_device
 
     base = pick_device(config.inference.device)
     launched = int(os.environ.get("WORLD_SIZE", "0"))  # set by torchrun, or by rank 0 for ranks it started
@@ -113,8 +120,13 @@ def join(config: TrainConfig) -> World:
         world.device = torch.device("cuda", local_rank)
         torch.cuda.set_device(world.device)
     backend = "nccl" if base.type == "cuda" else "gloo"
-    dist.init_process_group(backend, init_method=init, rank=world.rank, world_size=size, timeout=WAIT)
-    world.commands = dist.new_group(backend="gloo", timeout=WAIT) if backend == "nccl" else None
+    try:
+        dist.init_process_group(backend, init_method=init, rank=world.rank, world_size=size, timeout=TRAIN_WAIT)
+    except Exception as exc:
+        world.close()
+        logs = ", ".join(map(str, world.logs)) or "the launcher's output"
+        raise RuntimeError(f"the {size} training ranks did not connect ({exc}); see {logs}") from exc
+    world.commands = dist.new_group(backend="gloo", timeout=COMMAND_WAIT)
     return world
 
 

@@ -37,25 +37,13 @@ from alight_server.trainer.algorithm import (
     uniform_groups,
 )
 from alight_server.trainer.config import LoraConfig, OptimizerConfig
+from alight_server.trainer.devices import pick_dtype
 from alight_server.trainer.distributed import World, join, parallelize, shard_rows, unwrap
 from alight_server.trainer.samples import SampleBatch
 from alight_server.trainer.sync import WeightSync
 
 if TYPE_CHECKING:
     from alight_server.trainer.config import TrainConfig
-
-
-def pick_device(device: str | None) -> torch.device:
-    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-
-
-def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """`auto`: bfloat16 on a GPU that supports it, float32 elsewhere (bf16 matmuls are slow on most CPUs)."""
-    if dtype == "auto":
-        if device.type == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float32
-    return getattr(torch, dtype)
 
 
 def token_logprobs(
@@ -315,8 +303,7 @@ class EmbeddedBackend:
         self.world.close()
 
     def close(self) -> None:
-        self.world.announce("close")
-        self.world.close()
+        self.world.close()  # on rank 0 this tells the other ranks to stop; closing twice is harmless
 
 
 def make_embedded_backend(config: TrainConfig) -> EmbeddedBackend:

@@ -34,6 +34,7 @@ from alight_server.trainer.backend import TrainerBackend, make_backend
 from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.dataset import TaskCursor, load_splits
+from alight_server.trainer.devices import pick_device, pick_dtype
 from alight_server.trainer.display import RunDisplay
 from alight_server.trainer.metrics import MetricsLog
 from alight_server.trainer.run_report import RunReporter
@@ -213,7 +214,6 @@ class TrainingRun:
             metrics_log = MetricsLog(self.run_dir, cfg.metrics, cfg.public_dump(), resume=self.resume)
             if stack is None:
                 from alight_server.inference.engine import InferenceEngine
-                from alight_server.trainer.embedded import pick_device, pick_dtype
 
                 device = pick_device(cfg.inference.device)
                 served, _ = load_policy(cfg.model, device=device, dtype=pick_dtype(cfg.inference.dtype, device))
