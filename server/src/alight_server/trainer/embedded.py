@@ -105,9 +105,9 @@ class EmbeddedBackend:
         model.train()
         self.reference: Any = None
         if algorithm.kl_coef > 0:
-            self.reference = (
-                parallelize(_frozen_copy(model), self.world) if self.world.strategy == "fsdp" else (_frozen_copy(model))
-            )
+            # FSDP2 shards the reference too (it fits no better than the policy); under DDP each rank holds one.
+            reference = _frozen_copy(model)
+            self.reference = parallelize(reference, self.world) if self.world.strategy == "fsdp" else reference
         self.model = parallelize(model, self.world)  # DDP wrapper, FSDP2-sharded in place, or the model
         trainable = [p for p in self.model.parameters() if p.requires_grad]  # after sharding: DTensors under FSDP2
         self.optimizer = torch.optim.AdamW(
