@@ -1,9 +1,10 @@
 """GPU check of the embedded trainer's CUDA path: tiny model from a seed, bf16, one step on 1 rank and on 2.
 
-    .venv/bin/python scripts/gpu_embedded_step.py [--strategy ddp|fsdp]
+    .venv/bin/python scripts/gpu_embedded_step.py [--strategy ddp|fsdp] [--device cpu]
 
 Needs torch with CUDA and transformers; no model download, no vLLM, no verl. Prints one line per
 world size and exits non-zero when a step is not finite, changes no weight, or 2 ranks disagree with 1.
+`--device cpu` runs the same check on CPU (float32, gloo, 2 ranks), to try the script itself.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from alight_server.trainer.config import parse_config
 from alight_server.trainer.embedded import make_embedded_backend
 
 
-def one_step(folder: Path, world_size: int, strategy: str) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
+def one_step(
+    folder: Path, world_size: int, strategy: str, device: str
+) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
+    dtype = "bfloat16" if device == "cuda" else "float32"
     config = parse_config(
         {
             "model": "tiny",
@@ -30,12 +34,12 @@ def one_step(folder: Path, world_size: int, strategy: str) -> tuple[dict[str, fl
             "agent": {"command": ["true"]},
             "output_dir": str(folder / f"run-{world_size}"),
             "optimizer": {"lr": 1e-3, "micro_batch_tokens": 64},
-            "inference": {"device": "cuda", "dtype": "bfloat16"},
+            "inference": {"device": device, "dtype": dtype},
             "trainer": {"world_size": world_size, "strategy": strategy},
         },
         folder,
     )
-    reference, _ = load_policy("tiny", device="cuda", dtype=torch.bfloat16)
+    reference, _ = load_policy("tiny", device=device, dtype=getattr(torch, dtype))
     batch = batch_for(reference, rows=8, prompt=24, response=8)
     backend = make_embedded_backend(config)
     try:
@@ -46,7 +50,7 @@ def one_step(folder: Path, world_size: int, strategy: str) -> tuple[dict[str, fl
     base = {k: v.cpu() for k, v in reference.state_dict().items()}
     changed = sum(not torch.equal(t.cpu(), base[n]) for n, t in trainable.items())
     print(
-        f"world_size={world_size} strategy={strategy} dtype=bf16 loss={metrics['loss']:.6f} "
+        f"world_size={world_size} strategy={strategy} device={device} dtype={dtype} loss={metrics['loss']:.6f} "
         f"grad_norm={metrics['grad_norm']:.4f} tensors_changed={changed}/{len(trainable)}"
     )
     if not all(math.isfinite(v) for v in metrics.values()) or changed == 0:
@@ -57,17 +61,18 @@ def one_step(folder: Path, world_size: int, strategy: str) -> tuple[dict[str, fl
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--strategy", choices=["ddp", "fsdp"], default="ddp")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        sys.exit("no CUDA device: this check is for a GPU machine")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("no CUDA device: this check is for a GPU machine (--device cpu tries the script on CPU)")
     with tempfile.TemporaryDirectory() as tmp:
-        _, single = one_step(Path(tmp), 1, args.strategy)
-        if torch.cuda.device_count() < 2:
+        _, single = one_step(Path(tmp), 1, args.strategy, args.device)
+        if args.device == "cuda" and torch.cuda.device_count() < 2:
             print("one GPU: the 2-rank step was not run")
             return
-        _, pair = one_step(Path(tmp), 2, args.strategy)
+        _, pair = one_step(Path(tmp), 2, args.strategy, args.device)
         worst = max(float((pair[n].float() - t.float()).abs().max()) for n, t in single.items())
-        print(f"2 ranks vs 1: max |param difference| {worst:.2e} (bf16)")
+        print(f"2 ranks vs 1: max |param difference| {worst:.2e}")
         if worst > 1e-2:
             sys.exit("2 ranks disagree with 1 beyond bf16 rounding")
 
