@@ -196,6 +196,8 @@ def follow(config: TrainConfig) -> None:
     """A rank other than 0: build the same backend and run rank 0's commands until it closes."""
     from alight_server.trainer.embedded import make_embedded_backend
 
+    if config.inference.torch_threads:  # as rank 0 does: ranks share the machine's cores with it
+        torch.set_num_threads(config.inference.torch_threads)
     backend = make_embedded_backend(config)
     backend.follow()
 

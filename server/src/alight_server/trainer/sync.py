@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,13 @@ class WeightSync:
 
     def push(self, weights: dict[str, torch.Tensor], metadata: dict[str, Any] | None = None) -> tuple[int, float]:
         """Load `weights` everywhere the gateway sends calls; returns (new policy version, seconds paused)."""
+        return self.paused(lambda: self._load(weights), metadata)
+
+    def paused(self, load: Callable[[], None], metadata: dict[str, Any] | None = None) -> tuple[int, float]:
+        """Run `load` (a backend's own way of updating inference) inside pause -> drain -> resume.
+
+        The policy version is bumped only when `load` returned; on an error the gateway resumes on the old one.
+        """
         started = time.monotonic()
         self.client.pause_gateway()
         changed = False
@@ -51,7 +59,7 @@ class WeightSync:
                 raise RuntimeError(
                     f"model calls still in flight after {self.drain_timeout_s}s of draining; weights not updated"
                 )
-            self._load(weights)
+            load()
             changed = True
         finally:
             resumed = self.client.resume_gateway(weights_changed=changed, metadata=metadata)
