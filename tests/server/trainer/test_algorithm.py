@@ -255,3 +255,10 @@ def test_group_advantages_sum_to_zero_within_every_group(rewards, estimator, nor
     assert torch.isfinite(advantages).all()
     sums = torch.zeros(3).index_add_(0, group, advantages)
     assert torch.allclose(sums, torch.zeros(3), atol=1e-3)
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "rloo"])
+def test_equal_rewards_that_float_rounding_does_not_centre_exactly_still_get_zero(estimator):
+    # float32 mean of three 1.6449229 differs from each by an ulp; divided by std + eps that was ~0.1 each.
+    advantages = group_advantages(torch.full((3,), 1.6449229130138505), torch.zeros(3, dtype=torch.long), estimator)
+    assert advantages.tolist() == [0.0, 0.0, 0.0]

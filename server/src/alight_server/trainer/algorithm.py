@@ -81,7 +81,9 @@ def group_advantages(
     if normalize_std:
         variance = _group_sums(centred**2, group, num_groups) / (count - 1).clamp_min(1)  # (G,) unbiased
         advantages = advantages / (variance.sqrt()[group] + eps)
-    return torch.where(has_baseline, advantages, torch.zeros_like(advantages))
+    # Equal rewards centre to float noise (~1e-7), which the std division would blow up to O(0.1): exactly 0.
+    signal = has_baseline & ~uniform_groups(rewards, group)[group]  # (U,)
+    return torch.where(signal, advantages, torch.zeros_like(advantages))
 
 
 def uniform_groups(
