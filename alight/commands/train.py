@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,11 @@ def register(app: typer.Typer) -> None:
             raise KeyboardInterrupt  # SIGTERM tears the embedded stack down like Ctrl-C does
 
         signal.signal(signal.SIGTERM, interrupt)
+        if int(os.environ.get("RANK", "0")) > 0:  # torchrun's other ranks train only; rank 0 runs everything else
+            from alight_server.trainer.backend import follow_rank
+
+            follow_rank(train_config)
+            return
         try:
             result = TrainingRun(train_config, resume=resume, show_progress=not quiet).run()
         except KeyboardInterrupt:

@@ -75,6 +75,31 @@ def test_the_quickstart_config_is_valid() -> None:
 def test_the_agent_filter_reaches_the_sample_builder(tmp_path: Path) -> None:
     from alight_server.trainer.loop import sample_config_for
 
-    config = load_config(write(tmp_path, GOOD + "algorithm: {agents: [solver]}\n"))
+    config = load_config(write(tmp_path, GOOD + "samples: {agents: [solver]}\n"))
     assert sample_config_for(config, pad_token_id=0).agents == ("solver",)
     assert sample_config_for(load_config(write(tmp_path, GOOD)), pad_token_id=0).agents == ()
+
+
+def test_sample_builder_keys_under_algorithm_point_to_the_samples_section(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, GOOD + "algorithm: {sample_mode: transition, max_response_tokens: 64}\n"))
+    message = str(info.value)
+    assert "algorithm.sample_mode: moved to samples.mode" in message
+    assert "algorithm.max_response_tokens: moved to samples.max_response_tokens" in message
+
+
+def test_the_samples_section_reaches_the_sample_builder(tmp_path: Path) -> None:
+    from alight_server.trainer.loop import sample_config_for
+
+    config = load_config(write(tmp_path, GOOD + "samples: {mode: transition, max_prompt_tokens: 9, overlong: drop}\n"))
+    built = sample_config_for(config, pad_token_id=0)
+    assert (built.mode, built.max_prompt_tokens, built.overlong) == ("transition", 9, "drop")
+
+
+def test_algorithm_settings_are_the_algorithms_own_definition(tmp_path: Path) -> None:
+    from alight_server.trainer.algorithm import AlgorithmConfig
+
+    config = load_config(write(tmp_path, GOOD + "algorithm: {step_reward_coef: 0.25}\n"))
+    assert isinstance(config.algorithm, AlgorithmConfig)
+    assert config.algorithm.step_reward_coef == 0.25
+    assert config.algorithm.clip_high == AlgorithmConfig().clip_high == 0.28  # one default, not two

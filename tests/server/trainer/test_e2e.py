@@ -12,7 +12,7 @@ from alight.schemas import TERMINAL_STATES, Mode
 from alight_server.inference.models import load_policy
 from alight_server.store import open_store
 from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.embedded import EmbeddedTrainer
+from alight_server.trainer.embedded import EmbeddedBackend
 from alight_server.trainer.loop import TrainingRun
 from alight_server.trainer.samples import SampleBatch
 
@@ -24,20 +24,20 @@ def test_two_steps_train_the_served_policy_on_gateway_token_ids(
 ) -> None:
     config = tiny_config()
     batches: list[SampleBatch] = []
-    original_step = EmbeddedTrainer.step
+    original_step = EmbeddedBackend.step
 
-    def recording_step(self: EmbeddedTrainer, batch: SampleBatch) -> dict[str, float]:
+    def recording_step(self: EmbeddedBackend, batch: SampleBatch) -> dict[str, float]:
         batches.append(batch)
         return original_step(self, batch)
 
-    monkeypatch.setattr(EmbeddedTrainer, "step", recording_step)
+    monkeypatch.setattr(EmbeddedBackend, "step", recording_step)
     run = TrainingRun(config, show_progress=False)
     result = run.run()
 
     # the weights changed, and inference was told twice: two new policy versions
     base, _ = load_policy("tiny", device="cpu")
-    assert run.trainer is not None
-    trained = dict(run.trainer.model.named_parameters())
+    assert isinstance(run.backend, EmbeddedBackend)
+    trained = dict(run.backend.model.named_parameters())
     changed = [n for n, p in base.named_parameters() if not torch.equal(p, trained[n].detach())]
     assert changed, "no parameter changed after two training steps"
     assert result.policy_version == 2

@@ -2,40 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
+from samples_fixtures import model_call, step_reward, trajectory
 
+from alight.schemas import Trajectory, TrajectoryCall
 from alight_server.inference.models import load_policy
 from alight_server.inference.weights import check_state_dict
-from alight_server.trainer.config import AlgorithmOptions, LoraConfig, OptimizerConfig
-from alight_server.trainer.embedded import EmbeddedTrainer, micro_batches, token_logprobs
-from alight_server.trainer.samples import SampleBatch
-
-
-def batch_for(model: torch.nn.Module, rows: int = 4, prompt: int = 6, response: int = 5) -> SampleBatch:
-    """Two groups of two rollouts, one row each, rewards 1/0 in each group; logprobs from the model itself."""
-    torch.manual_seed(0)
-    ids = torch.randint(3, 200, (rows, prompt + response))
-    mask = torch.zeros(rows, prompt + response)
-    mask[:, prompt:] = 1
-    with torch.no_grad():
-        old = token_logprobs(model, ids, torch.ones_like(ids)) * mask
-    return SampleBatch(
-        input_ids=ids,
-        attention_mask=torch.ones_like(ids),
-        loss_mask=mask,
-        old_logprobs=old,
-        step_returns=torch.zeros(rows, prompt + response),
-        row_rollout=torch.arange(rows),
-        row_group=torch.tensor([0, 0, 1, 1]),
-        row_reward=torch.tensor([1.0, 0.0, 1.0, 0.0]),
-        row_policy_version=torch.zeros(rows, dtype=torch.long),
-        rollout_ids=[f"r{i}" for i in range(rows)],
-        rollout_group=torch.tensor([0, 0, 1, 1]),
-        rollout_reward=torch.tensor([1.0, 0.0, 1.0, 0.0]),
-        group_ids=["g0", "g1"],
-        row_calls=[(0,)] * rows,
-    )
+from alight_server.testing.batches import batch_for
+from alight_server.trainer.algorithm import AlgorithmConfig
+from alight_server.trainer.config import LoraConfig, OptimizerConfig, TrainConfig
+from alight_server.trainer.embedded import EmbeddedBackend, micro_batches, token_logprobs
+from alight_server.trainer.loop import sample_config_for
+from alight_server.trainer.samples import build_samples
 
 
 def test_logprobs_from_a_later_position_match_the_full_computation() -> None:
@@ -49,7 +30,7 @@ def test_logprobs_from_a_later_position_match_the_full_computation() -> None:
 
 def test_one_step_raises_the_logprob_of_the_rewarded_rows() -> None:
     model, _ = load_policy("tiny", device="cpu")
-    trainer = EmbeddedTrainer(model, OptimizerConfig(lr=1e-2), AlgorithmOptions())
+    trainer = EmbeddedBackend(model, OptimizerConfig(lr=1e-2), AlgorithmConfig())
     batch = batch_for(model)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     metrics = trainer.step(batch)
@@ -72,8 +53,8 @@ def test_micro_batches_respect_the_token_budget() -> None:
 def test_lora_trains_adapters_only_and_merges_into_servable_weights() -> None:
     model, _ = load_policy("tiny", device="cpu")
     served, _ = load_policy("tiny", device="cpu")
-    trainer = EmbeddedTrainer(
-        model, OptimizerConfig(lr=1e-2), AlgorithmOptions(), LoraConfig(enabled=True, r=4, alpha=8)
+    trainer = EmbeddedBackend(
+        model, OptimizerConfig(lr=1e-2), AlgorithmConfig(), LoraConfig(enabled=True, r=4, alpha=8)
     )
     assert all("lora_" in name for name in trainer.trainable_parameters())
     trainer.step(batch_for(model))
@@ -82,3 +63,35 @@ def test_lora_trains_adapters_only_and_merges_into_servable_weights() -> None:
     base = served.state_dict()
     changed = [n for n, t in weights.items() if not torch.equal(t, base[n])]
     assert changed and all("proj" in n for n in changed)
+
+
+def two_rollouts_with_a_step_reward() -> list[Trajectory]:
+    """One group: r1 (reward 1) whose only call has a step reward of 0.5 linked to it, and r2 (reward 0)."""
+    first = model_call(1, [1, 2], [3, 4], rollout_id="r1")
+    second = model_call(1, [1, 2], [5, 6], rollout_id="r2")
+    return [
+        trajectory([TrajectoryCall(call=first, rewards=[step_reward(first, 0.5)])], rollout_id="r1", reward=1.0),
+        trajectory([second], rollout_id="r2", reward=0.0),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("coef", "expected"),
+    [
+        # GRPO: rewards 1, 0 centre to +-0.5; the unbiased group std is sqrt(0.5), so A = +-0.5 / 0.7071 = +-0.7071.
+        (0.0, [[0, 0, 0.70711, 0.70711], [0, 0, -0.70711, -0.70711]]),
+        # Per-turn credit adds coef x the call's step reward to go on its tokens: 0.7071 + 0.5 x 0.5 = 0.9571.
+        (0.5, [[0, 0, 0.95711, 0.95711], [0, 0, -0.70711, -0.70711]]),
+    ],
+)
+def test_step_rewards_linked_to_calls_change_the_advantages_by_the_configured_coefficient(
+    tiny_config: Callable[..., TrainConfig], coef: float, expected: list[list[float]]
+) -> None:
+    config = tiny_config(algorithm={"step_reward_coef": coef})
+    batch, _ = build_samples(two_rollouts_with_a_step_reward(), sample_config_for(config, pad_token_id=0))
+    model, _ = load_policy("tiny", device="cpu")
+    backend = EmbeddedBackend(model, config.optimizer, config.algorithm)
+    assert torch.allclose(backend.token_advantages(batch), torch.tensor(expected), atol=1e-4)
+    # and the step trains on them: the mean advantage over the 4 trained tokens
+    metrics = backend.step(batch)
+    assert metrics["advantage_mean"] == pytest.approx(sum(map(sum, expected)) / 4, abs=1e-4)

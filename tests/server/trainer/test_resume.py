@@ -9,6 +9,7 @@ import torch
 
 from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint
 from alight_server.trainer.config import TrainConfig
+from alight_server.trainer.embedded import EmbeddedBackend
 from alight_server.trainer.loop import TrainingRun
 
 pytestmark = pytest.mark.timeout(300)
@@ -28,11 +29,11 @@ def test_resume_continues_from_the_last_checkpoint(tiny_config: Callable[..., Tr
     resumed = TrainingRun(resumed_config, resume=True, show_progress=False)
     result = resumed.run()
 
-    assert resumed.trainer is not None
+    assert isinstance(resumed.backend, EmbeddedBackend)
     # it started from the checkpointed weights and cursor, not from scratch
     assert result.history[0]["step"] == 0 and [r["step"] for r in result.history if "train/reward_mean" in r] == [1, 2]
     assert resumed.cursor.state() == {"epoch": 0, "position": 2 * first.tasks_per_step}
-    assert resumed.trainer.updates == 2
+    assert resumed.backend.updates == 2
     final = load_checkpoint(latest_checkpoint(first.run_dir_checkpoints()))  # type: ignore[arg-type]
     assert final["step"] == 2
     moved = [

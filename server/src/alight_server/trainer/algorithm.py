@@ -25,40 +25,36 @@ models or of how rows were built. One training step:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 
 Estimator = Literal["grpo", "rloo"]
 Aggregation = Literal["per_rollout_mean", "token_mean", "seq_mean"]
 
 
-@dataclass(frozen=True)
-class AlgorithmConfig:
-    estimator: Estimator = "grpo"
-    normalize_std: bool = True  # divide group-centred rewards by the group's std (Dr. GRPO turns this off)
-    eps: float = 1e-6
-    aggregation: Aggregation = "per_rollout_mean"
-    clip_low: float = 0.2  # ratio floor 1 - clip_low when the advantage is negative
-    clip_high: float = 0.2  # ratio ceiling 1 + clip_high when positive (0.28 "clip higher" keeps exploring)
-    kl_coef: float = 0.0  # > 0 needs reference logprobs
-    tis_cap: float | None = None  # cap on pi_old / pi_rollout; None: no truncated importance sampling
-    step_reward_coef: float = 0.0  # per-turn credit: weight of step rewards to go
+class AlgorithmConfig(BaseModel):
+    """The algorithm's settings, defined once: the config's `algorithm:` section and every backend use this.
 
-    def __post_init__(self) -> None:
-        if self.estimator not in ("grpo", "rloo"):
-            raise ValueError(f"estimator must be 'grpo' or 'rloo', got {self.estimator!r}")
-        if self.aggregation not in ("per_rollout_mean", "token_mean", "seq_mean"):
-            raise ValueError(
-                f"aggregation must be 'per_rollout_mean', 'token_mean' or 'seq_mean', got {self.aggregation!r}"
-            )
-        if not (0 <= self.clip_low < 1 and self.clip_high >= 0):
-            raise ValueError(f"need 0 <= clip_low < 1 and clip_high >= 0, got {self.clip_low}, {self.clip_high}")
-        if self.tis_cap is not None and self.tis_cap <= 0:
-            raise ValueError(f"tis_cap must be positive or None, got {self.tis_cap}")
-        if self.kl_coef < 0 or self.eps < 0:
-            raise ValueError(f"kl_coef and eps must be >= 0, got {self.kl_coef}, {self.eps}")
+    Frozen and validated on construction; unknown keys are errors (a typo is never a silently ignored setting).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    estimator: Estimator = "grpo"
+    # Divide group-centred rewards by the group's std (Dr. GRPO turns this off).
+    normalize_std: bool = True
+    eps: float = Field(default=1e-6, ge=0, description="added to the group std")
+    aggregation: Aggregation = "per_rollout_mean"
+    clip_low: float = Field(default=0.2, ge=0, lt=1, description="ratio floor 1 - clip_low (negative advantage)")
+    # Ratio ceiling 1 + clip_high when the advantage is positive; 0.28 ("clip higher") keeps exploring.
+    clip_high: float = Field(default=0.28, ge=0)
+    kl_coef: float = Field(default=0.0, ge=0, description="> 0 keeps a frozen reference and needs its logprobs")
+    tis_cap: float | None = Field(default=None, gt=0, description="cap on pi_old / pi_rollout; None: no TIS")
+    step_reward_coef: float = Field(default=0.0, ge=0, description="per-turn credit: weight of step rewards to go")
+    # Optimizer updates per batch of rollouts; >1 reuses the batch with the clipped ratio doing its job.
+    updates_per_batch: int = Field(default=1, ge=1, le=64)
 
 
 def _group_sums(values: torch.Tensor, group: torch.Tensor, num_groups: int) -> torch.Tensor:
@@ -85,7 +81,9 @@ def group_advantages(
     if normalize_std:
         variance = _group_sums(centred**2, group, num_groups) / (count - 1).clamp_min(1)  # (G,) unbiased
         advantages = advantages / (variance.sqrt()[group] + eps)
-    return torch.where(has_baseline, advantages, torch.zeros_like(advantages))
+    # Equal rewards centre to float noise (~1e-7), which the std division would blow up to O(0.1): exactly 0.
+    signal = has_baseline & ~uniform_groups(rewards, group)[group]  # (U,)
+    return torch.where(signal, advantages, torch.zeros_like(advantages))
 
 
 def uniform_groups(

@@ -9,6 +9,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from alight.schemas import RunnerSpec
+from alight_server.trainer.algorithm import AlgorithmConfig
+from alight_server.trainer.verl.settings import VerlSettings
 
 
 class Section(BaseModel):
@@ -37,24 +39,39 @@ class LoraConfig(Section):
     target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
 
 
-class AlgorithmOptions(Section):
-    """DESIGN §5; the functions live in trainer/algorithm.py."""
+class SamplesConfig(Section):
+    """The sample builder (trainer/samples/): how recorded calls become training rows (docs/samples.md)."""
 
-    estimator: Literal["grpo", "rloo"] = "grpo"
-    normalize_std: bool = True
-    aggregation: Literal["per_rollout_mean", "token_mean", "seq_mean"] = "per_rollout_mean"
-    clip_low: float = Field(default=0.2, ge=0, lt=1)
-    clip_high: float = Field(default=0.28, ge=0)
-    kl_coef: float = Field(default=0.0, ge=0)
-    tis_cap: float | None = Field(default=None, gt=0)
-    # Optimizer updates per batch of rollouts; >1 reuses the batch with the clipped ratio doing its job.
-    updates_per_batch: int = Field(default=1, ge=1, le=64)
-    sample_mode: Literal["trajectory", "transition"] = "trajectory"
+    mode: Literal["trajectory", "transition"] = "trajectory"
     max_prompt_tokens: int | None = Field(default=None, ge=1)
     max_response_tokens: int | None = Field(default=None, ge=1)
+    overlong: Literal["truncate", "drop"] = "truncate"
     # Multi-agent runs: train only calls made under these agents (names as the integrations
     # report them in gen_ai.agent.name); empty trains every call.
     agents: list[str] = Field(default_factory=list)
+    # Leave a harness's side-task calls out by the model name it asked for (glob patterns, e.g. "*haiku*"
+    # for Claude Code's titles and summaries); the gateway still serves and records them.
+    exclude_models: list[str] = Field(default_factory=list)
+
+
+class TrainerSettings(Section):
+    """Which backend runs the RL step (trainer/backend.py), and on how many processes."""
+
+    backend: Literal["embedded", "verl"] = "embedded"
+    # Embedded data parallelism: N ranks over torch.distributed (gloo on CPU, NCCL on CUDA). Under torchrun
+    # the launcher's WORLD_SIZE is used; unset and not under torchrun: one process.
+    world_size: int | None = Field(default=None, ge=1, le=1024)
+    # ddp: every rank holds the whole model; fsdp: parameters, gradients and optimizer state are sharded (FSDP2).
+    strategy: Literal["ddp", "fsdp"] = "ddp"
+
+
+# Keys that moved to another section: an old config gets told where they went instead of "unknown key".
+MOVED_KEYS = {
+    ("algorithm", "sample_mode"): "samples.mode",
+    ("algorithm", "max_prompt_tokens"): "samples.max_prompt_tokens",
+    ("algorithm", "max_response_tokens"): "samples.max_response_tokens",
+    ("algorithm", "agents"): "samples.agents",
+}
 
 
 class OptimizerConfig(Section):
@@ -221,13 +238,16 @@ class TrainConfig(Section):
     output_dir: str = "runs/alight"
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     lora: LoraConfig = Field(default_factory=LoraConfig)
-    algorithm: AlgorithmOptions = Field(default_factory=AlgorithmOptions)
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    samples: SamplesConfig = Field(default_factory=SamplesConfig)
+    trainer: TrainerSettings = Field(default_factory=TrainerSettings)
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    verl: VerlSettings = Field(default_factory=VerlSettings)  # used with trainer.backend: verl
 
     @model_validator(mode="after")
     def _agent_has_something_to_run(self) -> TrainConfig:
@@ -291,7 +311,10 @@ def describe_errors(exc: ValidationError) -> str:
     lines = []
     for error in exc.errors():
         where = ".".join(str(part) for part in error["loc"]) or "(top level)"
-        if error["type"] == "extra_forbidden":
+        moved = MOVED_KEYS.get(tuple(str(part) for part in error["loc"]))  # type: ignore[arg-type]
+        if error["type"] == "extra_forbidden" and moved is not None:
+            lines.append(f"  {where}: moved to {moved} (the sample builder has its own `samples:` section)")
+        elif error["type"] == "extra_forbidden":
             lines.append(f"  {where}: unknown key (check the spelling; see docs/training.md for the keys)")
         else:
             got = f" (got {error['input']!r})" if "input" in error and not isinstance(error["input"], dict) else ""

@@ -1,22 +1,32 @@
-"""Embedded trainer backend: a transformers policy on CPU or one GPU, optional LoRA, one RL step per batch.
+"""Embedded trainer backend: a transformers policy on CPU or GPUs, optional LoRA, data-parallel over ranks.
 
 One `step(batch)`:
-1. Group advantages per rollout (GRPO/RLOO), broadcast to every trained token of its rows.
+1. Group advantages per rollout (GRPO/RLOO), broadcast to every trained token of its rows, plus
+   `step_reward_coef` x the step rewards to go of each token's call (per-turn credit).
 2. Token weights for the batch loss (per_rollout_mean / token_mean / seq_mean), computed once on the
-   whole batch so that micro-batches just add up: gradient accumulation by token budget is exact.
-3. For each of `updates_per_batch` optimizer updates: recompute the policy's logprobs micro-batch by
-   micro-batch, apply the clipped loss against the gateway-recorded logprobs, backpropagate, then clip
-   the gradient norm and step AdamW.
-`policy_weights()` gives plain (LoRA-merged) tensors named like the served model's, for weight sync.
+   whole batch so that micro-batches just add up: gradient accumulation by token budget is exact, and
+   so is data parallelism (each rank's rows are one more set of micro-batches of the same sum).
+3. Rows are split by tokens across ranks (`shard_rows`); each rank packs its rows into micro-batches.
+4. For each of `updates_per_batch` optimizer updates: recompute the policy's logprobs micro-batch by
+   micro-batch, apply the clipped loss against the gateway-recorded logprobs, backpropagate (DDP or
+   FSDP2 sum the ranks' gradients on the last micro-batch), then clip the gradient norm and step AdamW.
+`policy_weights()` gives plain (LoRA-merged, FSDP-gathered) tensors named like the served model's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_state_dict,
+    set_state_dict,
+)
 
 from alight_server.trainer.algorithm import (
     AlgorithmConfig,
@@ -26,21 +36,14 @@ from alight_server.trainer.algorithm import (
     token_advantages,
     uniform_groups,
 )
-from alight_server.trainer.config import AlgorithmOptions, LoraConfig, OptimizerConfig
+from alight_server.trainer.config import LoraConfig, OptimizerConfig
+from alight_server.trainer.devices import pick_dtype
+from alight_server.trainer.distributed import World, join, parallelize, shard_rows, unwrap
 from alight_server.trainer.samples import SampleBatch
+from alight_server.trainer.sync import WeightSync
 
-
-def pick_device(device: str | None) -> torch.device:
-    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-
-
-def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """`auto`: bfloat16 on a GPU that supports it, float32 elsewhere (bf16 matmuls are slow on most CPUs)."""
-    if dtype == "auto":
-        if device.type == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float32
-    return getattr(torch, dtype)
+if TYPE_CHECKING:
+    from alight_server.trainer.config import TrainConfig
 
 
 def token_logprobs(
@@ -62,10 +65,11 @@ def token_logprobs(
     return torch.cat([logp.new_zeros(input_ids.shape[0], first_target), logp], dim=1)  # (R, T)
 
 
-def micro_batches(batch: SampleBatch, token_budget: int) -> Iterator[list[int]]:
-    """Row indices, grouped so each micro-batch's padded size (rows x longest row) stays within the budget."""
+def micro_batches(batch: SampleBatch, token_budget: int, rows: Sequence[int] | None = None) -> Iterator[list[int]]:
+    """Row indices (of `rows`, default all), grouped so each micro-batch's padded size (rows x longest row)
+    stays within the budget."""
     lengths = batch.attention_mask.sum(1).tolist()
-    order = sorted(range(len(lengths)), key=lambda r: lengths[r])
+    order = sorted(range(len(lengths)) if rows is None else rows, key=lambda r: lengths[r])
     current: list[int] = []
     for row in order:
         longest = max([lengths[r] for r in current] + [lengths[row]])
@@ -77,37 +81,35 @@ def micro_batches(batch: SampleBatch, token_budget: int) -> Iterator[list[int]]:
         yield current
 
 
-class EmbeddedTrainer:
-    """Owns the trainable policy and its optimizer; see the module docstring for one step."""
+class EmbeddedBackend:
+    """The default `TrainerBackend`: owns the policy, its optimizer and this process's rank; see the module docstring.
+
+    On rank 0 every public method first announces itself, so the other ranks (`follow`) enter the same collectives.
+    """
 
     def __init__(
         self,
         model: Any,
         optimizer: OptimizerConfig,
-        algorithm: AlgorithmOptions,
+        algorithm: AlgorithmConfig,
         lora: LoraConfig | None = None,
+        world: World | None = None,
     ) -> None:
-        self.device = next(model.parameters()).device
-        self.options = algorithm
+        self.world = world or World(device=next(model.parameters()).device)
+        self.device = self.world.device
+        self.algorithm = algorithm
         self.optim_config = optimizer
-        self.algorithm = AlgorithmConfig(
-            estimator=algorithm.estimator,
-            normalize_std=algorithm.normalize_std,
-            aggregation=algorithm.aggregation,
-            clip_low=algorithm.clip_low,
-            clip_high=algorithm.clip_high,
-            kl_coef=algorithm.kl_coef,
-            tis_cap=algorithm.tis_cap,
-        )
         self.lora = lora if lora is not None and lora.enabled else None
         if self.lora is not None:
             model = _with_lora(model, self.lora)
-        self.model = model
-        self.model.train()
+        model.train()
         self.reference: Any = None
         if algorithm.kl_coef > 0:
-            self.reference = _frozen_copy(model)
-        trainable = [p for p in self.model.parameters() if p.requires_grad]
+            # FSDP2 shards the reference too (it fits no better than the policy); under DDP each rank holds one.
+            reference = _frozen_copy(model)
+            self.reference = parallelize(reference, self.world) if self.world.strategy == "fsdp" else reference
+        self.model = parallelize(model, self.world)  # DDP wrapper, FSDP2-sharded in place, or the model
+        trainable = [p for p in self.model.parameters() if p.requires_grad]  # after sharding: DTensors under FSDP2
         self.optimizer = torch.optim.AdamW(
             trainable, lr=optimizer.lr, betas=optimizer.betas, weight_decay=optimizer.weight_decay
         )
@@ -116,97 +118,203 @@ class EmbeddedTrainer:
     # -- one RL step ---------------------------------------------------------------------------
     def step(self, batch: SampleBatch) -> dict[str, float]:
         """Train on one batch of rows; returns averaged loss metrics plus update counts."""
-        batch = batch.to(self.device)
+        self.world.announce("step", batch)
+        return self._step(batch)
+
+    def token_advantages(self, batch: SampleBatch) -> torch.Tensor:
+        """(R, T) advantage of every trained token: its rollout's group advantage plus per-turn credit."""
+        config = self.algorithm
         advantages = group_advantages(
-            batch.rollout_reward, batch.rollout_group, self.algorithm.estimator, self.algorithm.normalize_std
+            batch.rollout_reward, batch.rollout_group, config.estimator, config.normalize_std, config.eps
         )  # (U,)
-        token_adv = token_advantages(advantages, batch.row_rollout, batch.loss_mask)  # (R, T)
+        return token_advantages(
+            advantages, batch.row_rollout, batch.loss_mask, batch.step_returns, config.step_reward_coef
+        )  # (R, T)
+
+    def _step(self, batch: SampleBatch) -> dict[str, float]:
+        batch = batch.to(self.device)
+        token_adv = self.token_advantages(batch)  # (R, T)
         weights = aggregation_weights(batch.loss_mask, batch.row_rollout, self.algorithm.aggregation)  # (R, T)
+        # Every rank plans every rank's micro-batches, so all run the same number of passes (FSDP2 gathers
+        # parameters in each forward): a rank with fewer runs zero-weight passes on row 0.
+        lengths = batch.attention_mask.sum(1).tolist()
+        plans = [list(micro_batches(batch, self.optim_config.micro_batch_tokens, rows)) for rows in
+                 shard_rows(lengths, self.world.size)]  # fmt: skip
+        passes = max(1, *map(len, plans))
+        mine: list[list[int] | None] = [*plans[self.world.rank], *[None] * (passes - len(plans[self.world.rank]))]
         totals: dict[str, float] = {}
-        for _ in range(self.options.updates_per_batch):
+        for _ in range(self.algorithm.updates_per_batch):
             self.optimizer.zero_grad(set_to_none=True)
-            for rows in micro_batches(batch, self.optim_config.micro_batch_tokens):
-                micro = batch.select(rows)
-                width = int(micro.attention_mask.sum(1).max())  # trim the batch-wide padding
-                ids, attn = micro.input_ids[:, :width], micro.attention_mask[:, :width]
-                trained = micro.loss_mask[:, :width].sum(0).nonzero()
-                first = int(trained[0]) if trained.numel() else 1
-                logp = token_logprobs(self.model, ids, attn, first)  # (r, w)
-                ref = None
-                if self.reference is not None:
-                    with torch.no_grad():
-                        ref = token_logprobs(self.reference, ids, attn, first)
-                index = torch.as_tensor(rows, device=self.device)
-                loss, metrics = policy_loss(
-                    logp,
-                    micro.old_logprobs[:, :width],
-                    token_adv[index, :width],
-                    micro.loss_mask[:, :width],
-                    weights[index, :width],
-                    self.algorithm,
-                    ref_logprobs=ref,
-                )
-                loss.backward()
-                for key, value in metrics.items():
-                    # loss terms are already weighted parts of the batch loss; the rest are averaged below
-                    totals[key] = totals.get(key, 0.0) + value * (
-                        1 if key in ("loss", "pg_loss", "tokens") else len(rows)
-                    )
+            for index, rows in enumerate(mine):
+                with self._gradient_sync(index == passes - 1):
+                    self._micro_step(batch, rows, token_adv, weights, totals)
             totals["grad_norm"] = totals.get("grad_norm", 0.0) + self._clip_and_step()
-        updates = self.options.updates_per_batch
+        merged: dict[str, float] = {}
+        for part in self.world.gather(totals):
+            for key, value in part.items():
+                merged[key] = merged.get(key, 0.0) + value
+        merged["grad_norm"] = totals["grad_norm"]  # the norm of the summed gradient: the same on every rank
+        updates = self.algorithm.updates_per_batch
         rows_seen = max(batch.num_rows, 1) * updates
         out = {
             k: v / (updates if k in ("loss", "pg_loss", "tokens", "grad_norm") else rows_seen)
-            for k, v in totals.items()
+            for k, v in merged.items()
         }
         out["uniform_groups"] = float(uniform_groups(batch.rollout_reward, batch.rollout_group).sum())
         out["updates"] = float(updates)
         return out
+
+    def _micro_step(
+        self,
+        batch: SampleBatch,
+        rows: list[int] | None,
+        token_adv: torch.Tensor,  # (R, T)
+        weights: torch.Tensor,  # (R, T)
+        totals: dict[str, float],
+    ) -> None:
+        """Forward and backward on some rows (None: a zero-weight pass that keeps the ranks in step)."""
+        filler = rows is None
+        rows = [0] if rows is None else rows
+        micro = batch.select(rows)
+        width = int(micro.attention_mask.sum(1).max())  # trim the batch-wide padding
+        ids, attn = micro.input_ids[:, :width], micro.attention_mask[:, :width]
+        trained = micro.loss_mask[:, :width].sum(0).nonzero()
+        first = int(trained[0]) if trained.numel() else 1
+        logp = token_logprobs(self.model, ids, attn, first)  # (r, w)
+        ref = None
+        if self.reference is not None:
+            with torch.no_grad():
+                ref = token_logprobs(self.reference, ids, attn, first)  # (r, w)
+        index = torch.as_tensor(rows, device=self.device)
+        loss, metrics = policy_loss(
+            logp,
+            micro.old_logprobs[:, :width],
+            token_adv[index, :width],
+            micro.loss_mask[:, :width],
+            weights[index, :width] * (0.0 if filler else 1.0),
+            self.algorithm,
+            ref_logprobs=ref,
+        )
+        # DDP and FSDP2 average gradients over ranks; the weights already sum to 1 over the whole batch.
+        (loss * self.world.size).backward()
+        if filler:
+            return
+        for key, value in metrics.items():
+            # loss terms are already weighted parts of the batch loss; the rest are averaged over rows
+            totals[key] = totals.get(key, 0.0) + value * (1 if key in ("loss", "pg_loss", "tokens") else len(rows))
+
+    def _gradient_sync(self, last: bool) -> contextlib.AbstractContextManager[Any]:
+        """Sum gradients over ranks only on the last micro-batch of an update."""
+        if self.world.size == 1:
+            return contextlib.nullcontext()
+        if self.world.strategy == "ddp":
+            return contextlib.nullcontext() if last else self.model.no_sync()
+        self.model.set_requires_gradient_sync(last)
+        return contextlib.nullcontext()
 
     def _clip_and_step(self) -> float:
         params = [p for p in self.model.parameters() if p.grad is not None]
         norm = 0.0
         if params:
             max_norm = self.optim_config.max_grad_norm or math.inf
-            norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+            total: Any = torch.nn.utils.clip_grad_norm_(params, max_norm)
+            norm = float(total.full_tensor() if hasattr(total, "full_tensor") else total)  # FSDP2: a DTensor
         self.optimizer.step()
         self.updates += 1
         return norm
 
     # -- weights out ---------------------------------------------------------------------------
+    def push_weights(self, sync: WeightSync, metadata: dict[str, Any]) -> tuple[int, float]:
+        """Merged weights into inference, asked for only when the target needs them (a vLLM LoRA target takes
+        the adapter alone, so merged weights are never built)."""
+        return sync.push(self.policy_weights, metadata)
+
     def policy_weights(self) -> dict[str, torch.Tensor]:
         """Detached tensors named like the plain model's (LoRA merged in), for `engine.update_weights`."""
+        self.world.announce("weights")
+        return self._policy_weights()
+
+    def _policy_weights(self) -> dict[str, torch.Tensor]:
+        if self.world.size > 1 and self.world.strategy == "fsdp":
+            full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+            return {name: tensor for name, tensor in full.items() if isinstance(tensor, torch.Tensor)}
+        model = unwrap(self.model)
         if self.lora is None:
-            return {name: tensor.detach() for name, tensor in self.model.state_dict().items()}
-        self.model.merge_adapter()
+            return {name: tensor.detach() for name, tensor in model.state_dict().items()}
+        model.merge_adapter()
         try:
             merged = {}
-            for name, tensor in self.model.get_base_model().state_dict().items():
+            for name, tensor in model.get_base_model().state_dict().items():
                 if "lora_" in name:
                     continue
                 merged[name.replace(".base_layer.", ".")] = tensor.detach().clone()
             return merged
         finally:
-            self.model.unmerge_adapter()
+            model.unmerge_adapter()
 
     def trainable_parameters(self) -> dict[str, torch.Tensor]:
-        return {n: p.detach().clone() for n, p in self.model.named_parameters() if p.requires_grad}
+        return {n: p.detach().clone() for n, p in unwrap(self.model).named_parameters() if p.requires_grad}
 
     # -- checkpoints ---------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        trainable = {n: p.detach().cpu() for n, p in self.model.named_parameters() if p.requires_grad}
-        return {"trainable": trainable, "optimizer": self.optimizer.state_dict(), "updates": self.updates}
+        """Trainable weights and optimizer state by parameter name (whole, also under FSDP2), and the update count.
+
+        Named rather than positional, so a run can resume on another world size or strategy.
+        """
+        self.world.announce("state")
+        return self._state_dict()
+
+    def _state_dict(self) -> dict[str, Any]:
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=True)
+        trainable, optimizer = get_state_dict(self.model, self.optimizer, options=options)
+        return {"trainable": trainable, "optimizer": optimizer, "updates": self.updates}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        params = dict(self.model.named_parameters())
-        missing = sorted(set(state["trainable"]) - set(params))
+        known = set(unwrap(self.model).state_dict())  # tied weights appear under each of their names
+        missing = sorted(set(state["trainable"]) - known)
         if missing:
             raise ValueError(f"checkpoint has parameters this model lacks, e.g. {missing[:3]}; same model and LoRA?")
-        with torch.no_grad():
-            for name, tensor in state["trainable"].items():
-                params[name].copy_(tensor.to(params[name].device))
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.world.announce("load", state)
+        self._load_state_dict(state)
+
+    def _load_state_dict(self, state: dict[str, Any]) -> None:
+        set_state_dict(
+            self.model, self.optimizer, model_state_dict=state["trainable"], optim_state_dict=state["optimizer"],
+            options=StateDictOptions(full_state_dict=True, strict=False),
+        )  # fmt: skip
         self.updates = int(state["updates"])
+
+    # -- ranks ---------------------------------------------------------------------------------
+    def follow(self) -> None:
+        """On ranks other than 0: run rank 0's commands until it closes."""
+        while True:
+            command, payload = self.world.receive()
+            if command == "close":
+                break
+            if command == "step":
+                self._step(payload)
+            elif command == "weights":
+                self._policy_weights()
+            elif command == "state":
+                self._state_dict()
+            elif command == "load":
+                self._load_state_dict(payload)
+            else:
+                raise RuntimeError(f"rank {self.world.rank}: unknown command {command!r} from rank 0")
+        self.world.close()
+
+    def close(self) -> None:
+        self.world.close()  # on rank 0 this tells the other ranks to stop; closing twice is harmless
+
+
+def make_embedded_backend(config: TrainConfig) -> EmbeddedBackend:
+    """The embedded backend for this process's rank: joins (or starts) the ranks, loads the policy on its device."""
+    from alight_server.inference.models import load_policy
+
+    world = join(config)
+    torch.manual_seed(config.seed)  # the same LoRA initialisation on every rank
+    model, _ = load_policy(config.model, device=world.device, dtype=pick_dtype(config.inference.dtype, world.device))
+    return EmbeddedBackend(model, config.optimizer, config.algorithm, config.lora, world=world)
 
 
 def _with_lora(model: Any, lora: LoraConfig) -> Any:

@@ -5,7 +5,8 @@ Per step:
 2. wait for all of them (server long-poll) and fetch their trajectories;
 3. build samples from the recorded token ids; groups whose rewards are all equal carry no signal
    and are reported and skipped;
-4. one RL step on the embedded trainer, then sync the weights into inference (new policy version);
+4. one RL step on the trainer backend (`trainer.backend`: embedded or verl; trainer/backend.py), then the
+   backend hands its weights to inference (new policy version);
 5. validation on the held-out tasks (val mode) before training, every K steps and at the end;
 6. a checkpoint (weights, optimizer, step, RNG, data cursor, history) that `--resume` continues from.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import statistics
 import time
 import uuid
@@ -25,13 +27,15 @@ import torch
 
 from alight.client import AlightClient
 from alight.schemas import Mode
-from alight_server.inference.models import load_policy
+from alight_server.inference.models import load_policy, resolve_model
 from alight_server.trainer import rollouts as phase_ops
+from alight_server.trainer.algorithm import uniform_groups
+from alight_server.trainer.backend import TrainerBackend, make_backend
 from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.dataset import TaskCursor, load_splits
+from alight_server.trainer.devices import pick_device, pick_dtype
 from alight_server.trainer.display import RunDisplay
-from alight_server.trainer.embedded import EmbeddedTrainer, pick_device, pick_dtype
 from alight_server.trainer.metrics import MetricsLog
 from alight_server.trainer.run_report import RunReporter
 from alight_server.trainer.samples import SampleConfig, build_samples
@@ -61,7 +65,7 @@ class TrainingRun:
         self.history: list[dict[str, Any]] = []
         self.step = 0
         self.show_progress = show_progress
-        self.trainer: EmbeddedTrainer | None = None
+        self.backend: TrainerBackend | None = None
         self.client: AlightClient | None = None
         self.policy_version = 0
         self.reporter: RunReporter | None = None  # the run and its steps, to the server's dashboard
@@ -88,8 +92,8 @@ class TrainingRun:
         if found is None:
             raise RuntimeError(f"--resume: no checkpoint under {checkpoints}; start without --resume")
         state = load_checkpoint(found)
-        assert self.trainer is not None
-        self.trainer.load_state_dict(state["trainer"])
+        assert self.backend is not None
+        self.backend.load_state_dict(state["trainer"])
         self.cursor.restore(state["cursor"])
         self.history = state["history"]
         self.step = int(state["step"])
@@ -97,8 +101,8 @@ class TrainingRun:
         log.info("resumed from %s at step %d", found, self.step)
 
     def _checkpoint(self) -> None:
-        assert self.trainer is not None
-        payload = {"trainer": self.trainer.state_dict(), "cursor": self.cursor.state(), "history": self.history}
+        assert self.backend is not None
+        payload = {"trainer": self.backend.state_dict(), "cursor": self.cursor.state(), "history": self.history}
         save_checkpoint(self.config.run_dir_checkpoints(), self.step, payload, self.config.checkpoint.keep_last)
 
     # -- phases --------------------------------------------------------------------------------
@@ -152,7 +156,7 @@ class TrainingRun:
 
     def _train_step(self, display: RunDisplay, tokenizer: Any, sync: WeightSync) -> dict[str, float]:
         cfg = self.config
-        assert self.trainer is not None
+        assert self.backend is not None
         tasks = self.cursor.take(cfg.tasks_per_step)
         phase = self._rollouts(f"{self.run_id}-s{self.step:05d}", tasks, cfg.group_size, Mode.TRAIN, display)
         metrics: dict[str, float] = {
@@ -171,8 +175,6 @@ class TrainingRun:
         started = time.monotonic()
         sample_config = sample_config_for(cfg, pad_token_id=int(tokenizer.pad_token_id or 0))
         batch, report = build_samples(phase.trajectories, sample_config, decode=tokenizer.decode)
-        from alight_server.trainer.algorithm import uniform_groups
-
         uniform = uniform_groups(batch.rollout_reward, batch.rollout_group) if batch.rollout_ids else torch.zeros(0)
         metrics["train/uniform_groups"] = float(uniform.sum())
         metrics["train/groups"] = float(len(batch.group_ids))
@@ -180,12 +182,10 @@ class TrainingRun:
         metrics["samples/breaks"] = float(report.total_breaks)
         keep = [r for r in range(batch.num_rows) if not bool(uniform[int(batch.row_group[r])])]
         if keep:
-            metrics.update({f"train/{k}": v for k, v in self.trainer.step(batch.select(keep)).items()})
+            metrics.update({f"train/{k}": v for k, v in self.backend.step(batch.select(keep)).items()})
             metrics["time/train_s"] = time.monotonic() - started
             display.status("syncing weights")
-            self.policy_version, metrics["time/sync_s"] = sync.push(
-                self.trainer.policy_weights, {"step": self.step + 1}
-            )
+            self.policy_version, metrics["time/sync_s"] = self.backend.push_weights(sync, {"step": self.step + 1})
         else:
             display.line(f"step {self.step + 1}: every group had equal rewards; nothing to learn, weights unchanged")
             metrics["time/train_s"] = time.monotonic() - started
@@ -194,24 +194,29 @@ class TrainingRun:
 
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> RunResult:
+        from transformers import AutoTokenizer
+
         from alight_server.stack import EmbeddedStack, ExternalStack
 
         cfg = self.config
+        if int(os.environ.get("RANK", "0")) > 0:
+            raise RuntimeError(
+                "TrainingRun runs on rank 0 only; on the other ranks of a torchrun launch call "
+                "alight_server.trainer.backend.follow_rank(config) (`alight train` does this by itself)"
+            )
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if cfg.inference.torch_threads:
             torch.set_num_threads(cfg.inference.torch_threads)
         torch.manual_seed(cfg.seed)
         self.run_id = self._run_id()
-        device = pick_device(cfg.inference.device)
-        dtype = pick_dtype(cfg.inference.dtype, device)
         stack: EmbeddedStack | ExternalStack | None = None
         metrics_log: MetricsLog | None = None
         ok = False
         try:
             if cfg.server.url is not None:  # check the servers first: a wrong URL or key fails in seconds
                 stack = ExternalStack(cfg.server, cfg.model, self.run_dir, vllm=cfg.inference.backend == "vllm").start()
-            model, tokenizer = load_policy(cfg.model, device=device, dtype=dtype)
-            self.trainer = EmbeddedTrainer(model, cfg.optimizer, cfg.algorithm, cfg.lora)
+            self.backend = make_backend(cfg)
+            tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model))
             self._restore()
             metrics_log = MetricsLog(self.run_dir, cfg.metrics, cfg.public_dump(), resume=self.resume)
             if stack is None:
@@ -219,11 +224,12 @@ class TrainingRun:
                 if cfg.inference.backend == "vllm":
                     from alight_server.inference.vllm_policy import VllmPolicy
 
-                    adapter = self.trainer.model if self.trainer.lora is not None else None
-                    vllm = VllmPolicy.for_run(cfg, self.run_dir, adapter=adapter)
+                    vllm = VllmPolicy.for_run(cfg, self.run_dir, adapter=_lora_model(self.backend))
                 else:
                     from alight_server.inference.engine import InferenceEngine
 
+                    device = pick_device(cfg.inference.device)
+                    dtype = pick_dtype(cfg.inference.dtype, device)
                     served, _ = load_policy(cfg.model, device=device, dtype=dtype)
                     engine = InferenceEngine(
                         served, tokenizer, model_name=cfg.model, max_batch_size=cfg.inference.max_batch_size
@@ -239,7 +245,7 @@ class TrainingRun:
             # Inference must serve the trainer's weights: after a resume, or when it holds an earlier run's.
             if self.step > 0 or stack.serves_other_weights:
                 why = {"resumed_at": self.step} if self.step else {"replaced": "weights of an earlier run"}
-                self.policy_version, _ = sync.push(self.trainer.policy_weights, why)
+                self.policy_version, _ = self.backend.push_weights(sync, why)
             result = self._loop(tokenizer, sync, metrics_log)
             ok = True
             return result
@@ -250,6 +256,8 @@ class TrainingRun:
                 metrics_log.close(ok=ok)
             if stack is not None:
                 stack.close()
+            if self.backend is not None:
+                self.backend.close()
 
     def _loop(self, tokenizer: Any, sync: WeightSync, metrics_log: MetricsLog) -> RunResult:
         cfg = self.config
@@ -292,11 +300,21 @@ class TrainingRun:
 
 
 def sample_config_for(cfg: TrainConfig, pad_token_id: int) -> SampleConfig:
-    """The sample builder's settings from a training config's algorithm section."""
+    """The sample builder's settings from a training config's `samples:` section."""
     return SampleConfig(
-        mode=cfg.algorithm.sample_mode,
-        max_prompt_tokens=cfg.algorithm.max_prompt_tokens,
-        max_response_tokens=cfg.algorithm.max_response_tokens,
-        agents=tuple(cfg.algorithm.agents),
+        mode=cfg.samples.mode,
+        max_prompt_tokens=cfg.samples.max_prompt_tokens,
+        max_response_tokens=cfg.samples.max_response_tokens,
+        overlong=cfg.samples.overlong,
+        agents=tuple(cfg.samples.agents),
+        exclude_models=tuple(cfg.samples.exclude_models),
         pad_token_id=pad_token_id,
     )
+
+
+def _lora_model(backend: TrainerBackend) -> Any:
+    """The trainer's PEFT model when LoRA is on (vLLM then loads only its adapter), else None."""
+    if getattr(backend, "lora", None) is None:
+        return None
+    model = getattr(backend, "model", None)
+    return getattr(model, "module", model)  # under DDP the PEFT model is the wrapper's module

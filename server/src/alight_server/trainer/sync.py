@@ -56,11 +56,14 @@ class WeightSync:
         """Load `weights` (or what the function returns, asked only when needed: a LoRA adapter target never
         asks) everywhere the gateway sends calls; returns (new policy version, seconds paused)."""
 
+        def get() -> Weights:
+            return weights() if callable(weights) else weights
+
         def load(version: int) -> None:
             if self.target is not None:
-                self.target.load(weights if callable(weights) else lambda: weights, version)
+                self.target.load(get, version)
             else:
-                self._load(weights() if callable(weights) else weights)
+                self._load(get())
 
         return self.paused(load, metadata)
 

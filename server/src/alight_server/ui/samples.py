@@ -31,17 +31,21 @@ def run_of(store: Store, rollout: Rollout) -> Any:
 
 
 def sample_config(run_config: dict[str, Any] | None) -> Any:
-    """The sample builder's settings the run trained with (its algorithm section); the defaults without a run."""
+    """The sample builder's settings the run trained with (its samples section); the defaults without a run."""
     try:
         from alight_server.trainer.samples import SampleConfig
     except ImportError as exc:
         raise NeedsTrainExtra(TRAIN_HINT) from exc
-    algorithm = (run_config or {}).get("algorithm") or {}
+    samples = (run_config or {}).get("samples")
+    if samples is None:  # runs recorded before the sample builder got its own section kept it under algorithm
+        old = (run_config or {}).get("algorithm") or {}
+        samples = {**old, "mode": old.get("sample_mode", "trajectory")}
     return SampleConfig(
-        mode=algorithm.get("sample_mode", "trajectory"),
-        max_prompt_tokens=algorithm.get("max_prompt_tokens"),
-        max_response_tokens=algorithm.get("max_response_tokens"),
-        agents=tuple(algorithm.get("agents") or ()),
+        mode=samples.get("mode", "trajectory"),
+        max_prompt_tokens=samples.get("max_prompt_tokens"),
+        max_response_tokens=samples.get("max_response_tokens"),
+        overlong=samples.get("overlong", "truncate"),
+        agents=tuple(samples.get("agents") or ()),
         max_break_examples=1_000_000,  # every break, so each row can say why it started
     )
 

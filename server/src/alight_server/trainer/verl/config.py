@@ -109,10 +109,10 @@ def verl_overrides(config: TrainConfig, settings: VerlSettings, model_path: str 
     }
     if settings.max_model_len is not None:
         out[f"{ROLLOUT}.max_model_len"] = settings.max_model_len
-    if algorithm.max_prompt_tokens is not None:
-        out["data.max_prompt_length"] = algorithm.max_prompt_tokens
-    if algorithm.max_response_tokens is not None:
-        out["data.max_response_length"] = algorithm.max_response_tokens
+    if config.samples.max_prompt_tokens is not None:
+        out["data.max_prompt_length"] = config.samples.max_prompt_tokens
+    if config.samples.max_response_tokens is not None:
+        out["data.max_response_length"] = config.samples.max_response_tokens
     if lora.enabled:
         out[f"{MODEL}.lora_rank"] = lora.r
         out[f"{MODEL}.lora_alpha"] = lora.alpha

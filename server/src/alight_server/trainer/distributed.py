@@ -1,0 +1,208 @@
+"""Data-parallel ranks for the embedded backend: the process group, rank 0's commands, row shards, DDP/FSDP2.
+
+Rank 0 runs the training loop (server, inference, agents); the other ranks only train. Each backend
+call on rank 0 is announced to the other ranks (`World.announce`: a command and its payload, the whole
+batch for a step), which run the same method (`follow`), so every collective is entered by every rank.
+
+Two ways to get N ranks, both for `alight train`:
+- `trainer.world_size: N` in the config: rank 0 (the `alight train` process) starts ranks 1..N-1 itself
+  (`python -m alight_server.trainer.distributed`, logs in OUTPUT_DIR/logs/rank-K.log);
+- `torchrun --nproc-per-node N -m alight train CONFIG`: torchrun starts every rank; rank 0 trains,
+  the others follow (`trainer.world_size`, if set, must equal torchrun's).
+gloo on CPU, NCCL on CUDA (rank k on cuda:LOCAL_RANK); commands always travel over a gloo group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import heapq
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+
+if TYPE_CHECKING:
+    from alight_server.trainer.config import TrainConfig
+
+CONFIG_ENV = "ALIGHT_RANK_CONFIG"  # the run's config (JSON) for ranks rank 0 started
+# Followers wait for rank 0 through a whole rollout phase between two commands: the command group's
+# timeout is long. Training collectives (and the start, where a rank that crashed is waited for) are bounded.
+COMMAND_WAIT = datetime.timedelta(hours=12)
+TRAIN_WAIT = datetime.timedelta(minutes=10)
+
+
+@dataclass
+class World:
+    """This process's place among the ranks; the defaults are one process, no process group."""
+
+    device: torch.device
+    rank: int = 0
+    size: int = 1
+    strategy: str = "ddp"
+    commands: Any = None  # gloo group for commands and metrics
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)  # ranks this process started
+    logs: list[Path] = field(default_factory=list)
+
+    @property
+    def leader(self) -> bool:
+        return self.rank == 0
+
+    def announce(self, command: str, payload: Any = None) -> None:
+        """On rank 0: tell the other ranks to run `command` (they receive `payload` too)."""
+        if self.size == 1:
+            return
+        for worker, log in zip(self.workers, self.logs, strict=True):
+            if worker.poll() is not None:
+                raise RuntimeError(f"training rank exited with code {worker.returncode}; see {log}")
+        dist.broadcast_object_list([command, payload], src=0, group=self.commands)
+
+    def receive(self) -> tuple[str, Any]:
+        message: list[Any] = [None, None]
+        dist.broadcast_object_list(message, src=0, group=self.commands)
+        return message[0], message[1]
+
+    def gather(self, value: Any) -> list[Any]:
+        """Every rank's `value`, in rank order (on every rank)."""
+        if self.size == 1:
+            return [value]
+        values: list[Any] = [None] * self.size
+        dist.all_gather_object(values, value, group=self.commands)
+        return values
+
+    def close(self) -> None:
+        """On rank 0: tell the other ranks to stop (unless one already has) and wait for those it started."""
+        if self.size > 1 and dist.is_initialized():
+            if self.leader and all(worker.poll() is None for worker in self.workers):
+                with contextlib.suppress(RuntimeError):  # a rank gone (Ctrl-C reaches it too) has nothing to hear
+                    self.announce("close")
+            dist.destroy_process_group()
+        for worker in self.workers:
+            try:
+                worker.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
+        self.workers.clear()
+
+
+def join(config: TrainConfig) -> World:
+    """Join (or start) the ranks this config asks for; one process when it asks for none."""
+    from alight_server.serving import free_port
+    from alight_server.trainer.devices import pick_device
+
+    base = pick_device(config.inference.device)
+    launched = int(os.environ.get("WORLD_SIZE", "0"))  # set by torchrun, or by rank 0 for ranks it started
+    wanted = config.trainer.world_size
+    if launched and wanted and wanted != launched:
+        raise RuntimeError(f"trainer.world_size is {wanted} but the launcher started {launched} ranks")
+    size = launched or wanted or 1
+    if size == 1:
+        return World(device=base)
+    if config.lora.enabled and config.trainer.strategy == "fsdp":
+        raise RuntimeError("lora with trainer.strategy: fsdp is not supported yet; use strategy: ddp for LoRA")
+    world = World(device=base, size=size, strategy=config.trainer.strategy)
+    if launched:
+        world.rank = int(os.environ["RANK"])
+        local_rank = int(os.environ.get("LOCAL_RANK", world.rank))
+        init = "env://"
+    else:
+        local_rank = 0
+        init = f"tcp://127.0.0.1:{free_port()}"
+        _start_ranks(config, world, init)
+    if base.type == "cuda":
+        world.device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(world.device)
+    backend = "nccl" if base.type == "cuda" else "gloo"
+    try:
+        dist.init_process_group(backend, init_method=init, rank=world.rank, world_size=size, timeout=TRAIN_WAIT)
+    except Exception as exc:
+        world.close()
+        logs = ", ".join(map(str, world.logs)) or "the launcher's output"
+        raise RuntimeError(f"the {size} training ranks did not connect ({exc}); see {logs}") from exc
+    world.commands = dist.new_group(backend="gloo", timeout=COMMAND_WAIT)
+    return world
+
+
+def _start_ranks(config: TrainConfig, world: World, init: str) -> None:
+    """Rank 0 without a launcher: start ranks 1..N-1 as subprocesses that connect to `init`."""
+    logs = Path(config.output_dir) / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    port = init.rsplit(":", 1)[1]
+    for rank in range(1, world.size):
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(world.size),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": port,
+            CONFIG_ENV: json.dumps(config.public_dump()),  # keys hidden: followers never talk to servers
+        }
+        log = logs / f"rank-{rank}.log"
+        with log.open("ab") as out:
+            command = [sys.executable, "-m", "alight_server.trainer.distributed"]
+            world.workers.append(subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT))
+        world.logs.append(log)
+
+
+def shard_rows(lengths: list[int], ranks: int) -> list[list[int]]:
+    """Rows split by tokens: longest first, each to the rank holding the fewest tokens so far.
+
+    Deterministic: every rank computes the same split from the same batch.
+    """
+    shards: list[list[int]] = [[] for _ in range(ranks)]
+    heap = [(0, rank) for rank in range(ranks)]  # (tokens so far, rank)
+    for row in sorted(range(len(lengths)), key=lambda r: (-lengths[r], r)):
+        tokens, rank = heapq.heappop(heap)
+        shards[rank].append(row)
+        heapq.heappush(heap, (tokens + lengths[row], rank))
+    return [sorted(shard) for shard in shards]
+
+
+def parallelize(model: Any, world: World) -> Any:
+    """DDP or FSDP2 around `model` (FSDP2 shards each decoder layer, then the rest); the model itself alone."""
+    if world.size == 1:
+        return model
+    if world.strategy == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [world.device.index] if world.device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=ids)
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh(world.device.type, (world.size,))
+    layer_types = set(getattr(model, "_no_split_modules", None) or ())  # transformers names its decoder layers
+    for module in model.modules():
+        if type(module).__name__ in layer_types:
+            fully_shard(module, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model
+
+
+def unwrap(model: Any) -> Any:
+    """The model under a DDP wrapper (FSDP2 shards in place: the model is its own module)."""
+    return getattr(model, "module", model)
+
+
+def follow(config: TrainConfig) -> None:
+    """A rank other than 0: build the same backend and run rank 0's commands until it closes."""
+    from alight_server.trainer.embedded import make_embedded_backend
+
+    if config.inference.torch_threads:  # as rank 0 does: ranks share the machine's cores with it
+        torch.set_num_threads(config.inference.torch_threads)
+    backend = make_embedded_backend(config)
+    backend.follow()
+
+
+if __name__ == "__main__":
+    from alight_server.trainer.config import TrainConfig
+
+    follow(TrainConfig.model_validate(json.loads(os.environ[CONFIG_ENV])))
