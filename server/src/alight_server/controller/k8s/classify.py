@@ -55,12 +55,13 @@ def _container_state(pod: Obj) -> Obj:
 def _disrupted(pod: Obj) -> str | None:
     """Why the node or the cluster ended this Pod (eviction, lost node, preemption), or None."""
     status = pod.get("status") or {}
+    why = []
+    if status.get("reason") in ("Evicted", "NodeLost", "Shutdown", "Terminated", "UnexpectedAdmissionError"):
+        why.append(f"{status['reason']}: {status.get('message', '')}".rstrip(": "))
     disruption = _condition(pod, "DisruptionTarget")
     if disruption is not None:
-        return f"{disruption.get('reason')}: {disruption.get('message', '')}".rstrip(": ")
-    if status.get("reason") in ("Evicted", "NodeLost", "Shutdown", "Terminated", "UnexpectedAdmissionError"):
-        return f"{status['reason']}: {status.get('message', '')}".rstrip(": ")
-    return None
+        why.append(f"{disruption.get('reason')}: {disruption.get('message', '')}".rstrip(": "))
+    return "; ".join(why) or None
 
 
 def _terminal(pod: Obj, job_name: str) -> RunStatus | None:

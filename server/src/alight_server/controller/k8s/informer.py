@@ -46,7 +46,7 @@ class Informer:
         self.resource_version: str | None = None
         self.synced = threading.Event()
         self.lists = 0  # full lists done (the first, after 410 Gone, and the periodic ones)
-        self.resumes = 0  # watches reopened from a kept resourceVersion
+        self.resumes = 0  # watches reopened from a kept resourceVersion (after a timeout or a drop)
         self._next_list = 0.0
         self._stop = threading.Event()
         self._watch: Any = None
@@ -106,6 +106,8 @@ class Informer:
             try:
                 if self.resource_version is None or time.monotonic() >= self._next_list:
                     self._list()
+                else:
+                    self.resumes += 1
                 self._watch_once()
                 backoff = 0.1
             except Exception as exc:
@@ -117,8 +119,6 @@ class Informer:
                 if self._stop.wait(backoff):
                     return
                 backoff = min(backoff * 2, self.backoff_max_s)
-                if self.resource_version is not None:
-                    self.resumes += 1
 
     def _list(self) -> None:
         response = self.list_call(self.namespace, label_selector=self.selector, _preload_content=False)

@@ -118,13 +118,14 @@ class FakeCluster:
         """Serve the API (again, on the same port)."""
         from alight_server.testing.fake_k8s.api import create_api
 
-        self._server = ServerThread(create_api(self), port=self.port)
+        self._server = ServerThread(create_api(self), port=self.port, log_level="critical")  # cut watches log tracebacks
         self._server.start()
 
     def down(self) -> None:
         """Stop answering: open watches are cut and new connections are refused; the node keeps running."""
         self.drop_watches()
         if self._server is not None:
+            self._server.server.force_exit = True  # no graceful drain: gone now, as a crashed API server is
             self._server.stop()
             self._server = None
 
