@@ -290,3 +290,39 @@ def test_the_api_server_down_for_a_while_marks_nothing(
     cluster.up()
     assert attempts_of(wait_terminal(admin_client, "down-1")) == [("succeeded", None)]
     assert attempts_of(wait_terminal(admin_client, "down-2")) == [("succeeded", None)]
+
+
+def test_a_job_past_its_active_deadline_is_reported_as_a_timeout(cluster: FakeCluster) -> None:
+    from controller_testkit import k8s_runner, make_start
+
+    from alight.schemas import RunnerSpec
+    from alight_server.controller import outcome
+    from alight_server.controller.base import RunPhase
+
+    runner = k8s_runner(cluster, image=AGENT_IMAGE)
+    try:
+        # Polled by hand (no loop to kill it first): Kubernetes' own deadline ends the Job.
+        handle = runner.start(make_start("deadline", runner=RunnerSpec(command=SCRIPTED), task={"sleep": 60}, timeout_s=1))
+        status = wait_until(lambda: (s := runner.poll(handle)).ended and s, timeout_s=30)
+        assert status.phase is RunPhase.DEADLINE and "activeDeadlineSeconds (1s)" in (status.message or "")
+        assert outcome.decide(status, handle).failure_kind == "timeout"
+    finally:
+        runner.close()
+
+
+def test_job_creation_is_paced_by_the_rate_limit(cluster: FakeCluster) -> None:
+    import time
+
+    from controller_testkit import k8s_runner, make_start
+
+    from alight.schemas import RunnerSpec
+
+    runner = k8s_runner(cluster, image=AGENT_IMAGE, creations_per_s=4)
+    try:
+        began = time.monotonic()
+        for i in range(3):
+            runner.start(make_start(f"paced-{i}", runner=RunnerSpec(command=SCRIPTED)))
+        assert time.monotonic() - began >= 2 / 4  # three creates, at least two gaps of 1/4 s
+        assert len(cluster.names("jobs")) == 3
+    finally:
+        runner.close()
