@@ -22,7 +22,9 @@ def register(app: typer.Typer) -> None:
             Path(".alight/logs"), "--logs-dir", envvar="ALIGHT_LOGS_DIR", help="Captured output and attempt state."
         ),
         name: str | None = typer.Option(
-            None, "--name", help="Runner name in attempt handles (default local@HOST, k8s@NAMESPACE); unique per controller."
+            None,
+            "--name",
+            help="Runner name in attempt handles (default local@HOST, k8s@NAMESPACE); unique per controller.",
         ),
         namespace: str | None = typer.Option(
             None, "--namespace", envvar="ALIGHT_K8S_NAMESPACE", help="k8s: where Jobs run (default: the context's)."
@@ -99,12 +101,12 @@ def _k8s_runner(name: str | None, agent_server_url: str | None, options: dict[st
     """The Kubernetes runner from the command's options, after its preflight; exits with one line per problem."""
     try:
         from alight_server.controller import k8s
-        from alight_server.controller.k8s.kube import default_namespace
+        from alight_server.controller.k8s.kube import default_namespace, kubernetes_client
     except ImportError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from exc
     try:
-        k8s.kube.kubernetes_client()
+        kubernetes_client()
         configuration = k8s.load_configuration(options["kubeconfig"], options["context"])
         template = k8s.JobTemplate.load(options["job_template"]) if options["job_template"] else None
     except (ImportError, ValueError) as exc:

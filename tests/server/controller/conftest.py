@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from controller_testkit import AGENT_IMAGE, k8s_runner
 
 from alight.client import AlightClient

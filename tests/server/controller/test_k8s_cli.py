@@ -55,7 +55,9 @@ def test_controller_command_runs_attempts_as_jobs_from_a_template(
     assert env["FROM_TEMPLATE"] == f"job {job['metadata']['name']}"
 
 
-def test_preflight_names_a_namespace_that_does_not_exist(live_server: Any, cluster: FakeCluster, tmp_path: Path) -> None:
+def test_preflight_names_a_namespace_that_does_not_exist(
+    live_server: Any, cluster: FakeCluster, tmp_path: Path
+) -> None:
     args = k8s_args(live_server, cluster.kubeconfig(tmp_path / "kubeconfig"), "--namespace", "nowhere")
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1
@@ -87,9 +89,13 @@ def test_preflight_refuses_a_template_that_is_not_a_valid_job(
     assert "unknown field(s) spec.template.spec.containers[0].comand" in result.output
 
 
-def test_a_template_with_an_unknown_placeholder_is_refused(live_server: Any, cluster: FakeCluster, tmp_path: Path) -> None:
+def test_a_template_with_an_unknown_placeholder_is_refused(
+    live_server: Any, cluster: FakeCluster, tmp_path: Path
+) -> None:
     template = tmp_path / "job.yaml"
-    template.write_text("apiVersion: batch/v1\nkind: Job\nspec: {template: {spec: {containers: [{name: a, image: '{{ img }}'}]}}}\n")
+    template.write_text(
+        "apiVersion: batch/v1\nkind: Job\nspec: {template: {spec: {containers: [{name: a, image: '{{ img }}'}]}}}\n"
+    )
     args = [*k8s_args(live_server, cluster.kubeconfig(tmp_path / "kubeconfig")), "--job-template", str(template)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1 and "unknown placeholder(s) ['img']" in result.output

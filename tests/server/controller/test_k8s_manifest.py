@@ -71,7 +71,9 @@ def test_the_attempt_contract_wins_over_spec_and_template_env() -> None:
 
 def test_a_task_over_the_inline_limit_travels_in_the_secret() -> None:
     task = {"text": "x" * (envvars.TASK_INLINE_LIMIT + 10)}
-    job, secret = build_job(JobTemplate.parse(manifest.DEFAULT_TEMPLATE), make_start("big", task=task), SETTINGS, SERVER)
+    job, secret = build_job(
+        JobTemplate.parse(manifest.DEFAULT_TEMPLATE), make_start("big", task=task), SETTINGS, SERVER
+    )
     env = {e["name"]: e for e in manifest.agent_container(job)["env"]}
     assert env["ALIGHT_TASK"]["valueFrom"]["secretKeyRef"]["key"] == manifest.TASK_KEY
     assert json.loads(secret[manifest.TASK_KEY]) == task and "ALIGHT_TASK_FILE" not in env
@@ -79,7 +81,7 @@ def test_a_task_over_the_inline_limit_travels_in_the_secret() -> None:
 
 def test_a_rollout_with_no_image_anywhere_cannot_be_built() -> None:
     settings = JobSettings("k8s@default", "default")
-    with pytest.raises(ValueError, match="no image; set runner.image"):
+    with pytest.raises(ValueError, match=r"no image; set runner\.image"):
         build_job(JobTemplate.parse(manifest.DEFAULT_TEMPLATE), make_start("noimg"), settings, SERVER)
 
 

@@ -20,7 +20,9 @@ from alight_server.testing.fake_k8s import FakeCluster
 Make = Callable[..., Controller]
 
 
-def k8s_rollout(admin: httpx.Client, rollout_id: str, task: Any = None, image: str = AGENT_IMAGE, **fields: Any) -> None:
+def k8s_rollout(
+    admin: httpx.Client, rollout_id: str, task: Any = None, image: str = AGENT_IMAGE, **fields: Any
+) -> None:
     runner = {"command": SCRIPTED, "image": image, **fields.pop("runner", {})}
     create_rollout(admin, rollout_id, task=task, runner=runner, **fields)
 
@@ -77,8 +79,10 @@ def test_the_attempt_token_reaches_the_agent_only_through_its_secret(
     (job,) = cluster.store.list("jobs", "default")[0]
     env = wait_until(lambda: env_out.exists() and __import__("json").loads(env_out.read_text()))
     token = env["ALIGHT_TOKEN"]
-    assert token and env["OPENAI_API_KEY"] == token and token in env["OTEL_EXPORTER_OTLP_TRACES_HEADERS"].replace(
-        "%20", " "
+    assert (
+        token
+        and env["OPENAI_API_KEY"] == token
+        and token in env["OTEL_EXPORTER_OTLP_TRACES_HEADERS"].replace("%20", " ")
     )
     assert token not in str(job)  # nowhere in the Job: not in env, args, annotations
     container = job["spec"]["template"]["spec"]["containers"][0]
@@ -302,7 +306,9 @@ def test_a_job_past_its_active_deadline_is_reported_as_a_timeout(cluster: FakeCl
     runner = k8s_runner(cluster, image=AGENT_IMAGE)
     try:
         # Polled by hand (no loop to kill it first): Kubernetes' own deadline ends the Job.
-        handle = runner.start(make_start("deadline", runner=RunnerSpec(command=SCRIPTED), task={"sleep": 60}, timeout_s=1))
+        handle = runner.start(
+            make_start("deadline", runner=RunnerSpec(command=SCRIPTED), task={"sleep": 60}, timeout_s=1)
+        )
         status = wait_until(lambda: (s := runner.poll(handle)).ended and s, timeout_s=30)
         assert status.phase is RunPhase.DEADLINE and "activeDeadlineSeconds (1s)" in (status.message or "")
         assert outcome.decide(status, handle).failure_kind == "timeout"

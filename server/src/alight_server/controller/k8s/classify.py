@@ -101,10 +101,13 @@ def _pending(pod: Obj, job_name: str, limits: Limits, waited: Callable[[str], fl
     scheduled = next(
         (c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"), None
     )
-    if scheduled and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
-        if waited(f"{name}/Unschedulable") >= limits.unschedulable_s:
-            message = f"Pod {name} of Job {job_name} stayed unschedulable for {limits.unschedulable_s:g}s: "
-            return RunStatus(RunPhase.FAILED_TO_START, message=message + str(scheduled.get("message", "")))
+    if (
+        scheduled is not None
+        and (scheduled.get("status"), scheduled.get("reason")) == ("False", "Unschedulable")
+        and waited(f"{name}/Unschedulable") >= limits.unschedulable_s
+    ):
+        message = f"Pod {name} of Job {job_name} stayed unschedulable for {limits.unschedulable_s:g}s: "
+        return RunStatus(RunPhase.FAILED_TO_START, message=message + str(scheduled.get("message", "")))
     return None
 
 

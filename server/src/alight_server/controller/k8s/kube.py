@@ -45,9 +45,9 @@ def default_namespace(kubeconfig: str | None = None, context: str | None = None)
     from kubernetes import config
 
     try:
-        _, active = config.list_kube_config_contexts(config_file=kubeconfig)
+        found: Any = config.list_kube_config_contexts(config_file=kubeconfig)
+        contexts, active = found
         if context is not None:
-            contexts, _ = config.list_kube_config_contexts(config_file=kubeconfig)
             active = next((c for c in contexts if c["name"] == context), active)
         namespace = (active or {}).get("context", {}).get("namespace")
         if namespace:

@@ -207,7 +207,7 @@ def build_secret(job: dict[str, Any], job_uid: str, data: dict[str, str]) -> dic
             "namespace": meta["namespace"],
             "labels": dict(meta["labels"]),
             "ownerReferences": [owner],
-        },  # fmt: skip
+        },
         "type": "Opaque",
         "stringData": data,
     }

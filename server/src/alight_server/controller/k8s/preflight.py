@@ -60,21 +60,18 @@ def preflight(runner: KubernetesRunner) -> list[str]:
 
 
 def _denied(runner: KubernetesRunner, group: str, resource: str, verb: str) -> str | None:
-    kind, _, subresource = resource.partition("/")
-    attributes = {"namespace": runner.namespace, "verb": verb, "group": group, "resource": kind}
-    if subresource:
-        attributes["subresource"] = subresource
-    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-              "spec": {"resourceAttributes": attributes}}  # fmt: skip
     from kubernetes import client
 
+    kind, _, subresource = resource.partition("/")
+    attributes = client.V1ResourceAttributes(
+        namespace=runner.namespace, verb=verb, group=group, resource=kind, subresource=subresource or None
+    )
+    review = client.V1SelfSubjectAccessReview(spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=attributes))
     try:
-        answer = client.AuthorizationV1Api(runner.api).create_self_subject_access_review(review, _preload_content=False)
+        answer = client.AuthorizationV1Api(runner.api).create_self_subject_access_review(review)
     except Exception as exc:
         return f"cannot ask whether the service account may {verb} {resource}: {api_message(exc)}"
-    import json
-
-    if json.loads(answer.data).get("status", {}).get("allowed"):
+    if answer.status is not None and answer.status.allowed:
         return None
     return (f"the service account may not {verb} {resource} in namespace {runner.namespace!r}; "
             "apply deploy/kubernetes/rbac.yaml (the alight-controller Role) or grant it")  # fmt: skip

@@ -46,10 +46,12 @@ def transient(exc: BaseException) -> bool:
 def api_message(exc: BaseException) -> str:
     """The API server's own sentence from a Status body, else the exception's text."""
     body = getattr(exc, "body", None)
-    try:
-        return str(json.loads(body)["message"])
-    except (TypeError, ValueError, KeyError):
-        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if isinstance(body, str | bytes):
+        try:
+            return str(json.loads(body)["message"])
+        except (TypeError, ValueError, KeyError):
+            pass
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 class KubernetesRunner:

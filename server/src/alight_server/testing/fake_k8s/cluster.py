@@ -118,7 +118,9 @@ class FakeCluster:
         """Serve the API (again, on the same port)."""
         from alight_server.testing.fake_k8s.api import create_api
 
-        self._server = ServerThread(create_api(self), port=self.port, log_level="critical")  # cut watches log tracebacks
+        self._server = ServerThread(
+            create_api(self), port=self.port, log_level="critical"
+        )  # cut watches log tracebacks
         self._server.start()
 
     def down(self) -> None:

@@ -14,6 +14,7 @@ kill, an eviction, a lost node.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 import signal
@@ -55,7 +56,13 @@ class PodRun:
     def _container(self, state: dict[str, Any], pod: Obj, ready: bool = False) -> list[dict[str, Any]]:
         container = pod["spec"]["containers"][0]
         return [
-            {"name": container["name"], "image": container.get("image", ""), "imageID": "", "ready": ready, "restartCount": 0}
+            {
+                "name": container["name"],
+                "image": container.get("image", ""),
+                "imageID": "",
+                "ready": ready,
+                "restartCount": 0,
+            }
             | {"state": state}
         ]
 
@@ -205,10 +212,8 @@ class PodRun:
 
     def _signal(self, sig: signal.Signals) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):  # the group already ended
                 os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                pass
 
     # what a node does to a Pod on its own
 

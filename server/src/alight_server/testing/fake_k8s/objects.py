@@ -138,9 +138,9 @@ class ObjectStore:
         """Events newer than rv for this kind and namespace whose object matches the selector. Caller holds the lock."""
         for event in self.events:
             meta = event.obj["metadata"]
-            if event.rv > rv and event.kind == kind and meta["namespace"] == namespace:
-                if matches(selector, meta.get("labels") or {}):
-                    yield event
+            ours = event.rv > rv and event.kind == kind and meta["namespace"] == namespace
+            if ours and matches(selector, meta.get("labels") or {}):
+                yield event
 
 
 def owned_by(obj: Obj, uid: str) -> bool:
