@@ -7,6 +7,8 @@ enforces the NetworkPolicy) is listed in docs/controller.md.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +118,19 @@ def test_the_server_uses_postgresql_and_hands_agents_its_service_address() -> No
     assert one("StatefulSet", "alight-postgres")["spec"]["template"]["spec"]["containers"][0]["image"].startswith(
         "postgres:"
     )
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with its built-in kustomize) is not installed")
+def test_kustomize_renders_the_base_into_valid_objects_in_one_namespace() -> None:
+    rendered = subprocess.run(["kubectl", "kustomize", str(KUBE)], capture_output=True, text=True, timeout=60)
+    assert rendered.returncode == 0, rendered.stderr
+    docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    for obj in docs:
+        check_object(obj, {**MODELS, "ConfigMap": "V1ConfigMap"}[obj["kind"]])
+    namespace = kustomization()["namespace"]
+    assert {o["metadata"].get("namespace", namespace) for o in docs if o["kind"] != "Namespace"} == {namespace}
+    (config_map,) = [o for o in docs if o["kind"] == "ConfigMap"]
+    JobTemplate.parse(yaml.safe_load(config_map["data"]["job.yaml"]))
+    (controller,) = [o for o in docs if o["kind"] == "Deployment" and o["metadata"]["name"] == "alight-controller"]
+    # kustomize names the ConfigMap with a content hash and rewrites the reference to match
+    assert controller["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"] == config_map["metadata"]["name"]
