@@ -21,24 +21,22 @@ def logs_dir(tmp_path: Path) -> Path:
     return tmp_path / "logs"
 
 
+def fast_controller(live_server: Any, runner: Any, concurrency: int, **options: Any) -> Controller:
+    """A Controller on the live server with test-speed ticks, watches and kill grace."""
+    client = AlightClient(live_server.url, admin_key=live_server.admin_key)
+    return Controller(
+        client, runner, concurrency=concurrency, poll_interval=0.05, kill_grace_s=0.3, watch_interval=0.1, **options
+    )
+
+
 @pytest.fixture
 def controllers(live_server: Any, logs_dir: Path) -> Iterator[Callable[..., Controller]]:
     """make(concurrency=...) -> a Controller on the live server with fast ticks; all stopped (killing) at the end."""
     made: list[Controller] = []
 
     def make(concurrency: int = 4, **options: Any) -> Controller:
-        client = AlightClient(live_server.url, admin_key=live_server.admin_key)
-        controller = Controller(
-            client,
-            LocalRunner(logs_dir),
-            concurrency=concurrency,
-            poll_interval=0.05,
-            kill_grace_s=0.3,
-            watch_interval=0.1,
-            **options,
-        )
-        made.append(controller)
-        return controller
+        made.append(fast_controller(live_server, LocalRunner(logs_dir), concurrency, **options))
+        return made[-1]
 
     yield make
     for controller in made:
@@ -61,18 +59,9 @@ def k8s_controllers(live_server: Any, cluster: FakeCluster) -> Iterator[Callable
     made: list[Controller] = []
 
     def make(concurrency: int = 4, runner: dict[str, Any] | None = None, **options: Any) -> Controller:
-        client = AlightClient(live_server.url, admin_key=live_server.admin_key)
-        controller = Controller(
-            client,
-            k8s_runner(cluster, agent_server_url=live_server.url, **(runner or {})),
-            concurrency=concurrency,
-            poll_interval=0.05,
-            kill_grace_s=0.3,
-            watch_interval=0.1,
-            **options,
-        )
-        made.append(controller)
-        return controller
+        jobs = k8s_runner(cluster, agent_server_url=live_server.url, **(runner or {}))
+        made.append(fast_controller(live_server, jobs, concurrency, **options))
+        return made[-1]
 
     yield make
     for controller in made:

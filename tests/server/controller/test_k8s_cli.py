@@ -22,6 +22,14 @@ ALIGHT = str(Path(sys.executable).parent / "alight")
 REPO = Path(__file__).parents[3]
 
 
+def preflight_of(live_server: Any, cluster: FakeCluster, tmp_path: Path, template: str) -> Any:
+    """`alight controller --runner k8s` with this Job template, run in-process (it stops at the preflight)."""
+    path = tmp_path / "job.yaml"
+    path.write_text(template)
+    args = [*k8s_args(live_server, cluster.kubeconfig(tmp_path / "kubeconfig")), "--job-template", str(path)]
+    return CliRunner().invoke(app, args)
+
+
 def k8s_args(live_server: Any, kubeconfig: Path, *more: str) -> list[str]:
     return ["controller", "--server", live_server.url, "--admin-key", live_server.admin_key, "--runner", "k8s",
             "--kubeconfig", str(kubeconfig), "--image", AGENT_IMAGE, *more]  # fmt: skip
@@ -78,13 +86,11 @@ def test_preflight_names_each_permission_the_service_account_lacks(
 def test_preflight_refuses_a_template_that_is_not_a_valid_job(
     live_server: Any, cluster: FakeCluster, tmp_path: Path
 ) -> None:
-    template = tmp_path / "job.yaml"
-    template.write_text(
+    template = (
         "apiVersion: batch/v1\nkind: Job\nspec:\n  template:\n    spec:\n      containers:\n"
         "      - name: agent\n        image: '{{ image }}'\n        comand: [python]\n"
     )
-    args = [*k8s_args(live_server, cluster.kubeconfig(tmp_path / "kubeconfig")), "--job-template", str(template)]
-    result = CliRunner().invoke(app, args)
+    result = preflight_of(live_server, cluster, tmp_path, template)
     assert result.exit_code == 1
     assert "unknown field(s) spec.template.spec.containers[0].comand" in result.output
 
@@ -92,12 +98,10 @@ def test_preflight_refuses_a_template_that_is_not_a_valid_job(
 def test_a_template_with_an_unknown_placeholder_is_refused(
     live_server: Any, cluster: FakeCluster, tmp_path: Path
 ) -> None:
-    template = tmp_path / "job.yaml"
-    template.write_text(
+    template = (
         "apiVersion: batch/v1\nkind: Job\nspec: {template: {spec: {containers: [{name: a, image: '{{ img }}'}]}}}\n"
     )
-    args = [*k8s_args(live_server, cluster.kubeconfig(tmp_path / "kubeconfig")), "--job-template", str(template)]
-    result = CliRunner().invoke(app, args)
+    result = preflight_of(live_server, cluster, tmp_path, template)
     assert result.exit_code == 1 and "unknown placeholder(s) ['img']" in result.output
 
 
