@@ -220,7 +220,7 @@ def test_a_finished_job_and_its_secret_are_gone_after_the_ttl(
 def test_a_watch_that_drops_mid_run_resumes_and_the_attempt_finishes(
     k8s_controllers: Make, admin_client: httpx.Client, cluster: FakeCluster
 ) -> None:
-    k8s_rollout(admin_client, "drop-1", task={"sleep": 1.5})
+    k8s_rollout(admin_client, "drop-1", task={"sleep": 3})
     controller = k8s_controllers().start()
     running_pod(cluster, "drop-1")
     cluster.drop_watches()

@@ -122,7 +122,9 @@ def _register(app: FastAPI, cluster: FakeCluster, kind: str, path: str, api_vers
         timeoutSeconds: int | None = None,
     ) -> Any:
         if watch:
-            stream = _watch(cluster, kind, namespace, labelSelector, resourceVersion, timeoutSeconds)
+            # The generation is read now, not when the stream first runs: a drop in between cuts this watch too.
+            generation = cluster.watch_generation
+            stream = _watch(cluster, kind, namespace, labelSelector, resourceVersion, timeoutSeconds, generation)
             return StreamingResponse(stream, media_type="application/json")
         items, rv = store.list(kind, namespace, labelSelector)
         return {"apiVersion": api_version, "kind": f"{kind_name}List", "metadata": {"resourceVersion": str(rv)},
@@ -156,7 +158,13 @@ def _register(app: FastAPI, cluster: FakeCluster, kind: str, path: str, api_vers
 
 
 def _watch(
-    cluster: FakeCluster, kind: str, namespace: str, selector: str | None, rv_text: str | None, timeout_s: int | None
+    cluster: FakeCluster,
+    kind: str,
+    namespace: str,
+    selector: str | None,
+    rv_text: str | None,
+    timeout_s: int | None,
+    generation: int,
 ) -> Iterator[bytes]:
     """One watch stream, run on the server's thread pool: blocks on the store's condition between events."""
     import time
@@ -164,7 +172,6 @@ def _watch(
     store = cluster.store
     _, api_version, kind_name = KINDS[kind]
     deadline = time.monotonic() + (timeout_s if timeout_s is not None else 1800)
-    generation = cluster.watch_generation
 
     def line(type_: str, obj: Obj) -> bytes:
         return json.dumps({"type": type_, "object": obj}).encode() + b"\n"
