@@ -61,7 +61,8 @@ class RunnerSpec(Strict):
 
     Either `entrypoint` ("module:function" or "path/to/file.py:function",
     decorated with @alight.rollout) or `command` (any argv). `image` is for
-    the Kubernetes runner.
+    the Kubernetes runner, as is `resources` (a container's
+    `{"requests": {...}, "limits": {...}}`).
     """
 
     entrypoint: str | None = None
@@ -69,6 +70,7 @@ class RunnerSpec(Strict):
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     image: str | None = None
+    resources: dict[str, dict[str, str]] | None = None
 
 
 class RolloutCreate(Strict):

@@ -1,13 +1,14 @@
-"""`alight controller`: run the server's queued attempts on this machine (or, later, on Kubernetes)."""
+"""`alight controller`: run the server's queued attempts on this machine (local) or as Kubernetes Jobs (k8s)."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import typer
 
-RUNNERS = ("local",)  # "k8s" arrives with the Kubernetes runner
+RUNNERS = ("local", "k8s")
 
 
 def register(app: typer.Typer) -> None:
@@ -15,14 +16,30 @@ def register(app: typer.Typer) -> None:
     def controller(
         server: str = typer.Option(..., "--server", envvar="ALIGHT_SERVER_URL", help="The alight server's URL."),
         admin_key: str = typer.Option(..., "--admin-key", envvar="ALIGHT_ADMIN_KEY", help="The server's admin key."),
-        runner: str = typer.Option("local", "--runner", help="Where attempts run: local."),
+        runner: str = typer.Option("local", "--runner", help="Where attempts run: local (subprocesses) or k8s (Jobs)."),
         concurrency: int = typer.Option(4, "--concurrency", min=1, help="Attempts running at once, at most."),
         logs_dir: Path = typer.Option(
             Path(".alight/logs"), "--logs-dir", envvar="ALIGHT_LOGS_DIR", help="Captured output and attempt state."
         ),
         name: str | None = typer.Option(
-            None, "--name", help="Runner name in attempt handles (default local@HOST); unique per controller."
+            None,
+            "--name",
+            help="Runner name in attempt handles (default local@HOST, k8s@NAMESPACE); unique per controller.",
         ),
+        namespace: str | None = typer.Option(
+            None, "--namespace", envvar="ALIGHT_K8S_NAMESPACE", help="k8s: where Jobs run (default: the context's)."
+        ),
+        job_template: Path | None = typer.Option(
+            None, "--job-template", help="k8s: a Job YAML with placeholders (docs/controller.md)."
+        ),
+        image: str | None = typer.Option(None, "--image", help="k8s: the agent image when a rollout names none."),
+        kubeconfig: str | None = typer.Option(None, "--kubeconfig", help="k8s: kubeconfig file (default: in-cluster)."),
+        context: str | None = typer.Option(None, "--context", help="k8s: kubeconfig context."),
+        job_ttl: int = typer.Option(3600, "--job-ttl", min=0, help="k8s: seconds a finished Job is kept."),
+        unschedulable_limit: float = typer.Option(
+            300.0, "--unschedulable-limit", min=0, help="k8s: seconds a Pod may stay unschedulable (then infra)."
+        ),
+        creation_rate: float = typer.Option(5.0, "--creation-rate", min=0.01, help="k8s: Jobs created per second."),
         agent_server_url: str | None = typer.Option(
             None, "--agent-server-url", help="URL agents reach the server at (default: what the server hands out)."
         ),
@@ -59,14 +76,59 @@ def register(app: typer.Typer) -> None:
         except Exception as exc:
             typer.echo(f"cannot reach the alight server at {server}: {exc}", err=True)
             raise typer.Exit(1) from exc
-        local = LocalRunner(logs_dir, name=name, agent_server_url=agent_server_url)
+        if runner == "k8s":
+            options = {"namespace": namespace, "job_template": job_template, "image": image, "kubeconfig": kubeconfig,
+                       "context": context, "job_ttl": job_ttl, "unschedulable_limit": unschedulable_limit,
+                       "creation_rate": creation_rate, "kill_grace": kill_grace}  # fmt: skip
+            chosen: Any = _k8s_runner(name, agent_server_url, options)
+            where = f"Jobs in namespace {chosen.namespace}"
+        else:
+            chosen = LocalRunner(logs_dir, name=name, agent_server_url=agent_server_url)
+            where = f"logs in {chosen.logs_dir}"
         loop = Controller(
             client,
-            local,
+            chosen,
             concurrency=concurrency,
             poll_interval=poll_interval,
             kill_grace_s=kill_grace,
             kill_on_stop=not keep_running,
         )
-        typer.echo(f"controller {local.name}: {server}, up to {concurrency} attempts, logs in {local.logs_dir}")
+        typer.echo(f"controller {chosen.name}: {server}, up to {concurrency} attempts, {where}")
         loop.run()
+
+
+def _k8s_runner(name: str | None, agent_server_url: str | None, options: dict[str, Any]) -> Any:
+    """The Kubernetes runner from the command's options, after its preflight; exits with one line per problem."""
+    try:
+        from alight_server.controller import k8s
+        from alight_server.controller.k8s.kube import default_namespace, kubernetes_client
+    except ImportError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from exc
+    try:
+        kubernetes_client()
+        configuration = k8s.load_configuration(options["kubeconfig"], options["context"])
+        template = k8s.JobTemplate.load(options["job_template"]) if options["job_template"] else None
+    except (ImportError, ValueError) as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from exc
+    namespace = options["namespace"] or default_namespace(options["kubeconfig"], options["context"])
+    runner = k8s.KubernetesRunner(
+        namespace,
+        configuration=configuration,
+        template=template,
+        image=options["image"],
+        name=name,
+        agent_server_url=agent_server_url,
+        ttl_after_finished_s=options["job_ttl"],
+        termination_grace_s=max(1, round(options["kill_grace"])),
+        limits=k8s.Limits(unschedulable_s=options["unschedulable_limit"]),
+        creations_per_s=options["creation_rate"],
+    )
+    problems = k8s.preflight(runner)
+    if problems:
+        for problem in problems:
+            typer.echo(f"preflight: {problem}", err=True)
+        runner.close()
+        raise typer.Exit(1)
+    return runner

@@ -16,6 +16,19 @@ from alight.schemas import AttemptStart, Mode, Rollout, RolloutState, RunnerSpec
 
 AGENTS = Path(__file__).parent / "agents"
 SCRIPTED = [sys.executable, str(AGENTS / "scripted.py")]
+AGENT_IMAGE = "registry.example/alight-agent:test"  # the one image the fake cluster's registry holds
+
+
+def k8s_runner(cluster: Any, **options: Any) -> Any:
+    """A KubernetesRunner on the fake cluster with test-sized grace, TTL and limits (options override them)."""
+    from alight_server.controller.k8s import KubernetesRunner, Limits
+
+    defaults: dict[str, Any] = {
+        "termination_grace_s": 1,
+        "ttl_after_finished_s": 2,
+        "limits": Limits(unschedulable_s=1.0, config_error_s=1.0, settle_s=1.0),
+    }
+    return KubernetesRunner("default", configuration=cluster.configuration(), **{**defaults, **options})
 
 
 def wait_until(check: Callable[[], Any], timeout_s: float = 30.0, interval_s: float = 0.05) -> Any:

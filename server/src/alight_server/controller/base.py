@@ -5,7 +5,7 @@ local subprocess, a Kubernetes Job). The reconcile loop in `loop.py` speaks to
 it through five verbs and never holds anything a restart would lose:
 
     handle = runner.start(attempt_start)   # idempotent: same attempt -> same handle, started once
-    status = runner.poll(handle)           # running | exited(code) | failed_to_start | lost
+    status = runner.poll(handle)           # running | exited(code) | failed_to_start | lost | killed | deadline
     runner.kill(handle, grace_s)           # SIGTERM-like now, SIGKILL-like once grace_s has passed
     runner.handles()                       # every attempt this runner still holds (for adoption)
     runner.release(handle)                 # forget a finished attempt (its log stays)
@@ -42,6 +42,8 @@ class RunPhase(enum.StrEnum):
     EXITED = "exited"  # the agent ended by itself (or after our kill); exit_code says how
     FAILED_TO_START = "failed_to_start"  # missing executable, bad cwd, image pull error: infra
     LOST = "lost"  # the runner can no longer see the attempt or its outcome: infra
+    KILLED = "killed"  # the platform stopped it, not the agent (OOM kill, eviction, node lost): infra
+    DEADLINE = "deadline"  # the platform's own deadline for the attempt passed (a Job's DeadlineExceeded): timeout
 
 
 @dataclass(frozen=True)

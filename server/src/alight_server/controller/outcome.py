@@ -30,8 +30,10 @@ def decide(
 
     if stopped is not None:
         return failed(*stopped)
-    if status.phase in (RunPhase.FAILED_TO_START, RunPhase.LOST):
+    if status.phase in (RunPhase.FAILED_TO_START, RunPhase.LOST, RunPhase.KILLED):
         return failed(FailureKind.INFRA, status.message or f"attempt {handle} {status.phase}")
+    if status.phase is RunPhase.DEADLINE:
+        return failed(FailureKind.TIMEOUT, status.message or f"attempt {handle} ran past its deadline")
     if status.exit_code == 0:
         return AttemptFinish(status="succeeded", exit_code=0, runner_handle=handle)
     if status.exit_code == -signal.SIGKILL:

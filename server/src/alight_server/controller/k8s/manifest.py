@@ -1,0 +1,218 @@
+"""An attempt's Job and its token Secret, from the user's Job template and what alight owns.
+
+The template is one `batch/v1` Job in YAML. Whole-string values (or parts of
+strings) may use these placeholders, filled after parsing (so no value can
+break the YAML):
+
+    {{ image }}       the rollout's runner image, else the runner's --image
+    {{ command }}     the attempt's argv as a list (a whole value: `command: "{{ command }}"`)
+    {{ job_name }}    the attempt's Job name
+    {{ namespace }}   the runner's namespace
+    {{ rollout_id }}  the rollout id
+    {{ attempt }}     the attempt number
+
+The agent container is the one named `agent`, else the first. alight then
+sets what it owns, overriding the template: the Job's name, namespace and
+labels, `backoffLimit: 0` (retries are new attempts, decided by alight),
+`activeDeadlineSeconds` (the rollout's timeout), `ttlSecondsAfterFinished`,
+`restartPolicy: Never`, and the attempt environment of DESIGN §4. The
+attempt token (and the OTLP header that carries it) goes into a Secret named
+like the Job and reaches the container through `secretKeyRef`; it never
+appears in the Job.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from alight import envvars
+from alight.schemas import AttemptStart
+from alight_server.controller.k8s import names
+from alight_server.controller.k8s.models import check_object
+
+PLACEHOLDERS = ("image", "command", "job_name", "namespace", "rollout_id", "attempt")
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+AGENT_CONTAINER = "agent"
+SECRET_KEYS = {  # container variable -> key in the attempt's Secret
+    envvars.ALIGHT_TOKEN: "token",
+    envvars.OPENAI_API_KEY: "token",
+    envvars.OTEL_EXPORTER_OTLP_TRACES_HEADERS: "otlp-headers",
+}
+TASK_KEY = "task"  # a task over the inline limit travels in the Secret too
+DEFAULT_TEMPLATE: dict[str, Any] = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "spec": {"template": {"spec": {"containers": [{"name": AGENT_CONTAINER, "image": "{{ image }}",
+                                                   "command": "{{ command }}"}]}}},
+}  # fmt: skip
+
+
+def _substitute(node: Any, values: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        return {k: _substitute(v, values) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_substitute(v, values) for v in node]
+    if isinstance(node, str):
+        whole = PLACEHOLDER.fullmatch(node.strip())
+        if whole:
+            return values[whole.group(1)]  # keeps lists (command) and numbers as they are
+        return PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), node)
+    return node
+
+
+@dataclass(frozen=True)
+class JobTemplate:
+    body: dict[str, Any]
+
+    @classmethod
+    def load(cls, path: str | Path) -> JobTemplate:
+        """Parse the template file; ValueError (one sentence naming what to fix) unless it is exactly one Job."""
+        import yaml
+
+        try:
+            docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d is not None]
+        except (OSError, yaml.YAMLError) as exc:
+            raise ValueError(f"cannot read the Job template {path}: {exc}") from exc
+        if len(docs) != 1 or not isinstance(docs[0], dict):
+            raise ValueError(f"the Job template {path} must hold exactly one YAML document (a Job); found {len(docs)}")
+        return cls.parse(docs[0], str(path))
+
+    @classmethod
+    def parse(cls, body: dict[str, Any], where: str = "the Job template") -> JobTemplate:
+        if (body.get("apiVersion"), body.get("kind")) != ("batch/v1", "Job"):
+            raise ValueError(
+                f"{where} must be apiVersion batch/v1, kind Job; got {body.get('apiVersion')}, {body.get('kind')}"
+            )
+        unknown = sorted({m.group(1) for m in PLACEHOLDER.finditer(str(body))} - set(PLACEHOLDERS))
+        if unknown:
+            raise ValueError(f"{where} uses unknown placeholder(s) {unknown}; the known ones are {list(PLACEHOLDERS)}")
+        template = cls(body)
+        if not _pod_spec(template.body).get("containers"):
+            raise ValueError(f"{where} has no containers under spec.template.spec.containers")
+        return template
+
+    def render(self, values: dict[str, Any]) -> dict[str, Any]:
+        return _substitute(copy.deepcopy(self.body), values)
+
+
+def _pod_spec(job: dict[str, Any]) -> dict[str, Any]:
+    return job.setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {})
+
+
+def agent_container(job: dict[str, Any]) -> dict[str, Any]:
+    containers = _pod_spec(job).get("containers") or []
+    return next((c for c in containers if c.get("name") == AGENT_CONTAINER), containers[0])
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """What the runner adds to every Job, whatever the template says."""
+
+    runner_name: str
+    namespace: str
+    image: str | None = None  # used when the rollout's runner spec names none
+    ttl_after_finished_s: int = 3600
+    termination_grace_s: int = 5  # unless the template sets terminationGracePeriodSeconds
+
+
+def build_job(
+    template: JobTemplate, start: AttemptStart, settings: JobSettings, server_url: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """(the Job, the Secret's stringData) for one attempt; ValueError when the runner spec cannot be rendered."""
+    rollout, attempt = start.rollout, start.attempt
+    spec = rollout.runner
+    if spec is None:
+        raise ValueError(f"rollout {rollout.id!r} has no runner spec; create it with runner={{'image': ..., ...}}")
+    name = names.job_name(settings.runner_name, rollout.id, attempt)
+    argv = envvars.agent_argv(spec, "python") if (spec.entrypoint or spec.command) else None
+    values = {"image": spec.image or settings.image, "command": argv, "job_name": name,
+              "namespace": settings.namespace, "rollout_id": rollout.id, "attempt": attempt}  # fmt: skip
+    job = template.render(values)
+    container = agent_container(job)
+    if not container.get("image"):
+        raise ValueError(f"rollout {rollout.id!r}: no image; set runner.image, the runner's --image, or the template's")
+    if not container.get("command") and not container.get("args") and argv is None:
+        raise ValueError(f"rollout {rollout.id!r}: no command; set runner.entrypoint or runner.command")
+    if spec.cwd:
+        container["workingDir"] = spec.cwd
+    if spec.resources:
+        container["resources"] = spec.resources
+
+    labels = names.attempt_labels(settings.runner_name, rollout.id, attempt)
+    annotations = {names.HANDLE_ANNOTATION: f"{settings.runner_name}/{rollout.id}/{attempt}"}
+    meta = job.setdefault("metadata", {})
+    meta.update(name=name, namespace=settings.namespace)
+    meta["labels"] = {**(meta.get("labels") or {}), **labels}
+    meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+    job["spec"].update(
+        backoffLimit=0,
+        activeDeadlineSeconds=max(1, math.ceil(rollout.timeout_s)),
+        ttlSecondsAfterFinished=settings.ttl_after_finished_s,
+    )
+    pod_meta = job["spec"]["template"].setdefault("metadata", {})
+    pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **labels}
+    pod_spec = _pod_spec(job)
+    pod_spec["restartPolicy"] = "Never"
+    pod_spec.setdefault("terminationGracePeriodSeconds", settings.termination_grace_s)
+
+    secret_data = _set_env(container, start, spec.env, server_url, name)
+    return job, secret_data
+
+
+def _set_env(
+    container: dict[str, Any], start: AttemptStart, spec_env: dict[str, str], server_url: str, secret: str
+) -> dict[str, str]:
+    """Lay the spec's env and then the attempt contract over the template's env; returns the Secret's data."""
+    rollout = start.rollout
+    task_json_len = len(json.dumps(rollout.task, separators=(",", ":")).encode())
+    big_task = task_json_len > envvars.TASK_INLINE_LIMIT
+    if big_task:  # never written to a local file: the task goes through the Secret instead
+        start = start.model_copy(update={"rollout": rollout.model_copy(update={"task": None})})
+    contract = envvars.attempt_env(start, server_url)
+    secret_data = {"token": start.token, "otlp-headers": contract[envvars.OTEL_EXPORTER_OTLP_TRACES_HEADERS]}
+    from_secret = dict(SECRET_KEYS)
+    if big_task:
+        secret_data[TASK_KEY] = json.dumps(rollout.task, separators=(",", ":"))
+        from_secret[envvars.ALIGHT_TASK] = TASK_KEY
+    overridden = set(spec_env) | set(contract)
+    env = [e for e in container.get("env") or [] if e.get("name") not in overridden]
+    if not any(e.get("name") == "PYTHONUNBUFFERED" for e in env) and "PYTHONUNBUFFERED" not in spec_env:
+        env.append({"name": "PYTHONUNBUFFERED", "value": "1"})  # a killed agent's last lines still reach its log
+    env.extend({"name": k, "value": v} for k, v in spec_env.items() if k not in contract)
+    for key, value in contract.items():
+        if key in from_secret:
+            env.append({"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": from_secret[key]}}})
+        else:
+            env.append({"name": key, "value": value})
+    container["env"] = env
+    return secret_data
+
+
+def build_secret(job: dict[str, Any], job_uid: str, data: dict[str, str]) -> dict[str, Any]:
+    """The attempt's Secret, owned by its Job: the garbage collector deletes it with the Job."""
+    meta = job["metadata"]
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": job_uid, "controller": False,
+             "blockOwnerDeletion": False}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": dict(meta["labels"]),
+            "ownerReferences": [owner],
+        },
+        "type": "Opaque",
+        "stringData": data,
+    }
+
+
+def validate_job(job: dict[str, Any]) -> None:
+    """ValueError unless the rendered Job is a valid batch/v1 Job as the client models describe it."""
+    check_object(job, "V1Job")
