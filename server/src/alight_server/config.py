@@ -33,8 +33,9 @@ class ServerConfig(BaseModel):
     public_url: str | None = None
     max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
     log_level: str = "info"
-    # "module:function" or "path.py:function" called when an attempt finishes.
-    evaluator: str | None = None
+    # "module:function" / "path.py:function", or a check command's argv, run when an attempt
+    # ends as the agent's own outcome (alight_server/evaluators.py).
+    evaluator: str | list[str] | None = None
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
 
     def base_url(self) -> str:

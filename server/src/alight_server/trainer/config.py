@@ -206,6 +206,9 @@ class TrainConfig(Section):
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    # The reward from outside the agent: "module:fn" / "file.py:fn" or a check command's argv
+    # (alight_server/evaluators.py); run by the server when an attempt ends as the agent's own outcome.
+    evaluator: str | list[str] | None = None
 
     @model_validator(mode="after")
     def _agent_has_something_to_run(self) -> TrainConfig:
@@ -238,8 +241,13 @@ class TrainConfig(Section):
             )
             metrics = metrics.model_copy(update={"mlflow": mlflow})
         server = self.server.model_copy(update={"weights_dir": absolute(self.server.weights_dir)})
+        evaluator = self.evaluator
+        if isinstance(evaluator, str) and evaluator.rpartition(":")[0].endswith(".py"):
+            file, _, fn = evaluator.rpartition(":")
+            evaluator = f"{absolute(file)}:{fn}"
         return self.model_copy(
             update={
+                "evaluator": evaluator,
                 "dataset": dataset,
                 "agent": agent,
                 "output_dir": absolute(self.output_dir),
