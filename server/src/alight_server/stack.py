@@ -45,6 +45,7 @@ class EmbeddedStack:
         val_temperature: float = 0.0,
         agent_env: dict[str, str] | None = None,
         evaluator: str | list[str] | None = None,
+        max_output_tokens: int | None = None,
     ) -> None:
         self.engine = engine
         self.run_dir = run_dir
@@ -55,7 +56,11 @@ class EmbeddedStack:
             port=port,
             db_url=f"sqlite:///{run_dir / 'alight.db'}",
             admin_key=self.admin_key,
-            gateway=GatewayConfig(train_temperature=train_temperature, val_temperature=val_temperature),
+            gateway=GatewayConfig(
+                train_temperature=train_temperature,
+                val_temperature=val_temperature,
+                max_output_tokens=max_output_tokens,
+            ),
             log_level="warning",
             evaluator=evaluator,
         )

@@ -60,6 +60,22 @@ def _translate(flavour: Flavour, body: dict[str, Any]) -> dict[str, Any]:
         raise GatewayError(400, f"malformed {flavour.kind.value} request: {exc}") from exc
 
 
+MAX_TOKENS_CAP = "alight_max_tokens_cap"  # in a recorded request: the gateway lowered its output budget
+
+
+def capped(upstream: dict[str, Any], body: dict[str, Any], cap: int, path: str) -> dict[str, Any]:
+    """Apply the output-token cap to `upstream`; the request to record, noting the cap when it lowered one."""
+    keys = [k for k in ("max_tokens", "max_completion_tokens") if upstream.get(k) is not None]
+    if not keys and path == "/completions":
+        return body  # the completions default (16) is already a bound
+    asked = min((upstream[k] for k in keys if isinstance(upstream[k], int)), default=None)
+    if asked is not None and asked <= cap:
+        return body
+    for key in keys or ["max_tokens"]:
+        upstream[key] = cap
+    return {**body, MAX_TOKENS_CAP: {"cap": cap, "asked": asked}}
+
+
 def _partial(flavour: Flavour, translator: StreamTranslator, assembler: Any) -> tuple[dict[str, Any] | None, Any]:
     """What a cut stream delivered so far, as the agent's response and its tokens; (None, None) if unreadable."""
     try:
@@ -180,11 +196,12 @@ class Gateway:
             body = self._parse(await read_body())
             upstream_body = self._force(_translate(flavour, body), caller, flavour)
             trace_id, span_id = parse_traceparent(traceparent)
+            cap = self.config.max_output_tokens
             record = CallRecord(
                 rollout_id=caller.rollout_id,
                 attempt=caller.attempt,
                 flavour=flavour.kind,
-                request=body,
+                request=body if cap is None else capped(upstream_body, body, cap, flavour.upstream_path),
                 trace_id=trace_id,
                 span_id=span_id,
                 streamed=bool(upstream_body.get("stream")),

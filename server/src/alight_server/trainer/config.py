@@ -86,6 +86,8 @@ class InferenceSettings(Section):
     train_temperature: float = Field(default=1.0, ge=0)
     val_temperature: float = Field(default=0.0, ge=0)
     torch_threads: int | None = Field(default=None, ge=1, description="torch CPU threads for this process")
+    # The gateway's training-time cap on each call's output tokens (GatewayConfig.max_output_tokens).
+    max_output_tokens: int | None = Field(default=None, ge=1)
 
 
 class ControllerSettings(Section):

@@ -222,7 +222,7 @@ class TrainingRun:
                 stack = EmbeddedStack(
                     engine, self.run_dir, concurrency=cfg.controller.concurrency,
                     train_temperature=cfg.inference.train_temperature, val_temperature=cfg.inference.val_temperature,
-                    evaluator=cfg.evaluator,
+                    evaluator=cfg.evaluator, max_output_tokens=cfg.inference.max_output_tokens,
                 ).start()  # fmt: skip
             self.client = stack.client
             assert self.client is not None
