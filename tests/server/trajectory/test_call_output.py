@@ -18,7 +18,9 @@ RESPONSES: dict[ApiFlavour, dict[str, Any]] = {
                 "message": {
                     "role": "assistant",
                     "content": "it is 42",
-                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}],
+                    "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}
+                    ],
                 },
                 "finish_reason": "tool_calls",
             }
@@ -32,7 +34,10 @@ RESPONSES: dict[ApiFlavour, dict[str, Any]] = {
         ],
     },
     ApiFlavour.MESSAGES: {
-        "content": [{"type": "text", "text": "it is 42"}, {"type": "tool_use", "id": "c1", "name": "add", "input": '{"a": 1}'}],
+        "content": [
+            {"type": "text", "text": "it is 42"},
+            {"type": "tool_use", "id": "c1", "name": "add", "input": '{"a": 1}'},
+        ],
         "stop_reason": "tool_use",
     },
 }
@@ -54,7 +59,9 @@ def test_every_chat_like_flavour_reads_as_the_same_text_tool_calls_and_finish_re
 
 def test_a_completions_answer_reads_as_its_text() -> None:
     response = {"choices": [{"text": "it is 42", "finish_reason": "length"}]}
-    assert call_output(recorded(ApiFlavour.COMPLETIONS, response)) == CallOutput(text="it is 42", finish_reason="length")
+    assert call_output(recorded(ApiFlavour.COMPLETIONS, response)) == CallOutput(
+        text="it is 42", finish_reason="length"
+    )
 
 
 def test_an_incomplete_responses_answer_finishes_with_length() -> None:
