@@ -29,7 +29,7 @@ def _text(content: Any) -> str:
 
 def _chat(response: dict[str, Any]) -> CallOutput:
     choice = next(iter(_dicts(response.get("choices"))), {})
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
     tools = [
         ToolCallView(id=t.get("id"), name=str(t["function"].get("name", "")), arguments=t["function"].get("arguments"))
         for t in _dicts(message.get("tool_calls"))
@@ -52,8 +52,9 @@ def _responses(response: dict[str, Any]) -> CallOutput:
         if i.get("type") == "function_call"
     ]
     if response.get("status") == "incomplete":
-        details = response.get("incomplete_details") or {}
-        finish = _INCOMPLETE_FINISH.get(details.get("reason") if isinstance(details, dict) else None, "length")
+        details = response.get("incomplete_details")
+        reason = str(details.get("reason")) if isinstance(details, dict) else ""
+        finish = _INCOMPLETE_FINISH.get(reason, "length")
     elif response.get("status") == "completed":
         finish = "tool_calls" if tools else "stop"
     else:
@@ -69,7 +70,8 @@ def _messages(response: dict[str, Any]) -> CallOutput:
         if b.get("type") == "tool_use"
     ]
     stop = response.get("stop_reason")
-    return CallOutput(text=_text(blocks), tool_calls=tools, finish_reason=_ANTHROPIC_FINISH.get(stop, stop))
+    finish = _ANTHROPIC_FINISH.get(stop, stop) if isinstance(stop, str) else None
+    return CallOutput(text=_text(blocks), tool_calls=tools, finish_reason=finish)
 
 
 _READERS = {
