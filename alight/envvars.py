@@ -28,6 +28,12 @@ ALIGHT_TOKEN = "ALIGHT_TOKEN"
 ALIGHT_GATEWAY_URL = "ALIGHT_GATEWAY_URL"
 OPENAI_BASE_URL = "OPENAI_BASE_URL"
 OPENAI_API_KEY = "OPENAI_API_KEY"
+# Anthropic clients (the anthropic SDK, LangChain's "anthropic:..." models) append /v1/messages to this.
+ANTHROPIC_BASE_URL = "ANTHROPIC_BASE_URL"
+ANTHROPIC_API_KEY = "ANTHROPIC_API_KEY"
+# The OpenAI Agents SDK uploads traces to api.openai.com with OPENAI_API_KEY, the attempt token here:
+# off for attempts unless the rollout's runner env sets it (alight-openai-agents turns its own tracing on).
+OPENAI_AGENTS_DISABLE_TRACING = "OPENAI_AGENTS_DISABLE_TRACING"
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 OTEL_EXPORTER_OTLP_TRACES_HEADERS = "OTEL_EXPORTER_OTLP_TRACES_HEADERS"
 OTEL_RESOURCE_ATTRIBUTES = "OTEL_RESOURCE_ATTRIBUTES"
@@ -44,6 +50,9 @@ ALL = (
     ALIGHT_GATEWAY_URL,
     OPENAI_BASE_URL,
     OPENAI_API_KEY,
+    ANTHROPIC_BASE_URL,
+    ANTHROPIC_API_KEY,
+    OPENAI_AGENTS_DISABLE_TRACING,
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
     OTEL_EXPORTER_OTLP_TRACES_HEADERS,
     OTEL_RESOURCE_ATTRIBUTES,
@@ -93,10 +102,15 @@ def attempt_env(start: AttemptStart, server_url: str, task_dir: str | Path | Non
         ALIGHT_GATEWAY_URL: gateway,
         OPENAI_BASE_URL: gateway,
         OPENAI_API_KEY: start.token,
+        ANTHROPIC_BASE_URL: gateway.removesuffix("/v1"),
+        ANTHROPIC_API_KEY: start.token,
         OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlp_traces_url(server_url),
         OTEL_EXPORTER_OTLP_TRACES_HEADERS: f"authorization={quote('Bearer ' + start.token, safe='')}",
         OTEL_RESOURCE_ATTRIBUTES: resource_attributes(rollout.id, start.attempt, rollout.mode.value),
     }
+    runner_env = rollout.runner.env if rollout.runner is not None else {}
+    # The token must go only to alight; a rollout whose runner env names the variable has opted in.
+    env[OPENAI_AGENTS_DISABLE_TRACING] = runner_env.get(OPENAI_AGENTS_DISABLE_TRACING, "1")
     task_json = json.dumps(rollout.task, separators=(",", ":"))
     if len(task_json.encode()) <= TASK_INLINE_LIMIT:
         env[ALIGHT_TASK] = task_json

@@ -277,8 +277,30 @@ class AttemptFinish(Strict):
     runner_handle: str | None = None
 
 
+class ToolCallView(BaseModel):
+    """One tool call the model asked for, whatever the API flavour spelled it as."""
+
+    id: str | None = None
+    name: str
+    arguments: Any = None  # the JSON arguments as the model wrote them (a string for OpenAI flavours)
+
+
+class CallOutput(BaseModel):
+    """What one model call answered, the same for chat, completions, responses and messages.
+
+    `finish_reason` uses the chat completions words: stop, length, tool_calls, content_filter
+    (None for a call that failed or was interrupted).
+    """
+
+    text: str = ""
+    tool_calls: list[ToolCallView] = Field(default_factory=list)
+    finish_reason: str | None = None
+
+
 class TrajectoryCall(BaseModel):
     call: ModelCall
+    # The answer as text, tool calls and finish reason, for evaluators and people (`call.response` is raw).
+    output: CallOutput = Field(default_factory=CallOutput)
     # Span names from the root to the span that made the call; [] outside any span.
     span_path: list[str] = Field(default_factory=list)
     agent_name: str | None = None
@@ -299,6 +321,12 @@ class Trajectory(BaseModel):
     tool_spans: list[dict[str, Any]] = Field(default_factory=list)
     rewards: list[Reward]
     final_reward: float | None
+    task: Any = None  # the rollout's task, as the agent got it
+
+    @property
+    def final_output(self) -> CallOutput:
+        """The last call's answer (empty when the attempt made no call): what an evaluator usually scores."""
+        return self.calls[-1].output if self.calls else CallOutput()
 
 
 class RunStatus(enum.StrEnum):

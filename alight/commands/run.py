@@ -1,5 +1,7 @@
-"""`alight run AGENT --task JSON`: one rollout of an agent, then its trajectory, printed.
+"""`alight run AGENT --task JSON` / `alight run -- COMMAND...`: one rollout of an agent, then its trajectory.
 
+AGENT is a decorated function (`agent.py:main`); after `--` any command (an agent you cannot edit),
+run in the current folder with the same environment the controller gives it.
 1. Against `--server URL` (admin key from --admin-key / ALIGHT_ADMIN_KEY), or,
    without one, an embedded server on a temporary SQLite file.
 2. Create the rollout, claim its attempt, start the agent with the attempt's
@@ -32,7 +34,7 @@ SERVER_HINT = "without --server, alight run starts an embedded server, which nee
 
 
 @contextlib.contextmanager
-def embedded_server(workdir: Path) -> Iterator[tuple[str, str]]:
+def embedded_server(workdir: Path, evaluator: str | None = None) -> Iterator[tuple[str, str]]:
     """(url, admin key) of a server on a temporary SQLite file, for the duration of the block."""
     try:
         from alight_server.app import create_app
@@ -42,8 +44,14 @@ def embedded_server(workdir: Path) -> Iterator[tuple[str, str]]:
     except ImportError as exc:
         raise typer.BadParameter(f"{SERVER_HINT} ({exc})", param_hint="--server") from exc
     key = generate_admin_key()
-    config = ServerConfig(admin_key=key, db_url=f"sqlite:///{workdir / 'alight.db'}", port=free_port())
-    with ServerThread(create_app(config), port=config.port) as url:
+    config = ServerConfig(
+        admin_key=key, db_url=f"sqlite:///{workdir / 'alight.db'}", port=free_port(), evaluator=evaluator
+    )
+    try:
+        app = create_app(config)
+    except ValueError as exc:  # an evaluator that cannot be loaded
+        raise typer.BadParameter(str(exc), param_hint="--evaluator") from exc
+    with ServerThread(app, port=config.port) as url:
         yield url, key
 
 
@@ -59,6 +67,13 @@ def parse_task(task: str | None, task_file: Path | None) -> Any:
         return json.loads(task) if task is not None else None
     except ValueError as exc:
         raise typer.BadParameter(f"--task must be JSON ({exc}); got {task!r}", param_hint="--task") from exc
+
+
+def runner_for(agent: list[str]) -> RunnerSpec:
+    """One `file.py:function` / `module:function` argument is a decorated function; anything else a command."""
+    if len(agent) == 1 and ":" in agent[0] and " " not in agent[0] and "/" not in agent[0].rpartition(":")[2]:
+        return RunnerSpec(entrypoint=check_target(agent[0]))
+    return RunnerSpec(command=agent, cwd=os.getcwd())
 
 
 def check_target(target: str) -> str:
@@ -77,17 +92,23 @@ def check_target(target: str) -> str:
 
 
 def run_attempt(
-    start: AttemptStart, server_url: str, target: str, workdir: Path, timeout_s: float, quiet_stdout: bool = False
+    start: AttemptStart,
+    server_url: str,
+    runner: RunnerSpec,
+    workdir: Path,
+    timeout_s: float,
+    quiet_stdout: bool = False,
 ) -> AttemptFinish:
     """Start the agent process for `start`, wait for it, and say how it ended.
 
     `quiet_stdout` sends the agent's stdout to stderr, keeping ours for machine-readable output.
     """
     env = {k: v for k, v in os.environ.items() if k not in envvars.ALL}
+    env.update(runner.env)
     env.update(envvars.attempt_env(start, server_url, task_dir=workdir))
-    argv = envvars.agent_argv(RunnerSpec(entrypoint=target), sys.executable)
+    argv = envvars.agent_argv(runner, sys.executable)
     try:
-        proc = subprocess.Popen(argv, env=env, stdout=sys.stderr if quiet_stdout else None)
+        proc = subprocess.Popen(argv, env=env, cwd=runner.cwd, stdout=sys.stderr if quiet_stdout else None)
     except OSError as exc:
         return AttemptFinish(status="failed", failure_kind=FailureKind.INFRA, message=f"cannot start {argv}: {exc}")
     handle = f"local:{proc.pid}"
@@ -109,7 +130,9 @@ def run_attempt(
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
-        agent: str = typer.Argument(..., help="path/to/agent.py:function or package.module:function"),
+        agent: list[str] = typer.Argument(
+            ..., help="path/to/agent.py:function, package.module:function, or `-- COMMAND ARGS...`"
+        ),
         task: str | None = typer.Option(None, "--task", help="The task, as JSON (passed to the function)."),
         task_file: Path | None = typer.Option(None, "--task-file", help="Read the task JSON from this file."),
         server: str | None = typer.Option(None, "--server", help="Server URL; default: an embedded one."),
@@ -121,12 +144,17 @@ def register(app: typer.Typer) -> None:
         mode: Mode = typer.Option(Mode.TRAIN, "--mode", help="train or val (sampling temperature)."),
         timeout_s: float = typer.Option(600.0, "--timeout", help="Seconds before the agent is killed."),
         as_json: bool = typer.Option(False, "--json", help="Print the trajectory as JSON instead of tables."),
+        evaluator: str | None = typer.Option(
+            None, "--evaluator", help="Score the attempt with this module:function / file.py:function (embedded)."
+        ),
     ) -> None:
         """Run one rollout of AGENT and print its trajectory: calls, span paths, tool spans, rewards."""
         from alight.client import AlightClient, ApiError
         from alight.commands.trajectory_view import render_trajectory
 
-        target = check_target(agent)
+        runner = runner_for(agent)
+        if evaluator and server:
+            raise typer.BadParameter("--evaluator is for the embedded server; yours runs its own (its --config)")
         task_value = parse_task(task, task_file)
         if server and not admin_key:
             raise typer.BadParameter("--server needs the admin key (--admin-key or ALIGHT_ADMIN_KEY)")
@@ -135,7 +163,7 @@ def register(app: typer.Typer) -> None:
             if server:
                 url, key = server.rstrip("/"), admin_key or ""
             else:
-                url, key = stack.enter_context(embedded_server(workdir))
+                url, key = stack.enter_context(embedded_server(workdir, evaluator))
             client = stack.enter_context(AlightClient(url, key))
             try:
                 if upstream:
@@ -147,7 +175,7 @@ def register(app: typer.Typer) -> None:
                     id=rollout_id,
                     task=task_value,
                     mode=mode,
-                    runner=RunnerSpec(entrypoint=target),
+                    runner=runner,
                     timeout_s=timeout_s,
                     max_attempts=1,
                 )
@@ -155,7 +183,7 @@ def register(app: typer.Typer) -> None:
                 starts = client.claim_attempts(1, ids=[rollout_id])
                 if starts:
                     start = starts[0]
-                    finish = run_attempt(start, url, target, workdir, timeout_s, quiet_stdout=as_json)
+                    finish = run_attempt(start, url, runner, workdir, timeout_s, quiet_stdout=as_json)
                     client.finish_attempt(rollout_id, start.attempt, finish)
                     exit_code = finish.exit_code if finish.exit_code is not None else 1
                 else:

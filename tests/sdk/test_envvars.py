@@ -145,3 +145,18 @@ def test_entry_exit_codes_follow_the_agent(tmp_path):
     proc = entry(tmp_path, "agents_mod:missing")
     assert proc.returncode == 1 and "has no attribute 'missing'" in proc.stderr
     assert entry(tmp_path, "no-colon").returncode == 1
+
+
+def test_anthropic_clients_get_the_gateway_without_v1_and_the_attempt_token():
+    env = envvars.attempt_env(start_for({}), "http://srv:8700")
+    # The anthropic SDK appends /v1/messages itself: the result is the gateway's messages route.
+    assert env[envvars.ANTHROPIC_BASE_URL] + "/v1/messages" == env[envvars.OPENAI_BASE_URL] + "/messages"
+    assert env[envvars.ANTHROPIC_API_KEY] == "alt1.abc.def"
+
+
+def test_the_agents_sdk_trace_export_is_off_unless_the_rollouts_runner_env_opts_in():
+    start = start_for({})
+    assert envvars.attempt_env(start, "http://srv")[envvars.OPENAI_AGENTS_DISABLE_TRACING] == "1"
+    runner = RunnerSpec(command=["agent"], env={envvars.OPENAI_AGENTS_DISABLE_TRACING: "false"})
+    opted = start.model_copy(update={"rollout": start.rollout.model_copy(update={"runner": runner})})
+    assert envvars.attempt_env(opted, "http://srv")[envvars.OPENAI_AGENTS_DISABLE_TRACING] == "false"

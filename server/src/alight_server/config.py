@@ -12,7 +12,12 @@ class GatewayConfig(BaseModel):
     val_temperature: float = Field(default=0.0, ge=0)
     # Logprobs the gateway forces; top_logprobs stays whatever the agent asked.
     force_logprobs: bool = True
-    upstream_timeout_s: float = Field(default=300.0, gt=0)
+    # Longer than the OpenAI and Anthropic clients' own 600 s: a slow call is abandoned by its client
+    # (which cancels the upstream request, client_gone.py) rather than answered 504 while still generating.
+    upstream_timeout_s: float = Field(default=660.0, gt=0)
+    # Training-time cap on every call's output tokens (max_tokens / max_completion_tokens / the Responses
+    # max_output_tokens / the Messages max_tokens); the call record says when it lowered what the agent asked.
+    max_output_tokens: int | None = Field(default=None, ge=1)
     max_retries: int = Field(default=3, ge=0)
     retry_after_s: float = Field(default=1.0, gt=0, description="Retry-After sent while paused")
     # How often a gateway reads the pause it shares with the other gateway processes on its store.
@@ -33,8 +38,9 @@ class ServerConfig(BaseModel):
     public_url: str | None = None
     max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
     log_level: str = "info"
-    # "module:function" or "path.py:function" called when an attempt finishes.
-    evaluator: str | None = None
+    # "module:function" / "path.py:function", or a check command's argv, run when an attempt
+    # ends as the agent's own outcome (alight_server/evaluators.py).
+    evaluator: str | list[str] | None = None
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
 
     def base_url(self) -> str:

@@ -48,6 +48,8 @@ class EmbeddedStack:
         val_temperature: float = 0.0,
         agent_env: dict[str, str] | None = None,
         vllm: VllmPolicy | None = None,
+        evaluator: str | list[str] | None = None,
+        max_output_tokens: int | None = None,
     ) -> None:
         if (engine is None) == (vllm is None):
             raise ValueError("the embedded stack serves the policy with the engine or with vLLM: give one")
@@ -61,8 +63,13 @@ class EmbeddedStack:
             port=port,
             db_url=f"sqlite:///{run_dir / 'alight.db'}",
             admin_key=self.admin_key,
-            gateway=GatewayConfig(train_temperature=train_temperature, val_temperature=val_temperature),
+            gateway=GatewayConfig(
+                train_temperature=train_temperature,
+                val_temperature=val_temperature,
+                max_output_tokens=max_output_tokens,
+            ),
             log_level="warning",
+            evaluator=evaluator,
         )
         self.agent_env = agent_env or {}
         self._threads: list[ServerThread] = []
@@ -139,7 +146,15 @@ class EmbeddedStack:
 class ExternalStack:
     """A server, controller and inference server someone started; `start()` checks they answer."""
 
-    def __init__(self, settings: ServerSettings, model: str, run_dir: Path, *, vllm: bool = False) -> None:
+    def __init__(
+        self,
+        settings: ServerSettings,
+        model: str,
+        run_dir: Path,
+        evaluator: str | list[str] | None = None,
+        *,
+        vllm: bool = False,
+    ) -> None:
         assert settings.url is not None and settings.inference_url is not None  # the config validates this
         self.vllm = vllm  # the inference server is a vLLM you started (in dev mode), not alight's
         self.url = settings.url
@@ -147,6 +162,7 @@ class ExternalStack:
         self.weights_dir = settings.weights_dir
         self.model = model
         self.run_dir = run_dir
+        self.evaluator = evaluator
         self.admin_key = settings.admin_key or os.environ.get("ALIGHT_ADMIN_KEY")
         self.inference_key = settings.inference_admin_key or self.admin_key
         self.client: AlightClient | None = None
@@ -177,6 +193,17 @@ class ExternalStack:
             raise RuntimeError(
                 f"the server at {self.url} has no upstream, so agents' model calls would fail: register the "
                 f"inference server first (POST /api/upstreams with url {self.inference_url}/v1; docs/training.md)"
+            )
+        served = status.get("evaluator")
+        if self.evaluator is not None and served is None:
+            raise RuntimeError(
+                f"the config names the evaluator {self.evaluator!r}, but the server at {self.url} runs none, so "
+                "no rollout would get its reward: start it with `alight serve --config server.yaml` holding the "
+                "same `evaluator:` line (docs/zero-change.md)"
+            )
+        if self.evaluator is not None and served != self.evaluator:
+            log.warning(
+                "the server's evaluator is %r, the config names %r; the server's scores", served, self.evaluator
             )
         upstream_urls = [u["url"] for u in status["upstreams"]]
         if not any(u.startswith(self.inference_url) for u in upstream_urls):

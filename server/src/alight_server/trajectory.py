@@ -7,7 +7,8 @@
 3. The span path is the chain of names from the root to that span; the agent
    name is the nearest `gen_ai.agent.name` on the way up.
 4. Tool spans are listed in start order with the index of the call before them.
-5. Rewards: every reward of the attempt; a non-final reward linked to a call
+5. Each call's answer is also read into one shape (text, tool calls, finish reason) whatever its flavour.
+6. Rewards: every reward of the attempt; a non-final reward linked to a call
    (by model_call_id, or by the span that made the call) is also on that call.
 Calls with no traceparent, or whose span never arrived, keep an empty path.
 """
@@ -18,6 +19,7 @@ from typing import Any
 
 from alight import semconv
 from alight.schemas import ModelCall, Reward, SpanRecord, Trajectory, TrajectoryCall
+from alight_server.call_output import call_output
 from alight_server.store.base import NotFound, Store
 
 SPAN_KIND_CLIENT = 3  # OTLP SpanKind
@@ -150,6 +152,7 @@ def build_trajectory(store: Store, rollout_id: str, attempt: int | None = None) 
             span_path=tree.path(caller),
             agent_name=tree.agent_name(caller),
             rewards=per_call.get(call.id, []),
+            output=call_output(call),
         )
         for call, caller in zip(calls, callers, strict=True)
     ]
@@ -168,4 +171,5 @@ def build_trajectory(store: Store, rollout_id: str, attempt: int | None = None) 
         tool_spans=tool_spans,
         rewards=rewards,
         final_reward=final_reward(rewards),
+        task=rollout.task,
     )

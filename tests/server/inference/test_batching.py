@@ -6,7 +6,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import openai
+import pytest
 from inference_testkit import MODEL
 
 from alight_server.inference.engine import InferenceEngine
@@ -85,3 +87,20 @@ def test_a_consumer_that_raises_loses_only_its_own_request(engine: InferenceEngi
     while engine.running_choices and time.monotonic() < deadline:
         time.sleep(0.02)
     assert engine.running_choices == 0  # the broken request was cancelled, not decoded to 2000 tokens
+
+
+def test_a_client_that_abandons_a_non_streamed_request_stops_its_generation_within_a_second(
+    server_url: str, engine: InferenceEngine
+) -> None:
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 2000,  # many seconds of decoding: only a cancellation ends it within the deadline
+        "ignore_eos": True,
+    }
+    with pytest.raises(httpx.ReadTimeout):  # the client gives up while the answer is being generated
+        httpx.post(f"{server_url}/v1/chat/completions", json=body, timeout=httpx.Timeout(10, read=1.0))
+    deadline = time.monotonic() + 1.0
+    while engine.running_choices and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert engine.running_choices == 0

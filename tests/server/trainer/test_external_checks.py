@@ -110,6 +110,16 @@ def first_layer_weights() -> dict[str, torch.Tensor]:
     return {name: tensor + 0.01}
 
 
+def test_a_config_evaluator_the_server_does_not_run_is_refused_with_the_fix(
+    live_server: Any, inference: str, tmp_path: Path
+) -> None:
+    register(live_server, inference)
+    keys = {"admin_key": live_server.admin_key, "inference_admin_key": INFERENCE_KEY}
+    stack = ExternalStack(settings(live_server.url, inference, **keys), "tiny", tmp_path, evaluator="scoring.py:score")
+    with pytest.raises(RuntimeError, match=r"runs none.*alight serve --config.*evaluator:"):
+        stack.start()
+
+
 def test_alight_train_prints_the_problem_and_exits_1(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     url = f"http://127.0.0.1:{free_port()}"

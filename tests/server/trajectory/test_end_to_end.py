@@ -144,3 +144,26 @@ def test_alight_run_rejects_bad_input_with_a_message():
     assert proc.returncode == 2 and "does not exist" in proc.stderr
     proc = run_cli("run", AGENT, "--task", "{not json")
     assert proc.returncode == 2 and "--task must be JSON" in proc.stderr
+
+
+PLAIN_SCRIPT = """
+import json, os
+from openai import OpenAI
+
+task = json.loads(os.environ["ALIGHT_TASK"])
+OpenAI().chat.completions.create(model="m", messages=[{"role": "user", "content": task["question"]}])
+"""
+
+
+def test_alight_run_previews_a_command_agent_scored_by_an_evaluator(stack, tmp_path):
+    _, upstream_url, _ = stack
+    (tmp_path / "plain.py").write_text(PLAIN_SCRIPT)
+    (tmp_path / "scoring.py").write_text("def score(task, trajectory):\n    return float(task['answer'])\n")
+    proc = run_cli(
+        "run", "--task", json.dumps(TASK), "--upstream", f"{upstream_url}/v1", "--model", "policy-model",
+        "--evaluator", f"{tmp_path / 'scoring.py'}:score", "--json", "--", sys.executable, str(tmp_path / "plain.py"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    t = Trajectory.model_validate_json(proc.stdout)
+    assert len(t.calls) == 1 and t.calls[0].span_path == []  # captured with no span: the script has none
+    assert t.calls[0].output.text and t.final_reward == 5.0 and t.task == TASK

@@ -82,3 +82,79 @@ def test_nan_or_none_stores_no_reward_and_the_attempt_still_finishes(tmp_path, s
 def test_an_evaluator_that_cannot_be_loaded_stops_the_server_from_starting(tmp_path, sqlite_url):
     with pytest.raises(ValueError, match="no attribute 'missing'"):
         serve(tmp_path, sqlite_url, "missing")
+
+
+TASK_EVALUATOR = """
+def score(task, trajectory):
+    return {"sees_task": float(task == {"answer": 42} and trajectory.task == task),
+            "empty_text": float(trajectory.final_output.text == "")}
+"""
+
+
+def run_task_attempt(url: str, rollout_id: str, finish: dict, **create: object) -> httpx.Response:
+    headers = {"authorization": "Bearer alk_eval"}
+    rollout = RolloutCreate(id=rollout_id, task={"answer": 42}, **create).model_dump(mode="json")  # type: ignore[arg-type]
+    with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
+        client.post("/api/rollouts", json={"rollouts": [rollout]})
+        assert client.post("/api/attempts/claim", json={"limit": 1, "ids": [rollout_id]}).status_code == 200
+        return client.post(f"/api/rollouts/{rollout_id}/attempts/1/finish", json=finish)
+
+
+def test_a_two_parameter_evaluator_gets_the_task_and_a_trajectory_with_no_calls(tmp_path, sqlite_url):
+    (tmp_path / "scoring.py").write_text(TASK_EVALUATOR)
+    app = create_app(ServerConfig(admin_key="alk_eval", db_url=sqlite_url, evaluator=f"{tmp_path}/scoring.py:score"))
+    with ServerThread(app) as url:
+        assert run_task_attempt(url, "r-task", {"status": "succeeded"}).status_code == 200
+    rewards = {r.name: r.value for r in app.state.store.list_rewards("r-task")}
+    assert rewards == {"sees_task": 1.0, "empty_text": 1.0}
+
+
+@pytest.mark.parametrize("kind", ["timeout", "infra"])
+def test_an_attempt_that_timed_out_or_failed_on_infra_gets_no_evaluator_reward(tmp_path, sqlite_url, kind):
+    app = serve(tmp_path, sqlite_url, "ascore")
+    with ServerThread(app) as url:
+        answer = run_task_attempt(url, "r-float", {"status": "failed", "failure_kind": kind}, max_attempts=1)
+    assert answer.status_code == 200 and answer.json()["state"] == "failed"
+    assert app.state.store.list_rewards("r-float") == []
+
+
+def test_a_task_failure_is_still_scored(tmp_path, sqlite_url):
+    app = serve(tmp_path, sqlite_url, "ascore")
+    with ServerThread(app) as url:
+        run_task_attempt(url, "r-float", {"status": "failed", "failure_kind": "task", "exit_code": 1})
+    assert [r.value for r in app.state.store.list_rewards("r-float")] == [2.0]
+
+
+CHECK = """
+import json, os, sys
+payload = json.load(sys.stdin)
+assert payload["task"] == json.loads(os.environ["ALIGHT_TASK"])
+open("checked.txt", "w").write(str(payload["task"]["answer"]))
+print("running the checks...")
+sys.exit(0 if payload["task"]["answer"] == 42 else 1)
+"""
+
+
+def test_a_check_command_runs_in_the_attempts_working_directory_and_scores_by_exit_status(tmp_path, sqlite_url):
+    import sys
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "check.py").write_text(CHECK)
+    command = [sys.executable, str(tmp_path / "check.py")]
+    app = create_app(ServerConfig(admin_key="alk_eval", db_url=sqlite_url, evaluator=command))
+    with ServerThread(app) as url:
+        runner = {"command": ["true"], "cwd": str(work)}
+        assert run_task_attempt(url, "r-check", {"status": "succeeded"}, runner=runner).status_code == 200
+    assert [r.value for r in app.state.store.list_rewards("r-check")] == [1.0]
+    assert (work / "checked.txt").read_text() == "42"
+
+
+def test_a_check_command_that_prints_a_json_dict_gives_named_rewards(tmp_path, sqlite_url):
+    import sys
+
+    command = [sys.executable, "-c", "print('log line'); print('{\"tests\": 0.5}')"]
+    app = create_app(ServerConfig(admin_key="alk_eval", db_url=sqlite_url, evaluator=command))
+    with ServerThread(app) as url:
+        run_task_attempt(url, "r-json", {"status": "succeeded"})
+    assert [(r.name, r.value) for r in app.state.store.list_rewards("r-json")] == [("tests", 0.5)]

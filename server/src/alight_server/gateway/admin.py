@@ -100,7 +100,8 @@ async def resume(request: Request, _: AdminDep, body: ResumeRequest | None = Non
 
 @router.get("/api/gateway/status")
 async def status(request: Request, _: AdminDep) -> dict[str, Any]:
-    return await _status(_gateway(request))
+    # The evaluator too: a trainer against this server checks the rewards it expects will come.
+    return {**await _status(_gateway(request)), "evaluator": request.app.state.config.evaluator}
 
 
 @router.get("/metrics", include_in_schema=False)

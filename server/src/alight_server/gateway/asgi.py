@@ -10,11 +10,13 @@ which still declares the agent routes for its OpenAPI document.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from alight_server.gateway.attempts import presented_token
+from alight_server.gateway.client_gone import DisconnectWatch
 from alight_server.gateway.errors import GatewayError
 from alight_server.gateway.flavour import Flavour
 from alight_server.gateway.messages import MessagesFlavour
@@ -109,16 +111,29 @@ class GatewayDispatch:
                 headers[name] = value.decode("latin-1")
         token = presented_token(headers.get(b"authorization"), headers.get(b"x-api-key"))
         flavour = FLAVOURS.get(route)
+        watch = DisconnectWatch(receive)
         try:
             if flavour is None:
                 reply = await self._models(token, rollout, attempt)
             else:
-                read = _body_reader(receive, headers.get(b"content-length"), self.gateway.max_body_bytes)
+                read = watch.after(_body_reader(receive, headers.get(b"content-length"), self.gateway.max_body_bytes))
                 reply = await self.gateway.handle(flavour, read, token, headers.get(b"traceparent"), rollout, attempt)
+        except asyncio.CancelledError:
+            if not watch.gone:
+                raise
+            await watch.settle()  # the agent left; the pipeline recorded the call as client_gone
+            return
         except Exception:
             log.exception("gateway error on %s %s", scope["method"], scope["path"])
             anthropic = flavour is not None and flavour.anthropic_errors
             reply = GatewayError(500, "internal gateway error; the server log has the details").reply(anthropic)
+        finally:
+            watch.stop()
+        if watch.gone:  # it left just as the answer came: nobody to send it to
+            if reply.release is not None:
+                reply.release()
+            await watch.settle()
+            return
         await send_reply(reply, receive, send)
 
     async def _models(self, token: str | None, rollout: str | None, attempt: int | None) -> Reply:

@@ -121,6 +121,7 @@ class CallRecord:
     policy_version: int
     started: float
     upstream: str | None = None
+    recorded: bool = False  # a row for this call went to the store (client_gone must not add a second)
 
     def to_model_call(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -13,7 +14,8 @@ import orjson
 from alight.schemas import Mode, ModelCall
 from alight_server.config import GatewayConfig
 from alight_server.gateway.attempts import AttemptResolver, CallerAttempt
-from alight_server.gateway.capture import CallRecord, parse_traceparent, tokens_of
+from alight_server.gateway.capture import CallRecord, Tokens, parse_traceparent, tokens_of
+from alight_server.gateway.client_gone import CLIENT_GONE, CLIENT_GONE_STATUS
 from alight_server.gateway.errors import GatewayError
 from alight_server.gateway.flavour import Flavour, StreamTranslator
 from alight_server.gateway.metrics import GatewayMetrics
@@ -56,6 +58,32 @@ def _translate(flavour: Flavour, body: dict[str, Any]) -> dict[str, Any]:
         raise
     except (TypeError, AttributeError, KeyError, ValueError) as exc:
         raise GatewayError(400, f"malformed {flavour.kind.value} request: {exc}") from exc
+
+
+MAX_TOKENS_CAP = "alight_max_tokens_cap"  # in a recorded request: the gateway lowered its output budget
+
+
+def capped(upstream: dict[str, Any], body: dict[str, Any], cap: int, path: str) -> dict[str, Any]:
+    """Apply the output-token cap to `upstream`; the request to record, noting the cap when it lowered one."""
+    keys = [k for k in ("max_tokens", "max_completion_tokens") if upstream.get(k) is not None]
+    if not keys and path == "/completions":
+        return body  # the completions default (16) is already a bound
+    asked = min((upstream[k] for k in keys if isinstance(upstream[k], int)), default=None)
+    if asked is not None and asked <= cap:
+        return body
+    for key in keys or ["max_tokens"]:
+        upstream[key] = cap
+    return {**body, MAX_TOKENS_CAP: {"cap": cap, "asked": asked}}
+
+
+def _partial(flavour: Flavour, translator: StreamTranslator, assembler: Any) -> tuple[dict[str, Any] | None, Any]:
+    """What a cut stream delivered so far, as the agent's response and its tokens; (None, None) if unreadable."""
+    try:
+        assembled = assembler.result()
+        tokens = tokens_of(assembled, chat=flavour.upstream_path != "/completions")
+        return translator.agent_response(assembled), tokens
+    except Exception:  # a stream cut anywhere: keep the request, lose the partial answer
+        return None, None
 
 
 def _once(fn: Callable[[], None]) -> Callable[[], None]:
@@ -168,18 +196,24 @@ class Gateway:
             body = self._parse(await read_body())
             upstream_body = self._force(_translate(flavour, body), caller, flavour)
             trace_id, span_id = parse_traceparent(traceparent)
+            cap = self.config.max_output_tokens
             record = CallRecord(
                 rollout_id=caller.rollout_id,
                 attempt=caller.attempt,
                 flavour=flavour.kind,
-                request=body,
+                request=body if cap is None else capped(upstream_body, body, cap, flavour.upstream_path),
                 trace_id=trace_id,
                 span_id=span_id,
                 streamed=bool(upstream_body.get("stream")),
                 policy_version=await self.served_version(),
                 started=time.perf_counter(),
             )
-            reply = await self._forward(flavour, caller, body, upstream_body, record)
+            try:
+                reply = await self._forward(flavour, caller, body, upstream_body, record)
+            except asyncio.CancelledError:  # the agent disconnected (client_gone.py): keep what is known
+                if not record.recorded:
+                    await self._record_gone(record)
+                raise
             streaming = reply.stream is not None
             return reply
         except GatewayError as exc:
@@ -242,6 +276,18 @@ class Gateway:
         await self._record(record, status=200, response=agent_body, tokens=tokens)
         return Reply(200, orjson.dumps(agent_body))
 
+    async def _record_gone(
+        self, record: CallRecord, response: dict[str, Any] | None = None, tokens: Any = None
+    ) -> None:
+        """The agent left before its answer: the request and whatever arrived, flagged so no trainer uses it."""
+        tokens = tokens or Tokens()
+        tokens.flags = sorted({*tokens.flags, CLIENT_GONE})
+        error = (
+            f"{CLIENT_GONE}: the agent disconnected before the answer was complete; the upstream request was cancelled"
+        )
+        with contextlib.suppress(GatewayError):
+            await self._record(record, status=CLIENT_GONE_STATUS, response=response, tokens=tokens, error=error)
+
     async def _failed(self, record: CallRecord, flavour: Flavour, exc: GatewayError) -> Reply:
         await self._record(record, status=exc.status, error=exc.message)
         return exc.reply(flavour.anthropic_errors)
@@ -251,6 +297,7 @@ class Gateway:
         latency_ms = (time.perf_counter() - record.started) * 1000
         call = record.to_model_call(status=status, latency_ms=latency_ms, **fields)
         began = time.perf_counter()
+        record.recorded = True  # from here the row is on its way, even if this task is cancelled
         try:
             stored = await self.writer.write(call)
         except Exception as exc:
@@ -317,6 +364,10 @@ class Gateway:
                 error = exc
             except (ValueError, TypeError, AttributeError, KeyError, UpstreamConnectionError) as exc:
                 error = GatewayError(502, f"upstream {record.upstream} broke the stream ({type(exc).__name__}: {exc})")
+            except (GeneratorExit, asyncio.CancelledError):  # the agent left mid-stream
+                resp.close()
+                await self._record_gone(record, *_partial(flavour, translator, assembler))
+                raise
             finally:
                 resp.close()
             if error is None:

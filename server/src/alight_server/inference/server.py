@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel
 
 from alight_server.inference.engine import InferenceEngine
@@ -60,14 +60,41 @@ async def _closing(body: AsyncIterator[str], events: AsyncGenerator[TokenEvent, 
         await events.aclose()
 
 
-async def _collect(first: TokenEvent, events: AsyncGenerator[TokenEvent, None], n: int) -> list[list[TokenEvent]]:
+async def _collect(
+    first: TokenEvent, events: AsyncGenerator[TokenEvent, None], n: int, request: Request
+) -> list[list[TokenEvent]]:
+    """Every choice's events; a client that goes away first cancels them (ClientGone), as a left stream does."""
     per_choice: list[list[TokenEvent]] = [[] for _ in range(n)]
-    try:
+
+    async def gather() -> None:
         async for event in _prepend(first, events):
             per_choice[event.choice].append(event)
+
+    collector = asyncio.ensure_future(gather())
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((collector, watcher), return_when=asyncio.FIRST_COMPLETED)
     finally:
-        await events.aclose()
+        for task in (watcher, collector):
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        await events.aclose()  # cancels the engine's request for whatever choices still decode
+    if collector.cancelled():
+        raise ClientGone
+    collector.result()  # re-raise what broke the generation
     return per_choice
+
+
+class ClientGone(Exception):
+    """The client of a non-streamed request left before its answer was ready; nothing is sent."""
+
+
+async def _disconnected(request: Request) -> None:
+    # Uvicorn does not cancel a handler whose client left; only `receive` says so (after the body is read).
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def create_inference_app(engine: InferenceEngine, admin_key: str | None = None) -> FastAPI:
@@ -88,6 +115,10 @@ def create_inference_app(engine: InferenceEngine, admin_key: str | None = None) 
     @app.exception_handler(InvalidRequest)
     async def invalid_request(request: Request, exc: InvalidRequest) -> JSONResponse:
         return _error(400, str(exc), "invalid_request_error", exc.param)
+
+    @app.exception_handler(ClientGone)
+    async def client_gone(request: Request, exc: ClientGone) -> Response:
+        return Response(status_code=499)  # nobody reads it: the status nginx logs for a client that left
 
     @app.exception_handler(WeightsError)
     async def bad_weights(request: Request, exc: WeightsError) -> JSONResponse:
@@ -143,7 +174,7 @@ def create_inference_app(engine: InferenceEngine, admin_key: str | None = None) 
                 "total_tokens": len(prompt_ids) + completion_tokens}  # fmt: skip
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(req: ChatCompletionRequest) -> Any:
+    async def chat_completions(req: ChatCompletionRequest, request: Request) -> Any:
         check_model(req.model)
         params = req.sampling_params()
         prompt_ids = render_chat(req)
@@ -190,7 +221,7 @@ def create_inference_app(engine: InferenceEngine, admin_key: str | None = None) 
 
             return StreamingResponse(_closing(sse(), events), media_type="text/event-stream", headers=headers(version))
 
-        per_choice = await _collect(first, events, params.n)
+        per_choice = await _collect(first, events, params.n, request)
         choices = []
         for i, evs in enumerate(per_choice):
             text, finish = "".join(e.text for e in evs), evs[-1].finish_reason
@@ -211,7 +242,7 @@ def create_inference_app(engine: InferenceEngine, admin_key: str | None = None) 
         return JSONResponse(body, headers=headers(version))
 
     @app.post("/v1/completions")
-    async def completions(req: CompletionRequest) -> Any:
+    async def completions(req: CompletionRequest, request: Request) -> Any:
         check_model(req.model)
         params = req.sampling_params()
         prompt_ids = req.prompt_ids(tokenizer)
@@ -244,7 +275,7 @@ def create_inference_app(engine: InferenceEngine, admin_key: str | None = None) 
 
             return StreamingResponse(_closing(sse(), events), media_type="text/event-stream", headers=headers(version))
 
-        per_choice = await _collect(first, events, params.n)
+        per_choice = await _collect(first, events, params.n, request)
         choices = []
         for i, evs in enumerate(per_choice):
             choice = {"index": i, "text": "".join(e.text for e in evs), "finish_reason": evs[-1].finish_reason,

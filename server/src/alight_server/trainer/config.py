@@ -125,6 +125,8 @@ class InferenceSettings(Section):
     train_temperature: float = Field(default=1.0, ge=0)
     val_temperature: float = Field(default=0.0, ge=0)
     torch_threads: int | None = Field(default=None, ge=1, description="torch CPU threads for this process")
+    # The gateway's training-time cap on each call's output tokens (GatewayConfig.max_output_tokens).
+    max_output_tokens: int | None = Field(default=None, ge=1)
 
 
 class ControllerSettings(Section):
@@ -248,6 +250,9 @@ class TrainConfig(Section):
     server: ServerSettings = Field(default_factory=ServerSettings)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     verl: VerlSettings = Field(default_factory=VerlSettings)  # used with trainer.backend: verl
+    # The reward from outside the agent: "module:fn" / "file.py:fn" or a check command's argv
+    # (alight_server/evaluators.py); run by the server when an attempt ends as the agent's own outcome.
+    evaluator: str | list[str] | None = None
 
     @model_validator(mode="after")
     def _agent_has_something_to_run(self) -> TrainConfig:
@@ -280,8 +285,13 @@ class TrainConfig(Section):
             )
             metrics = metrics.model_copy(update={"mlflow": mlflow})
         server = self.server.model_copy(update={"weights_dir": absolute(self.server.weights_dir)})
+        evaluator = self.evaluator
+        if isinstance(evaluator, str) and evaluator.rpartition(":")[0].endswith(".py"):
+            file, _, fn = evaluator.rpartition(":")
+            evaluator = f"{absolute(file)}:{fn}"
         return self.model_copy(
             update={
+                "evaluator": evaluator,
                 "dataset": dataset,
                 "agent": agent,
                 "output_dir": absolute(self.output_dir),

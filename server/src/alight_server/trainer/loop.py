@@ -167,10 +167,15 @@ class TrainingRun:
             "rollouts/failed": float(phase.failed),
             "rollouts/cancelled": float(phase.cancelled),
             "rollouts/missing_reward": float(phase.missing_reward),
+            "rollouts/timeout": float(phase.timeout),
+            "rollouts/infra": float(phase.infra),
+            "rollouts/rewarded": float(len(phase.rewards)),
             "perf/tokens_per_s": phase.generated_tokens / max(phase.seconds, 1e-9),
             "perf/generated_tokens": float(phase.generated_tokens),
             "time/rollouts_s": phase.seconds,
         }
+        if hint := phase.no_reward_hint():
+            display.line(f"step {self.step + 1}: [yellow]{hint}[/]") if display.enabled else log.warning(hint)
         display.status("building samples and training")
         started = time.monotonic()
         sample_config = sample_config_for(cfg, pad_token_id=int(tokenizer.pad_token_id or 0))
@@ -214,7 +219,9 @@ class TrainingRun:
         ok = False
         try:
             if cfg.server.url is not None:  # check the servers first: a wrong URL or key fails in seconds
-                stack = ExternalStack(cfg.server, cfg.model, self.run_dir, vllm=cfg.inference.backend == "vllm").start()
+                stack = ExternalStack(
+                    cfg.server, cfg.model, self.run_dir, cfg.evaluator, vllm=cfg.inference.backend == "vllm"
+                ).start()
             self.backend = make_backend(cfg)
             tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model))
             self._restore()
@@ -237,6 +244,7 @@ class TrainingRun:
                 stack = EmbeddedStack(
                     engine, self.run_dir, concurrency=cfg.controller.concurrency, vllm=vllm,
                     train_temperature=cfg.inference.train_temperature, val_temperature=cfg.inference.val_temperature,
+                    evaluator=cfg.evaluator, max_output_tokens=cfg.inference.max_output_tokens,
                 ).start()  # fmt: skip
             self.client = stack.client
             assert self.client is not None

@@ -23,8 +23,21 @@ class RolloutPhase:
     generated_tokens: int = 0
     failed: int = 0
     cancelled: int = 0
-    missing_reward: int = 0
-    rewards: list[float] = field(default_factory=list)  # final rewards of the rollouts that have one
+    missing_reward: int = 0  # ended as the agent's own outcome, but nothing scored it
+    timeout: int = 0  # ran out of time or infrastructure failed: never scored, never in the reward metrics
+    infra: int = 0
+    # Final rewards of the rollouts that ended as the agent's own outcome and have one.
+    rewards: list[float] = field(default_factory=list)
+
+    def no_reward_hint(self) -> str | None:
+        """What to fix when no rollout that the agent finished got a reward; None when some did."""
+        if self.rewards or not self.missing_reward:
+            return None
+        return (
+            f"none of the {self.missing_reward} finished rollouts has a reward, so there is nothing to learn: "
+            "return a number from the @alight.rollout function, call alight.reward(value), or set `evaluator:` "
+            "in the train config (docs/zero-change.md)"
+        )
 
 
 @dataclass
@@ -101,7 +114,11 @@ def wait_all(
 
 
 def collect(client: AlightClient, rollouts: list[Rollout], started: float) -> RolloutPhase:
-    """Fetch each finished rollout's trajectory (its latest attempt) and count what happened."""
+    """Fetch each finished rollout's trajectory (its latest attempt) and count what happened.
+
+    Only rollouts that ended as the agent's own outcome (succeeded or task failure) count towards the
+    rewards; timeouts and infra failures are counted by kind, whatever reward they may carry.
+    """
     phase = RolloutPhase(rollouts=rollouts, trajectories=[], seconds=time.monotonic() - started)
     for rollout in rollouts:
         if rollout.state == RolloutState.CANCELLED:
@@ -112,7 +129,10 @@ def collect(client: AlightClient, rollouts: list[Rollout], started: float) -> Ro
         trajectory = client.trajectory(rollout.id)
         phase.trajectories.append(trajectory)
         phase.generated_tokens += sum(len(c.call.response_token_ids) for c in trajectory.calls)
-        if trajectory.final_reward is None:
+        if trajectory.failure_kind in (FailureKind.TIMEOUT, FailureKind.INFRA):
+            phase.timeout += trajectory.failure_kind == FailureKind.TIMEOUT
+            phase.infra += trajectory.failure_kind == FailureKind.INFRA
+        elif trajectory.final_reward is None:
             phase.missing_reward += 1
         else:
             phase.rewards.append(trajectory.final_reward)

@@ -1,0 +1,59 @@
+"""Agents that disconnect mid-call: the gateway cancels the upstream request and records the call as client_gone.
+
+A non-streamed call is a single await on the upstream; the server never tells the handler that its
+client left, only `receive` does. `DisconnectWatch` listens once the body is read and cancels the
+handling task, which closes the upstream connection (the embedded inference server and vLLM both stop
+generating for a request whose connection closed). A stream already stops when its client leaves
+(reply.py); either way the pipeline records what it had, flagged so trainers skip it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+from alight_server.gateway.reply import Receive
+
+CLIENT_GONE = "client_gone"  # the call's flag (trainers skip flagged calls) and the error's prefix
+CLIENT_GONE_STATUS = 499  # nginx's "client closed request": no reply was sent
+
+
+class DisconnectWatch:
+    """Cancels the task that read the body when its client disconnects; `gone` says it happened."""
+
+    def __init__(self, receive: Receive) -> None:
+        self.receive = receive
+        self.gone = False
+        self._owner: asyncio.Task[object] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+
+    def after(self, read: Callable[[], Awaitable[bytes]]) -> Callable[[], Awaitable[bytes]]:
+        """`read`, then watching starts: before the whole body is in, `receive` is the body's."""
+
+        async def read_then_watch() -> bytes:
+            body = await read()
+            self._owner = asyncio.current_task()
+            self._watcher = asyncio.ensure_future(self._watch())
+            return body
+
+        return read_then_watch
+
+    async def _watch(self) -> None:
+        while (await self.receive())["type"] != "http.disconnect":
+            pass
+        self.gone = True
+        assert self._owner is not None
+        self._owner.cancel(CLIENT_GONE)
+
+    def stop(self) -> None:
+        """Stop listening (before the reply goes out: a stream's sender listens for itself)."""
+        if self._watcher is not None and not self._watcher.done():
+            self._watcher.cancel()
+
+    async def settle(self) -> None:
+        """After the client left: take back the cancellation it caused, delivered or still pending."""
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0)
+        if self._owner is not None:
+            self._owner.uncancel()
