@@ -80,8 +80,11 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(status, describe_validation(errors))
 
 
+_STORE_STATUS = ((NotFound, 404), (Conflict, 409), (InvalidValue, 422))  # AttemptEnded is a Conflict
+
+
 async def _store_error(request: Request, exc: Exception) -> JSONResponse:
-    status = {NotFound: 404, Conflict: 409, InvalidValue: 422}.get(type(exc), 503)
+    status = next((code for kind, code in _STORE_STATUS if isinstance(exc, kind)), 503)
     return error_response(status, str(exc))
 
 

@@ -186,11 +186,12 @@ def to_batch(message: ExportTraceServiceRequest, claims: AttemptClaims) -> Batch
 
 
 def store_batch(store: Store, batch: Batch, rollout_id: str) -> None:
+    """Spans, then rewards; a reward for an attempt that has ended raises AttemptEnded (409)."""
     store.get_rollout(rollout_id)  # NotFound -> 404 before anything is written
     if batch.spans:
         store.add_spans(batch.spans)
     for reward in batch.rewards:
-        store.add_reward(rollout_id, reward)
+        store.add_reward(rollout_id, reward, while_running=True)
 
 
 def _respond(content_type: str) -> Response:
