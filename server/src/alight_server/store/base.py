@@ -102,10 +102,13 @@ class Store(Protocol):
         ...
 
     # attempts
-    def claim_attempts(self, limit: int, ids: Sequence[str] | None = None) -> list[tuple[Rollout, int]]:
+    def claim_attempts(
+        self, limit: int, ids: Sequence[str] | None = None, runner: str | None = None
+    ) -> list[tuple[Rollout, int]]:
         """Atomically start the next attempt of up to `limit` rollouts that need one.
 
         `ids` restricts the claim to those rollouts (`alight run` claims its own).
+        `runner` (a runner name) records each attempt's handle `runner/rollout-id/attempt` at once.
 
         A rollout needs one when it is queued, or running with its latest
         attempt failed as infra/timeout and attempts left. Each claimed

@@ -18,8 +18,10 @@ import alight
 
 @alight.rollout
 def main(task: dict[str, Any]) -> float:
-    client = OpenAI(max_retries=0)
-    messages: list[Any] = [{"role": "user", "content": f"Define {task['word']}."}]
+    client = OpenAI(max_retries=int(task.get("max_retries", 0)))
+    # The attempt in the prompt: a deterministic upstream then answers each attempt with its own id.
+    attempt = f"{os.environ.get('ALIGHT_ROLLOUT_ID')}/{os.environ.get('ALIGHT_ATTEMPT')}"
+    messages: list[Any] = [{"role": "user", "content": f"Define {task['word']} ({attempt})."}]
     reply = client.chat.completions.create(model="policy", messages=messages, max_tokens=4)
     (Path(task["answered_dir"]) / f"{reply.id}.{os.getpid()}").touch()
     time.sleep(float(task.get("pause_s", 1.0)))
