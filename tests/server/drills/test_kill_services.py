@@ -133,6 +133,7 @@ def test_a_killed_service_restarts_without_losing_an_answered_call_or_a_rollout(
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(2400)
 @pytest.mark.parametrize("victim", ["server", "controller"])
 def test_ten_service_kills_in_a_row_each_recover(tmp_path: Path, db_url: str, victim: str) -> None:
     rng = random.Random()

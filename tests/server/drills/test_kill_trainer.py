@@ -97,6 +97,7 @@ def test_a_trainer_killed_mid_step_resumes_without_losing_the_step(tmp_path: Pat
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(3600)
 def test_ten_trainer_kills_in_a_row_each_resume_cleanly(tmp_path: Path) -> None:
     rng = random.Random()
     for trial in range(10):
