@@ -23,6 +23,7 @@ from alight import semconv
 from alight.schemas import RewardCreate, RewardSource, SpanRecord
 from alight_server.auth import AttemptClaims
 from alight_server.deps import AttemptTokenDep, ConfigDep, StoreDep
+from alight_server.nesting import check_raw_depth
 from alight_server.store.base import NotFound, Store
 
 router = APIRouter()
@@ -85,6 +86,7 @@ def parse_request(body: bytes, content_type: str) -> ExportTraceServiceRequest:
         if media == PROTOBUF:
             message.ParseFromString(body)
         elif media == JSON:
+            check_raw_depth(body, "the OTLP JSON body")  # json and protobuf's JSON parser recurse per level
             payload = json.loads(body)
             _hex_ids_to_base64(payload)
             json_format.ParseDict(payload, message, ignore_unknown_fields=True)
