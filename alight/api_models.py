@@ -56,6 +56,9 @@ class WaitResult(BaseModel):
 class ClaimRequest(Strict):
     limit: int = Field(default=1, ge=1, le=MAX_BATCH)
     ids: list[str] | None = Field(default=None, max_length=MAX_BATCH)
+    # The claiming runner's name: each attempt's handle is recorded in the claim's own transaction,
+    # so a controller killed right after claiming leaves attempts its successor recognises as its own.
+    runner: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[^/]+$")
 
 
 class ClaimResult(BaseModel):

@@ -185,8 +185,10 @@ class AlightClient:
 
     # ---- attempts (the controller's side)
 
-    def claim_attempts(self, limit: int = 1, ids: Sequence[str] | None = None) -> list[AttemptStart]:
-        body = ClaimRequest(limit=limit, ids=list(ids) if ids is not None else None)
+    def claim_attempts(
+        self, limit: int = 1, ids: Sequence[str] | None = None, runner: str | None = None
+    ) -> list[AttemptStart]:
+        body = ClaimRequest(limit=limit, ids=list(ids) if ids is not None else None, runner=runner)
         return self._call(ClaimResult, "POST", "/api/attempts/claim", body=body).attempts
 
     def set_runner_handle(self, rollout_id: str, attempt: int, handle: str) -> Attempt:

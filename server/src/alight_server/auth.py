@@ -55,7 +55,8 @@ def verify_attempt_token(secret: bytes, token: str, now: float | None = None) ->
     if not token.startswith(TOKEN_PREFIX) or token.count(".") != 2:
         raise InvalidToken("not an alight attempt token")
     body, sig = token[len(TOKEN_PREFIX) :].split(".")
-    if not hmac.compare_digest(sig, _sign(secret, body)):
+    # On bytes: compare_digest refuses str with non-ASCII characters, and a header may carry any byte.
+    if not hmac.compare_digest(sig.encode(), _sign(secret, body).encode()):
         raise InvalidToken("attempt token signature does not match (issued by another server?)")
     try:
         claims = json.loads(_unb64(body))

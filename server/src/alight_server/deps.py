@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 
+from alight.schemas import RewardSource
 from alight_server.auth import TOKEN_PREFIX, AttemptClaims, InvalidToken, check_admin_key, verify_attempt_token
 from alight_server.config import ServerConfig
 from alight_server.store import Store
+from alight_server.store.base import NotFound
+
+# An attempt token stops working this long after its attempt ended. Until then OTLP spans still land
+# (an exporter's last retry in the agent's exit path); events and rewards are refused at once (409).
+ENDED_ATTEMPT_GRACE_S = 60.0
 
 _AUTH_HINT = "send `Authorization: Bearer <admin key>`, or an agent's attempt token on its own routes"
 
@@ -54,16 +61,45 @@ class Caller:
                 403, f"this attempt token is for rollout {mine.rollout_id!r} attempt {mine.attempt}, not {target}"
             )
 
+    def reward_source(self, claimed: RewardSource) -> RewardSource:
+        """The source a reward from this caller is stored under, whatever the body claims."""
+        if self.admin:
+            return RewardSource.FALLBACK if claimed is RewardSource.FALLBACK else RewardSource.EVALUATOR
+        if claimed is not RewardSource.AGENT:
+            raise HTTPException(
+                403,
+                f"an attempt token posts agent rewards only, not {claimed.value!r} ones; evaluator rewards "
+                "come from the server's evaluator or the admin key",
+            )
+        return RewardSource.AGENT
+
+
+def _verified_attempt(request: Request, token: str) -> AttemptClaims:
+    """The token's claims, if it is well signed, unexpired, and its attempt did not end long ago."""
+    try:
+        claims = verify_attempt_token(request.app.state.token_secret, token)
+    except InvalidToken as exc:
+        raise _unauthorized(f"{exc}; ask the controller for a fresh attempt") from exc
+    try:
+        rollout = get_store(request).get_rollout(claims.rollout_id)
+    except NotFound:
+        return claims  # the route answers 404 for the unknown rollout
+    row = next((a for a in rollout.attempts if a.attempt == claims.attempt), None)
+    ended = row.ended_at if row is not None else None
+    if row is not None and ended is not None and (datetime.now(UTC) - ended).total_seconds() > ENDED_ATTEMPT_GRACE_S:
+        raise _unauthorized(
+            f"attempt token for rollout {claims.rollout_id!r} attempt {claims.attempt} has expired: the "
+            f"attempt ended ({row.status.value}) at {ended.isoformat()}; it takes no more writes"
+        )
+    return claims
+
 
 def get_caller(request: Request) -> Caller:
     token = bearer_token(request)
     if token is None:
         raise _unauthorized(f"missing credentials: {_AUTH_HINT}")
     if token.startswith(TOKEN_PREFIX):
-        try:
-            return Caller(admin=False, attempt=verify_attempt_token(request.app.state.token_secret, token))
-        except InvalidToken as exc:
-            raise _unauthorized(f"{exc}; ask the controller for a fresh attempt") from exc
+        return Caller(admin=False, attempt=_verified_attempt(request, token))
     if check_admin_key(get_config(request).admin_key or "", token):
         return Caller(admin=True)
     raise _unauthorized("the admin key does not match this server's (check ALIGHT_ADMIN_KEY)")
@@ -82,10 +118,7 @@ def get_attempt_token(request: Request) -> AttemptClaims:
         raise _unauthorized("missing attempt token: send `Authorization: Bearer <ALIGHT_TOKEN>`")
     if not token.startswith(TOKEN_PREFIX):
         raise _unauthorized("this route needs an attempt token (alt1....), not the admin key or another key")
-    try:
-        return verify_attempt_token(request.app.state.token_secret, token)
-    except InvalidToken as exc:
-        raise _unauthorized(f"{exc}; ask the controller for a fresh attempt") from exc
+    return _verified_attempt(request, token)
 
 
 def get_path_attempt(request: Request, claims: Annotated[AttemptClaims, Depends(get_attempt_token)]) -> AttemptClaims:

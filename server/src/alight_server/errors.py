@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from alight_server.config import ServerConfig
+from alight_server.nesting import ApiNestingLimit
 from alight_server.store.base import Conflict, InvalidValue, NotFound, StoreError
 
 log = logging.getLogger("alight.server")
@@ -80,8 +81,11 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(status, describe_validation(errors))
 
 
+_STORE_STATUS = ((NotFound, 404), (Conflict, 409), (InvalidValue, 422))  # AttemptEnded is a Conflict
+
+
 async def _store_error(request: Request, exc: Exception) -> JSONResponse:
-    status = {NotFound: 404, Conflict: 409, InvalidValue: 422}.get(type(exc), 503)
+    status = next((code for kind, code in _STORE_STATUS if isinstance(exc, kind)), 503)
     return error_response(status, str(exc))
 
 
@@ -150,4 +154,5 @@ def install_error_handlers(app: FastAPI, config: ServerConfig) -> None:
     app.add_exception_handler(ValidationError, _validation_error)
     app.add_exception_handler(StoreError, _store_error)
     app.add_exception_handler(Exception, _unexpected)
+    app.add_middleware(ApiNestingLimit)  # inside BodyLimit: bodies it reads are under the size limit
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)

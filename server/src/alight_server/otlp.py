@@ -23,6 +23,7 @@ from alight import semconv
 from alight.schemas import RewardCreate, RewardSource, SpanRecord
 from alight_server.auth import AttemptClaims
 from alight_server.deps import AttemptTokenDep, ConfigDep, StoreDep
+from alight_server.nesting import check_raw_depth
 from alight_server.store.base import NotFound, Store
 
 router = APIRouter()
@@ -85,6 +86,7 @@ def parse_request(body: bytes, content_type: str) -> ExportTraceServiceRequest:
         if media == PROTOBUF:
             message.ParseFromString(body)
         elif media == JSON:
+            check_raw_depth(body, "the OTLP JSON body")  # json and protobuf's JSON parser recurse per level
             payload = json.loads(body)
             _hex_ids_to_base64(payload)
             json_format.ParseDict(payload, message, ignore_unknown_fields=True)
@@ -186,11 +188,12 @@ def to_batch(message: ExportTraceServiceRequest, claims: AttemptClaims) -> Batch
 
 
 def store_batch(store: Store, batch: Batch, rollout_id: str) -> None:
+    """Spans, then rewards; a reward for an attempt that has ended raises AttemptEnded (409)."""
     store.get_rollout(rollout_id)  # NotFound -> 404 before anything is written
     if batch.spans:
         store.add_spans(batch.spans)
     for reward in batch.rewards:
-        store.add_reward(rollout_id, reward)
+        store.add_reward(rollout_id, reward, while_running=True)
 
 
 def _respond(content_type: str) -> Response:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,8 @@ from alight.schemas import UpstreamCreate
 from alight_server.config import GatewayConfig, ServerConfig
 from alight_server.inference.vllm_policy import VllmPolicy
 from alight_server.inference.vllm_weights import VllmWeights
-from alight_server.serving import ServerThread, free_port
+from alight_server.serving import ServerThread
+from alight_server.stack_state import load_or_create
 from alight_server.trainer.config import ServerSettings
 from alight_server.trainer.sync import WeightSync
 
@@ -57,10 +57,11 @@ class EmbeddedStack:
         self.vllm = vllm
         self.run_dir = run_dir
         self.concurrency = concurrency
-        self.admin_key = secrets.token_urlsafe(24)
-        port = free_port()
+        # Kept in the run folder (0600): a resumed run serves at the same address with the same key.
+        self.state = load_or_create(run_dir)
+        self.admin_key = self.state.admin_key
         self.server_config = ServerConfig(
-            port=port,
+            port=self.state.server_port,
             db_url=f"sqlite:///{run_dir / 'alight.db'}",
             admin_key=self.admin_key,
             gateway=GatewayConfig(
@@ -94,13 +95,20 @@ class EmbeddedStack:
                 inference_url, model = self.vllm.start(), self.vllm.model
             else:
                 self.engine.start()  # shared with the trainer: the app must not own its lifetime
-                inference = ServerThread(create_inference_app(self.engine, admin_key=self.admin_key))
+                inference = ServerThread(
+                    create_inference_app(self.engine, admin_key=self.admin_key), port=self.state.inference_port
+                )
                 inference.start()
                 self._threads.append(inference)
                 inference_url, model = inference.url, self.engine.model_name
             self.client = AlightClient(self.url, self.admin_key, timeout=60)
             self.client.add_upstream(UpstreamCreate(id=UPSTREAM_ID, url=f"{inference_url}/v1", model=model))
-            runner = LocalRunner(logs_dir=self.run_dir / "logs", base_env={**os.environ, **self.agent_env})
+            # Agents die with this process (a kill -9 included); any an earlier, killed run left are
+            # reaped here, so the controller settles their attempts as infra losses and retries them.
+            runner = LocalRunner(
+                logs_dir=self.run_dir / "logs", base_env={**os.environ, **self.agent_env}, die_with_parent=True
+            )
+            runner.reap_leftovers()
             controller_client = AlightClient(self.url, self.admin_key, timeout=60)
             self.controller = Controller(controller_client, runner, concurrency=self.concurrency, poll_interval=0.2)
             self.controller.start()

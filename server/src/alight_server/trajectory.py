@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from alight import semconv
-from alight.schemas import ModelCall, Reward, SpanRecord, Trajectory, TrajectoryCall
+from alight.schemas import ModelCall, Reward, RewardSource, SpanRecord, Trajectory, TrajectoryCall
 from alight_server.call_output import call_output
 from alight_server.store.base import NotFound, Store
 
@@ -103,9 +103,17 @@ def _tool_entry(span: SpanRecord, after_call: int, tree: SpanTree) -> dict[str, 
     }
 
 
+# Whose final reward counts: an evaluator's over the agent's own, the agent's over a fallback.
+SOURCE_PRECEDENCE = (RewardSource.EVALUATOR, RewardSource.AGENT, RewardSource.FALLBACK)
+
+
 def final_reward(rewards: list[Reward]) -> float | None:
-    """The primary final reward: the latest unnamed final one, else the first named final one."""
+    """The primary final reward of the highest-precedence source that gave one:
+    its latest unnamed final reward, else its first named one."""
     finals = sorted((r for r in rewards if r.final), key=lambda r: r.created_at)
+    if finals:
+        best = min(SOURCE_PRECEDENCE.index(r.source) for r in finals)
+        finals = [r for r in finals if r.source is SOURCE_PRECEDENCE[best]]
     unnamed = [r for r in finals if r.name is None]
     if unnamed:
         return unnamed[-1].value

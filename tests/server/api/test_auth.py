@@ -108,6 +108,7 @@ def test_attempt_dependencies_check_the_path_and_the_token_kind(live_server: Liv
     app = FastAPI()
     app.state.token_secret = live_server.app.state.token_secret
     app.state.config = live_server.config
+    app.state.store = live_server.store
 
     @app.get("/gw/{rollout_id}/{attempt}/v1/models")
     def scoped(claims: AttemptDep) -> dict[str, Any]:

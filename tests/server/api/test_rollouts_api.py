@@ -86,7 +86,7 @@ def test_rewards_append_and_query_by_attempt(admin_client: httpx.Client, create:
     admin_client.post("/api/rollouts/r/rewards", json={"attempt": 1, "value": 1.0, "final": True})
     admin_client.post("/api/rollouts/r/rewards", json={"attempt": 2, "value": 0.5, "name": "fmt"})
     rewards = admin_client.get("/api/rollouts/r/rewards", params={"attempt": 2}).json()["rewards"]
-    assert [(w["value"], w["name"], w["source"]) for w in rewards] == [(0.5, "fmt", "agent")]
+    assert [(w["value"], w["name"], w["source"]) for w in rewards] == [(0.5, "fmt", "evaluator")]
 
 
 def test_non_finite_rewards_are_refused_with_a_message(admin_client: httpx.Client, create: Create) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,3 +123,42 @@ def test_a_recycled_pid_is_not_mistaken_for_the_agent(logs_dir: Path) -> None:
         assert LocalRunner(logs_dir).poll(handle).phase is RunPhase.LOST
     finally:
         os.killpg(state["pid"], signal.SIGKILL)
+
+
+def _owner_process(logs_dir: Path, tmp_path: Path, die_with_parent: bool) -> tuple[subprocess.Popen[bytes], int]:
+    """A separate process that starts one hanging attempt (with a grandchild) and then waits: (it, grandchild pid)."""
+    pidfile = tmp_path / "grandchild.pid"
+    task = {"grandchild_pidfile": str(pidfile), "ignore_term": True, "sleep": 120}
+    code = (
+        "import sys, time; sys.path.insert(0, sys.argv[1])\n"
+        "from controller_testkit import make_start\n"
+        "from alight_server.controller.local import LocalRunner\n"
+        f"LocalRunner(sys.argv[2], die_with_parent={die_with_parent}).start(make_start(task={task!r}))\n"
+        "time.sleep(120)\n"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).parent), str(logs_dir)])
+    grandchild = int(wait_until(lambda: pidfile.exists() and pidfile.read_text()))
+    return owner, grandchild
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_an_attempt_dies_with_a_stack_runner_killed_by_sigkill(logs_dir: Path, tmp_path: Path) -> None:
+    owner, grandchild = _owner_process(logs_dir, tmp_path, die_with_parent=True)
+    owner.kill()
+    owner.wait()
+    wait_until(lambda: not pid_alive(grandchild), timeout_s=15)
+    # The next controller on this folder sees a lost attempt (no exit status): an infra failure.
+    runner = LocalRunner(logs_dir)
+    (handle,) = runner.handles()
+    assert finished(runner, handle).phase is RunPhase.LOST
+
+
+def test_a_restarted_stack_reaps_the_attempts_a_killed_one_left(logs_dir: Path, tmp_path: Path) -> None:
+    owner, grandchild = _owner_process(logs_dir, tmp_path, die_with_parent=False)
+    owner.kill()
+    owner.wait()
+    assert pid_alive(grandchild)  # `alight controller` semantics: agents outlive their controller
+    runner = LocalRunner(logs_dir, die_with_parent=True)
+    assert runner.reap_leftovers() == runner.handles()
+    wait_until(lambda: not pid_alive(grandchild), timeout_s=15)
+    assert finished(runner, runner.handles()[0]).phase is RunPhase.LOST

@@ -27,6 +27,14 @@ def test_claim_starts_attempt_one_and_runs_the_rollout(any_store: SqlStore) -> N
     assert any_store.claim_attempts(5) == []
 
 
+def test_a_claim_by_a_named_runner_records_each_attempts_handle_in_the_same_write(any_store: SqlStore) -> None:
+    any_store.create_rollouts([RolloutCreate(id="a"), RolloutCreate(id="b")])
+    any_store.claim_attempts(1, ids=["a"], runner="local@host")
+    any_store.claim_attempts(1, ids=["b"])
+    assert any_store.get_rollout("a").attempts[0].runner_handle == "local@host/a/1"
+    assert any_store.get_rollout("b").attempts[0].runner_handle is None
+
+
 def test_claim_takes_oldest_first_and_honours_limit_and_ids(any_store: SqlStore) -> None:
     any_store.create_rollouts([RolloutCreate(id=f"r{i}") for i in range(4)])
     assert [r.id for r, _ in any_store.claim_attempts(2)] == ["r0", "r1"]

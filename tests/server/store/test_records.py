@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from store_testkit import model_call
 
 from alight.schemas import (
+    AttemptFinish,
     EventCreate,
     RewardCreate,
     RewardSource,
@@ -18,6 +19,7 @@ from alight.schemas import (
     UpstreamCreate,
 )
 from alight_server.store import Conflict, NotFound, SchemaTooNew, StoreError
+from alight_server.store.base import AttemptEnded
 from alight_server.store.sql import SqlStore
 
 
@@ -60,6 +62,22 @@ def test_rewards_round_trip_and_are_idempotent(any_store: SqlStore, rollout_id: 
     assert [w.attempt for w in any_store.list_rewards(rollout_id, attempt=2)] == [2]
     with pytest.raises(Conflict):
         any_store.add_reward(rollout_id, item.model_copy(update={"value": 0.5}))
+
+
+def test_an_agent_write_needs_its_attempt_running_in_the_same_transaction(any_store: SqlStore) -> None:
+    any_store.create_rollouts([RolloutCreate(id="r")])
+    with pytest.raises(AttemptEnded, match="never started"):
+        any_store.add_reward("r", RewardCreate(attempt=1, value=1.0), while_running=True)
+    any_store.claim_attempts(1)
+    early = any_store.add_reward("r", RewardCreate(id="w", attempt=1, value=1.0), while_running=True)
+    any_store.add_event("r", EventCreate(kind="log", attempt=1), while_running=True)
+    any_store.finish_attempt("r", 1, AttemptFinish(status="succeeded"))
+    with pytest.raises(AttemptEnded, match=r"attempt 1 of rollout 'r' ended \(succeeded\)"):
+        any_store.add_reward("r", RewardCreate(attempt=1, value=9.0), while_running=True)
+    with pytest.raises(AttemptEnded):
+        any_store.add_event("r", EventCreate(kind="log", attempt=1), while_running=True)
+    assert any_store.add_reward("r", RewardCreate(id="w", attempt=1, value=1.0), while_running=True) == early
+    assert [w.value for w in any_store.list_rewards("r")] == [1.0]
 
 
 def test_model_calls_get_consecutive_seq_per_attempt(any_store: SqlStore, rollout_id: str) -> None:

@@ -38,7 +38,7 @@ def claim_attempts(
             gateway_base_url=f"{base}/gw/{rollout.id}/{n}/v1",
             otlp_traces_endpoint=f"{base}/v1/traces",
         )
-        for rollout, n in store.claim_attempts(body.limit, body.ids)
+        for rollout, n in store.claim_attempts(body.limit, body.ids, body.runner)
     ]
     return ClaimResult(attempts=started)
 

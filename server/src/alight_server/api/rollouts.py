@@ -97,11 +97,11 @@ def cancel_rollout(rollout_id: RolloutId, request: Request, store: StoreDep, _: 
 
 @router.post("/rollouts/{rollout_id}/events", response_model=Event)
 def add_event(rollout_id: RolloutId, body: EventCreate, store: StoreDep, caller: CallerDep) -> Event:
-    """Admin, or an agent for its own rollout and attempt (the attempt defaults to the token's)."""
+    """Admin, or an agent for its own running attempt (the attempt defaults to the token's; 409 once it ended)."""
     if caller.attempt is not None and body.attempt is None:
         body = body.model_copy(update={"attempt": caller.attempt.attempt})
     caller.require_attempt(rollout_id, body.attempt)
-    return store.add_event(rollout_id, body)
+    return store.add_event(rollout_id, body, while_running=not caller.admin)
 
 
 @router.get("/rollouts/{rollout_id}/events", response_model=EventList)
@@ -117,9 +117,17 @@ def list_events(
 
 @router.post("/rollouts/{rollout_id}/rewards", response_model=Reward)
 def add_reward(rollout_id: RolloutId, body: RewardCreate, store: StoreDep, caller: CallerDep) -> Reward:
-    """Admin, or an agent for its own rollout and attempt. NaN and infinities are refused."""
+    """Admin, or an agent for its own running attempt (409 once it ended). NaN and infinities are refused.
+
+    The credential decides the source: an attempt token's rewards are `agent` (a body claiming
+    another source is a 403); the admin's are `evaluator`, or `fallback` when the body says so.
+    """
     caller.require_attempt(rollout_id, body.attempt)
-    return store.add_reward(rollout_id, body)
+    return store.add_reward(
+        rollout_id,
+        body.model_copy(update={"source": caller.reward_source(body.source)}),
+        while_running=not caller.admin,
+    )
 
 
 @router.get("/rollouts/{rollout_id}/rewards", response_model=RewardList)

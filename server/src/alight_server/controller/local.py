@@ -54,6 +54,7 @@ class LocalRunner:
         agent_server_url: str | None = None,
         python: str = sys.executable,
         base_env: Mapping[str, str] | None = None,
+        die_with_parent: bool = False,
     ) -> None:
         self.logs_dir = Path(logs_dir).absolute()  # absolute: agents run in their own cwd
         # The host is part of the name so that two machines' local controllers never fail each other's attempts.
@@ -62,6 +63,9 @@ class LocalRunner:
         self.agent_server_url = agent_server_url
         self.python = python
         self.base_env = dict(os.environ if base_env is None else base_env)
+        # True (the embedded stack): an attempt's process group is killed when this process dies.
+        # False (`alight controller`): agents outlive a controller restart and are adopted.
+        self.die_with_parent = die_with_parent
         self._children: dict[str, subprocess.Popen[bytes]] = {}  # attempts this instance spawned
         self._force_kill_at: dict[str, float] = {}  # handle -> monotonic time of the SIGKILL
         self._swept: set[str] = set()  # groups already cleaned after their leader ended
@@ -117,8 +121,9 @@ class LocalRunner:
         env.update(envvars.attempt_env(start, server_url, task_dir=log_path.parent))  # the contract wins
         with log_path.open("ab") as log:
             try:
+                watch = ["--die-with", str(os.getpid())] if self.die_with_parent else []
                 child = subprocess.Popen(
-                    [self.python, "-I", SUPERVISOR, str(exit_path), "--", *argv],
+                    [self.python, "-I", SUPERVISOR, str(exit_path), *watch, "--", *argv],
                     cwd=cwd,
                     env=env,
                     stdin=subprocess.DEVNULL,
@@ -191,6 +196,23 @@ class LocalRunner:
         if alive:
             _signal_group(pid, signal.SIGTERM)
             self._force_kill_at[handle] = time.monotonic() + grace_s
+
+    def reap_leftovers(self) -> list[str]:
+        """Kill the process group of every attempt an earlier process left running; returns their handles.
+
+        For a stack whose agents must not outlive it: where the parent-death signal did not fire
+        (not Linux, or an agent that left its group), this is the sweep on the next start.
+        """
+        reaped = []
+        for handle in self.handles():
+            state = self._state(handle)
+            if handle in self._children or state is None:
+                continue
+            pid = int(state["pid"])  # type: ignore[arg-type]
+            if _is_ours(pid, state.get("proc_start")):
+                _signal_group(pid, signal.SIGKILL)
+                reaped.append(handle)
+        return reaped
 
     def handles(self) -> list[str]:
         found = []

@@ -267,7 +267,7 @@ class Controller:
         free = self.concurrency - len(self._attempts)
         if free <= 0:
             return
-        for start in self.client.claim_attempts(limit=free):
+        for start in self.client.claim_attempts(limit=free, runner=self.runner.name):
             self._launch(start)
 
     def _launch(self, start: AttemptStart) -> None:
@@ -275,12 +275,8 @@ class Controller:
         handle = self.runner.handle_for(rollout.id, start.attempt)
         attempt = _Attempt(rollout.id, start.attempt, handle, rollout.timeout_s, time.time() + rollout.timeout_s)
         self._attempts[handle] = attempt
-        try:
-            # Recorded before the process exists: a controller that dies in between leaves a handle
-            # that recovery recognises as its own and fails, instead of a rollout running forever.
-            self.client.set_runner_handle(rollout.id, start.attempt, handle)
-        except (httpx.TransportError, ApiError) as exc:
-            log.warning("could not record runner handle %s: %s", handle, exc)
+        # The claim recorded the handle before the process exists: a controller that dies in between
+        # leaves a handle that recovery recognises as its own and fails, not a rollout running forever.
         try:
             self.runner.start(start)
         except SpawnError as exc:

@@ -6,6 +6,11 @@ its exit status, and the parent (the controller) may restart while the agent
 runs; so this small stdlib-only script waits for the agent and writes
 `{"exit_code": N}` (or `{"spawn_error": "..."}`) to EXIT_FILE. It is run by
 path with `-I`, never imported, so it costs one bare interpreter start.
+
+`--die-with PID` (the embedded stack): on Linux, when process PID dies (kill -9
+included) the kernel signals this supervisor (PR_SET_PDEATHSIG), which kills
+the attempt's whole process group, itself included, without an exit status:
+the next controller reads that as a lost attempt, an infra failure to retry.
 """
 
 from __future__ import annotations
@@ -30,9 +35,31 @@ def _keep_going(signum: int, frame: object) -> None:
     pass
 
 
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+PARENT_DIED = signal.SIGUSR2  # a signal nothing else sends the supervisor
+
+
+def _reap_group(signum: int = 0, frame: object = None) -> None:
+    os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def _die_with(parent: int) -> None:
+    if not sys.platform.startswith("linux"):
+        return  # elsewhere the stack's next start reaps the group (LocalRunner.reap_leftovers)
+    import ctypes
+
+    signal.signal(PARENT_DIED, _reap_group)
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(PARENT_DIED))
+    if os.getppid() != parent:  # it died before the prctl took effect
+        _reap_group()
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) >= 6 and argv[2] == "--die-with":
+        _die_with(int(argv[3]))
+        argv = [*argv[:2], *argv[4:]]
     if len(argv) < 4 or argv[2] != "--":
-        print("usage: supervise.py EXIT_FILE -- ARGV...", file=sys.stderr)
+        print("usage: supervise.py EXIT_FILE [--die-with PID] -- ARGV...", file=sys.stderr)
         return 2
     exit_file, command = argv[1], argv[3:]
     signal.signal(signal.SIGTERM, _keep_going)

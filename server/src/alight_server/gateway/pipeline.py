@@ -23,9 +23,11 @@ from alight_server.gateway.pause import PauseGate
 from alight_server.gateway.proxy import Proxy, UpstreamReply
 from alight_server.gateway.replicas import Replicas
 from alight_server.gateway.reply import EVENT_STREAM, Reply
+from alight_server.gateway.request_checks import check_upstream_body
 from alight_server.gateway.upstream_http import UpstreamConnectionError, UpstreamHttp
 from alight_server.gateway.upstreams import Target, UpstreamPool
 from alight_server.gateway.writer import CaptureWriter
+from alight_server.nesting import TooDeep, check_depth, may_be_deep
 from alight_server.store.base import Store
 
 
@@ -151,9 +153,16 @@ class Gateway:
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
+            if "depth limit" in str(exc):  # orjson's own limit (1024)
+                raise GatewayError(400, str(TooDeep("request body"))) from None
             raise GatewayError(400, f"request body is not valid JSON: {exc}") from None
         if not isinstance(body, dict):
             raise GatewayError(400, f"request body must be a JSON object, got {type(body).__name__}")
+        if may_be_deep(raw):  # two bytes.count calls; only bodies with many brackets are walked
+            try:
+                check_depth(body, "request body")
+            except TooDeep as exc:
+                raise GatewayError(400, str(exc)) from None
         return body
 
     def _force(self, upstream: dict[str, Any], caller: CallerAttempt, flavour: Flavour) -> dict[str, Any]:
@@ -194,7 +203,9 @@ class Gateway:
         streaming = False
         try:
             body = self._parse(await read_body())
-            upstream_body = self._force(_translate(flavour, body), caller, flavour)
+            translated = _translate(flavour, body)
+            check_upstream_body(translated)
+            upstream_body = self._force(translated, caller, flavour)
             trace_id, span_id = parse_traceparent(traceparent)
             cap = self.config.max_output_tokens
             record = CallRecord(

@@ -50,6 +50,10 @@ class Conflict(StoreError):
     """
 
 
+class AttemptEnded(Conflict):
+    """An agent wrote for an attempt that is no longer running (finished, failed or cancelled)."""
+
+
 class SchemaTooNew(StoreError):
     pass
 
@@ -98,10 +102,13 @@ class Store(Protocol):
         ...
 
     # attempts
-    def claim_attempts(self, limit: int, ids: Sequence[str] | None = None) -> list[tuple[Rollout, int]]:
+    def claim_attempts(
+        self, limit: int, ids: Sequence[str] | None = None, runner: str | None = None
+    ) -> list[tuple[Rollout, int]]:
         """Atomically start the next attempt of up to `limit` rollouts that need one.
 
         `ids` restricts the claim to those rollouts (`alight run` claims its own).
+        `runner` (a runner name) records each attempt's handle `runner/rollout-id/attempt` at once.
 
         A rollout needs one when it is queued, or running with its latest
         attempt failed as infra/timeout and attempts left. Each claimed
@@ -122,14 +129,18 @@ class Store(Protocol):
         ...
 
     # events and rewards
-    def add_event(self, rollout_id: str, event: EventCreate) -> Event:
-        """Idempotent on event.id."""
+    def add_event(self, rollout_id: str, event: EventCreate, *, while_running: bool = False) -> Event:
+        """Idempotent on event.id.
+
+        `while_running` (an agent's write): AttemptEnded unless event.attempt is running, checked in
+        the insert's transaction; a retry of an event stored while it ran still returns it.
+        """
         ...
 
     def list_events(self, rollout_id: str, *, attempt: int | None = None, kind: str | None = None) -> list[Event]: ...
 
-    def add_reward(self, rollout_id: str, reward: RewardCreate) -> Reward:
-        """Idempotent on reward.id."""
+    def add_reward(self, rollout_id: str, reward: RewardCreate, *, while_running: bool = False) -> Reward:
+        """Idempotent on reward.id. `while_running` as for add_event."""
         ...
 
     def list_rewards(self, rollout_id: str, *, attempt: int | None = None) -> list[Reward]: ...

@@ -9,10 +9,10 @@ from typing import Any
 
 from sqlalchemy import Dialect, bindparam, select
 
-from alight.schemas import Event, EventCreate, ModelCall, Reward, RewardCreate, SpanRecord
+from alight.schemas import AttemptStatus, Event, EventCreate, ModelCall, Reward, RewardCreate, SpanRecord
 from alight_server.store import rows
 from alight_server.store import tables as t
-from alight_server.store.base import Conflict, NotFound
+from alight_server.store.base import AttemptEnded, Conflict, NotFound
 from alight_server.store.engine import SqlDatabase
 
 
@@ -60,7 +60,7 @@ class SqlRecords(SqlDatabase):
     def _capture_sql(self) -> CaptureSql:
         return CaptureSql(self.engine.dialect)
 
-    def add_event(self, rollout_id: str, event: EventCreate) -> Event:
+    def add_event(self, rollout_id: str, event: EventCreate, *, while_running: bool = False) -> Event:
         values = {
             "rollout_id": rollout_id,
             "id": event.id or uuid.uuid4().hex,
@@ -69,7 +69,8 @@ class SqlRecords(SqlDatabase):
             "payload": rows.dumps(event.payload, "payload"),
             "created_at": rows.now(),
         }
-        stored = rows.event_from_row(self._insert_once(t.events, rollout_id, values))
+        running = event.attempt if while_running else None
+        stored = rows.event_from_row(self._insert_once(t.events, rollout_id, values, running))
         if (stored.attempt, stored.kind, stored.payload) != (event.attempt, event.kind, event.payload):
             raise Conflict(f"event {stored.id!r} of rollout {rollout_id!r} already exists with a different body")
         return stored
@@ -84,10 +85,11 @@ class SqlRecords(SqlDatabase):
                 stmt = stmt.where(t.events.c.kind == kind)
             return [rows.event_from_row(row) for row in conn.execute(stmt)]
 
-    def add_reward(self, rollout_id: str, reward: RewardCreate) -> Reward:
+    def add_reward(self, rollout_id: str, reward: RewardCreate, *, while_running: bool = False) -> Reward:
         values = reward.model_dump(mode="json")
         values.update(rollout_id=rollout_id, id=reward.id or uuid.uuid4().hex, created_at=rows.now())
-        stored = rows.reward_from_row(self._insert_once(t.rewards, rollout_id, values))
+        running = reward.attempt if while_running else None
+        stored = rows.reward_from_row(self._insert_once(t.rewards, rollout_id, values, running))
         fields = set(RewardCreate.model_fields) - {"id"}
         if stored.model_dump(include=fields) != reward.model_dump(include=fields):
             raise Conflict(f"reward {stored.id!r} of rollout {rollout_id!r} already exists with a different body")
@@ -101,13 +103,31 @@ class SqlRecords(SqlDatabase):
                 stmt = stmt.where(t.rewards.c.attempt == attempt)
             return [rows.reward_from_row(row) for row in conn.execute(stmt)]
 
-    def _insert_once(self, table: Any, rollout_id: str, values: dict[str, Any]) -> Any:
-        """Insert a (rollout_id, id)-keyed row unless it exists; return the stored row."""
+    def _insert_once(self, table: Any, rollout_id: str, values: dict[str, Any], running: int | None = None) -> Any:
+        """Insert a (rollout_id, id)-keyed row unless it exists; return the stored row.
+
+        With `running` (an attempt number), a new row needs that attempt to be running: the
+        rollout row lock orders this against the attempt's finish, so no write lands after it.
+        """
         where = (table.c.rollout_id == rollout_id) & (table.c.id == values["id"])
         with self._write() as conn:
-            self._rollout_row(conn, rollout_id)
+            self._rollout_row(conn, rollout_id, lock=running is not None)
+            if running is not None and conn.execute(select(table.c.id).where(where)).first() is None:
+                self._require_running(conn, rollout_id, running)
             conn.execute(self._insert_ignore(table).values(**values))
             return conn.execute(select(table).where(where)).one()
+
+    def _require_running(self, conn: Any, rollout_id: str, attempt: int | None) -> None:
+        a = t.attempts.c
+        found = conn.execute(
+            select(a.status, a.ended_at).where((a.rollout_id == rollout_id) & (a.attempt == attempt))
+        ).first()
+        if found is None or found.status != AttemptStatus.RUNNING.value:
+            state = "was never started" if found is None else f"ended ({found.status})"
+            raise AttemptEnded(
+                f"attempt {attempt} of rollout {rollout_id!r} {state}; an agent may write events and rewards "
+                "only while its attempt runs (score finished attempts with an evaluator)"
+            )
 
     # ---- gateway captures
 

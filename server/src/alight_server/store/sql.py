@@ -30,6 +30,7 @@ from alight.schemas import (
     Upstream,
     UpstreamCreate,
 )
+from alight_server.controller.base import attempt_handle
 from alight_server.store import rows
 from alight_server.store import tables as t
 from alight_server.store.base import Conflict, NotFound
@@ -161,7 +162,9 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutBrowse):
 
     # ---- attempts
 
-    def claim_attempts(self, limit: int, ids: Sequence[str] | None = None) -> list[tuple[Rollout, int]]:
+    def claim_attempts(
+        self, limit: int, ids: Sequence[str] | None = None, runner: str | None = None
+    ) -> list[tuple[Rollout, int]]:
         if limit <= 0:
             return []
         with self._write() as conn:
@@ -178,7 +181,11 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutBrowse):
                 attempt = row.attempt_count + 1
                 conn.execute(
                     t.attempts.insert().values(
-                        rollout_id=row.id, attempt=attempt, status=AttemptStatus.RUNNING.value, started_at=rows.now()
+                        rollout_id=row.id,
+                        attempt=attempt,
+                        status=AttemptStatus.RUNNING.value,
+                        started_at=rows.now(),
+                        runner_handle=None if runner is None else attempt_handle(runner, row.id, attempt),
                     )
                 )
                 self._touch(conn, row.id, state=RolloutState.RUNNING.value, claimable=False, attempt_count=attempt)

@@ -83,6 +83,46 @@ def _sse(obj: dict[str, Any]) -> bytes:
     return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
+def _whole(value: Any, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and least <= value < 2**63
+
+
+def vllm_refusal(body: dict[str, Any], vocab_size: int) -> tuple[str, str] | None:
+    """(param, message) for a body vLLM's request validation answers with 400, else None.
+
+    Written from vLLM's OpenAI protocol models (pydantic: ints are ints, max_tokens >= 1,
+    seed within int64, every message has a role, prompt ids inside the vocabulary), on
+    purpose independent of the gateway's own checks, so tests see what the gateway lets through.
+    """
+    if "model" in body and not isinstance(body["model"], str | None):
+        return "model", "model: Input should be a valid string"
+    for name in ("max_tokens", "max_completion_tokens", "n"):
+        if body.get(name) is not None and not _whole(body[name], 1):
+            return name, f"{name}: must be an integer >= 1"
+    if body.get("seed") is not None and not _whole(body["seed"], -(2**63)):
+        return "seed", "seed: Input should be a valid integer within int64"
+    tools, stop = body.get("tools"), body.get("stop")
+    if tools is not None and not (
+        isinstance(tools, list) and all(isinstance(t, dict) and isinstance(t.get("function"), dict) for t in tools)
+    ):
+        return "tools", "tools: Input should be a valid list of tool objects"
+    if (
+        stop is not None
+        and not isinstance(stop, str)
+        and not (isinstance(stop, list) and all(isinstance(x, str) for x in stop))
+    ):
+        return "stop", "stop: Input should be a string or a list of strings"
+    for i, message in enumerate(body.get("messages") or []):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            return "messages", f"messages.{i}: every message needs a string role"
+        if message.get("content") is None and not (message["role"] == "assistant" and message.get("tool_calls")):
+            return "messages", f"messages.{i}.content: Input should be a valid string or list"
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and any(isinstance(t, int) and not 0 <= t < vocab_size for t in prompt):
+        return "prompt", f"prompt: token id out of vocabulary (size {vocab_size})"
+    return None
+
+
 def create_fake_upstream(
     model: str = "fake",
     *,
@@ -125,6 +165,8 @@ def create_fake_upstream(
         if not isinstance(body, dict):
             return _error(400, "request body must be a JSON object")
         logged.request = body
+        if (refusal := vllm_refusal(body, tokenizer.vocab_size)) is not None:
+            return _error(400, refusal[1], refusal[0])
         if body.get("model") not in (None, state.model):
             return _error(404, f"The model `{body.get('model')}` does not exist.", "model")
         return body

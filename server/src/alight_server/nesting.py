@@ -1,0 +1,94 @@
+"""The one JSON nesting limit, checked where request bodies are parsed (gateway, API, OTLP JSON).
+
+Deeper bodies parse, then fail later in a serialiser or a recursive walk
+(orjson refuses to write past 254 levels; protobuf's JSON parser recurses per
+level): a 500 long after the request was accepted. Checking once, where the
+body is read, turns that into a 400 that names the limit. The check costs
+two `bytes.count` calls for any body with fewer opening brackets than the
+limit (nearly every real request); only the rest are walked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+# Far past anything an agent, a framework or an OTLP exporter sends; well inside every parser used here.
+MAX_JSON_DEPTH = 64
+
+
+class TooDeep(ValueError):
+    """A JSON body nests deeper than MAX_JSON_DEPTH; the message says so and names the limit."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(f"{where} nests JSON arrays/objects deeper than the limit of {MAX_JSON_DEPTH} levels")
+
+
+def may_be_deep(raw: bytes) -> bool:
+    """False when `raw` cannot nest past the limit: it has too few opening brackets."""
+    return raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH
+
+
+def check_depth(value: Any, where: str) -> None:
+    """Raise TooDeep when parsed JSON `value` nests deeper than the limit (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise TooDeep(where)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+
+
+def check_raw_depth(raw: bytes, where: str) -> None:
+    """TooDeep for a raw JSON body past the limit; bodies that are not JSON are left to their parser."""
+    if not may_be_deep(raw):
+        return
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "depth limit" in str(exc):  # orjson's own limit (1024) is past ours
+            raise TooDeep(where) from None
+        return
+    check_depth(parsed, where)
+
+
+class ApiNestingLimit:
+    """ASGI middleware: a 400 for an `/api` JSON body past the limit, before FastAPI parses it.
+
+    Installed inside BodyLimit, so the body it buffers is already known to be under the size limit.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/api/") or scope["method"] == "GET":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        raw = b"".join(chunks)
+        try:
+            check_raw_depth(raw, "the request body")
+        except TooDeep as exc:
+            from alight_server.errors import error_response
+
+            await error_response(400, str(exc))(scope, receive, send)
+            return
+        replay: list[Message] = [{"type": "http.request", "body": raw, "more_body": False}]
+
+        async def replayed() -> Message:
+            return replay.pop() if replay else await receive()
+
+        await self.app(scope, replayed, send)
