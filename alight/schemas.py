@@ -10,6 +10,7 @@ import enum
 import math
 from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -219,10 +220,28 @@ class SpanRecord(BaseModel):
 
 class UpstreamCreate(Strict):
     id: str | None = Field(default=None, min_length=1, max_length=200)
-    url: str = Field(min_length=1, description="OpenAI-compatible base URL, ending in /v1")
+    url: str = Field(min_length=1, max_length=2000, description="OpenAI-compatible base URL, ending in /v1")
     policy_version: int = Field(default=0, ge=0)
     model: str | None = Field(default=None, description="model name the upstream serves")
     api_key: str | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _http_url_with_a_host(cls, value: str) -> str:
+        """Refused at registration, not at the first model call: a typo would otherwise fail every call."""
+        parts = urlsplit(value)
+        try:
+            port_ok = parts.port is None or 0 < parts.port < 65536
+        except ValueError:
+            port_ok = False
+        if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok or value != value.strip():
+            raise ValueError(
+                f"an upstream url is an http:// or https:// base URL with a host (and a valid port), like "
+                f"http://127.0.0.1:8000/v1; got {value!r}"
+            )
+        if parts.query or parts.fragment:
+            raise ValueError(f"an upstream url has no query or fragment (the gateway appends paths); got {value!r}")
+        return value
 
 
 class Upstream(BaseModel):

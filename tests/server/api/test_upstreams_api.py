@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 
 def test_upstreams_register_list_replace_and_delete(admin_client: httpx.Client) -> None:
@@ -16,6 +17,25 @@ def test_upstreams_register_list_replace_and_delete(admin_client: httpx.Client) 
     assert admin_client.get("/api/upstreams").json() == {"upstreams": []}
     missing = admin_client.delete("/api/upstreams/vllm-0")
     assert missing.status_code == 404 and "vllm-0" in missing.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "0",
+        "localhost:8000/v1",
+        "ftp://host/v1",
+        "http:///v1",
+        "http://host:99999/v1",
+        " http://h/v1",
+        "http://h/v1?x=1",
+    ],
+)
+def test_an_upstream_url_that_cannot_be_called_is_refused_at_registration(admin_client: httpx.Client, url: str) -> None:
+    response = admin_client.post("/api/upstreams", json={"id": "bad", "url": url})
+    assert response.status_code == 422, response.text
+    assert "http:// or https://" in response.text or "no query" in response.text
+    assert admin_client.get("/api/upstreams").json() == {"upstreams": []}
 
 
 def test_policy_versions_count_up_from_zero(admin_client: httpx.Client) -> None:
