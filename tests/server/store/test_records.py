@@ -152,6 +152,55 @@ def test_spans_are_idempotent_and_need_a_known_rollout(any_store: SqlStore, roll
         any_store.add_spans([span.model_copy(update={"rollout_id": "ghost", "span_id": "d" * 16})])
 
 
+def _span(rollout_id: str, attempt: int = 1, **update: object) -> SpanRecord:
+    base = SpanRecord(
+        trace_id="a" * 32, span_id="b" * 16, rollout_id=rollout_id, attempt=attempt, name="tool", start_time_ns=1
+    )
+    return base.model_copy(update=update)
+
+
+def test_the_same_span_ids_from_another_rollout_are_stored_under_each(any_store: SqlStore, rollout_id: str) -> None:
+    other = any_store.create_rollouts([RolloutCreate(id="squatter")])[0].id
+    mine, theirs = _span(rollout_id, name="mine"), _span(other, name="theirs")
+    assert any_store.add_spans([mine]) == 1
+    assert any_store.add_spans([theirs]) == 1  # acknowledged and stored: the span is the squatter's own
+    assert any_store.list_spans(rollout_id) == [mine]  # and never lands under the first rollout
+    assert any_store.list_spans(other) == [theirs]
+
+
+def test_a_span_exported_again_by_the_same_attempt_changes_nothing(any_store: SqlStore, rollout_id: str) -> None:
+    first, second_attempt = _span(rollout_id), _span(rollout_id, attempt=2)
+    assert any_store.add_spans([first, second_attempt]) == 2  # each attempt has its own
+    assert any_store.add_spans([first.model_copy(update={"name": "rewritten"})]) == 0
+    assert [s.name for s in any_store.list_spans(rollout_id, attempt=1)] == ["tool"]
+
+
+def test_a_schema_1_store_is_migrated_with_its_spans(store_url: str) -> None:
+    s = SqlStore(store_url)
+    s.create_rollouts([RolloutCreate(id="r")])
+    s.add_spans([_span("r")])
+    s.close()
+    engine = sa.create_engine(store_url)
+    with engine.begin() as conn:  # what a store written by schema 1 has: spans keyed by (trace_id, span_id)
+        conn.exec_driver_sql("CREATE TABLE spans_old AS SELECT * FROM spans")
+        conn.exec_driver_sql("DROP TABLE spans")
+        conn.exec_driver_sql("ALTER TABLE spans_old RENAME TO spans")
+        if not store_url.startswith("sqlite"):  # (SQLite cannot add a primary key to a table; unkeyed is older still)
+            conn.exec_driver_sql("ALTER TABLE spans ADD PRIMARY KEY (trace_id, span_id)")
+        conn.exec_driver_sql("UPDATE schema_version SET version = 1")
+    engine.dispose()
+    s = SqlStore(store_url)
+    assert [sp.name for sp in s.list_spans("r")] == ["tool"]
+    s.create_rollouts([RolloutCreate(id="r2")])
+    assert s.add_spans([_span("r2")]) == 1  # the new key: the same ids under another rollout
+    with s.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT max(version) FROM schema_version")).scalar() == 2
+        assert sa.inspect(conn).get_pk_constraint("spans")["constrained_columns"] == [
+            "rollout_id", "attempt", "trace_id", "span_id",
+        ]  # fmt: skip
+    s.close()
+
+
 def test_upstreams_upsert_list_and_remove(any_store: SqlStore) -> None:
     u = any_store.add_upstream(UpstreamCreate(id="u1", url="http://h:1/v1", api_key="sk-secret", model="m"))
     assert u.api_key == "sk-secret" and "api_key" not in u.model_dump()

@@ -162,7 +162,7 @@ class Store(Protocol):
 
     # OTLP spans
     def add_spans(self, spans: Sequence[SpanRecord]) -> int:
-        """Idempotent on (trace_id, span_id); returns how many were new."""
+        """Idempotent on (rollout_id, attempt, trace_id, span_id); returns how many were new."""
         ...
 
     def list_spans(self, rollout_id: str, attempt: int | None = None) -> list[SpanRecord]: ...

@@ -13,7 +13,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, select, update
+from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
@@ -58,12 +58,34 @@ class SqlDatabase:
                         f"version {found}, but this alight-server understands versions up to {t.SCHEMA_VERSION}; "
                         "upgrade alight-server (pip install -U alight-server) or point --db at another database"
                     )
+                if found == 1:
+                    self._spans_keyed_by_attempt(conn)
             t.metadata.create_all(conn)
             if conn.execute(select(func.count()).select_from(t.schema_version)).scalar() == 0:
                 conn.execute(t.schema_version.insert().values(version=t.SCHEMA_VERSION))
+            else:
+                conn.execute(update(t.schema_version).values(version=t.SCHEMA_VERSION))
             for name in ("rollout_seq", "rollout_ordinal", "policy_version", "gateway_paused", "gateway_pause_epoch"):
                 if conn.execute(select(t.counters.c.value).where(t.counters.c.name == name)).first() is None:
                     conn.execute(t.counters.insert().values(name=name, value=0))
+
+    def _spans_keyed_by_attempt(self, conn: Connection) -> None:
+        """Schema 1 -> 2: the spans table's primary key gains rollout_id and attempt; every row is kept."""
+        if not self.is_sqlite:
+            name = inspect(conn).get_pk_constraint("spans")["name"]
+            conn.execute(
+                text(
+                    f'ALTER TABLE spans DROP CONSTRAINT "{name}", ADD PRIMARY KEY (rollout_id, attempt, trace_id, span_id)'
+                )
+            )
+            return
+        # SQLite cannot change a primary key: rebuild the table under its new definition.
+        conn.execute(text("ALTER TABLE spans RENAME TO spans_v1"))
+        conn.execute(text("DROP INDEX IF EXISTS ix_spans_attempt"))
+        t.spans.create(conn)
+        columns = ", ".join(c.name for c in t.spans.columns)
+        conn.execute(text(f"INSERT INTO spans ({columns}) SELECT {columns} FROM spans_v1"))
+        conn.execute(text("DROP TABLE spans_v1"))
 
     def _bump(self, conn: Connection, name: str, by: int = 1) -> int:
         """Add `by` to a counter and return the new value; the row lock orders concurrent writers."""

@@ -21,7 +21,7 @@ from sqlalchemy import (
 
 # Bump when a table changes, and teach SqlStore to migrate from the previous version
 # (a new table needs no bump: opening the store creates the tables it lacks).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: spans keyed by rollout and attempt too (store/engine.py migrates from 1)
 
 metadata = MetaData()
 
@@ -159,7 +159,9 @@ spans = Table(
     Column("events", Text, nullable=False),
     Column("status_code", Integer, nullable=False),
     Column("status_message", Text),
-    PrimaryKeyConstraint("trace_id", "span_id"),
+    # A span belongs to the attempt that exported it: the same ids sent by another rollout are that
+    # rollout's span (stored under each), and a retried export within one attempt changes nothing.
+    PrimaryKeyConstraint("rollout_id", "attempt", "trace_id", "span_id"),
     Index("ix_spans_attempt", "rollout_id", "attempt", "start_time_ns"),
 )
 
