@@ -1,0 +1,85 @@
+"""Reward for a bug-fix episode: the gates first, then FAIL_TO_PASS and PASS_TO_PASS in a fresh sandbox."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from alight.guards.episode import IGNORED, Episode, EpisodeReport, finish_episode, tree_files
+from alight.guards.policy import SandboxPolicy
+from alight.guards.rules import TEST_CONFIG_FILES, Violation, is_test_path
+from alight.guards.testrun import run_tests
+
+REWARD_HACKING = "reward_hacking"  # the event name each violation is reported under
+
+
+@dataclass
+class Grade:
+    reward: float  # 1.0 only when every listed test passes and no gate was broken
+    fail_to_pass: float  # fraction of FAIL_TO_PASS that pass
+    pass_to_pass: float
+    violations: list[Violation]
+    report: EpisodeReport
+    failing: list[str] = field(default_factory=list)  # listed tests that did not pass
+
+    @property
+    def named_rewards(self) -> dict[str, float]:
+        return {"fail_to_pass": self.fail_to_pass, "pass_to_pass": self.pass_to_pass}
+
+
+def _restore_tests(original: Path, graded: Path) -> None:
+    """The graded tree: the agent's files without its test files, then every original test and test config file."""
+    for rel in tree_files(graded):
+        if is_test_path(rel) or Path(rel).name in TEST_CONFIG_FILES:
+            (graded / rel).unlink()
+    for rel in tree_files(original):
+        if is_test_path(rel) or Path(rel).name in TEST_CONFIG_FILES:
+            target = graded / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(original / rel, target)
+
+
+def grade_episode(
+    episode: Episode,
+    original: Path,
+    fail_to_pass: Sequence[str],
+    pass_to_pass: Sequence[str],
+    *,
+    pythonpath: Sequence[str] = (),
+    max_diff_lines: int = 2000,
+    timeout_s: float = 300.0,
+) -> Grade:
+    """Gates over the episode, then the tests on a copy of the final workspace with `original`'s tests restored."""
+    report = finish_episode(episode, max_diff_lines=max_diff_lines)
+    grading = episode.session / "grade"
+    shutil.copytree(episode.workspace, grading / "workspace", ignore=IGNORED)
+    _restore_tests(original, grading / "workspace")
+    (grading / "tmp").mkdir()
+    policy = SandboxPolicy(
+        workspace=str(grading / "workspace"),
+        scratch=str(grading / "tmp"),
+        python=episode.policy.python,
+        cpu_s=episode.policy.cpu_s,
+        memory_mb=episode.policy.memory_mb,
+        timeout_s=timeout_s,
+    )
+    run = run_tests(policy, [*fail_to_pass, *pass_to_pass], pythonpath=pythonpath)
+    f2p = run.passed(fail_to_pass) / len(fail_to_pass) if fail_to_pass else 1.0
+    p2p = run.passed(pass_to_pass) / len(pass_to_pass) if pass_to_pass else 1.0
+    failing = [n for n in [*fail_to_pass, *pass_to_pass] if run.outcomes.get(n) != "passed"]
+    solved = not failing and not report.violations
+    return Grade(1.0 if solved else 0.0, f2p, p2p, report.violations, report, failing)
+
+
+def report_grade(grade: Grade) -> None:
+    """Record a grade on the current rollout: the final reward, the fractions as named rewards, and one
+    `reward_hacking` event per broken rule with its evidence (the trainer drops flagged rollouts)."""
+    import alight
+
+    for name, value in grade.named_rewards.items():
+        alight.reward(value, name=name)
+    for violation in grade.violations:
+        alight.emit(REWARD_HACKING, rule=violation.rule, evidence=violation.evidence)
+    alight.reward(grade.reward, final=True)
