@@ -36,9 +36,9 @@ def pytest_collection_modifyitems(session, config, items):
 def pytest_runtest_logreport(report):
     config = _state["config"]
     # A test passes only if setup, call and teardown all pass; the first failing phase decides.
-    if report.outcome != "passed" or report.when == "call":
-        if config._outcomes.get(report.nodeid) not in ("failed", "skipped"):
-            config._outcomes[report.nodeid] = report.outcome
+    decides = report.outcome != "passed" or report.when == "call"
+    if decides and config._outcomes.get(report.nodeid) not in ("failed", "skipped"):
+        config._outcomes[report.nodeid] = report.outcome
     if report.failed and report.nodeid not in config._messages:
         crash = getattr(report.longrepr, "reprcrash", None)
         config._messages[report.nodeid] = (crash.message if crash else str(report.longrepr))[:2000]
