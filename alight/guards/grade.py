@@ -73,13 +73,28 @@ def grade_episode(
     return Grade(1.0 if solved else 0.0, f2p, p2p, report.violations, report, failing)
 
 
-def report_grade(grade: Grade) -> None:
-    """Record a grade on the current rollout: the final reward, the fractions as named rewards, and one
-    `reward_hacking` event per broken rule with its evidence (the trainer drops flagged rollouts)."""
+def report_grade(grade: Grade) -> float:
+    """Record a grade on the current rollout and return its reward (for `@alight.rollout` to record as final).
+
+    Named rewards carry the test fractions; each broken rule becomes a `reward_hacking` rollout event (rule,
+    evidence) on the server, where `alight eval` counts it and the trainer leaves the rollout out, and a span
+    event of the same name. Outside a rollout it only returns the reward.
+    """
     import alight
+    from alight.client import AlightClient
+    from alight.schemas import EventCreate
 
     for name, value in grade.named_rewards.items():
         alight.reward(value, name=name)
+    ctx = alight.current()
+    events = [
+        EventCreate(kind=REWARD_HACKING, attempt=ctx.attempt, payload={"rule": v.rule, "evidence": v.evidence})
+        for v in grade.violations
+    ] if ctx is not None else []
     for violation in grade.violations:
         alight.emit(REWARD_HACKING, rule=violation.rule, evidence=violation.evidence)
-    alight.reward(grade.reward, final=True)
+    if ctx is not None and ctx.server_url and events:
+        with AlightClient(ctx.server_url, ctx.token or "") as client:
+            for event in events:
+                client.add_event(ctx.rollout_id, event)
+    return grade.reward

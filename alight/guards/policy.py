@@ -37,6 +37,12 @@ class SandboxPolicy:
     file_mb: int = 256  # RLIMIT_FSIZE: no single file written past this
     timeout_s: float = 300.0  # wall clock per command
 
+    def __post_init__(self) -> None:
+        # Mounted at the same path inside: relative paths would resolve against the sandbox's cwd.
+        self.workspace, self.scratch = os.path.abspath(self.workspace), os.path.abspath(self.scratch)
+        if self.python:
+            self.python = os.path.abspath(self.python)
+
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))
 
