@@ -87,10 +87,14 @@ def report_grade(grade: Grade) -> float:
     for name, value in grade.named_rewards.items():
         alight.reward(value, name=name)
     ctx = alight.current()
-    events = [
-        EventCreate(kind=REWARD_HACKING, attempt=ctx.attempt, payload={"rule": v.rule, "evidence": v.evidence})
-        for v in grade.violations
-    ] if ctx is not None else []
+    events = (
+        [
+            EventCreate(kind=REWARD_HACKING, attempt=ctx.attempt, payload={"rule": v.rule, "evidence": v.evidence})
+            for v in grade.violations
+        ]
+        if ctx is not None
+        else []
+    )
     for violation in grade.violations:
         alight.emit(REWARD_HACKING, rule=violation.rule, evidence=violation.evidence)
     if ctx is not None and ctx.server_url and events:

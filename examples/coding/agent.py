@@ -79,7 +79,9 @@ def solve(task: dict[str, Any], workdir: Path) -> float:
     )
     output = workdir / "trajectory.json"
     try:
-        subprocess.run(mini_argv(episode.session, task, output), env=mini_env(workdir), timeout=EPISODE_TIMEOUT_S, check=False)
+        subprocess.run(
+            mini_argv(episode.session, task, output), env=mini_env(workdir), timeout=EPISODE_TIMEOUT_S, check=False
+        )
     except subprocess.TimeoutExpired:
         print(f"mini ran past {EPISODE_TIMEOUT_S:g}s; grading what it left", file=sys.stderr)
     exit_status = json.loads(output.read_text())["info"].get("exit_status", "") if output.exists() else "no trajectory"

@@ -25,10 +25,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mutations import Candidate, candidates, render  # noqa: E402
-from sources import CACHE, PROJECTS, Project, apply_rewrite, fetch  # noqa: E402
+from mutations import Candidate, candidates, render
+from sources import CACHE, PROJECTS, Project, apply_rewrite, fetch
 
-from alight.guards import SandboxPolicy, TestRun, require_tools, run_tests  # noqa: E402
+from alight.guards import SandboxPolicy, TestRun, require_tools, run_tests
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PYTHON = HERE.parent.parent / ".venv-coding" / "bin" / "python"
@@ -89,7 +89,9 @@ def project_candidates(p: Project, seed: int) -> list[Candidate]:
     return pool
 
 
-def generate(p: Project, seed: int, count: int, python: str, *, max_tries: int, max_fail: int, timeout_s: float) -> Iterator[dict[str, Any]]:
+def generate(
+    p: Project, seed: int, count: int, python: str, *, max_tries: int, max_fail: int, timeout_s: float
+) -> Iterator[dict[str, Any]]:
     """Up to `count` validated tasks of one project, in the seeded candidate order."""
     passed = baseline(p, python, timeout_s)
     checkout = fetch(p)

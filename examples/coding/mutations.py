@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _BIN_SWAPS: dict[type[ast.operator], type[ast.operator]] = {
@@ -178,7 +178,9 @@ class Candidate:
     index: int
 
 
-def _render(kind: str, node: ast.AST, tree: ast.AST, parents: dict[ast.AST, ast.AST], source: str) -> tuple[str, str | None] | None:
+def _render(
+    kind: str, node: ast.AST, tree: ast.AST, parents: dict[ast.AST, ast.AST], source: str
+) -> tuple[str, str | None] | None:
     """(new source, the tree dump it must parse to, or None where the rewrite is plain text) or None."""
     if kind == "removed_branch":
         new = _removed_branch(node, parents, source.splitlines(keepends=True))
@@ -199,7 +201,11 @@ def candidates(source: str, file: str) -> list[Candidate]:
         for kind in KINDS:
             # Try it in place and undo (shallow: transforms replace a field or a list item, never a child).
             saved = {name: copy.copy(getattr(node, name)) for name in node._fields}
-            applies = _render(kind, node, tree, parents, source) if kind not in TRANSFORMS else TRANSFORMS[kind](node, parents)
+            applies = (
+                _render(kind, node, tree, parents, source)
+                if kind not in TRANSFORMS
+                else TRANSFORMS[kind](node, parents)
+            )
             for name, value in saved.items():
                 setattr(node, name, value)
             if applies is not None:
@@ -234,4 +240,6 @@ def _as_mutation(kind: str, file: str, old: str, new: str) -> Mutation | None:
         tail += 1
     if start == len(a) == len(b):
         return None
-    return Mutation(kind, file, start, len(a) - tail, "".join(a[start : len(a) - tail]), "".join(b[start : len(b) - tail]))
+    return Mutation(
+        kind, file, start, len(a) - tail, "".join(a[start : len(a) - tail]), "".join(b[start : len(b) - tail])
+    )

@@ -37,7 +37,12 @@ PROJECTS = {
     for p in (
         Project("inflection", "0.5.1", ("inflection/__init__.py",)),
         Project("parse", "1.22.4", ("parse/__init__.py",)),
-        Project("cachetools", "8.0.2", ("src/cachetools/__init__.py", "src/cachetools/keys.py", "src/cachetools/func.py"), ("src",)),
+        Project(
+            "cachetools",
+            "8.0.2",
+            ("src/cachetools/__init__.py", "src/cachetools/keys.py", "src/cachetools/func.py"),
+            ("src",),
+        ),
         Project("toolz", "1.2.0", ("toolz/itertoolz.py", "toolz/dicttoolz.py", "toolz/functoolz.py")),
     )
 }
@@ -51,7 +56,11 @@ def project(name: str) -> Project:
 
 def _sdists(folder: Path, p: Project) -> list[Path]:
     stem = f"{re.sub(r'[-_.]+', '_', p.name).lower()}-{p.version}.tar.gz"
-    return [f for f in folder.glob("*.tar.gz") if re.sub(r"^[^-]+", lambda m: m.group(0).replace("-", "_"), f.name.lower()) == stem]
+    return [
+        f
+        for f in folder.glob("*.tar.gz")
+        if re.sub(r"^[^-]+", lambda m: m.group(0).replace("-", "_"), f.name.lower()) == stem
+    ]
 
 
 def fetch(p: Project, cache: Path = CACHE) -> Path:
@@ -64,7 +73,19 @@ def fetch(p: Project, cache: Path = CACHE) -> Path:
     found = _sdists(sdists, p)
     if not found:
         pin = f"{p.name}=={p.version}"
-        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", pin, "-d", str(sdists)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            pin,
+            "-d",
+            str(sdists),
+        ]
         subprocess.run(cmd, check=True)
         found = _sdists(sdists, p)
     if not found:
