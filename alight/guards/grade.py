@@ -7,12 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from alight.evaluation import EPISODE, REWARD_HACKING
 from alight.guards.episode import IGNORED, Episode, EpisodeReport, finish_episode, tree_files
 from alight.guards.policy import SandboxPolicy
 from alight.guards.rules import TEST_CONFIG_FILES, Violation, is_test_path
 from alight.guards.testrun import run_tests
-
-REWARD_HACKING = "reward_hacking"  # the event name each violation is reported under
 
 
 @dataclass
@@ -87,18 +86,14 @@ def report_grade(grade: Grade) -> float:
     for name, value in grade.named_rewards.items():
         alight.reward(value, name=name)
     ctx = alight.current()
-    events = (
-        [
-            EventCreate(kind=REWARD_HACKING, attempt=ctx.attempt, payload={"rule": v.rule, "evidence": v.evidence})
-            for v in grade.violations
-        ]
-        if ctx is not None
-        else []
-    )
+    report = grade.report
+    counts = {"commands": report.commands, "command_errors": report.command_errors, "timeouts": report.timeouts}
+    payloads = [(EPISODE, {**counts, "diff_lines": report.diff_lines})]
+    payloads += [(REWARD_HACKING, {"rule": v.rule, "evidence": v.evidence}) for v in grade.violations]
     for violation in grade.violations:
         alight.emit(REWARD_HACKING, rule=violation.rule, evidence=violation.evidence)
-    if ctx is not None and ctx.server_url and events:
+    if ctx is not None and ctx.server_url:
         with AlightClient(ctx.server_url, ctx.token or "") as client:
-            for event in events:
-                client.add_event(ctx.rollout_id, event)
+            for kind, payload in payloads:
+                client.add_event(ctx.rollout_id, EventCreate(kind=kind, attempt=ctx.attempt, payload=payload))
     return grade.reward

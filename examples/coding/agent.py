@@ -33,11 +33,16 @@ VENV = Path(os.environ.get("CODING_VENV", HERE.parent.parent / ".venv-coding"))
 MINI_CONFIG = Path(os.environ.get("CODING_MINI_CONFIG", HERE / "mini.yaml"))
 STEP_TIMEOUT_S = float(os.environ.get("CODING_COMMAND_TIMEOUT_S", "120"))
 EPISODE_TIMEOUT_S = float(os.environ.get("CODING_EPISODE_TIMEOUT_S", "1500"))
+# Overrides of mini.yaml for short runs (the wiring test on the tiny model): mini's own `-c key=value` specs.
+OVERRIDES = {"agent.step_limit": "CODING_STEP_LIMIT", "model.model_kwargs.max_tokens": "CODING_MAX_TOKENS"}
 
 
 def mini_argv(session: Path, task: dict[str, Any], output: Path) -> list[str]:
     """The `mini` command line: its own config, then per-episode specs for its bubblewrap environment."""
     launcher = ["-m", "alight.guards.launch", str(session)]
+    overrides = [
+        arg for key, var in OVERRIDES.items() if var in os.environ for arg in ("-c", f"{key}={os.environ[var]}")
+    ]
     return [
         str(VENV / "bin" / "mini"),
         "-c",
@@ -46,6 +51,7 @@ def mini_argv(session: Path, task: dict[str, Any], output: Path) -> list[str]:
         f"environment.executable={sys.executable}",
         "-c",
         f"environment.wrapper_args={json.dumps(launcher)}",
+        *overrides,
         "--task",
         task["problem_statement"],
         "--yolo",
@@ -88,16 +94,10 @@ def solve(task: dict[str, Any], workdir: Path) -> float:
     grade = grade_episode(
         episode, checkout, task["FAIL_TO_PASS"], task["PASS_TO_PASS"], pythonpath=task.get("pythonpath", ["."])
     )
-    report = grade.report
-    alight.emit(
-        "coding.episode",
-        exit_status=exit_status,
-        commands=report.commands,
-        command_errors=report.command_errors,
-        timeouts=report.timeouts,
-        diff_lines=report.diff_lines,
+    print(
+        f"{task['instance_id']}: mini {exit_status or 'ended'}; reward {grade.reward} "
+        f"(f2p {grade.fail_to_pass:.2f}, p2p {grade.pass_to_pass:.2f})"
     )
-    print(f"{task['instance_id']}: reward {grade.reward} (f2p {grade.fail_to_pass:.2f}, p2p {grade.pass_to_pass:.2f})")
     for violation in grade.violations:
         print(f"  gate {violation.rule}: {violation.evidence}")
     return report_grade(grade)

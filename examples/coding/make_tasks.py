@@ -35,14 +35,14 @@ DEFAULT_PYTHON = HERE.parent.parent / ".venv-coding" / "bin" / "python"
 MAX_STATEMENT_TESTS = 5
 
 
-def suite(checkout: Path, python: str, p: Project, timeout_s: float) -> TestRun:
-    """The project's whole suite on a throwaway copy of `checkout`, in a sandbox."""
+def suite(checkout: Path, python: str, p: Project, timeout_s: float, select: list[str] | None = None) -> TestRun:
+    """The project's suite (or the `select`ed tests) on a throwaway copy of `checkout`, in a sandbox."""
     with tempfile.TemporaryDirectory(prefix="alight-gen-") as tmp:
         workspace, scratch = Path(tmp) / "workspace", Path(tmp) / "tmp"
         shutil.copytree(checkout, workspace)
         scratch.mkdir()
         policy = SandboxPolicy(workspace=str(workspace), scratch=str(scratch), python=python, timeout_s=timeout_s)
-        return run_tests(policy, None, pythonpath=p.pythonpath)
+        return run_tests(policy, select, pythonpath=p.pythonpath)
 
 
 def baseline(p: Project, python: str, timeout_s: float) -> list[str]:
@@ -124,6 +124,17 @@ def generate(
             "PASS_TO_PASS": [n for n in passed if n not in broken],
             "hidden_tests": sorted({n.split("::")[0] for n in failing}),
         }
+
+
+def reproduces(task: dict[str, Any], python: str = str(DEFAULT_PYTHON)) -> bool:
+    """Does the task's bug show? Every FAIL_TO_PASS test fails on its buggy checkout (for `alight data clean`)."""
+    p = PROJECTS[task["project"]]
+    with tempfile.TemporaryDirectory(prefix="alight-repro-") as tmp:
+        buggy = Path(tmp) / "checkout"
+        shutil.copytree(fetch(p), buggy)
+        apply_rewrite(buggy, task["rewrite"])
+        run = suite(buggy, python, p, 300.0, select=task["FAIL_TO_PASS"])
+    return bool(run.outcomes) and run.passed(task["FAIL_TO_PASS"]) == 0
 
 
 def main(argv: list[str] | None = None) -> int:
