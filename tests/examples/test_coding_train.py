@@ -29,8 +29,8 @@ SHORT_RUN = [
     "--set", "checkpoint.every=0",
     "--set", "metrics.tensorboard=false",
     "--set", "controller.concurrency=2",
-    "--set", "agent.env.CODING_STEP_LIMIT=2",
-    "--set", "agent.env.CODING_MAX_TOKENS=32",
+    "--set", "agent.env.CODING_STEP_LIMIT=\"2\"",
+    "--set", "agent.env.CODING_MAX_TOKENS=\"32\"",
 ]  # fmt: skip
 
 

@@ -157,7 +157,7 @@ class TrainingRun:
 
     def _train_step(self, display: RunDisplay, tokenizer: Any, sync: WeightSync) -> dict[str, float]:
         cfg = self.config
-        assert self.backend is not None
+        assert self.backend is not None and self.client is not None
         tasks = self.cursor.take(cfg.tasks_per_step)
         phase = self._rollouts(f"{self.run_id}-s{self.step:05d}", tasks, cfg.group_size, Mode.TRAIN, display)
         metrics: dict[str, float] = {
