@@ -18,7 +18,8 @@ from alight.schemas import Mode
 from alight_server.store import open_store
 from alight_server.trajectory import build_trajectory
 
-pytestmark = [pytest.mark.coding, pytest.mark.slow]
+# Four episodes (validation before and after, two training rollouts): 5 min on a busy 2-core machine, 10+ when loaded.
+pytestmark = [pytest.mark.coding, pytest.mark.slow, pytest.mark.timeout(1800)]
 REPO = Path(__file__).resolve().parents[2]
 SHORT_RUN = [
     "--quiet", "--steps", "1",
