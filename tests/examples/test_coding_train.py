@@ -59,6 +59,7 @@ def test_one_training_step_runs_the_harness_in_the_sandbox_and_reports_before_an
             trajectory = build_trajectory(store, rollout.id)
             assert trajectory.calls and all(c.call.response_token_ids for c in trajectory.calls)  # mini -> gateway
             assert trajectory.final_reward == 0.0  # graded: the tiny model's bash does not fix the bug
-            assert [e.kind for e in store.list_events(rollout.id)] == ["episode"]
+            kinds = [e.kind for e in store.list_events(rollout.id)]
+            assert "episode" in kinds and "reward_hacking" not in kinds  # graded, and no gate broken
     finally:
         store.close()
