@@ -54,7 +54,7 @@ def _stack(config: TrainConfig) -> Any:
 
     from alight_server.inference.models import load_policy
     from alight_server.stack import EmbeddedStack, ExternalStack
-    from alight_server.trainer.embedded import pick_device, pick_dtype
+    from alight_server.trainer.devices import pick_device, pick_dtype
 
     run_dir = Path(config.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
