@@ -10,7 +10,7 @@ import importlib
 
 import typer
 
-COMMANDS = ("serve", "run", "controller", "train", "logs")
+COMMANDS = ("serve", "run", "controller", "train", "logs", "eval", "data")
 
 app = typer.Typer(help="alight: train the agents you already run.", no_args_is_help=True, add_completion=False)
 for _name in COMMANDS:

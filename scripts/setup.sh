@@ -66,3 +66,16 @@ if command -v npm >/dev/null && [ "$(cat .tools/cli/.pins 2>/dev/null)" != "$CLI
     npm install --silent --no-audit --no-fund --prefix .tools/cli $CLI_PINS >/dev/null
     echo "$CLI_PINS" >.tools/cli/.pins
 fi
+# The coding example (examples/coding): bubblewrap and strace for its sandbox, mini-swe-agent in its own venv
+# (its litellm pins packages other parts use; pytest there runs the task projects' suites in the sandbox),
+# and the pinned sdists its tasks are generated from.
+if ! command -v bwrap >/dev/null || ! command -v strace >/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        (apt-get install -y -qq bubblewrap strace >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq bubblewrap strace; }) \
+            || echo "setup: could not install bubblewrap/strace; the coding example's sandbox tests will skip" >&2
+    else
+        echo "setup: install bubblewrap and strace (apt-get install -y bubblewrap strace) for the coding example" >&2
+    fi
+fi
+[ -x .venv-coding/bin/mini ] || { "$PY" -m venv .venv-coding && .venv-coding/bin/pip install -q "mini-swe-agent==2.4.6" "pytest>=8,<9"; }
+.venv/bin/python examples/coding/sources.py >/dev/null

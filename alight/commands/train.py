@@ -19,6 +19,31 @@ def _parse_value(text: str) -> Any:
         return text
 
 
+def parse_settings(settings: list[str]) -> dict[str, Any]:
+    """`--set KEY=VALUE` options as config overrides; exits with a message on a malformed one."""
+    overrides: dict[str, Any] = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            typer.echo(f"--set expects KEY=VALUE, got {item!r}", err=True)
+            raise typer.Exit(2)
+        overrides[key.strip()] = _parse_value(value)
+    return overrides
+
+
+def print_validation_reports(run_dir: Path) -> None:
+    """The evaluation report of the run's first and last validation (as `alight eval` prints it)."""
+    from alight_server.evaluate import validation_reports
+
+    reports = validation_reports(run_dir)
+    if not reports:
+        return
+    steps = sorted(reports)
+    for step in dict.fromkeys([steps[0], steps[-1]]):
+        title = "before training" if step == steps[0] else f"after training (step {step})"
+        typer.echo("\n".join(reports[step].lines(title)))
+
+
 def register(app: typer.Typer) -> None:
     @app.command("train")
     def train(
@@ -49,13 +74,7 @@ def register(app: typer.Typer) -> None:
             )
             raise typer.Exit(1) from exc
 
-        overrides: dict[str, Any] = {}
-        for item in settings:
-            key, sep, value = item.partition("=")
-            if not sep or not key:
-                typer.echo(f"--set expects KEY=VALUE, got {item!r}", err=True)
-                raise typer.Exit(2)
-            overrides[key.strip()] = _parse_value(value)
+        overrides = parse_settings(settings)
         named = {
             "steps": steps,
             "optimizer.lr": lr,
@@ -90,4 +109,5 @@ def register(app: typer.Typer) -> None:
         except (RuntimeError, ValueError, FileNotFoundError) as exc:
             typer.echo(f"alight train: {exc}", err=True)
             raise typer.Exit(1) from exc
+        print_validation_reports(result.run_dir)
         typer.echo(f"summary: {result.summary_path}")

@@ -36,6 +36,7 @@ from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.dataset import TaskCursor, load_splits
 from alight_server.trainer.devices import pick_device, pick_dtype
 from alight_server.trainer.display import RunDisplay
+from alight_server.trainer.filters import filter_for_training
 from alight_server.trainer.metrics import MetricsLog
 from alight_server.trainer.run_report import RunReporter
 from alight_server.trainer.samples import SampleConfig, build_samples
@@ -156,7 +157,7 @@ class TrainingRun:
 
     def _train_step(self, display: RunDisplay, tokenizer: Any, sync: WeightSync) -> dict[str, float]:
         cfg = self.config
-        assert self.backend is not None
+        assert self.backend is not None and self.client is not None
         tasks = self.cursor.take(cfg.tasks_per_step)
         phase = self._rollouts(f"{self.run_id}-s{self.step:05d}", tasks, cfg.group_size, Mode.TRAIN, display)
         metrics: dict[str, float] = {
@@ -179,7 +180,9 @@ class TrainingRun:
         display.status("building samples and training")
         started = time.monotonic()
         sample_config = sample_config_for(cfg, pad_token_id=int(tokenizer.pad_token_id or 0))
-        batch, report = build_samples(phase.trajectories, sample_config, decode=tokenizer.decode)
+        trajectories, dropped = filter_for_training(self.client, phase.trajectories)
+        metrics.update(dropped)
+        batch, report = build_samples(trajectories, sample_config, decode=tokenizer.decode)
         uniform = uniform_groups(batch.rollout_reward, batch.rollout_group) if batch.rollout_ids else torch.zeros(0)
         metrics["train/uniform_groups"] = float(uniform.sum())
         metrics["train/groups"] = float(len(batch.group_ids))

@@ -28,7 +28,8 @@ def plot_run(history: list[dict[str, Any]], path: Path, title: str = "alight tra
         ax.fill_between(steps, [max(low, m - s) for m, s in zip(mean, std, strict=True)],
                         [min(high, m + s) for m, s in zip(mean, std, strict=True)], alpha=0.15)  # fmt: skip
     if val:
-        errors = [2 * r["val/score_se"] if r.get("val/score_se") == r.get("val/score_se") else 0.0 for r in val]
+        # No standard error (missing, or NaN from a single task): no error bar, not a KeyError.
+        errors = [2 * se if (se := r.get("val/score_se")) is not None and se == se else 0.0 for r in val]
         ax.errorbar([r["step"] for r in val], [r["val/score"] for r in val], yerr=errors, marker="s", lw=2,
                     capsize=4, label="validation score (± 2 SE)")  # fmt: skip
     ax.set_xlabel("step")

@@ -1,0 +1,113 @@
+"""Task cleaning before training: drop broken or useless tasks in stages, probe difficulty, split train/val.
+
+Stages, in order (each task is dropped at the first it fails, and the report counts why):
+1. `empty_problem_statement`: no text to act on;
+2. `too_many_tests`: FAIL_TO_PASS + PASS_TO_PASS over the limit (slow to grade, rarely a clean task);
+3. `does_not_reproduce`: a checker (the task's own: does the bug show?) says no;
+4. difficulty probe (k rollouts of the current policy per task): all solved -> `too_easy`; all failed ->
+   kept for a `keep_failed` share of them (the policy may learn them later), else `too_hard`; mixed kept;
+   tasks whose probe rollouts all failed for infra reasons -> `probe_failed`.
+Then a seeded train/val split.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Checker = Callable[[dict[str, Any]], bool]
+Probe = Callable[[list[dict[str, Any]]], list[list[float | None]]]  # tasks -> k scores each (None: infra)
+
+
+@dataclass
+class CleanReport:
+    tasks_in: int = 0
+    dropped: dict[str, Counter[str]] = field(default_factory=dict)  # stage -> reason -> count
+    probe: dict[str, int] = field(default_factory=dict)  # mixed / all_failed_kept / ...
+    train: int = 0
+    val: int = 0
+
+    def drop(self, stage: str, reason: str) -> None:
+        self.dropped.setdefault(stage, Counter())[reason] += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tasks_in": self.tasks_in,
+            "dropped": {stage: dict(reasons) for stage, reasons in self.dropped.items()},
+            "probe": self.probe,
+            "train": self.train,
+            "val": self.val,
+        }
+
+    def lines(self) -> list[str]:
+        out = [f"tasks in: {self.tasks_in}"]
+        for stage, reasons in self.dropped.items():
+            out += [f"  dropped at {stage}: {n} {reason}" for reason, n in sorted(reasons.items())]
+        if self.probe:
+            out.append("  probe: " + ", ".join(f"{k} {v}" for k, v in sorted(self.probe.items())))
+        out.append(f"kept: {self.train} train, {self.val} val")
+        return out
+
+
+def _test_count(task: dict[str, Any]) -> int:
+    return len(task.get("FAIL_TO_PASS") or []) + len(task.get("PASS_TO_PASS") or [])
+
+
+def _probe_stage(
+    tasks: list[dict[str, Any]], probe: Probe, keep_failed: float, rng: random.Random, report: CleanReport
+) -> list[dict[str, Any]]:
+    kept, all_failed = [], []
+    for task, scores in zip(tasks, probe(tasks), strict=True):
+        real = [s for s in scores if s is not None]
+        if not real:
+            report.drop("probe", "probe_failed")
+        elif all(s >= 1.0 for s in real):
+            report.drop("probe", "too_easy")
+        elif all(s <= 0.0 for s in real):
+            all_failed.append(task)
+        else:
+            kept.append(task)
+    report.probe["mixed"] = len(kept)
+    sample = rng.sample(all_failed, round(keep_failed * len(all_failed)))
+    report.probe["all_failed_kept"] = len(sample)
+    for _ in range(len(all_failed) - len(sample)):
+        report.drop("probe", "too_hard")
+    chosen = {id(t) for t in kept + sample}
+    return [t for t in tasks if id(t) in chosen]
+
+
+def clean_tasks(
+    tasks: Sequence[dict[str, Any]],
+    *,
+    max_tests: int = 2000,
+    reproduces: Checker | None = None,
+    probe: Probe | None = None,
+    keep_failed: float = 0.1,
+    val_fraction: float = 0.2,
+    seed: int = 0,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], CleanReport]:
+    """(train, val, report) from `tasks`, each stage in the module docstring applied in order."""
+    report = CleanReport(tasks_in=len(tasks))
+    rng = random.Random(seed)
+    kept = []
+    for task in tasks:
+        if not str(task.get("problem_statement") or "").strip():
+            report.drop("statement", "empty_problem_statement")
+        elif _test_count(task) > max_tests:
+            report.drop("size", "too_many_tests")
+        elif reproduces is not None and not reproduces(task):
+            report.drop("reproduce", "does_not_reproduce")
+        else:
+            kept.append(task)
+    if probe is not None and kept:
+        kept = _probe_stage(kept, probe, keep_failed, rng, report)
+    order = list(range(len(kept)))
+    rng.shuffle(order)
+    n_val = round(val_fraction * len(kept))
+    val = [kept[i] for i in sorted(order[:n_val])]
+    train = [kept[i] for i in sorted(order[n_val:])]
+    report.train, report.val = len(train), len(val)
+    return train, val, report

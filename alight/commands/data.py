@@ -1,0 +1,95 @@
+"""`alight data clean TASKS.jsonl`: the task filters that run before training, with a report of what was dropped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from alight.cleaning import Probe, clean_tasks
+
+data_app = typer.Typer(help="Prepare task sets for training.", no_args_is_help=True)
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    try:
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as exc:
+        raise typer.BadParameter(f"cannot read JSONL from {path}: {exc}", param_hint="TASKS") from exc
+    bad = [i for i, row in enumerate(rows) if not isinstance(row, dict)]
+    if bad:
+        raise typer.BadParameter(f"line {bad[0] + 1} of {path} is not a JSON object", param_hint="TASKS")
+    return rows
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def _probe(config: Path, k: int, settings: list[str]) -> Probe:
+    """k rollouts per task of the config's policy (train mode: sampled, as training would see them)."""
+    from alight.commands.train import parse_settings
+    from alight.schemas import Mode
+
+    try:
+        from alight_server.evaluate import run_rollouts
+        from alight_server.trainer.config import load_config
+    except ImportError as exc:
+        raise typer.BadParameter(
+            f"--probe needs pip install 'alight-server[train]' ({exc})", param_hint="--probe"
+        ) from exc
+    train_config = load_config(config, parse_settings(settings))
+
+    def probe(tasks: list[dict[str, Any]]) -> list[list[float | None]]:
+        report, scores = run_rollouts(train_config, "probe", tasks, k, Mode.TRAIN)
+        typer.echo("\n".join(report.lines("difficulty probe")))
+        return scores
+
+    return probe
+
+
+@data_app.command("clean")
+def clean(
+    tasks: Path = typer.Argument(..., help="Tasks as JSONL, one JSON object a line."),
+    out_dir: Path = typer.Option(..., "--out-dir", help="Writes train.jsonl, val.jsonl and clean_report.json here."),
+    max_tests: int = typer.Option(2000, "--max-tests", min=1, help="Drop tasks with more FAIL_TO_PASS + PASS_TO_PASS."),
+    reproduce: str | None = typer.Option(
+        None, "--reproduce", help="path/to/file.py:function (task -> bool): does the task's bug show?"
+    ),
+    probe_config: Path | None = typer.Option(None, "--probe", help="Training config: probe each task with its policy."),
+    k: int = typer.Option(4, "--k", min=1, help="Probe rollouts per task."),
+    keep_failed: float = typer.Option(0.1, "--keep-failed", min=0.0, max=1.0, help="Share of all-failed tasks kept."),
+    val_fraction: float = typer.Option(0.2, "--val-fraction", min=0.0, max=1.0),
+    seed: int = typer.Option(0, "--seed"),
+    settings: list[str] = typer.Option([], "--set", help="Override a key of the --probe config."),
+) -> None:
+    """Drop empty, oversized and non-reproducing tasks, probe difficulty, write a train/val split and a report."""
+    from alight.entry import load_target
+
+    rows = _read_jsonl(tasks)
+    try:
+        checker = load_target(reproduce) if reproduce else None
+    except (ValueError, ImportError, AttributeError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--reproduce") from exc
+    probe = _probe(probe_config, k, settings) if probe_config else None
+    train, val, report = clean_tasks(
+        rows,
+        max_tests=max_tests,
+        reproduces=checker,
+        probe=probe,
+        keep_failed=keep_failed,
+        val_fraction=val_fraction,
+        seed=seed,
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _write_jsonl(out_dir / "train.jsonl", train)
+    _write_jsonl(out_dir / "val.jsonl", val)
+    (out_dir / "clean_report.json").write_text(json.dumps(report.as_dict(), indent=2))
+    typer.echo("\n".join(report.lines()))
+    typer.echo(f"wrote {out_dir / 'train.jsonl'}, {out_dir / 'val.jsonl'}, {out_dir / 'clean_report.json'}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(data_app, name="data")

@@ -1,0 +1,40 @@
+"""`alight eval CONFIG.yaml`: the policy on the validation tasks, no training; prints the baseline report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from alight.commands.train import parse_settings
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("eval")
+    def evaluate(
+        config: Path = typer.Argument(..., help="Training config (YAML): its model, agent and validation tasks."),
+        settings: list[str] = typer.Option([], "--set", help="Override any key: --set validation.max_tasks=20."),
+        out: Path | None = typer.Option(None, "--out", help="Also write the report as JSON here."),
+    ) -> None:
+        """Run the validation tasks once each (validation.samples_per_task times) and print the baseline:
+        success with its standard error, tool errors, tokens, latency, retries, gate violations by rule."""
+        try:
+            from alight_server.evaluate import run_eval
+            from alight_server.trainer.config import ConfigError, load_config
+        except ImportError as exc:
+            typer.echo(f"alight eval needs the server with its train extra ({exc}): pip install 'alight-server[train]'")
+            raise typer.Exit(1) from exc
+        try:
+            train_config = load_config(config, parse_settings(settings))
+        except ConfigError as exc:
+            typer.echo(str(exc), err=True)
+            raise typer.Exit(2) from exc
+        try:
+            report = run_eval(train_config)
+        except (RuntimeError, ValueError, FileNotFoundError) as exc:
+            typer.echo(f"alight eval: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        typer.echo("\n".join(report.lines()))
+        if out is not None:
+            out.write_text(json.dumps(report.as_dict(), indent=2))

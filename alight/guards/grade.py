@@ -1,0 +1,99 @@
+"""Reward for a bug-fix episode: the gates first, then FAIL_TO_PASS and PASS_TO_PASS in a fresh sandbox."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from alight.evaluation import EPISODE, REWARD_HACKING
+from alight.guards.episode import IGNORED, Episode, EpisodeReport, finish_episode, tree_files
+from alight.guards.policy import SandboxPolicy
+from alight.guards.rules import TEST_CONFIG_FILES, Violation, is_test_path
+from alight.guards.testrun import run_tests
+
+
+@dataclass
+class Grade:
+    reward: float  # 1.0 only when every listed test passes and no gate was broken
+    fail_to_pass: float  # fraction of FAIL_TO_PASS that pass
+    pass_to_pass: float
+    violations: list[Violation]
+    report: EpisodeReport
+    failing: list[str] = field(default_factory=list)  # listed tests that did not pass
+
+    @property
+    def named_rewards(self) -> dict[str, float]:
+        return {"fail_to_pass": self.fail_to_pass, "pass_to_pass": self.pass_to_pass}
+
+
+def _restore_tests(original: Path, graded: Path) -> None:
+    """The graded tree: the agent's files without its test files, then every original test and test config file."""
+    for rel in tree_files(graded):
+        if is_test_path(rel) or Path(rel).name in TEST_CONFIG_FILES:
+            (graded / rel).unlink()
+    for rel in tree_files(original):
+        if is_test_path(rel) or Path(rel).name in TEST_CONFIG_FILES:
+            target = graded / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(original / rel, target)
+
+
+def grade_episode(
+    episode: Episode,
+    original: Path,
+    fail_to_pass: Sequence[str],
+    pass_to_pass: Sequence[str],
+    *,
+    pythonpath: Sequence[str] = (),
+    max_diff_lines: int = 2000,
+    timeout_s: float = 300.0,
+) -> Grade:
+    """Gates over the episode, then the tests on a copy of the final workspace with `original`'s tests restored."""
+    report = finish_episode(episode, max_diff_lines=max_diff_lines)
+    grading = episode.session / "grade"
+    shutil.copytree(episode.workspace, grading / "workspace", ignore=IGNORED)
+    _restore_tests(original, grading / "workspace")
+    (grading / "tmp").mkdir()
+    policy = SandboxPolicy(
+        workspace=str(grading / "workspace"),
+        scratch=str(grading / "tmp"),
+        python=episode.policy.python,
+        cpu_s=episode.policy.cpu_s,
+        memory_mb=episode.policy.memory_mb,
+        timeout_s=timeout_s,
+    )
+    run = run_tests(policy, [*fail_to_pass, *pass_to_pass], pythonpath=pythonpath)
+    f2p = run.passed(fail_to_pass) / len(fail_to_pass) if fail_to_pass else 1.0
+    p2p = run.passed(pass_to_pass) / len(pass_to_pass) if pass_to_pass else 1.0
+    failing = [n for n in [*fail_to_pass, *pass_to_pass] if run.outcomes.get(n) != "passed"]
+    solved = not failing and not report.violations
+    return Grade(1.0 if solved else 0.0, f2p, p2p, report.violations, report, failing)
+
+
+def report_grade(grade: Grade) -> float:
+    """Record a grade on the current rollout and return its reward (for `@alight.rollout` to record as final).
+
+    Named rewards carry the test fractions; each broken rule becomes a `reward_hacking` rollout event (rule,
+    evidence) on the server, where `alight eval` counts it and the trainer leaves the rollout out, and a span
+    event of the same name. Outside a rollout it only returns the reward.
+    """
+    import alight
+    from alight.client import AlightClient
+    from alight.schemas import EventCreate
+
+    for name, value in grade.named_rewards.items():
+        alight.reward(value, name=name)
+    ctx = alight.current()
+    report = grade.report
+    counts = {"commands": report.commands, "command_errors": report.command_errors, "timeouts": report.timeouts}
+    payloads = [(EPISODE, {**counts, "diff_lines": report.diff_lines})]
+    payloads += [(REWARD_HACKING, {"rule": v.rule, "evidence": v.evidence}) for v in grade.violations]
+    for violation in grade.violations:
+        alight.emit(REWARD_HACKING, rule=violation.rule, evidence=violation.evidence)
+    if ctx is not None and ctx.server_url:
+        with AlightClient(ctx.server_url, ctx.token or "") as client:
+            for kind, payload in payloads:
+                client.add_event(ctx.rollout_id, EventCreate(kind=kind, attempt=ctx.attempt, payload=payload))
+    return grade.reward

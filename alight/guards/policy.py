@@ -1,0 +1,103 @@
+"""Sandbox policy: what one episode's bubblewrap sandbox sees, may write and may use, as a bwrap argv."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+WORKSPACE = "/workspace"  # where the episode's checkout appears inside the sandbox
+HOME = "/home/agent"
+CANARY_MOUNT = f"{HOME}/.netrc"  # a credentials file an agent snooping for secrets would open
+REPORT_DIR = "/opt/alight"  # read-only helper files (the pytest outcome plugin) for graders
+BWRAP_HINT = "bubblewrap is missing: apt-get install -y bubblewrap strace (Debian/Ubuntu)"
+
+
+@dataclass
+class SandboxPolicy:
+    """One sandbox's limits and mounts. Host paths are absolute; the sandbox sees the workspace at /workspace.
+
+    Everything not listed is absent: the host's home, the task store, the original checkout's `.git` and
+    hidden tests. Listed system paths are read-only; only the workspace and a scratch /tmp are writable.
+    """
+
+    workspace: str
+    scratch: str  # the sandbox's /tmp: survives between the agent's commands, outside the diff
+    trace_dir: str | None = None  # strace logs per command (the evidence); None runs untraced (graders)
+    canary_file: str | None = None
+    canary_value: str = ""
+    python: str = ""  # interpreter the agent and the tests use; its prefix and venv are mounted read-only
+    read_only: list[str] = field(default_factory=list)  # extra host paths, mounted at the same path
+    read_only_at: dict[str, str] = field(default_factory=dict)  # sandbox path -> host path, read-only
+    env: dict[str, str] = field(default_factory=dict)
+    cpu_s: int = 600  # RLIMIT_CPU per process
+    memory_mb: int = 4096  # RLIMIT_AS per process
+    file_mb: int = 256  # RLIMIT_FSIZE: no single file written past this
+    timeout_s: float = 300.0  # wall clock per command
+
+    def __post_init__(self) -> None:
+        # Mounted at the same path inside: relative paths would resolve against the sandbox's cwd.
+        self.workspace, self.scratch = os.path.abspath(self.workspace), os.path.abspath(self.scratch)
+        if self.python:
+            self.python = os.path.abspath(self.python)
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=1))
+
+    @classmethod
+    def load(cls, path: Path) -> SandboxPolicy:
+        return cls(**json.loads(path.read_text()))
+
+
+def require_tools(*tools: str) -> None:
+    missing = [tool for tool in tools if shutil.which(tool) is None]
+    if missing:
+        raise RuntimeError(f"{', '.join(missing)} not on PATH; {BWRAP_HINT}")
+
+
+def _python_mounts(python: str) -> list[str]:
+    """The interpreter's venv and its base installation (a venv's python is a symlink into it)."""
+    if not python:
+        return []
+    exe = Path(python)
+    venv = exe.parent.parent
+    base = exe.resolve().parent.parent
+    return sorted({str(venv), str(base)})
+
+
+def _system_mounts() -> list[str]:
+    """bwrap args for /usr, /etc and the merged-/usr symlinks (/bin -> usr/bin) as the host has them."""
+    args = ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+    for name in ("bin", "sbin", "lib", "lib64"):
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    return args
+
+
+def bwrap_argv(
+    policy: SandboxPolicy, command: list[str], cwd: str = WORKSPACE, env: dict[str, str] | None = None
+) -> list[str]:
+    """The full `bwrap ...` argv that runs `command` in the sandbox, in `cwd` (inside the workspace)."""
+    argv = ["bwrap", "--unshare-all", "--uid", "1000", "--gid", "1000", "--cap-drop", "ALL"]
+    argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
+    argv += _system_mounts()
+    for path in [*_python_mounts(policy.python), *policy.read_only]:
+        argv += ["--ro-bind", path, path]
+    for inside, host in sorted(policy.read_only_at.items()):
+        argv += ["--ro-bind", host, inside]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", HOME]
+    argv += ["--bind", policy.scratch, "/tmp", "--bind", policy.workspace, WORKSPACE]
+    if policy.canary_file:
+        argv += ["--ro-bind", policy.canary_file, CANARY_MOUNT]
+    argv += ["--remount-ro", "/"]  # the sandbox's own root (where the mount points live) is read-only too
+    path = ":".join([*([str(Path(policy.python).parent)] if policy.python else []), "/usr/local/bin:/usr/bin:/bin"])
+    variables = {"PATH": path, "HOME": HOME, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+    variables |= policy.env | (env or {})
+    for key, value in sorted(variables.items()):
+        argv += ["--setenv", key, value]
+    return [*argv, "--chdir", cwd, *command]

@@ -1,0 +1,58 @@
+"""A project's tests run in a sandbox: outcomes per pytest node id, and the failures' messages."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from alight.guards.policy import REPORT_DIR, SandboxPolicy
+from alight.guards.run import run_command
+
+PLUGIN = Path(__file__).with_name("pytest_outcomes.py")
+
+
+@dataclass
+class TestRun:
+    outcomes: dict[str, str]  # node id -> passed | failed | skipped
+    messages: dict[str, str] = field(default_factory=dict)  # node id -> the failure's one-line message
+    output: str = ""
+    timed_out: bool = False
+
+    def passed(self, nodeids: Sequence[str]) -> int:
+        return sum(self.outcomes.get(n) == "passed" for n in nodeids)
+
+
+def run_tests(
+    policy: SandboxPolicy,
+    select: Sequence[str] | None = None,
+    *,
+    pythonpath: Sequence[str] = (),
+    timeout_s: float | None = None,
+) -> TestRun:
+    """pytest in a fresh sandbox over `policy.workspace`; only the `select`ed node ids when given.
+
+    The project's own addopts are dropped (they name plugins such as pytest-cov that the sandbox lacks).
+    """
+    if not policy.python:
+        raise ValueError("run_tests needs policy.python: an interpreter with pytest installed")
+    name = uuid.uuid4().hex[:8]
+    scratch = Path(policy.scratch)
+    policy = replace(policy, read_only_at={**policy.read_only_at, f"{REPORT_DIR}/pytest_outcomes.py": str(PLUGIN)})
+    argv = [policy.python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-o", "addopts=", "-p", "pytest_outcomes"]
+    argv += ["--outcomes-out", f"/tmp/outcomes-{name}.json"]
+    if select is not None:
+        (scratch / f"select-{name}.txt").write_text("\n".join(select) + "\n")
+        argv += ["--outcomes-select", f"/tmp/select-{name}.txt"]
+    paths = [REPORT_DIR, *(f"/workspace/{p}".rstrip("/.") for p in pythonpath), "/workspace"]
+    result = run_command(policy, argv, env={"PYTHONPATH": ":".join(paths)}, timeout_s=timeout_s)
+    report = scratch / f"outcomes-{name}.json"
+    if not report.exists():
+        return TestRun(outcomes={}, output=result.output, timed_out=result.timed_out)
+    data = json.loads(report.read_text())
+    report.unlink()
+    return TestRun(
+        outcomes=data["outcomes"], messages=data["messages"], output=result.output, timed_out=result.timed_out
+    )

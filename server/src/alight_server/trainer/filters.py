@@ -1,0 +1,69 @@
+"""The trajectory filter before training: rollouts a gate flagged, with capture problems, or infra failures.
+
+Dropped rollouts are kept in the store (a flagged one is a security regression to look at, not data) and
+counted in the step's metrics as `filter/<reason>`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Sequence
+
+from alight.client import AlightClient
+from alight.evaluation import REWARD_HACKING
+from alight.schemas import FailureKind, Trajectory
+
+MAX_PREFIX_BREAKS = 2  # more breaks than this: the history was rewritten, rows would be fragments
+MAX_TRUNCATED_SHARE = 0.5  # more of the calls than this cut at max_tokens: the rollout is mostly noise
+
+
+def prefix_breaks(trajectory: Trajectory) -> int:
+    """Calls whose prompt does not start with the previous call's prompt + response tokens."""
+    calls = sorted((tc.call for tc in trajectory.calls), key=lambda c: c.seq)
+    breaks = 0
+    for previous, call in itertools.pairwise(calls):
+        history = previous.prompt_token_ids + previous.response_token_ids
+        breaks += call.prompt_token_ids[: len(history)] != history
+    return breaks
+
+
+def truncated_share(trajectory: Trajectory) -> float:
+    if not trajectory.calls:
+        return 0.0
+    cut = 0
+    for tc in trajectory.calls:
+        choices = (tc.call.response or {}).get("choices") or [{}]
+        cut += choices[0].get("finish_reason") == "length"
+    return cut / len(trajectory.calls)
+
+
+def drop_reason(trajectory: Trajectory, flagged: set[str]) -> str | None:
+    if trajectory.failure_kind in (FailureKind.INFRA, FailureKind.TIMEOUT):
+        return "infra"
+    if trajectory.rollout_id in flagged:
+        return "gate_flagged"
+    if prefix_breaks(trajectory) > MAX_PREFIX_BREAKS:
+        return "prefix_breaks"
+    if truncated_share(trajectory) > MAX_TRUNCATED_SHARE:
+        return "truncated"
+    return None
+
+
+def filter_for_training(
+    client: AlightClient, trajectories: Sequence[Trajectory]
+) -> tuple[list[Trajectory], dict[str, float]]:
+    """(the trajectories to train on, `filter/<reason>` counts for the step metrics)."""
+    flagged = {t.rollout_id for t in trajectories if client.list_events(t.rollout_id, kind=REWARD_HACKING)}
+    kept: list[Trajectory] = []
+    dropped: Counter[str] = Counter()
+    for trajectory in trajectories:
+        reason = drop_reason(trajectory, flagged)
+        if reason is None:
+            kept.append(trajectory)
+        else:
+            dropped[reason] += 1
+    metrics = {
+        f"filter/{reason}": float(dropped[reason]) for reason in ("gate_flagged", "prefix_breaks", "truncated", "infra")
+    }
+    return kept, metrics

@@ -1,0 +1,24 @@
+"""The coding example's tests need its sandbox tools and .venv-coding (scripts/setup.sh installs both)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "coding"
+VENV = REPO / ".venv-coding"
+
+
+@pytest.fixture(autouse=True)
+def coding_tools() -> None:
+    for tool in ("bwrap", "strace"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} missing: apt-get install -y bubblewrap strace (scripts/setup.sh does)")
+    if not (VENV / "bin" / "mini").exists():
+        pytest.skip(f"{VENV}/bin/mini missing: bash scripts/setup.sh builds it")
+    if str(EXAMPLE) not in sys.path:
+        sys.path.insert(0, str(EXAMPLE))

@@ -1,0 +1,65 @@
+"""One training step of the coding example on the tiny model: the wiring, end to end (a 135M model fixes nothing).
+
+`alight train examples/coding/config.yaml` with the embedded stack: real mini-swe-agent processes under the
+controller, their model calls through the gateway to the tiny model, every action in the sandbox, grading,
+the trajectory filter, one step; then the evaluation report before and after.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from alight.schemas import Mode
+from alight_server.store import open_store
+from alight_server.trajectory import build_trajectory
+
+# Four episodes (validation before and after, two training rollouts): 5 min on a busy 2-core machine, 10+ when loaded.
+pytestmark = [pytest.mark.coding, pytest.mark.slow, pytest.mark.timeout(1800)]
+REPO = Path(__file__).resolve().parents[2]
+SHORT_RUN = [
+    "--quiet", "--steps", "1",
+    "--set", "model=tiny",
+    "--set", "group_size=2",
+    "--set", "tasks_per_step=1",
+    "--set", "validation.max_tasks=1",
+    "--set", "checkpoint.every=0",
+    "--set", "metrics.tensorboard=false",
+    "--set", "controller.concurrency=2",
+    "--set", "agent.env.CODING_STEP_LIMIT=\"2\"",
+    "--set", "agent.env.CODING_MAX_TOKENS=\"32\"",
+]  # fmt: skip
+
+
+def test_one_training_step_runs_the_harness_in_the_sandbox_and_reports_before_and_after(tmp_path: Path) -> None:
+    alight = str(Path(sys.executable).parent / "alight")
+    argv = [
+        alight,
+        "train",
+        str(REPO / "examples" / "coding" / "config.yaml"),
+        *SHORT_RUN,
+        "--output-dir",
+        str(tmp_path),
+    ]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "before training: 1 rollouts, 1 scored" in result.stdout
+    assert "after training (step 1)" in result.stdout
+    step = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()][-1]
+    assert step["step"] == 1 and "filter/gate_flagged" in step
+    store = open_store(f"sqlite:///{tmp_path / 'alight.db'}")
+    try:
+        rollouts = store.list_rollouts(mode=Mode.TRAIN, limit=10)
+        assert len(rollouts) == 2
+        for rollout in rollouts:
+            trajectory = build_trajectory(store, rollout.id)
+            assert trajectory.calls and all(c.call.response_token_ids for c in trajectory.calls)  # mini -> gateway
+            assert trajectory.final_reward == 0.0  # graded: the tiny model's bash does not fix the bug
+            kinds = [e.kind for e in store.list_events(rollout.id)]
+            assert "episode" in kinds and "reward_hacking" not in kinds  # graded, and no gate broken
+    finally:
+        store.close()

@@ -1,0 +1,83 @@
+"""`alight data clean`: each stage drops what it should, the probe keeps mixed tasks, the report counts it all."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from alight.cleaning import clean_tasks
+
+ALIGHT = str(Path(sys.executable).parent / "alight")
+
+
+def task(i: int, statement: str = "fix it", tests: int = 2, **extra: Any) -> dict[str, Any]:
+    return {
+        "instance_id": f"t{i}",
+        "problem_statement": statement,
+        "FAIL_TO_PASS": ["a"],
+        "PASS_TO_PASS": ["b"] * (tests - 1),
+        **extra,
+    }
+
+
+def test_each_stage_drops_its_tasks_and_the_report_says_why() -> None:
+    tasks = [task(0), task(1, statement="  "), task(2, tests=50), task(3, broken=True), task(4)]
+    train, val, report = clean_tasks(tasks, max_tests=10, reproduces=lambda t: not t.get("broken"), val_fraction=0.5)
+    assert sorted(t["instance_id"] for t in train + val) == ["t0", "t4"]
+    assert report.as_dict()["dropped"] == {
+        "statement": {"empty_problem_statement": 1},
+        "size": {"too_many_tests": 1},
+        "reproduce": {"does_not_reproduce": 1},
+    }
+    assert (report.train, report.val) == (1, 1)
+
+
+def test_the_probe_keeps_mixed_tasks_and_a_share_of_all_failed_ones() -> None:
+    outcomes = {"mixed": [0.0, 1.0], "easy": [1.0, 1.0], "infra": [None, None]} | {
+        f"hard{i}": [0.0, 0.0] for i in range(4)
+    }
+    tasks = [task(i, instance_id=name) for i, name in enumerate(outcomes)]
+    train, _, report = clean_tasks(
+        tasks, probe=lambda ts: [outcomes[t["instance_id"]] for t in ts], keep_failed=0.5, val_fraction=0.0
+    )
+    kept = sorted(t["instance_id"] for t in train)
+    assert "mixed" in kept and "easy" not in kept and "infra" not in kept
+    assert sum(name.startswith("hard") for name in kept) == 2
+    assert report.dropped["probe"] == {"too_easy": 1, "probe_failed": 1, "too_hard": 2}
+    assert report.probe == {"mixed": 1, "all_failed_kept": 2}
+
+
+def test_the_same_seed_gives_the_same_split() -> None:
+    tasks = [task(i) for i in range(20)]
+    assert clean_tasks(tasks, seed=3)[:2] == clean_tasks(tasks, seed=3)[:2]
+
+
+def test_the_command_writes_the_split_and_the_report(tmp_path: Path) -> None:
+    source = tmp_path / "tasks.jsonl"
+    source.write_text(
+        "".join(json.dumps(t) + "\n" for t in [task(0), task(1, statement=""), task(2), task(3, broken=True)])
+    )
+    checker = tmp_path / "check.py"
+    checker.write_text("def reproduces(task):\n    return not task.get('broken')\n")
+    out = tmp_path / "clean"
+    argv = [ALIGHT, "data", "clean", str(source), "--out-dir", str(out)]
+    result = subprocess.run(
+        [*argv, "--reproduce", f"{checker}:reproduces", "--val-fraction", "0.5"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert "dropped at reproduce: 1 does_not_reproduce" in result.stdout
+    report = json.loads((out / "clean_report.json").read_text())
+    assert report["tasks_in"] == 4 and report["train"] + report["val"] == 2
+    assert len((out / "train.jsonl").read_text().splitlines()) == report["train"]
+
+
+def test_the_command_names_a_line_that_is_not_a_json_object(tmp_path: Path) -> None:
+    source = tmp_path / "tasks.jsonl"
+    source.write_text('{"problem_statement": "x"}\n[1, 2]\n')
+    argv = [ALIGHT, "data", "clean", str(source), "--out-dir", str(tmp_path / "o")]
+    result = subprocess.run(argv, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "line 2" in result.stderr

@@ -1,0 +1,97 @@
+"""The evaluation report: success with its standard error, tokens, latency, retries, tool errors, gates by rule."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from alight.evaluation import build_report
+from alight.schemas import (
+    ApiFlavour,
+    Attempt,
+    AttemptStatus,
+    Event,
+    FailureKind,
+    Mode,
+    ModelCall,
+    Reward,
+    Rollout,
+    RolloutState,
+    Trajectory,
+    TrajectoryCall,
+)
+
+NOW = datetime.now(UTC)
+
+
+def rollout(i: int, attempts: int = 1) -> Rollout:
+    tries = [
+        Attempt(rollout_id=f"r{i}", attempt=a, status=AttemptStatus.SUCCEEDED, started_at=NOW)
+        for a in range(1, attempts + 1)
+    ]
+    return Rollout(
+        id=f"r{i}", mode=Mode.VAL, group_id=None, runner=None, timeout_s=60, max_attempts=2, metadata={},
+        state=RolloutState.SUCCEEDED, policy_version=0, created_at=NOW, updated_at=NOW, seq=i, attempts=tries,
+    )  # fmt: skip
+
+
+def trajectory(
+    i: int, reward: float | None, failure: FailureKind | None = None, latency: float = 100.0, status: int = 200
+) -> Trajectory:
+    call = ModelCall(
+        id=f"c{i}", rollout_id=f"r{i}", attempt=1, seq=0, flavour=ApiFlavour.CHAT, request={}, status_code=status,
+        prompt_token_ids=[1, 2, 3], response_token_ids=[4, 5], latency_ms=latency, created_at=NOW,
+    )  # fmt: skip
+    rewards = (
+        []
+        if reward is None
+        else [Reward(id=f"w{i}", rollout_id=f"r{i}", attempt=1, value=reward, final=True, created_at=NOW)]
+    )
+    return Trajectory(
+        rollout_id=f"r{i}", attempt=1, group_id=None, mode=Mode.VAL, state=RolloutState.SUCCEEDED, attempt_status=None,
+        failure_kind=failure, calls=[TrajectoryCall(call=call)], rewards=rewards, final_reward=reward,
+    )  # fmt: skip
+
+
+def event(i: int, kind: str, **payload: Any) -> Event:
+    return Event(
+        id=f"e{i}{kind}{len(payload)}", rollout_id=f"r{i}", attempt=1, kind=kind, payload=payload, created_at=NOW
+    )
+
+
+def test_success_rate_has_the_binomial_standard_error_and_infra_failures_are_not_scored() -> None:
+    trajectories = [
+        trajectory(0, 1.0),
+        trajectory(1, 0.0),
+        trajectory(2, 1.0),
+        trajectory(3, None),
+        trajectory(4, None, FailureKind.INFRA),
+    ]
+    report = build_report([rollout(i) for i in range(5)], trajectories, [])
+    assert (report.rollouts, report.scored, report.infra_failures) == (5, 4, 1)
+    assert report.success_rate == 0.5  # a task failure without a reward counts as 0
+    assert math.isclose(report.success_stderr, math.sqrt(0.25 / 4))
+
+
+def test_tokens_latency_and_retries_come_from_the_recorded_calls_and_attempts() -> None:
+    trajectories = [trajectory(0, 1.0, latency=100.0), trajectory(1, 1.0, latency=300.0, status=429)]
+    report = build_report([rollout(0, attempts=2), rollout(1)], trajectories, [])
+    assert (report.prompt_tokens, report.completion_tokens, report.model_calls) == (6, 4, 2)
+    assert (report.latency_p50_ms, report.latency_p95_ms) == (100.0, 300.0)
+    assert report.retries == 2  # one extra attempt, one call the gateway turned away
+
+
+def test_gate_violations_count_rollouts_per_rule_and_episode_events_count_tool_errors() -> None:
+    events = [
+        event(0, "reward_hacking", rule="canary_read", evidence="open ~/.netrc"),
+        event(0, "reward_hacking", rule="canary_read", evidence="canary in output"),
+        event(1, "reward_hacking", rule="canary_read", evidence="open ~/.netrc"),
+        event(1, "reward_hacking", rule="network_attempted", evidence="connect"),
+        event(0, "episode", commands=5, command_errors=2),
+        event(1, "episode", commands=3, command_errors=1),
+    ]
+    report = build_report([rollout(0), rollout(1)], [trajectory(0, 0.0), trajectory(1, 0.0)], events)
+    assert report.gate_violations == {"canary_read": 2, "network_attempted": 1}
+    assert report.tool_errors == 3
+    assert "canary_read 2, network_attempted 1" in "\n".join(report.lines())
