@@ -7,8 +7,8 @@ import os
 from typing import Any
 
 import alight
-from alight.harness.attempt import current_attempt
-from alight.harness.workspace import CliTask, Workspace, check_reward, cli_args, find_cli, make_workspace, run_cli
+from alight.harness.attempt import HarnessAttempt
+from alight.harness.workspace import CliTask, Workspace, cli_args, cli_episode, find_cli
 
 # Non-interactive: -p prints the final answer and exits; these tools run without asking.
 DEFAULT_ARGS = ["--allowedTools", "Bash Edit Write Read Glob Grep"]
@@ -41,12 +41,10 @@ def claude_env(base: dict[str, str], gateway_url: str, token: str, workspace: Wo
 @alight.rollout
 def episode(task: Any) -> float | None:
     """One attempt: `claude -p PROMPT` in a fresh workspace, then the task's check."""
-    attempt = current_attempt()
-    cli_task = CliTask.parse(task)
-    workspace = make_workspace(cli_task, f"claude-{attempt.rollout_id}-{attempt.attempt}")
     binary = find_cli("ALIGHT_CLAUDE_BIN", "claude", "npm i -g @anthropic-ai/claude-code")
-    env = claude_env(dict(os.environ), attempt.gateway_url, attempt.token, workspace)
-    code = run_cli([binary, "-p", cli_task.prompt, *cli_args(DEFAULT_ARGS)], workspace, env)
-    if code != 0:
-        raise RuntimeError(f"claude exited with code {code}")
-    return check_reward(cli_task, workspace)
+
+    def prepare(cli_task: CliTask, workspace: Workspace, attempt: HarnessAttempt) -> tuple[list[str], dict[str, str]]:
+        env = claude_env(dict(os.environ), attempt.gateway_url, attempt.token, workspace)
+        return ["-p", cli_task.prompt, *cli_args(DEFAULT_ARGS)], env
+
+    return cli_episode(task, "claude", binary, prepare)

@@ -8,8 +8,8 @@ import os
 from typing import Any
 
 import alight
-from alight.harness.attempt import current_attempt
-from alight.harness.workspace import CliTask, Workspace, check_reward, cli_args, find_cli, make_workspace, run_cli
+from alight.harness.attempt import HarnessAttempt
+from alight.harness.workspace import CliTask, Workspace, cli_args, cli_episode, find_cli
 
 DEFAULT_ARGS = ["--skip-git-repo-check"]
 TOKEN_ENV = "ALIGHT_TOKEN"  # Codex reads its provider's key from the variable the config names
@@ -54,14 +54,11 @@ def codex_env(base: dict[str, str], token: str, workspace: Workspace) -> dict[st
 @alight.rollout
 def episode(task: Any) -> float | None:
     """One attempt: `codex exec PROMPT` in a fresh workspace, then the task's check."""
-    attempt = current_attempt()
-    cli_task = CliTask.parse(task)
-    workspace = make_workspace(cli_task, f"codex-{attempt.rollout_id}-{attempt.attempt}")
     binary = find_cli("ALIGHT_CODEX_BIN", "codex", "npm i -g @openai/codex")
-    (workspace.home / ".codex").mkdir()
-    (workspace.home / ".codex" / "config.toml").write_text(codex_config(attempt.gateway_url))
-    env = codex_env(dict(os.environ), attempt.token, workspace)
-    code = run_cli([binary, "exec", *cli_args(DEFAULT_ARGS), cli_task.prompt], workspace, env)
-    if code != 0:
-        raise RuntimeError(f"codex exited with code {code}")
-    return check_reward(cli_task, workspace)
+
+    def prepare(cli_task: CliTask, workspace: Workspace, attempt: HarnessAttempt) -> tuple[list[str], dict[str, str]]:
+        (workspace.home / ".codex").mkdir()
+        (workspace.home / ".codex" / "config.toml").write_text(codex_config(attempt.gateway_url))
+        return ["exec", *cli_args(DEFAULT_ARGS), cli_task.prompt], codex_env(dict(os.environ), attempt.token, workspace)
+
+    return cli_episode(task, "codex", binary, prepare)

@@ -10,11 +10,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from alight.harness.attempt import HarnessAttempt, current_attempt
 
 CHECK_ENV = "ALIGHT_HARNESS_CHECK"  # the check command when the task names none
 ARGS_ENV = "ALIGHT_HARNESS_ARGS"  # extra CLI arguments, shell-quoted, replacing the harness's defaults
@@ -121,3 +124,19 @@ def check_reward(task: CliTask, workspace: Workspace) -> float | None:
         if value is not None and math.isfinite(value):
             return value
     return 1.0 if done.returncode == 0 else 0.0
+
+
+# (task, workspace, attempt) -> (the CLI's arguments, its environment); may write config files first
+Prepare = Callable[[CliTask, Workspace, HarnessAttempt], tuple[list[str], dict[str, str]]]
+
+
+def cli_episode(task: Any, name: str, binary: str, prepare: Prepare) -> float | None:
+    """One attempt of a CLI: fresh workspace, `binary ARGS` in it, then the check's reward (None: no check)."""
+    attempt = current_attempt()
+    cli_task = CliTask.parse(task)
+    workspace = make_workspace(cli_task, f"{name}-{attempt.rollout_id}-{attempt.attempt}")
+    argv, env = prepare(cli_task, workspace, attempt)
+    code = run_cli([binary, *argv], workspace, env)
+    if code != 0:
+        raise RuntimeError(f"{name} exited with code {code}")
+    return check_reward(cli_task, workspace)
