@@ -52,6 +52,10 @@ class SamplesConfig(Section):
     # Leave a harness's side-task calls out by the model name it asked for (glob patterns, e.g. "*haiku*"
     # for Claude Code's titles and summaries); the gateway still serves and records them.
     exclude_models: list[str] = Field(default_factory=list)
+    # Rollouts left out before the builder (trainer/filters.py), off unless set: more prefix breaks than
+    # this (a rewritten history), or more than this share of calls cut at max_tokens.
+    max_prefix_breaks: int | None = Field(default=None, ge=0)
+    max_truncated_share: float | None = Field(default=None, ge=0, le=1)
 
 
 class TrainerSettings(Section):

@@ -14,8 +14,9 @@ from alight.client import AlightClient
 from alight.evaluation import REWARD_HACKING
 from alight.schemas import FailureKind, Trajectory
 
-MAX_PREFIX_BREAKS = 2  # more breaks than this: the history was rewritten, rows would be fragments
-MAX_TRUNCATED_SHARE = 0.5  # more of the calls than this cut at max_tokens: the rollout is mostly noise
+# The capture-problem thresholds are off unless a config sets them (samples.max_prefix_breaks,
+# samples.max_truncated_share): a small policy's calls are often cut at max_tokens, and its group
+# would lose the rollouts that carry its signal. The coding example sets 2 and 0.5.
 
 
 def prefix_breaks(trajectory: Trajectory) -> int:
@@ -38,27 +39,35 @@ def truncated_share(trajectory: Trajectory) -> float:
     return cut / len(trajectory.calls)
 
 
-def drop_reason(trajectory: Trajectory, flagged: set[str]) -> str | None:
+def drop_reason(
+    trajectory: Trajectory,
+    flagged: set[str],
+    max_prefix_breaks: int | None = None,
+    max_truncated_share: float | None = None,
+) -> str | None:
     if trajectory.failure_kind in (FailureKind.INFRA, FailureKind.TIMEOUT):
         return "infra"
     if trajectory.rollout_id in flagged:
         return "gate_flagged"
-    if prefix_breaks(trajectory) > MAX_PREFIX_BREAKS:
+    if max_prefix_breaks is not None and prefix_breaks(trajectory) > max_prefix_breaks:
         return "prefix_breaks"
-    if truncated_share(trajectory) > MAX_TRUNCATED_SHARE:
+    if max_truncated_share is not None and truncated_share(trajectory) > max_truncated_share:
         return "truncated"
     return None
 
 
 def filter_for_training(
-    client: AlightClient, trajectories: Sequence[Trajectory]
+    client: AlightClient,
+    trajectories: Sequence[Trajectory],
+    max_prefix_breaks: int | None = None,
+    max_truncated_share: float | None = None,
 ) -> tuple[list[Trajectory], dict[str, float]]:
     """(the trajectories to train on, `filter/<reason>` counts for the step metrics)."""
     flagged = {t.rollout_id for t in trajectories if client.list_events(t.rollout_id, kind=REWARD_HACKING)}
     kept: list[Trajectory] = []
     dropped: Counter[str] = Counter()
     for trajectory in trajectories:
-        reason = drop_reason(trajectory, flagged)
+        reason = drop_reason(trajectory, flagged, max_prefix_breaks, max_truncated_share)
         if reason is None:
             kept.append(trajectory)
         else:

@@ -180,7 +180,9 @@ class TrainingRun:
         display.status("building samples and training")
         started = time.monotonic()
         sample_config = sample_config_for(cfg, pad_token_id=int(tokenizer.pad_token_id or 0))
-        trajectories, dropped = filter_for_training(self.client, phase.trajectories)
+        trajectories, dropped = filter_for_training(
+            self.client, phase.trajectories, cfg.samples.max_prefix_breaks, cfg.samples.max_truncated_share
+        )
         metrics.update(dropped)
         batch, report = build_samples(trajectories, sample_config, decode=tokenizer.decode)
         uniform = uniform_groups(batch.rollout_reward, batch.rollout_group) if batch.rollout_ids else torch.zeros(0)
