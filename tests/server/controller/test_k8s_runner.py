@@ -81,13 +81,13 @@ def test_the_attempt_token_reaches_the_agent_only_through_its_secret(
     token = env["ALIGHT_TOKEN"]
     assert (
         token
-        and env["OPENAI_API_KEY"] == token
+        and env["OPENAI_API_KEY"] == env["ANTHROPIC_API_KEY"] == token
         and token in env["OTEL_EXPORTER_OTLP_TRACES_HEADERS"].replace("%20", " ")
     )
     assert token not in str(job)  # nowhere in the Job: not in env, args, annotations
     container = job["spec"]["template"]["spec"]["containers"][0]
     refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e}
-    assert set(refs) == {"ALIGHT_TOKEN", "OPENAI_API_KEY", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"}
+    assert set(refs) == {"ALIGHT_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"}
     secret = cluster.store.get("secrets", "default", job["metadata"]["name"])
     assert secret["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
     assert env["ALIGHT_ROLLOUT_ID"] == "tok-1" and env["ALIGHT_ATTEMPT"] == "1"

@@ -42,6 +42,7 @@ AGENT_CONTAINER = "agent"
 SECRET_KEYS = {  # container variable -> key in the attempt's Secret
     envvars.ALIGHT_TOKEN: "token",
     envvars.OPENAI_API_KEY: "token",
+    envvars.ANTHROPIC_API_KEY: "token",
     envvars.OTEL_EXPORTER_OTLP_TRACES_HEADERS: "otlp-headers",
 }
 TASK_KEY = "task"  # a task over the inline limit travels in the Secret too
