@@ -46,8 +46,12 @@ def test_two_cpu_ranks_take_the_same_step_as_one_process(
 
     assert set(got["trainable"]) == set(expected["trainable"])
     moved = 0
+    # Adam's first update is about lr * g/|g| per element (1e-3 here): where |g| is tiny, the order in which
+    # ranks sum float32 gradients moves it by a few 1e-6 (3.4e-6 seen on an idle machine), a dropped or
+    # double-counted row by ~1e-3.
     for name, tensor in expected["trainable"].items():
-        assert torch.allclose(got["trainable"][name], tensor, atol=2e-6, rtol=0), name
+        difference = float((got["trainable"][name] - tensor).abs().max())
+        assert difference <= 1e-5, (name, difference)
         moved += not torch.equal(tensor, reference.state_dict()[name])
     assert moved, "the step changed no parameter: the comparison would be vacuous"
     for key in ("loss", "tokens", "grad_norm", "advantage_mean", "ratio_mean"):
