@@ -21,7 +21,7 @@ from alight.harness.attempt import HarnessAttempt, current_attempt
 
 CHECK_ENV = "ALIGHT_HARNESS_CHECK"  # the check command when the task names none
 ARGS_ENV = "ALIGHT_HARNESS_ARGS"  # extra CLI arguments, shell-quoted, replacing the harness's defaults
-WORKSPACE_ROOT_ENV = "ALIGHT_WORKSPACE_ROOT"  # where workspaces are made (default: the attempt's cwd)
+WORKSPACE_ROOT_ENV = "ALIGHT_WORKSPACE_ROOT"  # where workspaces are made (default: $TMPDIR/alight-workspaces)
 
 
 class CliTask(BaseModel):
@@ -55,7 +55,9 @@ class Workspace:
 
 def make_workspace(task: CliTask, name: str) -> Workspace:
     """A fresh workspace for one attempt: the task's repo copied, then its files written."""
-    parent = Path(os.environ.get(WORKSPACE_ROOT_ENV) or Path.cwd())
+    # Not the attempt's cwd by default: that is often the config's folder, which would fill with workspaces.
+    parent = Path(os.environ.get(WORKSPACE_ROOT_ENV) or Path(tempfile.gettempdir()) / "alight-workspaces")
+    parent.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=parent))
     work, home = root / "work", root / "home"
     if task.repo:
