@@ -55,20 +55,25 @@ def test_call_issued_during_pause_succeeds_after_resume(gateway, attempt, fake):
 
 
 async def test_call_in_flight_during_pause_completes_and_drain_waits_for_it(gateway, attempt, fake):
-    fake.faults.latency_s = 1.0
+    # The upstream answers only when the test says so: a timed latency raced the pause on a loaded CI machine.
+    fake.faults.hold = release = threading.Event()
     client = openai.AsyncOpenAI(base_url=attempt.base_url, api_key=attempt.token, max_retries=0)
     async with httpx.AsyncClient(base_url=gateway.url, headers=gateway.server.admin_headers(), timeout=30) as admin:
         call = asyncio.create_task(client.chat.completions.create(**CHAT, stream=True))
         await _until_in_flight(gateway)
         await admin.post("/api/gateway/pause")
-        drained = (await admin.post("/api/gateway/drain", json={"timeout_s": 10})).json()
+        drain = asyncio.create_task(admin.post("/api/gateway/drain", json={"timeout_s": 30}))
+        await asyncio.sleep(0.2)
+        assert not drain.done(), "drain returned while a call was still in flight"
+        release.set()
+        drained = (await drain).json()
         assert drained["drained"] is True and drained["in_flight_at_start"] == 1 and drained["waited_s"] > 0
         stream = await call
         text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
         assert text == fake.calls[-1].response["choices"][0]["message"]["content"]
         resumed = (await admin.post("/api/gateway/resume", json={"weights_changed": True})).json()
     assert resumed["policy_version"] == 1 and resumed["paused"] is False
-    fake.faults.latency_s = 0
+    fake.faults.hold = None
     await client.chat.completions.create(**CHAT)
     versions = [c.policy_version for c in gateway.server.store.list_model_calls(attempt.rollout_id)]
     assert versions == [0, 1]

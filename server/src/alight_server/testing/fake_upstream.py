@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ class Faults:
 
     latency_s: float = 0.0  # added before every answer
     hang_s: float = 0.0  # sleep this long before answering (a hung upstream)
+    hold: threading.Event | None = None  # answer only once set: the test decides when calls end (no timing race)
     fail_times: int = 0  # answer the next N calls with fail_status
     fail_status: int = 500
     retry_after_s: float | None = None  # Retry-After on failures (429)
@@ -145,6 +147,8 @@ def create_fake_upstream(
             await asyncio.sleep(f.latency_s)
         if f.hang_s:
             await asyncio.sleep(f.hang_s)
+        if f.hold is not None:
+            await asyncio.to_thread(f.hold.wait, 60)
         if f.fail_times > 0:
             f.fail_times -= 1
             resp = _error(f.fail_status, f"injected failure {f.fail_status}")
