@@ -19,7 +19,7 @@ status=0
 .venv/bin/pyright || status=1
 
 set +e
-.venv/bin/pytest -q -p no:cacheprovider "$@"
+.venv/bin/pytest -q -p no:cacheprovider --durations=25 "$@"
 rc=$?
 set -e
 # 5 = no tests collected: only an error when the whole suite is empty.
