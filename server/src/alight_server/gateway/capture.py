@@ -18,6 +18,8 @@ MISSING_TOKEN_IDS = "missing_token_ids"
 MISSING_LOGPROBS = "missing_logprobs"
 LOGPROB_COUNT_MISMATCH = "logprob_count_mismatch"
 USAGE_COUNT_MISMATCH = "usage_count_mismatch"
+# Still running when new weights were loaded (a drain that timed out): served by two policy versions.
+SPANNED_WEIGHT_UPDATE = "spanned_weight_update"
 
 
 class _CallIds:

@@ -14,7 +14,7 @@ import orjson
 from alight.schemas import Mode, ModelCall
 from alight_server.config import GatewayConfig
 from alight_server.gateway.attempts import AttemptResolver, CallerAttempt
-from alight_server.gateway.capture import CallRecord, Tokens, parse_traceparent, tokens_of
+from alight_server.gateway.capture import SPANNED_WEIGHT_UPDATE, CallRecord, Tokens, parse_traceparent, tokens_of
 from alight_server.gateway.client_gone import CLIENT_GONE, CLIENT_GONE_STATUS
 from alight_server.gateway.errors import GatewayError
 from alight_server.gateway.flavour import Flavour, StreamTranslator
@@ -307,6 +307,8 @@ class Gateway:
         """Store the call durably; if that fails the agent gets an error, never an unrecorded answer."""
         latency_ms = (time.perf_counter() - record.started) * 1000
         call = record.to_model_call(status=status, latency_ms=latency_ms, **fields)
+        if record.policy_version != await self.served_version():  # admitted before an update that did not wait
+            call.flags = sorted({*call.flags, SPANNED_WEIGHT_UPDATE})
         began = time.perf_counter()
         record.recorded = True  # from here the row is on its way, even if this task is cancelled
         try:

@@ -163,7 +163,7 @@ def policy_loss(
     clipped_ratio = ratio.clamp(1 - config.clip_low, 1 + config.clip_high)
     unclipped_loss, clipped_loss = -advantages * ratio, -advantages * clipped_ratio
     token_loss = torch.maximum(unclipped_loss, clipped_loss)  # (R, T) pessimistic bound
-    tis_weight = tis_capped = None
+    tis_weight = tis_capped = behaviour_ratio = None
     if config.tis_cap is not None and rollout_logprobs is not None:
         behaviour_log_ratio = torch.where(mask, old_logprobs - rollout_logprobs, torch.zeros_like(old_logprobs))
         behaviour_ratio = torch.exp(behaviour_log_ratio).detach()  # (R, T) pi_old / pi_rollout
@@ -201,7 +201,10 @@ def policy_loss(
         }
         if kl is not None:
             metrics["kl_ref"] = masked_mean(kl)
-        if tis_weight is not None and tis_capped is not None:
+        if tis_weight is not None and tis_capped is not None and behaviour_ratio is not None:
+            # The importance ratio pi_old / pi_rollout before the cap: how off-policy (stale) the tokens were.
+            metrics["tis_ratio_mean"] = masked_mean(behaviour_ratio)
+            metrics["tis_ratio_max"] = torch.where(mask, behaviour_ratio, zero).max() if mask.any() else zero.sum()
             metrics["tis_weight_mean"] = masked_mean(tis_weight)
             metrics["tis_capped_fraction"] = masked_mean(tis_capped.float())
         if entropy is not None:

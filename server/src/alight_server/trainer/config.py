@@ -87,6 +87,23 @@ class OptimizerConfig(Section):
     micro_batch_tokens: int = Field(default=4096, ge=16)
 
 
+class AsyncRolloutConfig(Section):
+    """Asynchronous training (trainer/async_pool.py, docs/training.md#asynchronous-training): up to
+    `active_groups` task groups in flight; a step trains on the first `tasks_per_step` complete ones and the
+    rest carry over, running across the weight update."""
+
+    enabled: bool = False
+    active_groups: int = Field(default=8, ge=2, le=4096, description="task groups in flight; > tasks_per_step")
+    # Staleness of a group = the trainer's policy version - the oldest version among its model calls.
+    max_staleness: int = Field(default=1, ge=0, le=1000)
+    # drop: a group older than max_staleness is not trained on (counted); downweight: trained on with its
+    # rows' loss weighed by 1 / (1 + staleness - max_staleness).
+    stale: Literal["drop", "downweight"] = "drop"
+    # After this long draining in-flight calls the update goes ahead; calls still running are let through and
+    # marked (flag spanned_weight_update), each recorded with the version that admitted it.
+    drain_timeout_s: float = Field(default=30.0, gt=0)
+
+
 class ValidationConfig(Section):
     every: int = Field(default=0, ge=0, description="run validation every K steps; 0: only before and after")
     max_tasks: int | None = Field(default=None, ge=1)
@@ -249,6 +266,7 @@ class TrainConfig(Section):
     trainer: TrainerSettings = Field(default_factory=TrainerSettings)
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    async_rollout: AsyncRolloutConfig = Field(default_factory=AsyncRolloutConfig)
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
@@ -262,6 +280,17 @@ class TrainConfig(Section):
     def _agent_has_something_to_run(self) -> TrainConfig:
         if not self.agent.entrypoint and not self.agent.command:
             raise ValueError("agent needs `entrypoint` ('module:function' or 'file.py:function') or `command` (argv)")
+        return self
+
+    @model_validator(mode="after")
+    def _async_has_groups_to_carry(self) -> TrainConfig:
+        pool = self.async_rollout
+        if pool.enabled and pool.active_groups <= self.tasks_per_step:
+            raise ValueError(
+                f"async_rollout.active_groups ({pool.active_groups}) must be greater than tasks_per_step "
+                f"({self.tasks_per_step}): the groups beyond one step's are the ones that carry over; "
+                f"try active_groups: {2 * self.tasks_per_step}"
+            )
         return self
 
     def run_dir_checkpoints(self) -> Path:

@@ -10,6 +10,9 @@ One `step(batch)`:
 4. For each of `updates_per_batch` optimizer updates: recompute the policy's logprobs micro-batch by
    micro-batch, apply the clipped loss against the gateway-recorded logprobs, backpropagate (DDP or
    FSDP2 sum the ranks' gradients on the last micro-batch), then clip the gradient norm and step AdamW.
+   With `tis_cap` set (stale samples, asynchronous training) pi_old is first recomputed by the current
+   weights, and each token's loss is weighted by min(pi_old / pi_rollout, tis_cap) against the recorded
+   logprobs (truncated importance sampling; decoupled PPO).
 `policy_weights()` gives plain (LoRA-merged, FSDP-gathered) tensors named like the served model's.
 """
 
@@ -135,6 +138,7 @@ class EmbeddedBackend:
         batch = batch.to(self.device)
         token_adv = self.token_advantages(batch)  # (R, T)
         weights = aggregation_weights(batch.loss_mask, batch.row_rollout, self.algorithm.aggregation)  # (R, T)
+        weights = weights * batch.row_weight[:, None]  # stale groups down-weighted (async_rollout.stale)
         # Every rank plans every rank's micro-batches, so all run the same number of passes (FSDP2 gathers
         # parameters in each forward): a rank with fewer runs zero-weight passes on row 0.
         lengths = batch.attention_mask.sum(1).tolist()
@@ -143,21 +147,26 @@ class EmbeddedBackend:
         passes = max(1, *map(len, plans))
         mine: list[list[int] | None] = [*plans[self.world.rank], *[None] * (passes - len(plans[self.world.rank]))]
         totals: dict[str, float] = {}
+        proximal = self._proximal_logprobs(batch, mine) if self.algorithm.tis_cap is not None else None
         for _ in range(self.algorithm.updates_per_batch):
             self.optimizer.zero_grad(set_to_none=True)
             for index, rows in enumerate(mine):
                 with self._gradient_sync(index == passes - 1):
-                    self._micro_step(batch, rows, token_adv, weights, totals)
+                    self._micro_step(batch, rows, token_adv, weights, totals, proximal)
             totals["grad_norm"] = totals.get("grad_norm", 0.0) + self._clip_and_step()
         merged: dict[str, float] = {}
         for part in self.world.gather(totals):
             for key, value in part.items():
-                merged[key] = merged.get(key, 0.0) + value
+                merged[key] = (
+                    max(merged.get(key, value), value) if key.endswith("_max") else merged.get(key, 0.0) + value
+                )
         merged["grad_norm"] = totals["grad_norm"]  # the norm of the summed gradient: the same on every rank
         updates = self.algorithm.updates_per_batch
         rows_seen = max(batch.num_rows, 1) * updates
         out = {
-            k: v / (updates if k in ("loss", "pg_loss", "tokens", "grad_norm") else rows_seen)
+            k: v
+            if k.endswith("_max")
+            else v / (updates if k in ("loss", "pg_loss", "tokens", "grad_norm") else rows_seen)
             for k, v in merged.items()
         }
         out["uniform_groups"] = float(uniform_groups(batch.rollout_reward, batch.rollout_group).sum())
@@ -171,6 +180,7 @@ class EmbeddedBackend:
         token_adv: torch.Tensor,  # (R, T)
         weights: torch.Tensor,  # (R, T)
         totals: dict[str, float],
+        proximal: torch.Tensor | None = None,  # (R, T) pi_old by the current weights, for TIS
     ) -> None:
         """Forward and backward on some rows (None: a zero-weight pass that keeps the ranks in step)."""
         filler = rows is None
@@ -186,22 +196,46 @@ class EmbeddedBackend:
             with torch.no_grad():
                 ref = token_logprobs(self.reference, ids, attn, first)  # (r, w)
         index = torch.as_tensor(rows, device=self.device)
+        recorded = micro.old_logprobs[:, :width]  # (r, w) what the gateway recorded: the behaviour policy
         loss, metrics = policy_loss(
             logp,
-            micro.old_logprobs[:, :width],
+            recorded if proximal is None else proximal[index, :width],
             token_adv[index, :width],
             micro.loss_mask[:, :width],
             weights[index, :width] * (0.0 if filler else 1.0),
             self.algorithm,
             ref_logprobs=ref,
+            rollout_logprobs=None if proximal is None else recorded,
         )
         # DDP and FSDP2 average gradients over ranks; the weights already sum to 1 over the whole batch.
         (loss * self.world.size).backward()
         if filler:
             return
         for key, value in metrics.items():
-            # loss terms are already weighted parts of the batch loss; the rest are averaged over rows
-            totals[key] = totals.get(key, 0.0) + value * (1 if key in ("loss", "pg_loss", "tokens") else len(rows))
+            # loss terms are already weighted parts of the batch loss; maxima stay maxima; the rest are row means
+            if key.endswith("_max"):
+                totals[key] = max(totals.get(key, value), value)
+            else:
+                totals[key] = totals.get(key, 0.0) + value * (1 if key in ("loss", "pg_loss", "tokens") else len(rows))
+
+    def _proximal_logprobs(self, batch: SampleBatch, mine: list[list[int] | None]) -> torch.Tensor:
+        """(R, T) logprobs of this rank's rows under the current weights, before any update (pi_old for TIS).
+
+        Every rank runs the same number of forwards (FSDP2 gathers parameters in each), fillers on row 0.
+        """
+        proximal = torch.zeros_like(batch.old_logprobs)  # (R, T)
+        with torch.no_grad():
+            for rows in mine:
+                picked = [0] if rows is None else rows
+                micro = batch.select(picked)
+                width = int(micro.attention_mask.sum(1).max())
+                trained = micro.loss_mask[:, :width].sum(0).nonzero()
+                first = int(trained[0]) if trained.numel() else 1
+                logp = token_logprobs(self.model, micro.input_ids[:, :width], micro.attention_mask[:, :width], first)
+                if rows is not None:
+                    index = torch.as_tensor(rows, device=self.device)
+                    proximal[index, :width] = logp * micro.loss_mask[:, :width]  # (r, w)
+        return proximal
 
     def _gradient_sync(self, last: bool) -> contextlib.AbstractContextManager[Any]:
         """Sum gradients over ranks only on the last micro-batch of an update."""

@@ -2,7 +2,9 @@
 
 Per step:
 1. take `tasks_per_step` tasks; create `group_size` train rollouts of each as one group;
-2. wait for all of them (server long-poll) and fetch their trajectories;
+2. wait for all of them (server long-poll) and fetch their trajectories; with `async_rollout.enabled`
+   up to `active_groups` groups stay in flight instead and the step takes the first `tasks_per_step` complete,
+   fresh enough ones, the rest carrying over across the weight update (trainer/async_pool.py);
 3. build samples from the recorded token ids; groups whose rewards are all equal carry no signal
    and are reported and skipped;
 4. one RL step on the trainer backend (`trainer.backend`: embedded or verl; trainer/backend.py), then the
@@ -30,6 +32,7 @@ from alight.schemas import Mode
 from alight_server.inference.models import load_policy, resolve_model
 from alight_server.trainer import rollouts as phase_ops
 from alight_server.trainer.algorithm import uniform_groups
+from alight_server.trainer.async_pool import GroupPool, merge_phases, weigh_rows
 from alight_server.trainer.backend import TrainerBackend, make_backend
 from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
 from alight_server.trainer.config import TrainConfig
@@ -70,6 +73,8 @@ class TrainingRun:
         self.client: AlightClient | None = None
         self.policy_version = 0
         self.reporter: RunReporter | None = None  # the run and its steps, to the server's dashboard
+        self.pool: GroupPool | None = None  # async_rollout: the groups in flight
+        self.pool_state: dict[str, Any] | None = None  # ... as the checkpoint resumed from left them
 
     # -- setup ---------------------------------------------------------------------------------
     def _run_id(self) -> str:
@@ -98,12 +103,15 @@ class TrainingRun:
         self.cursor.restore(state["cursor"])
         self.history = state["history"]
         self.step = int(state["step"])
+        self.pool_state = state.get("async_pool")
         restore_rng(state["rng"])
         log.info("resumed from %s at step %d", found, self.step)
 
     def _checkpoint(self) -> None:
         assert self.backend is not None
         payload = {"trainer": self.backend.state_dict(), "cursor": self.cursor.state(), "history": self.history}
+        if self.pool is not None:
+            payload["async_pool"] = self.pool.state()
         save_checkpoint(self.config.run_dir_checkpoints(), self.step, payload, self.config.checkpoint.keep_last)
 
     # -- phases --------------------------------------------------------------------------------
@@ -158,8 +166,13 @@ class TrainingRun:
     def _train_step(self, display: RunDisplay, tokenizer: Any, sync: WeightSync) -> dict[str, float]:
         cfg = self.config
         assert self.backend is not None and self.client is not None
-        tasks = self.cursor.take(cfg.tasks_per_step)
-        phase = self._rollouts(f"{self.run_id}-s{self.step:05d}", tasks, cfg.group_size, Mode.TRAIN, display)
+        taken = None
+        if self.pool is not None:
+            taken = self.pool.take(self.step, self.policy_version, display.status)
+            phase = merge_phases([g.phase for g in taken.groups if g.phase is not None], taken.metrics["time/wait_s"])
+        else:
+            tasks = self.cursor.take(cfg.tasks_per_step)
+            phase = self._rollouts(f"{self.run_id}-s{self.step:05d}", tasks, cfg.group_size, Mode.TRAIN, display)
         metrics: dict[str, float] = {
             "train/reward_mean": statistics.fmean(phase.rewards) if phase.rewards else float("nan"),
             "train/reward_std": statistics.pstdev(phase.rewards) if len(phase.rewards) > 1 else 0.0,
@@ -174,6 +187,7 @@ class TrainingRun:
             "perf/tokens_per_s": phase.generated_tokens / max(phase.seconds, 1e-9),
             "perf/generated_tokens": float(phase.generated_tokens),
             "time/rollouts_s": phase.seconds,
+            **(taken.metrics if taken is not None else {}),
         }
         if hint := phase.no_reward_hint():
             display.line(f"step {self.step + 1}: [yellow]{hint}[/]") if display.enabled else log.warning(hint)
@@ -185,6 +199,8 @@ class TrainingRun:
         )
         metrics.update(dropped)
         batch, report = build_samples(trajectories, sample_config, decode=tokenizer.decode)
+        if taken is not None:
+            weigh_rows(batch, taken.weights)
         uniform = uniform_groups(batch.rollout_reward, batch.rollout_group) if batch.rollout_ids else torch.zeros(0)
         metrics["train/uniform_groups"] = float(uniform.sum())
         metrics["train/groups"] = float(len(batch.group_ids))
@@ -196,6 +212,10 @@ class TrainingRun:
             metrics["time/train_s"] = time.monotonic() - started
             display.status("syncing weights")
             self.policy_version, metrics["time/sync_s"] = self.backend.push_weights(sync, {"step": self.step + 1})
+            if sync.last_drain is not None:
+                metrics["sync/in_flight_at_pause"] = float(sync.last_drain.in_flight_at_pause)
+                metrics["sync/drain_s"] = sync.last_drain.seconds
+                metrics["sync/drain_timed_out"] = float(sync.last_drain.timed_out)
         else:
             display.line(f"step {self.step + 1}: every group had equal rewards; nothing to learn, weights unchanged")
             metrics["time/train_s"] = time.monotonic() - started
@@ -255,6 +275,12 @@ class TrainingRun:
             assert self.client is not None
             self.reporter = RunReporter(self.client, self.run_id, cfg.public_dump(), cfg.steps).start()
             sync = stack.weight_sync()
+            if cfg.async_rollout.enabled:
+                sync.allow_late_calls(cfg.async_rollout.drain_timeout_s)
+                metadata = {"run_dir": str(self.run_dir)}
+                self.pool = GroupPool(self.client, cfg, self.run_id, self.cursor, metadata)
+                if self.pool_state is not None:
+                    self.pool.restore(self.pool_state)
             # Inference must serve the trainer's weights: after a resume, or when it holds an earlier run's.
             if self.step > 0 or stack.serves_other_weights:
                 why = {"resumed_at": self.step} if self.step else {"replaced": "weights of an earlier run"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,6 +27,15 @@ class WeightTarget(Protocol):
     """An inference server that loads new weights in place (`inference.vllm_weights.VllmWeights`)."""
 
     def load(self, weights: Callable[[], Weights], version: int) -> None: ...
+
+
+@dataclass
+class DrainReport:
+    """What the last update's drain saw."""
+
+    in_flight_at_pause: int
+    seconds: float
+    timed_out: bool  # calls were still running when the weights changed (let through and marked)
 
 
 class WeightSync:
@@ -49,6 +59,12 @@ class WeightSync:
         self.drain_timeout_s = drain_timeout_s
         self.weights_dir = weights_dir
         self.target = target
+        self.late_calls_allowed = False
+        self.last_drain: DrainReport | None = None
+
+    def allow_late_calls(self, drain_timeout_s: float) -> None:
+        """After `drain_timeout_s` update anyway instead of failing; calls still in flight are marked."""
+        self.drain_timeout_s, self.late_calls_allowed = drain_timeout_s, True
 
     def push(
         self, weights: Weights | Callable[[], Weights], metadata: dict[str, Any] | None = None
@@ -79,7 +95,11 @@ class WeightSync:
         try:
             # drain_gateway waits longer than the drain itself; the client's own 60 s would cut it short
             drain = self.client.drain_gateway(self.drain_timeout_s)
-            if not drain.get("drained", False):
+            drained = bool(drain.get("drained", False))
+            self.last_drain = DrainReport(
+                int(drain.get("in_flight_at_start", 0)), float(drain.get("waited_s", 0.0)), not drained
+            )
+            if not drained and not self.late_calls_allowed:
                 raise RuntimeError(
                     f"model calls still in flight after {self.drain_timeout_s}s of draining; weights not updated"
                 )

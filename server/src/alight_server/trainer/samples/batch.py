@@ -27,6 +27,8 @@ class SampleBatch:
     row_group: torch.Tensor  # (R,) int64, index into group_ids
     row_reward: torch.Tensor  # (R,) float32, the row's rollout's final reward
     row_policy_version: torch.Tensor  # (R,) int64, oldest policy version among the row's calls; -1 unknown
+    # (R,) float32, multiplies the row's token weights in the loss: 1, or < 1 for a down-weighted stale group
+    row_weight: torch.Tensor
     rollout_ids: list[str]  # (U,) every rollout with a reward, rows or not (all count in group statistics)
     rollout_group: torch.Tensor  # (U,) int64, index into group_ids
     rollout_reward: torch.Tensor  # (U,) float32
@@ -58,6 +60,7 @@ _ROW_TENSORS = (
     "row_group",
     "row_reward",
     "row_policy_version",
+    "row_weight",
 )
 
 
@@ -111,6 +114,7 @@ def pad_rows(
         row_group=rollout_group[row_rollout],
         row_reward=rollout_reward[row_rollout],
         row_policy_version=torch.tensor([min(v, default=-1) for v in versions], dtype=torch.long),
+        row_weight=torch.ones(len(rows), dtype=torch.float32),
         rollout_ids=rollout_ids,
         rollout_group=rollout_group,
         rollout_reward=rollout_reward,

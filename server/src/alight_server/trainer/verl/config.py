@@ -45,6 +45,11 @@ def unsupported(config: TrainConfig) -> list[str]:
             f"algorithm.tis_cap={algorithm.tis_cap}: the verl backend trains against the gateway's logprobs as "
             "π_old (verl's bypass mode), so there is no π_old / π_rollout ratio to cap; remove it"
         )
+    if config.async_rollout.enabled and config.async_rollout.stale == "downweight":
+        problems.append(
+            "async_rollout.stale=downweight: the verl backend takes alight's token weights without the batch's "
+            "row weights; use stale: drop (asynchronous rollouts themselves work on verl)"
+        )
     step_coef = getattr(algorithm, "step_reward_coef", 0.0)
     if step_coef:
         problems.append(
