@@ -49,7 +49,9 @@ def end(client: AlightClient, rollout_ids: list[str], reward: float = 1.0, kind:
     for start in client.claim_attempts(limit=len(rollout_ids), ids=rollout_ids):
         rid = start.rollout.id
         if kind is None:
-            client.add_reward(rid, RewardCreate(attempt=start.attempt, value=reward + rollout_ids.index(rid), final=True))
+            client.add_reward(
+                rid, RewardCreate(attempt=start.attempt, value=reward + rollout_ids.index(rid), final=True)
+            )
             client.finish_attempt(rid, start.attempt, AttemptFinish(status="succeeded"))
         else:
             client.finish_attempt(rid, start.attempt, AttemptFinish(status="failed", failure_kind=kind))

@@ -49,3 +49,32 @@ def test_vowel_reward_rises_by_a_clear_margin(tiny_config: Callable[..., TrainCo
         if last > first + 0.03 and result.val_after > result.val_before + 0.05:
             return
     pytest.fail(f"no run learned (train last 3 vs first 3 steps > +0.03, val > +0.05): {seen}")
+
+
+@pytest.mark.async_e2e
+def test_vowel_reward_rises_in_asynchronous_mode(tiny_config: Callable[..., TrainConfig], tmp_path: Path) -> None:
+    """The same learning check with groups carried over across updates (staleness <= 1, TIS on)."""
+    seen: list[dict[str, Any]] = []
+    for run in range(RUNS):
+        config = tiny_config(
+            steps=10,
+            tasks_per_step=2,
+            group_size=8,
+            optimizer={"lr": 1.5e-2},
+            algorithm={"aggregation": "token_mean", "tis_cap": 2.0},
+            async_rollout={"enabled": True, "active_groups": 3, "max_staleness": 1},
+            controller={"concurrency": 24},
+            validation={"every": 0, "samples_per_task": 8},
+            inference={"device": "cpu", "torch_threads": 1, "val_temperature": 1.0},
+            checkpoint={"every": 0},
+            output_dir=str(tmp_path / f"async{run}"),
+        )
+        result = TrainingRun(config, show_progress=False).run()
+        rewards = [r["train/reward_mean"] for r in result.history if "train/reward_mean" in r]
+        assert len(rewards) == 10 and result.val_before is not None and result.val_after is not None
+        assert any("train/tis_ratio_mean" in r for r in result.history)
+        first, last = statistics.fmean(rewards[:3]), statistics.fmean(rewards[-3:])
+        seen.append({"train": rewards, "val": (result.val_before, result.val_after)})
+        if last > first + 0.03 and result.val_after > result.val_before + 0.05:
+            return
+    pytest.fail(f"no asynchronous run learned (train last 3 vs first 3 > +0.03, val > +0.05): {seen}")

@@ -96,6 +96,7 @@ class GroupPool:
         self.poll_s = poll_s
         self.groups: list[Group] = []
         self.next_number = 0
+        self.used: list[tuple[int, str, int]] = []  # (step, group id, staleness) of each group trained on
 
     # -- checkpoints ---------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -133,6 +134,7 @@ class GroupPool:
         for group in taken:
             self.groups.remove(group)
         staleness = [max(0, version - g.oldest_version) for g in taken]
+        self.used += [(step + 1, g.group_id, s) for g, s in zip(taken, staleness, strict=True)]
         weights = {
             g.group_id: 1.0 / (1 + s - pool.max_staleness) if s > pool.max_staleness else 1.0
             for g, s in zip(taken, staleness, strict=True)

@@ -6,6 +6,8 @@ which makes it a learning test that can fail: it only rises if gradients reach t
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
 from openai import OpenAI
@@ -48,6 +50,14 @@ def main(task: dict[str, Any]) -> float:
     messages: list[Any] = [{"role": "user", "content": f"Define {task['word']}."}]
     first = client.chat.completions.create(model="policy", messages=messages, tools=TOOLS, max_tokens=4)
     messages.append({"role": "assistant", "content": first.choices[0].message.content or ""})
+    if task.get("hold_until"):  # a deliberately slow rollout (async tests): wait until the path exists
+        _wait_for(Path(task["hold_until"]))
     messages.append({"role": "user", "content": f"lookup result: {lookup(task['word'])}"})
     second = client.chat.completions.create(model="policy", messages=messages, max_tokens=max_tokens)
     return vowel_share(second.choices[0].message.content or "")
+
+
+def _wait_for(path: Path, timeout_s: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
