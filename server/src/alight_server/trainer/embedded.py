@@ -84,6 +84,13 @@ def micro_batches(batch: SampleBatch, token_budget: int, rows: Sequence[int] | N
         yield current
 
 
+def _window(micro: SampleBatch) -> tuple[int, int]:
+    """(width without the batch-wide padding, first trained position) of a micro-batch."""
+    width = int(micro.attention_mask.sum(1).max())
+    trained = micro.loss_mask[:, :width].sum(0).nonzero()
+    return width, int(trained[0]) if trained.numel() else 1
+
+
 class EmbeddedBackend:
     """The default `TrainerBackend`: owns the policy, its optimizer and this process's rank; see the module docstring.
 
@@ -186,10 +193,8 @@ class EmbeddedBackend:
         filler = rows is None
         rows = [0] if rows is None else rows
         micro = batch.select(rows)
-        width = int(micro.attention_mask.sum(1).max())  # trim the batch-wide padding
+        width, first = _window(micro)
         ids, attn = micro.input_ids[:, :width], micro.attention_mask[:, :width]
-        trained = micro.loss_mask[:, :width].sum(0).nonzero()
-        first = int(trained[0]) if trained.numel() else 1
         logp = token_logprobs(self.model, ids, attn, first)  # (r, w)
         ref = None
         if self.reference is not None:
@@ -228,9 +233,7 @@ class EmbeddedBackend:
             for rows in mine:
                 picked = [0] if rows is None else rows
                 micro = batch.select(picked)
-                width = int(micro.attention_mask.sum(1).max())
-                trained = micro.loss_mask[:, :width].sum(0).nonzero()
-                first = int(trained[0]) if trained.numel() else 1
+                width, first = _window(micro)
                 logp = token_logprobs(self.model, micro.input_ids[:, :width], micro.attention_mask[:, :width], first)
                 if rows is not None:
                     index = torch.as_tensor(rows, device=self.device)
