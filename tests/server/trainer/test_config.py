@@ -107,7 +107,9 @@ def test_algorithm_settings_are_the_algorithms_own_definition(tmp_path: Path) ->
 
 def test_async_rollout_needs_more_groups_in_flight_than_a_step_takes(tmp_path: Path) -> None:
     text = GOOD + "tasks_per_step: 4\nasync_rollout: {enabled: true, active_groups: 4}\n"
-    with pytest.raises(ConfigError, match=r"active_groups \(4\) must be greater than tasks_per_step \(4\).*try 8"):
+    with pytest.raises(
+        ConfigError, match=r"active_groups \(4\) must be greater than tasks_per_step \(4\).*try active_groups: 8"
+    ):
         load_config(write(tmp_path, text))
     with pytest.raises(ConfigError, match=r"async_rollout.stale: .*got 'skip'"):
         load_config(write(tmp_path, GOOD + "async_rollout: {enabled: true, stale: skip}\n"))
