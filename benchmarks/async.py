@@ -59,7 +59,7 @@ def run(label: str, args: argparse.Namespace, folder: Path, async_rollout: dict[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--tasks-per-step", type=int, default=4)
     parser.add_argument("--group-size", type=int, default=4)
