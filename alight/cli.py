@@ -1,20 +1,37 @@
-"""The `alight` command. Each subcommand lives in alight/commands/<name>.py and registers itself.
+"""The `alight` command: `alight run` and `alight logs` here, the server's commands by entry point.
 
-Server-side commands import alight_server lazily, so an agent image with only
-the SDK installed still has a working `alight` that names the missing package.
+The SDK never imports the server. alight-server registers its subcommands (serve, controller, train,
+eval, data) under the `alight.commands` entry point group, so an agent image with only the SDK
+still has a working `alight` that names the missing package.
 """
 
 from __future__ import annotations
 
-import importlib
+from importlib.metadata import entry_points
 
 import typer
 
-COMMANDS = ("serve", "run", "controller", "train", "logs", "eval", "data")
+from alight.commands import logs, run
 
-app = typer.Typer(help="alight: train the agents you already run.", no_args_is_help=True, add_completion=False)
-for _name in COMMANDS:
-    importlib.import_module(f"alight.commands.{_name}").register(app)
+SERVER_COMMANDS = "alight.commands"  # the entry point group: name = "package.module:register"
+SERVER_HINT = "serve, controller, train, eval and data come with the server: pip install alight-server"
+
+
+def build_app() -> typer.Typer:
+    """The command with this SDK's subcommands and every installed package's, by name."""
+    plugins = sorted(entry_points(group=SERVER_COMMANDS), key=lambda ep: ep.name)
+    epilog = None if plugins else SERVER_HINT
+    app = typer.Typer(
+        help="alight: train the agents you already run.", no_args_is_help=True, add_completion=False, epilog=epilog
+    )
+    run.register(app)
+    logs.register(app)
+    for ep in plugins:
+        ep.load()(app)
+    return app
+
+
+app = build_app()
 
 
 def main() -> None:

@@ -7,15 +7,11 @@ from pathlib import Path
 
 import typer
 
-LOG_EVENT_KIND = "log"  # the event kind the controller uploads an attempt's output as
+from alight.attempt_logs import DEFAULT_LOGS_DIR, LOG_EVENT_KIND, attempt_dir
 
 
 def _local_logs(logs_dir: Path, rollout_id: str) -> dict[int, Path]:
-    """The local runner's capture files, where this machine ran the attempts (needs alight-server)."""
-    try:
-        from alight_server.controller.local import attempt_dir
-    except ImportError:
-        return {}
+    """The local runner's capture files, where this machine ran the attempts."""
     return {int(p.stem): p for p in attempt_dir(logs_dir, rollout_id).glob("*.log") if p.stem.isdigit()}
 
 
@@ -44,7 +40,7 @@ def register(app: typer.Typer) -> None:
         attempt: int | None = typer.Option(None, "--attempt", min=1, help="Only this attempt (default: all)."),
         server: str | None = typer.Option(None, "--server", envvar="ALIGHT_SERVER_URL", help="The server's URL."),
         admin_key: str | None = typer.Option(None, "--admin-key", envvar="ALIGHT_ADMIN_KEY"),
-        logs_dir: Path = typer.Option(Path(".alight/logs"), "--logs-dir", envvar="ALIGHT_LOGS_DIR"),
+        logs_dir: Path = typer.Option(Path(DEFAULT_LOGS_DIR), "--logs-dir", envvar="ALIGHT_LOGS_DIR"),
     ) -> None:
         """Print what a rollout's agent wrote to stdout and stderr, attempt by attempt."""
         texts: dict[int, str] = {}

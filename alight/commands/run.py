@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -33,26 +33,16 @@ from alight.schemas import AttemptFinish, AttemptStart, FailureKind, Mode, Rollo
 SERVER_HINT = "without --server, alight run starts an embedded server, which needs: pip install alight-server"
 
 
-@contextlib.contextmanager
-def embedded_server(workdir: Path, evaluator: str | None = None) -> Iterator[tuple[str, str]]:
-    """(url, admin key) of a server on a temporary SQLite file, for the duration of the block."""
+def embedded_server(workdir: Path, evaluator: str | None = None) -> contextlib.AbstractContextManager[tuple[str, str]]:
+    """(url, admin key) of a server on a temporary SQLite file: the server package's, found by entry point."""
+    found = entry_points(group="alight.server", name="embedded_server")
+    if not found:
+        raise typer.BadParameter(SERVER_HINT, param_hint="--server")
     try:
-        from alight_server.app import create_app
-        from alight_server.auth import generate_admin_key
-        from alight_server.config import ServerConfig
-        from alight_server.serving import ServerThread, free_port
+        start = next(iter(found)).load()
     except ImportError as exc:
         raise typer.BadParameter(f"{SERVER_HINT} ({exc})", param_hint="--server") from exc
-    key = generate_admin_key()
-    config = ServerConfig(
-        admin_key=key, db_url=f"sqlite:///{workdir / 'alight.db'}", port=free_port(), evaluator=evaluator
-    )
-    try:
-        app = create_app(config)
-    except ValueError as exc:  # an evaluator that cannot be loaded
-        raise typer.BadParameter(str(exc), param_hint="--evaluator") from exc
-    with ServerThread(app, port=config.port) as url:
-        yield url, key
+    return start(workdir, evaluator)
 
 
 def parse_task(task: str | None, task_file: Path | None) -> Any:

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from controller_testkit import SCRIPTED, make_start, pid_alive, wait_until
 
+from alight.attempt_logs import attempt_log_path
 from alight.schemas import RunnerSpec
 from alight_server.controller.base import RunPhase, SpawnError
-from alight_server.controller.local import LocalRunner, attempt_log_path
+from alight_server.controller.local import LocalRunner
 
 
 def finished(runner: LocalRunner, handle: str):

@@ -25,22 +25,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from alight import envvars
+from alight.attempt_logs import DEFAULT_LOGS_DIR, attempt_dir
 from alight.schemas import AttemptStart
 from alight_server.controller.base import RunPhase, RunStatus, SpawnError, attempt_handle, parse_handle
 
 SUPERVISOR = str(Path(__file__).with_name("supervise.py"))
-DEFAULT_LOGS_DIR = ".alight/logs"
-
-
-def attempt_dir(logs_dir: str | Path, rollout_id: str) -> Path:
-    # Rollout ids match [A-Za-z0-9._:-]+, so "." and ".." are legal ids but not safe folder names.
-    name = rollout_id if rollout_id.strip(".") else f"_{rollout_id}"
-    return Path(logs_dir) / name
-
-
-def attempt_log_path(logs_dir: str | Path, rollout_id: str, attempt: int) -> Path:
-    """Where the local runner captures an attempt's output (also read by `alight logs`)."""
-    return attempt_dir(logs_dir, rollout_id) / f"{attempt}.log"
 
 
 class LocalRunner:

@@ -28,14 +28,13 @@ from dataclasses import dataclass
 
 import httpx
 
+from alight.attempt_logs import LOG_EVENT_KIND
 from alight.client import AlightClient, ApiError
 from alight.schemas import AttemptFinish, AttemptStart, EventCreate, FailureKind
 from alight_server.controller import outcome, recovery
 from alight_server.controller.base import Runner, SpawnError
 
 log = logging.getLogger("alight.controller")
-
-LOG_EVENT_KIND = "log"
 
 
 @dataclass

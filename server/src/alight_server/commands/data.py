@@ -30,8 +30,8 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def _probe(config: Path, k: int, settings: list[str]) -> Probe:
     """k rollouts per task of the config's policy (train mode: sampled, as training would see them)."""
-    from alight.commands.train import parse_settings
     from alight.schemas import Mode
+    from alight_server.commands.train import parse_settings
 
     try:
         from alight_server.evaluate import run_rollouts

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from alight.commands.train import parse_settings
+from alight_server.commands.train import parse_settings
 
 
 def register(app: typer.Typer) -> None:

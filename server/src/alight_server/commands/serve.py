@@ -12,8 +12,6 @@ import typer
 if TYPE_CHECKING:
     from alight_server.config import ServerConfig
 
-INSTALL_HINT = "alight serve needs the server: pip install alight-server"
-
 
 def is_loopback(host: str) -> bool:
     if host == "localhost":
@@ -76,16 +74,12 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Serve the alight API, gateway and OTLP ingest. Flags beat env vars beat the YAML file."""
-        try:
-            import uvicorn
-
-            from alight_server.app import create_app
-            from alight_server.auth import generate_admin_key
-            from alight_server.store import StoreError, open_store
-        except ImportError as exc:
-            typer.echo(INSTALL_HINT, err=True)
-            raise typer.Exit(1) from exc
+        import uvicorn
         from pydantic import ValidationError
+
+        from alight_server.app import create_app
+        from alight_server.auth import generate_admin_key
+        from alight_server.store import StoreError, open_store
 
         given = {"host": host, "port": port, "db_url": db, "admin_key": admin_key, "public_url": public_url}
         try:

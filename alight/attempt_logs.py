@@ -1,0 +1,19 @@
+"""Where an attempt's captured output lives: the local runner's files, and the event its controller uploads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+LOG_EVENT_KIND = "log"  # the event kind the controller uploads an attempt's output as
+DEFAULT_LOGS_DIR = ".alight/logs"
+
+
+def attempt_dir(logs_dir: str | Path, rollout_id: str) -> Path:
+    # Rollout ids match [A-Za-z0-9._:-]+, so "." and ".." are legal ids but not safe folder names.
+    name = rollout_id if rollout_id.strip(".") else f"_{rollout_id}"
+    return Path(logs_dir) / name
+
+
+def attempt_log_path(logs_dir: str | Path, rollout_id: str, attempt: int) -> Path:
+    """Where the local runner captures an attempt's output (also read by `alight logs`)."""
+    return attempt_dir(logs_dir, rollout_id) / f"{attempt}.log"

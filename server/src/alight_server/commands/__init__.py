@@ -1,0 +1,1 @@
+"""The server's subcommands of `alight`, registered through the `alight.commands` entry point."""

@@ -1,0 +1,86 @@
+"""The SDK stands alone: no alight module imports alight_server, and `alight` works with the server uninstalled."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import alight
+
+SDK = Path(alight.__file__).parent
+
+# Run first in the child: Python then knows neither the module nor the distribution alight-server,
+# exactly as in an agent image where only the SDK was installed.
+WITHOUT_SERVER = """
+import importlib.abc, importlib.machinery, sys
+
+class NoServer(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "alight_server" or name.startswith("alight_server."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoServer())
+_find = importlib.machinery.PathFinder.find_distributions
+importlib.machinery.PathFinder.find_distributions = staticmethod(
+    lambda *args, **kwargs: (d for d in _find(*args, **kwargs) if d.metadata["Name"] != "alight-server")
+)
+"""
+
+
+def _run_without_server(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_SERVER + code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},  # rich wraps help text at the terminal's width
+    )
+
+
+def test_no_sdk_module_imports_the_server() -> None:
+    offenders = []
+    for path in sorted(SDK.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [f"{path.relative_to(SDK)}:{node.lineno} {n}" for n in names if n.split(".")[0] == "alight_server"]
+    assert offenders == []
+
+
+def test_every_sdk_module_imports_with_the_server_uninstalled(tmp_path: Path) -> None:
+    code = """
+import json, pkgutil, importlib, alight
+failed = {}
+for info in pkgutil.walk_packages(alight.__path__, "alight."):
+    try:
+        importlib.import_module(info.name)
+    except Exception as exc:
+        failed[info.name] = repr(exc)
+print(json.dumps(failed))
+"""
+    done = _run_without_server(code, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {}
+
+
+def test_the_cli_names_the_server_package_when_it_is_uninstalled(tmp_path: Path) -> None:
+    done = _run_without_server("from alight.cli import main; sys.argv = ['alight', '--help']; main()", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "pip install alight-server" in done.stdout
+    assert " run " in done.stdout
+    assert " serve " not in done.stdout
+
+
+def test_alight_run_without_a_server_url_asks_for_the_server_package(tmp_path: Path) -> None:
+    (tmp_path / "agent.py").write_text("def main(task):\n    return None\n")
+    argv = ["alight", "run", "agent.py:main", "--task", "{}"]
+    done = _run_without_server(f"from alight.cli import main; sys.argv = {argv!r}; main()", tmp_path)
+    assert done.returncode == 2
+    assert "pip install alight-server" in done.stderr
