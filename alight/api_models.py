@@ -9,6 +9,8 @@ from pydantic import BaseModel, Field
 from alight.schemas import (
     AttemptStart,
     Event,
+    FailureKind,
+    Mode,
     PolicyVersion,
     Reward,
     Rollout,
@@ -29,6 +31,28 @@ class RolloutBatch(Strict):
 
 class RolloutList(BaseModel):
     rollouts: list[Rollout]
+
+
+class RolloutFilter(Strict):
+    """Which rollouts: every field narrows the set; None matches all."""
+
+    state: list[RolloutState] | None = Field(default=None, description="any of these; repeat to give several")
+    mode: Mode | None = None
+    group_id: str | None = Field(default=None, max_length=200)
+    ids: list[str] | None = Field(default=None, max_length=MAX_BATCH)
+    # A training run's rollouts share `<run id>-` (trainer/rollouts.py names them).
+    id_prefix: str | None = Field(default=None, max_length=200)
+    failure_kind: FailureKind | None = Field(default=None, description="of the latest attempt")
+
+
+class RolloutQuery(RolloutFilter):
+    """A page of `GET /api/rollouts`: the rollouts changed after `since_seq`, oldest change first.
+
+    The same object is the client's argument, the route's query parameters and the store's.
+    """
+
+    since_seq: int = Field(default=0, ge=0, le=2**62)
+    limit: int = Field(default=100, ge=1, le=MAX_BATCH)
 
 
 class RolloutPage(BaseModel):

@@ -26,6 +26,7 @@ from alight.api_models import (
     RolloutBatch,
     RolloutList,
     RolloutPage,
+    RolloutQuery,
     RunnerHandle,
     StatusChange,
     UpstreamList,
@@ -38,7 +39,6 @@ from alight.schemas import (
     AttemptStart,
     Event,
     EventCreate,
-    Mode,
     PolicyVersion,
     Reward,
     RewardCreate,
@@ -122,36 +122,13 @@ class AlightClient:
         body = RolloutBatch(rollouts=list(items))
         return self._call(RolloutList, "POST", "/api/rollouts", body=body).rollouts
 
-    def list_rollouts_page(
-        self,
-        *,
-        state: RolloutState | Sequence[RolloutState] | None = None,
-        mode: Mode | None = None,
-        group_id: str | None = None,
-        since_seq: int = 0,
-        limit: int = 100,
-    ) -> RolloutPage:
-        params: dict[str, Any] = {"since_seq": since_seq, "limit": limit}
-        if state is not None:
-            params["state"] = [state] if isinstance(state, str) else list(state)
-        if mode is not None:
-            params["mode"] = mode
-        if group_id is not None:
-            params["group_id"] = group_id
+    def list_rollouts_page(self, query: RolloutQuery | None = None) -> RolloutPage:
+        params = (query or RolloutQuery()).model_dump(mode="json", exclude_none=True)
         return self._call(RolloutPage, "GET", "/api/rollouts", params=params)
 
-    def list_rollouts(
-        self,
-        *,
-        state: RolloutState | Sequence[RolloutState] | None = None,
-        mode: Mode | None = None,
-        group_id: str | None = None,
-        since_seq: int = 0,
-        limit: int = 100,
-    ) -> list[Rollout]:
-        """Rollouts changed after `since_seq`, oldest change first (continue from the last one's `seq`)."""
-        page = self.list_rollouts_page(state=state, mode=mode, group_id=group_id, since_seq=since_seq, limit=limit)
-        return page.rollouts
+    def list_rollouts(self, query: RolloutQuery | None = None) -> list[Rollout]:
+        """Rollouts changed after `query.since_seq`, oldest change first (continue from the last one's `seq`)."""
+        return self.list_rollouts_page(query).rollouts
 
     def get_rollout(self, rollout_id: str) -> Rollout:
         return self._call(Rollout, "GET", f"/api/rollouts/{rollout_id}")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from alight.api_models import RolloutQuery
 from alight.schemas import Mode
 from alight_server.store import open_store
 from alight_server.trajectory import build_trajectory
@@ -53,7 +54,7 @@ def test_one_training_step_runs_the_harness_in_the_sandbox_and_reports_before_an
     assert step["step"] == 1 and "filter/gate_flagged" in step
     store = open_store(f"sqlite:///{tmp_path / 'alight.db'}")
     try:
-        rollouts = store.list_rollouts(mode=Mode.TRAIN, limit=10)
+        rollouts = store.list_rollouts(RolloutQuery(mode=Mode.TRAIN, limit=10))
         assert len(rollouts) == 2
         for rollout in rollouts:
             trajectory = build_trajectory(store, rollout.id)

@@ -12,6 +12,7 @@ import torch
 from mcp.client import Client
 from safetensors.torch import load_file
 
+from alight.api_models import RolloutQuery
 from alight.schemas import TERMINAL_STATES, Mode
 from alight_mcp import reward_in_result
 from alight_mcp.calculator import create_calculator
@@ -108,7 +109,7 @@ def test_example_trains_one_step_on_the_tiny_model(example: str, tmp_path: Path)
     try:
         # Version 1 reached the gateway: it is the version the gateway now stamps on model calls.
         assert store.current_policy_version() == 1, store.list_policy_versions()
-        rollouts = store.list_rollouts(limit=100)
+        rollouts = store.list_rollouts(RolloutQuery(limit=100))
         assert [r.mode for r in rollouts] == [Mode.TRAIN] * GROUP_SIZE, [(r.id, r.mode) for r in rollouts]
         assert len({r.group_id for r in rollouts}) == 1
         assert all(r.state in TERMINAL_STATES for r in rollouts), [(r.id, r.state) for r in rollouts]

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from alight import envvars
+from alight.api_models import RolloutQuery
 from alight.schemas import ApiFlavour, AttemptStart, FailureKind, Mode, RewardSource, RolloutCreate, RunnerSpec
 from alight_server.auth import derive_token_secret, issue_attempt_token
 from alight_server.store import open_store
@@ -81,7 +82,7 @@ def test_an_unmodified_agent_trains_one_step_on_rewards_from_the_config_evaluato
     assert step["rollouts/rewarded"] == 4 and step["rollouts/missing_reward"] == 0
 
     store = open_store(f"sqlite:///{tmp_path / 'run' / 'alight.db'}")
-    rollouts = [r for r in store.list_rollouts(limit=100) if r.mode == Mode.TRAIN]
+    rollouts = [r for r in store.list_rollouts(RolloutQuery(limit=100)) if r.mode == Mode.TRAIN]
     assert len(rollouts) == 4
     for rollout in rollouts:
         calls = sorted(store.list_model_calls(rollout.id), key=lambda c: c.seq)
@@ -104,7 +105,7 @@ def test_a_timed_out_attempt_gets_no_reward_from_the_evaluator_and_no_place_in_t
     assert step["rollouts/timeout"] == 2 and step["rollouts/rewarded"] == 0
     assert "train/reward_mean" not in step  # nan: no rollout the agent finished, so no mean to report
     store = open_store(f"sqlite:///{tmp_path / 'run' / 'alight.db'}")
-    for rollout in store.list_rollouts(limit=100):
+    for rollout in store.list_rollouts(RolloutQuery(limit=100)):
         assert [a.failure_kind for a in rollout.attempts] == [FailureKind.TIMEOUT]
         assert store.list_rewards(rollout.id) == []
     store.close()

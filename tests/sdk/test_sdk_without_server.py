@@ -50,7 +50,9 @@ def test_no_sdk_module_imports_the_server() -> None:
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
-            offenders += [f"{path.relative_to(SDK)}:{node.lineno} {n}" for n in names if n.split(".")[0] == "alight_server"]
+            offenders += [
+                f"{path.relative_to(SDK)}:{node.lineno} {n}" for n in names if n.split(".")[0] == "alight_server"
+            ]
     assert offenders == []
 
 

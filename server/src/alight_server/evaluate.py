@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from alight.api_models import RolloutQuery
 from alight.client import AlightClient
 from alight.evaluation import EvalReport, build_report
 from alight.schemas import Mode, Rollout, RolloutState
@@ -39,7 +40,7 @@ def validation_reports(run_dir: Path) -> dict[int, EvalReport]:
     try:
         by_step: dict[int, list[Rollout]] = {}
         since = 0
-        while page := store.list_rollouts(mode=Mode.VAL, since_seq=since, limit=500):
+        while page := store.list_rollouts(RolloutQuery(mode=Mode.VAL, since_seq=since, limit=500)):
             since = page[-1].seq
             for rollout in page:
                 by_step.setdefault(int(rollout.metadata.get("step", 0)), []).append(rollout)

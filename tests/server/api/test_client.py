@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from alight.api_models import RolloutQuery
 from alight.client import AlightClient, ApiError
 from alight.schemas import (
     AttemptFinish,
@@ -43,9 +44,9 @@ def test_a_rollout_lifecycle_through_the_client(client: AlightClient) -> None:
     assert client.wait_rollouts(["r"], timeout_s=5).done[0].id == "r"
     assert [e.kind for e in client.list_events("r", kind="log")] == ["log"]
     assert [w.value for w in client.list_rewards("r", attempt=2)] == [1.0]
-    page = client.list_rollouts_page(state=RolloutState.SUCCEEDED)
+    page = client.list_rollouts_page(RolloutQuery(state=[RolloutState.SUCCEEDED]))
     assert [x.id for x in page.rollouts] == ["r"] and page.next_seq == done.seq
-    assert client.list_rollouts(since_seq=r.seq)[0].id == "r"
+    assert client.list_rollouts(RolloutQuery(since_seq=r.seq))[0].id == "r"
     assert client.get_rollout("r").attempts[1].status == "succeeded"
 
 

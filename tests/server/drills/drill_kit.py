@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from alight.api_models import RolloutQuery
 from alight.schemas import AttemptStatus, FailureKind, RolloutState
 from alight_server.store.sql import SqlStore
 
@@ -92,7 +93,7 @@ def assert_settled(db_url: str, answered_dir: Path) -> dict[str, int]:
     """
     store = SqlStore(db_url)
     try:
-        rollouts = store.list_rollouts(limit=10_000)
+        rollouts = store.list_rollouts(RolloutQuery(limit=1000))
         stuck = [r.id for r in rollouts if r.state in (RolloutState.QUEUED, RolloutState.RUNNING)]
         assert not stuck, f"rollouts left unfinished: {stuck}"
         stored = {

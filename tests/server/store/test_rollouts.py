@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from alight.api_models import RolloutQuery
 from alight.schemas import Mode, RolloutCreate, RolloutState
 from alight_server.store import Conflict, NotFound
 from alight_server.store.sql import SqlStore
@@ -55,11 +56,11 @@ def test_list_filters_by_state_mode_group_and_ids(any_store: SqlStore) -> None:
         ]
     )
     any_store.transition("c", RolloutState.CANCELLED)
-    assert [r.id for r in any_store.list_rollouts(group_id="g1")] == ["a", "b"]
-    assert [r.id for r in any_store.list_rollouts(mode=Mode.VAL)] == ["b"]
-    assert [r.id for r in any_store.list_rollouts(state=[RolloutState.CANCELLED])] == ["c"]
-    assert [r.id for r in any_store.list_rollouts(ids=["c", "a"])] == ["a", "c"]
-    assert len(any_store.list_rollouts(limit=2)) == 2
+    assert [r.id for r in any_store.list_rollouts(RolloutQuery(group_id="g1"))] == ["a", "b"]
+    assert [r.id for r in any_store.list_rollouts(RolloutQuery(mode=Mode.VAL))] == ["b"]
+    assert [r.id for r in any_store.list_rollouts(RolloutQuery(state=[RolloutState.CANCELLED]))] == ["c"]
+    assert [r.id for r in any_store.list_rollouts(RolloutQuery(ids=["c", "a"]))] == ["a", "c"]
+    assert len(any_store.list_rollouts(RolloutQuery(limit=2))) == 2
 
 
 def test_cursor_never_misses_a_rollout_that_finished_out_of_order(any_store: SqlStore) -> None:
@@ -67,9 +68,9 @@ def test_cursor_never_misses_a_rollout_that_finished_out_of_order(any_store: Sql
     cursor = max(r.seq for r in any_store.list_rollouts())
     any_store.transition("second", RolloutState.CANCELLED)
     any_store.transition("first", RolloutState.CANCELLED)
-    changed = any_store.list_rollouts(since_seq=cursor)
+    changed = any_store.list_rollouts(RolloutQuery(since_seq=cursor))
     assert [r.id for r in changed] == ["second", "first"]
-    assert any_store.list_rollouts(since_seq=changed[-1].seq) == []
+    assert any_store.list_rollouts(RolloutQuery(since_seq=changed[-1].seq)) == []
 
 
 def test_running_rollout_cannot_go_back_to_queued(any_store: SqlStore) -> None:
@@ -123,4 +124,4 @@ def test_concurrent_creates_of_the_same_ids_make_each_rollout_once(any_store: Sq
     for th in threads:
         th.join()
     assert results == [[f"r{i}" for i in range(10)]] * 4
-    assert len(any_store.list_rollouts(limit=100)) == 10
+    assert len(any_store.list_rollouts(RolloutQuery(limit=100))) == 10

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 
+from alight.api_models import RolloutQuery
 from alight.schemas import TERMINAL_STATES, Mode
 from alight_server.inference.models import load_policy
 from alight_server.store import open_store
@@ -44,7 +45,7 @@ def test_two_steps_train_the_served_policy_on_gateway_token_ids(
     assert len(batches) == 2
 
     store = open_store(f"sqlite:///{result.run_dir / 'alight.db'}")
-    rollouts = store.list_rollouts(limit=1000)
+    rollouts = store.list_rollouts(RolloutQuery(limit=1000))
     train = [r for r in rollouts if r.mode == Mode.TRAIN]
     assert len(train) == 2 * 2 * 2  # steps x tasks x group
     assert {r.mode for r in rollouts} == {Mode.TRAIN, Mode.VAL}

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from alight.api_models import RolloutQuery
 from alight.schemas import Mode
 from alight_server.inference.vllm_server import SETUP_COMMAND, default_python
 from alight_server.stack import EmbeddedStack
@@ -68,7 +69,7 @@ def test_two_steps_through_vllm_update_its_weights_in_place_and_record_its_own_t
         # Before vLLM goes: ask it directly for what the final validation's greedy calls recorded.
         if self.vllm is not None and self.vllm.server.process is not None:
             store = open_store(f"sqlite:///{self.run_dir / 'alight.db'}")
-            for rollout in store.list_rollouts(limit=1000):
+            for rollout in store.list_rollouts(RolloutQuery(limit=1000)):
                 for call in store.list_model_calls(rollout.id):
                     if rollout.mode == Mode.VAL and call.policy_version == 2:
                         direct = greedy(self.vllm.server.url, config.model, call.prompt_token_ids,
@@ -95,7 +96,7 @@ def test_two_steps_through_vllm_update_its_weights_in_place_and_record_its_own_t
     store = open_store(f"sqlite:///{result.run_dir / 'alight.db'}")
     versions = {
         (r.metadata["step"], c.policy_version)
-        for r in store.list_rollouts(limit=1000)
+        for r in store.list_rollouts(RolloutQuery(limit=1000))
         if r.mode == Mode.TRAIN
         for c in store.list_model_calls(r.id)
     }

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from alight.api_models import RolloutQuery
 from alight.schemas import Mode, RolloutState
 from alight_server.trainer.samples import SampleConfig, build_samples
 from alight_server.trajectory import build_trajectory
@@ -57,7 +58,7 @@ def test_run_page_draws_each_curve_from_the_reported_steps(page: Any, dashboard:
 
 
 def test_rollouts_table_pages_through_every_rollout(page: Any, dashboard: Dashboard) -> None:
-    total = len(dashboard.store.list_rollouts(limit=1000))
+    total = len(dashboard.store.list_rollouts(RolloutQuery(limit=1000)))
     _goto(page, dashboard, "/rollouts?per_page=5", "#rollouts")
     seen: list[str] = []
     while True:
@@ -82,7 +83,10 @@ def test_rollouts_table_filters_by_mode_and_state(page: Any, dashboard: Dashboar
     page.wait_for_function("location.hash.includes('mode=val')")
     _rendered(page)
     shown = {r.get_attribute("data-id") for r in page.locator("tr.rollout").all()}
-    expected = {r.id for r in dashboard.store.list_rollouts(mode=Mode.VAL, state=[RolloutState.SUCCEEDED], limit=1000)}
+    expected = {
+        r.id
+        for r in dashboard.store.list_rollouts(RolloutQuery(mode=Mode.VAL, state=[RolloutState.SUCCEEDED], limit=1000))
+    }
     assert shown == expected and shown
     assert page.locator("tr.rollout td:nth-child(3)").all_inner_texts() == ["val"] * len(expected)
     assert page.errors == []
@@ -94,7 +98,7 @@ def test_a_step_shows_its_groups_with_their_reward_spread(page: Any, dashboard: 
     store = dashboard.store
     assert len(groups) == 2  # tasks_per_step
     for header in groups:
-        members = store.list_rollouts(group_id=header.get_attribute("data-group"))
+        members = store.list_rollouts(RolloutQuery(group_id=header.get_attribute("data-group")))
         rewards = [build_trajectory(store, m.id).final_reward for m in members]
         assert all(r is not None for r in rewards)
         mean = statistics.fmean(rewards)  # type: ignore[arg-type]
@@ -108,7 +112,9 @@ def test_a_step_shows_its_groups_with_their_reward_spread(page: Any, dashboard: 
 
 def _first_train_rollout(dashboard: Dashboard) -> str:
     return next(
-        r.id for r in dashboard.store.list_rollouts(mode=Mode.TRAIN) if r.id.startswith(f"{dashboard.run_id}-s")
+        r.id
+        for r in dashboard.store.list_rollouts(RolloutQuery(mode=Mode.TRAIN))
+        if r.id.startswith(f"{dashboard.run_id}-s")
     )
 
 
@@ -161,7 +167,9 @@ def test_capture_health_counts_match_the_store(page: Any, dashboard: Dashboard) 
     _goto(page, dashboard, f"/run/{run_id}", "#health tr[data-step]")
     for step in (1, 2):
         rollouts = [
-            r for r in store.list_rollouts(mode=Mode.TRAIN, limit=1000) if r.id.startswith(f"{run_id}-s{step - 1:05d}-")
+            r
+            for r in store.list_rollouts(RolloutQuery(mode=Mode.TRAIN, limit=1000))
+            if r.id.startswith(f"{run_id}-s{step - 1:05d}-")
         ]
         trajectories = [build_trajectory(store, r.id) for r in rollouts]
         calls = [tc.call for t in trajectories for tc in t.calls]

@@ -15,11 +15,12 @@ from alight.api_models import (
     RolloutBatch,
     RolloutList,
     RolloutPage,
+    RolloutQuery,
     StatusChange,
     WaitRequest,
     WaitResult,
 )
-from alight.schemas import TERMINAL_STATES, Event, EventCreate, Mode, Reward, RewardCreate, Rollout, RolloutState
+from alight.schemas import TERMINAL_STATES, Event, EventCreate, Reward, RewardCreate, Rollout, RolloutState
 from alight_server.deps import AdminDep, CallerDep, StoreDep
 from alight_server.gateway.routes import rollout_changed
 from alight_server.store import Store
@@ -36,18 +37,10 @@ def create_rollouts(body: RolloutBatch, store: StoreDep, _: AdminDep) -> Rollout
 
 
 @router.get("/rollouts", response_model=RolloutPage)
-def list_rollouts(
-    store: StoreDep,
-    _: AdminDep,
-    state: Annotated[list[RolloutState] | None, Query(description="repeat to match any of several")] = None,
-    mode: Mode | None = None,
-    group_id: Annotated[str | None, Query(max_length=200)] = None,
-    since_seq: Annotated[int, Query(ge=0, le=2**62)] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-) -> RolloutPage:
+def list_rollouts(store: StoreDep, _: AdminDep, query: Annotated[RolloutQuery, Query()]) -> RolloutPage:
     """Rollouts changed after `since_seq`, oldest change first; pass `next_seq` back to continue."""
-    found = store.list_rollouts(state=state, mode=mode, group_id=group_id, since_seq=since_seq, limit=limit)
-    return RolloutPage(rollouts=found, next_seq=found[-1].seq if found else since_seq)
+    found = store.list_rollouts(query)
+    return RolloutPage(rollouts=found, next_seq=found[-1].seq if found else query.since_seq)
 
 
 @router.post("/rollouts/wait", response_model=WaitResult)
@@ -57,7 +50,7 @@ async def wait_for_rollouts(body: WaitRequest, request: Request, store: StoreDep
     deadline = time.monotonic() + body.timeout_s
     pause = 0.05
     while True:
-        found = await run_in_threadpool(store.list_rollouts, ids=ids, limit=len(ids))
+        found = await run_in_threadpool(store.list_rollouts, RolloutQuery(ids=ids, limit=len(ids)))
         if len(found) < len(ids):
             await run_in_threadpool(_raise_unknown, store, ids, {r.id for r in found})
         done = [r for r in found if r.state in TERMINAL_STATES]

@@ -8,6 +8,8 @@ from typing import Any
 
 import typer
 
+from alight.api_models import RolloutQuery
+
 RUNNERS = ("local", "k8s")
 
 
@@ -69,7 +71,7 @@ def register(app: typer.Typer) -> None:
             logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the attempt lines
         client = AlightClient(server, admin_key=admin_key)
         try:
-            client.list_rollouts(limit=1)  # fail now, with a clear line, on a wrong URL or key
+            client.list_rollouts(RolloutQuery(limit=1))  # fail now, with a clear line, on a wrong URL or key
         except ApiError as exc:
             typer.echo(f"the server at {server} refused the admin key: {exc}", err=True)
             raise typer.Exit(1) from exc

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from alight.api_models import RolloutQuery
 from alight.client import AlightClient, ApiError
 from alight.schemas import Attempt, AttemptFinish, AttemptStatus, FailureKind, Rollout, RolloutState
 from alight_server.controller.base import Runner, parse_handle
@@ -69,7 +70,7 @@ def running_rollouts(client: AlightClient) -> list[Rollout]:
     found: list[Rollout] = []
     since = 0
     while True:
-        page = client.list_rollouts(state=RolloutState.RUNNING, since_seq=since, limit=PAGE)
+        page = client.list_rollouts(RolloutQuery(state=[RolloutState.RUNNING], since_seq=since, limit=PAGE))
         found.extend(page)
         if len(page) < PAGE:
             return found

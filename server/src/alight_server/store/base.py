@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from alight.api_models import RolloutFilter, RolloutQuery
 from alight.schemas import (
     Attempt,
     AttemptFinish,
@@ -12,7 +13,6 @@ from alight.schemas import (
     EventCreate,
     GatewayPause,
     GatewayReplica,
-    Mode,
     ModelCall,
     PolicyVersion,
     Reward,
@@ -28,9 +28,6 @@ from alight.schemas import (
     Upstream,
     UpstreamCreate,
 )
-
-if TYPE_CHECKING:
-    from alight_server.store.browse import RolloutFilter
 
 
 class StoreError(Exception):
@@ -81,17 +78,8 @@ class Store(Protocol):
         """With its attempts. Raises NotFound."""
         ...
 
-    def list_rollouts(
-        self,
-        *,
-        state: Sequence[RolloutState] | None = None,
-        mode: Mode | None = None,
-        group_id: str | None = None,
-        ids: Sequence[str] | None = None,
-        since_seq: int = 0,
-        limit: int = 100,
-    ) -> list[Rollout]:
-        """Ordered by `seq` (bumped on every change), only rollouts with seq > since_seq."""
+    def list_rollouts(self, query: RolloutQuery | None = None) -> list[Rollout]:
+        """Ordered by `seq` (bumped on every change), only rollouts with seq > query.since_seq."""
         ...
 
     def transition(self, rollout_id: str, to: RolloutState) -> Rollout:

@@ -1,56 +1,72 @@
-"""The dashboard's rollout browsing: filtered, counted, offset-paged listing in creation order."""
+"""Listing rollouts: one filter's SQL for the seq-cursor pages (API, controller) and the dashboard's offset pages."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import ColumnElement, Connection, FromClause, Row, and_, func, select
 
-from alight.schemas import FailureKind, Mode, Rollout, RolloutState
+from alight.api_models import RolloutFilter, RolloutQuery
+from alight.schemas import Attempt, FailureKind, Mode, Rollout, RolloutState
 from alight_server.store import rows
 from alight_server.store import tables as t
 from alight_server.store.engine import SqlDatabase
 
-
-@dataclass(frozen=True)
-class RolloutFilter:
-    """Every field narrows the listing; None matches all."""
-
-    state: Sequence[RolloutState] | None = None
-    mode: Mode | None = None
-    group_id: str | None = None
-    id_prefix: str | None = None  # a training run's rollouts share `<run id>-` (trainer/rollouts.py names them)
-    failure_kind: FailureKind | None = None  # of the latest attempt
+__all__ = ["RolloutFilter", "RolloutQuery", "SqlRolloutListing"]
 
 
-class SqlRolloutBrowse(SqlDatabase):
+def _matching(where: RolloutFilter) -> tuple[FromClause, ColumnElement[bool]]:
+    """What to select rollouts from (joined to their latest attempt when that is filtered on), and the condition."""
+    r, a = t.rollouts.c, t.attempts.c
+    clauses: list[ColumnElement[bool]] = []
+    if where.state:
+        clauses.append(r.state.in_([RolloutState(s).value for s in where.state]))
+    if where.mode is not None:
+        clauses.append(r.mode == Mode(where.mode).value)
+    if where.group_id is not None:
+        clauses.append(r.group_id == where.group_id)
+    if where.ids is not None:
+        clauses.append(r.id.in_(list(where.ids)))
+    if where.id_prefix:
+        escaped = where.id_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        clauses.append(r.id.like(escaped + "%", escape="\\"))
+    source: FromClause = t.rollouts
+    if where.failure_kind is not None:
+        source = t.rollouts.join(t.attempts, and_(a.rollout_id == r.id, a.attempt == r.attempt_count))
+        clauses.append(a.failure_kind == FailureKind(where.failure_kind).value)
+    return source, and_(True, *clauses)
+
+
+class SqlRolloutListing(SqlDatabase):
+    def list_rollouts(self, query: RolloutQuery | None = None) -> list[Rollout]:
+        """Ordered by `seq` (bumped on every change), only rollouts with seq > since_seq."""
+        with self._read() as conn:
+            return self._list(conn, query or RolloutQuery())
+
     def browse_rollouts(self, where: RolloutFilter, *, offset: int = 0, limit: int = 50) -> tuple[list[Rollout], int]:
         """One page of matching rollouts in creation order (a group's members are adjacent), and the total."""
-        r, a = t.rollouts.c, t.attempts.c
-        clauses = []
-        if where.state:
-            clauses.append(r.state.in_([RolloutState(s).value for s in where.state]))
-        if where.mode is not None:
-            clauses.append(r.mode == Mode(where.mode).value)
-        if where.group_id is not None:
-            clauses.append(r.group_id == where.group_id)
-        if where.id_prefix:
-            escaped = where.id_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            clauses.append(r.id.like(escaped + "%", escape="\\"))
-        source = t.rollouts
-        if where.failure_kind is not None:
-            latest = and_(a.rollout_id == r.id, a.attempt == r.attempt_count)
-            source = t.rollouts.join(t.attempts, latest)
-            clauses.append(a.failure_kind == FailureKind(where.failure_kind).value)
-        condition = and_(True, *clauses)
+        source, condition = _matching(where)
         with self._read() as conn:
             total = int(conn.execute(select(func.count()).select_from(source).where(condition)).scalar_one())
-            stmt = select(t.rollouts).select_from(source).where(condition).order_by(r.ordinal)
-            found = conn.execute(stmt.offset(offset).limit(limit)).all()
-            ids = [row.id for row in found]
-            attempts: dict[str, list] = {rid: [] for rid in ids}
-            if ids:
-                for row in conn.execute(select(t.attempts).where(a.rollout_id.in_(ids)).order_by(a.attempt)):
-                    attempts[row.rollout_id].append(rows.attempt_from_row(row))
-        return [rows.rollout_from_row(row, attempts[row.id]) for row in found], total
+            stmt = select(t.rollouts).select_from(source).where(condition).order_by(t.rollouts.c.ordinal)
+            return self._with_attempts(conn, conn.execute(stmt.offset(offset).limit(limit)).all()), total
+
+    def _list(self, conn: Connection, query: RolloutQuery) -> list[Rollout]:
+        source, condition = _matching(query)
+        c = t.rollouts.c
+        stmt = select(t.rollouts).select_from(source).where(condition, c.seq > query.since_seq)
+        return self._with_attempts(conn, conn.execute(stmt.order_by(c.seq).limit(query.limit)).all())
+
+    def _by_ids(self, conn: Connection, ids: Sequence[str]) -> dict[str, Rollout]:
+        """The stored rollouts of these ids, however many (the store's own reads after a write)."""
+        found = conn.execute(select(t.rollouts).where(t.rollouts.c.id.in_(list(ids)))).all() if ids else []
+        return {r.id: r for r in self._with_attempts(conn, found)}
+
+    def _with_attempts(self, conn: Connection, found: Sequence[Row[Any]]) -> list[Rollout]:
+        a = t.attempts.c
+        attempts: dict[str, list[Attempt]] = {row.id: [] for row in found}
+        if attempts:
+            for row in conn.execute(select(t.attempts).where(a.rollout_id.in_(list(attempts))).order_by(a.attempt)):
+                attempts[row.rollout_id].append(rows.from_row(Attempt, t.attempts, row))
+        return [rows.from_row(Rollout, t.rollouts, row, attempts=attempts[row.id]) for row in found]

@@ -1,4 +1,4 @@
-"""How an attempt's end moves its rollout: the retry rules on top of the state machine."""
+"""How rollouts move: the one check of the state machine (TRANSITIONS), and an attempt's end with its retry rules."""
 
 from __future__ import annotations
 
@@ -13,6 +13,21 @@ from alight_server.store.base import Conflict, NotFound
 
 # Infra and timeout failures say nothing about the policy: retry them as new attempts.
 RETRYABLE = frozenset({FailureKind.INFRA, FailureKind.TIMEOUT})
+
+
+def check_transition(rollout_id: str, current: RolloutState, to: RolloutState, cause: str = "") -> bool:
+    """Whether the rollout moves (False: it is already there, so a retried move is a no-op).
+
+    Conflict, naming the moves allowed, when TRANSITIONS forbids it. `cause` says who asked
+    ("an attempt finishing"), for the message.
+    """
+    if to == current:
+        return False
+    if to not in TRANSITIONS[current]:
+        allowed = ", ".join(sorted(TRANSITIONS[current])) or "none: it is final"
+        by = f" by {cause}" if cause else ""
+        raise Conflict(f"rollout {rollout_id!r} cannot move from {current.value} to {to.value}{by}; allowed: {allowed}")
+    return True
 
 
 def end_running_attempt(conn: Connection, rollout_id: str, to: RolloutState) -> None:
@@ -51,10 +66,7 @@ def apply_finish(conn: Connection, rollout: Row[Any], attempt: int, finish: Atte
     current = RolloutState(rollout.state)
     retry = kind in RETRYABLE and attempt == rollout.attempt_count and rollout.attempt_count < rollout.max_attempts
     target = RolloutState.RUNNING if retry else (RolloutState.SUCCEEDED if kind is None else RolloutState.FAILED)
-    if target != current and target not in TRANSITIONS[current]:
-        raise Conflict(
-            f"rollout {rollout.id!r} is {current.value}; an attempt finishing cannot move it to {target.value}"
-        )
+    check_transition(rollout.id, current, target, "an attempt finishing")
     values: dict[str, Any] = {
         "status": status.value,
         "failure_kind": kind.value if kind else None,

@@ -61,16 +61,11 @@ class SqlRecords(SqlDatabase):
         return CaptureSql(self.engine.dialect)
 
     def add_event(self, rollout_id: str, event: EventCreate, *, while_running: bool = False) -> Event:
-        values = {
-            "rollout_id": rollout_id,
-            "id": event.id or uuid.uuid4().hex,
-            "attempt": event.attempt,
-            "kind": event.kind,
-            "payload": rows.dumps(event.payload, "payload"),
-            "created_at": rows.now(),
-        }
+        values = rows.values(
+            t.events, event, rollout_id=rollout_id, id=event.id or uuid.uuid4().hex, created_at=rows.now()
+        )
         running = event.attempt if while_running else None
-        stored = rows.event_from_row(self._insert_once(t.events, rollout_id, values, running))
+        stored = rows.from_row(Event, t.events, self._insert_once(t.events, rollout_id, values, running))
         if (stored.attempt, stored.kind, stored.payload) != (event.attempt, event.kind, event.payload):
             raise Conflict(f"event {stored.id!r} of rollout {rollout_id!r} already exists with a different body")
         return stored
@@ -83,13 +78,14 @@ class SqlRecords(SqlDatabase):
                 stmt = stmt.where(t.events.c.attempt == attempt)
             if kind is not None:
                 stmt = stmt.where(t.events.c.kind == kind)
-            return [rows.event_from_row(row) for row in conn.execute(stmt)]
+            return [rows.from_row(Event, t.events, row) for row in conn.execute(stmt)]
 
     def add_reward(self, rollout_id: str, reward: RewardCreate, *, while_running: bool = False) -> Reward:
-        values = reward.model_dump(mode="json")
-        values.update(rollout_id=rollout_id, id=reward.id or uuid.uuid4().hex, created_at=rows.now())
+        values = rows.values(
+            t.rewards, reward, rollout_id=rollout_id, id=reward.id or uuid.uuid4().hex, created_at=rows.now()
+        )
         running = reward.attempt if while_running else None
-        stored = rows.reward_from_row(self._insert_once(t.rewards, rollout_id, values, running))
+        stored = rows.from_row(Reward, t.rewards, self._insert_once(t.rewards, rollout_id, values, running))
         fields = set(RewardCreate.model_fields) - {"id"}
         if stored.model_dump(include=fields) != reward.model_dump(include=fields):
             raise Conflict(f"reward {stored.id!r} of rollout {rollout_id!r} already exists with a different body")
@@ -101,7 +97,7 @@ class SqlRecords(SqlDatabase):
             stmt = select(t.rewards).where(t.rewards.c.rollout_id == rollout_id).order_by(t.rewards.c.pk)
             if attempt is not None:
                 stmt = stmt.where(t.rewards.c.attempt == attempt)
-            return [rows.reward_from_row(row) for row in conn.execute(stmt)]
+            return [rows.from_row(Reward, t.rewards, row) for row in conn.execute(stmt)]
 
     def _insert_once(self, table: Any, rollout_id: str, values: dict[str, Any], running: int | None = None) -> Any:
         """Insert a (rollout_id, id)-keyed row unless it exists; return the stored row.
@@ -163,7 +159,7 @@ class SqlRecords(SqlDatabase):
                 stored = {}
                 if known:  # retried ids return what was stored for them
                     found = conn.execute(_STORED_CALLS, {"ids": known})
-                    stored = {row.id: rows.model_call_from_row(row) for row in found}
+                    stored = {row.id: rows.from_row(ModelCall, t.model_calls, row) for row in found}
                 cursor.execute(sql.last_seqs(len(wanted)), wanted)
                 next_seq = {(rid, attempt): last + 1 for rid, attempt, last in cursor.fetchall()}
                 values: list[tuple[Any, ...]] = []
@@ -173,7 +169,7 @@ class SqlRecords(SqlDatabase):
                         key = (call.rollout_id, call.attempt)
                         seq = next_seq.get(key, 0)
                         next_seq[key] = seq + 1
-                        values.append(sql.row(rows.model_call_values(call, seq)))
+                        values.append(sql.row(rows.values(t.model_calls, call, seq=seq)))
                         stored[call.id] = call.model_copy(update={"seq": seq})
                     out.append(stored[call.id])
                 if values:
@@ -188,7 +184,7 @@ class SqlRecords(SqlDatabase):
             stmt = select(t.model_calls).where(m.rollout_id == rollout_id).order_by(m.attempt, m.seq)
             if attempt is not None:
                 stmt = stmt.where(m.attempt == attempt)
-            return [rows.model_call_from_row(row) for row in conn.execute(stmt)]
+            return [rows.from_row(ModelCall, t.model_calls, row) for row in conn.execute(stmt)]
 
     # ---- OTLP spans
 
@@ -201,7 +197,7 @@ class SqlRecords(SqlDatabase):
             if missing := [rid for rid in wanted if rid not in known]:
                 raise NotFound(f"spans name unknown rollout ids {missing}")
             stmt = self._insert_ignore(t.spans).returning(t.spans.c.span_id)
-            return len(conn.execute(stmt, [rows.span_values(span) for span in spans]).all())
+            return len(conn.execute(stmt, [rows.values(t.spans, span) for span in spans]).all())
 
     def list_spans(self, rollout_id: str, attempt: int | None = None) -> list[SpanRecord]:
         with self._read() as conn:
@@ -209,7 +205,7 @@ class SqlRecords(SqlDatabase):
             stmt = select(t.spans).where(s.rollout_id == rollout_id).order_by(s.attempt, s.start_time_ns, s.span_id)
             if attempt is not None:
                 stmt = stmt.where(s.attempt == attempt)
-            return [rows.span_from_row(row) for row in conn.execute(stmt)]
+            return [rows.from_row(SpanRecord, t.spans, row) for row in conn.execute(stmt)]
 
 
 _STORED_CALLS = select(t.model_calls).where(t.model_calls.c.id.in_(bindparam("ids", expanding=True)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select, update
 
 from alight.schemas import GatewayPause, GatewayReplica
+from alight_server.store import rows
 from alight_server.store import tables as t
 from alight_server.store.engine import SqlDatabase
 
@@ -31,7 +32,7 @@ class SqlGatewayReplicas(SqlDatabase):
 
     def report_gateway_replica(self, replica: GatewayReplica) -> None:
         """Insert or replace the replica's report."""
-        values = replica.model_dump()
+        values = rows.values(t.gateway_replicas, replica)
         stmt = self._upsert(t.gateway_replicas)
         stmt = stmt.on_conflict_do_update(index_elements=["id"], set_={k: stmt.excluded[k] for k in values})
         with self._write() as conn:
@@ -40,7 +41,7 @@ class SqlGatewayReplicas(SqlDatabase):
     def list_gateway_replicas(self) -> list[GatewayReplica]:
         with self._read() as conn:
             found = conn.execute(select(t.gateway_replicas).order_by(t.gateway_replicas.c.id))
-            return [GatewayReplica.model_validate(dict(row._mapping)) for row in found]
+            return [rows.from_row(GatewayReplica, t.gateway_replicas, row) for row in found]
 
     def remove_gateway_replica(self, replica_id: str) -> None:
         """Forget a replica that stopped; unknown ids are ignored (it may have been removed already)."""

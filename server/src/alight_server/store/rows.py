@@ -1,29 +1,28 @@
-"""Conversions between stored rows and the shared schemas (JSON columns, UTC timestamps)."""
+"""Conversions between stored rows and the shared schemas, derived from the tables (store/tables.py).
+
+A schema field and a column of the same name carry the same value: JSON columns (marked in the
+table) are encoded and decoded here, timestamps come back in UTC, enums go in as their values.
+"""
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import math
 from datetime import UTC, datetime
-from typing import Any
+from functools import cache
+from typing import Any, TypeVar
 
 import orjson
-from sqlalchemy import Row
+from pydantic import BaseModel
+from sqlalchemy import DateTime, Row, Table
 
-from alight.schemas import (
-    Attempt,
-    Event,
-    ModelCall,
-    PolicyVersion,
-    Reward,
-    Rollout,
-    RolloutCreate,
-    RunnerSpec,
-    SpanRecord,
-    Upstream,
-)
+from alight.schemas import RolloutCreate
 from alight_server.store.base import InvalidValue
+from alight_server.store.tables import RECORDED_JSON
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def now() -> datetime:
@@ -83,172 +82,47 @@ def body_hash(item: RolloutCreate) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
-def attempt_from_row(row: Row[Any]) -> Attempt:
+@cache
+def _columns(table: Table) -> tuple[tuple[str, str | None, bool, bool], ...]:
+    """(name, JSON kind or None, nullable, is a timestamp) of each column, as the table declares them."""
+    return tuple((c.name, c.info.get("json"), bool(c.nullable), isinstance(c.type, DateTime)) for c in table.columns)
+
+
+def values(table: Table, item: BaseModel | None = None, **given: Any) -> dict[str, Any]:
+    """The row for `item`: every column it has a field for, then `given` for the rest (winning over the item)."""
+    fields = type(item).model_fields if item is not None else {}
+    out: dict[str, Any] = {}
+    for name, json_kind, nullable, _ in _columns(table):
+        if name in given:
+            value = given[name]
+        elif name in fields:
+            value = getattr(item, name)
+        else:
+            continue
+        if json_kind is not None and not (value is None and nullable):
+            if isinstance(value, BaseModel):
+                value = value.model_dump(mode="json")
+            value = dumps_recorded(value) if json_kind == RECORDED_JSON["json"] else dumps(value, name)
+        elif isinstance(value, enum.Enum):
+            value = value.value
+        out[name] = value
+    return out
+
+
+def from_row(model: type[M], table: Table, row: Row[Any], **given: Any) -> M:
+    """The schema object a stored row holds; `given` supplies fields the row lacks (a rollout's attempts)."""
     m = row._mapping
-    return Attempt(
-        rollout_id=m["rollout_id"],
-        attempt=m["attempt"],
-        status=m["status"],
-        failure_kind=m["failure_kind"],
-        message=m["message"],
-        exit_code=m["exit_code"],
-        runner_handle=m["runner_handle"],
-        started_at=utc(m["started_at"]),
-        ended_at=utc(m["ended_at"]) if m["ended_at"] is not None else None,
-    )
-
-
-def rollout_from_row(row: Row[Any], attempts: list[Attempt]) -> Rollout:
-    m = row._mapping
-    runner = loads(m["runner"])
-    return Rollout(
-        id=m["id"],
-        task=loads(m["task"]),
-        mode=m["mode"],
-        group_id=m["group_id"],
-        runner=RunnerSpec.model_validate(runner) if runner is not None else None,
-        timeout_s=m["timeout_s"],
-        max_attempts=m["max_attempts"],
-        metadata=loads(m["metadata"]),
-        state=m["state"],
-        policy_version=m["policy_version"],
-        created_at=utc(m["created_at"]),
-        updated_at=utc(m["updated_at"]),
-        seq=m["seq"],
-        attempts=attempts,
-    )
-
-
-def rollout_values(item: RolloutCreate, rollout_id: str, policy_version: int, ordinal: int, seq: int) -> dict[str, Any]:
-    ts = now()
-    return {
-        "id": rollout_id,
-        "ordinal": ordinal,
-        "task": dumps(item.task, "task"),
-        "mode": item.mode.value,
-        "group_id": item.group_id,
-        "runner": dumps(item.runner.model_dump(mode="json")) if item.runner is not None else None,
-        "timeout_s": item.timeout_s,
-        "max_attempts": item.max_attempts,
-        "metadata": dumps(item.metadata, "metadata"),
-        "state": "queued",
-        "policy_version": policy_version,
-        "created_at": ts,
-        "updated_at": ts,
-        "seq": seq,
-        "claimable": True,
-        "attempt_count": 0,
-        "body_hash": body_hash(item),
-    }
-
-
-def event_from_row(row: Row[Any]) -> Event:
-    m = row._mapping
-    return Event(
-        id=m["id"],
-        rollout_id=m["rollout_id"],
-        attempt=m["attempt"],
-        kind=m["kind"],
-        payload=loads(m["payload"]),
-        created_at=utc(m["created_at"]),
-    )
-
-
-def reward_from_row(row: Row[Any]) -> Reward:
-    m = row._mapping
-    return Reward(
-        id=m["id"],
-        rollout_id=m["rollout_id"],
-        attempt=m["attempt"],
-        value=m["value"],
-        name=m["name"],
-        final=m["final"],
-        span_id=m["span_id"],
-        model_call_id=m["model_call_id"],
-        source=m["source"],
-        created_at=utc(m["created_at"]),
-    )
-
-
-def model_call_values(call: ModelCall, seq: int) -> dict[str, Any]:
-    return {
-        "id": call.id,
-        "rollout_id": call.rollout_id,
-        "attempt": call.attempt,
-        "seq": seq,
-        "trace_id": call.trace_id,
-        "span_id": call.span_id,
-        "flavour": call.flavour.value,
-        "request": dumps_recorded(call.request),
-        "response": dumps_recorded(call.response) if call.response is not None else None,
-        "prompt_token_ids": dumps_recorded(call.prompt_token_ids),
-        "response_token_ids": dumps_recorded(call.response_token_ids),
-        "response_logprobs": dumps_recorded(call.response_logprobs),
-        "extra_choices": dumps_recorded(call.extra_choices),
-        "policy_version": call.policy_version,
-        "upstream": call.upstream,
-        "latency_ms": call.latency_ms,
-        "status_code": call.status_code,
-        "error": call.error,
-        "streamed": call.streamed,
-        "flags": dumps_recorded(call.flags),
-        "created_at": call.created_at,
-    }
-
-
-def model_call_from_row(row: Row[Any]) -> ModelCall:
-    m = row._mapping
-    return ModelCall(
-        id=m["id"],
-        rollout_id=m["rollout_id"],
-        attempt=m["attempt"],
-        seq=m["seq"],
-        trace_id=m["trace_id"],
-        span_id=m["span_id"],
-        flavour=m["flavour"],
-        request=loads(m["request"]),
-        response=loads(m["response"]),
-        prompt_token_ids=loads(m["prompt_token_ids"]),
-        response_token_ids=loads(m["response_token_ids"]),
-        response_logprobs=loads(m["response_logprobs"]),
-        extra_choices=loads(m["extra_choices"]),
-        policy_version=m["policy_version"],
-        upstream=m["upstream"],
-        latency_ms=m["latency_ms"],
-        status_code=m["status_code"],
-        error=m["error"],
-        streamed=m["streamed"],
-        flags=loads(m["flags"]),
-        created_at=utc(m["created_at"]),
-    )
-
-
-def span_values(span: SpanRecord) -> dict[str, Any]:
-    values = span.model_dump()
-    values["attributes"] = dumps_recorded(span.attributes)
-    values["events"] = dumps_recorded(span.events)
-    return values
-
-
-def span_from_row(row: Row[Any]) -> SpanRecord:
-    values = dict(row._mapping)
-    values["attributes"] = loads(values["attributes"])
-    values["events"] = loads(values["events"])
-    return SpanRecord.model_validate(values)
-
-
-def upstream_from_row(row: Row[Any]) -> Upstream:
-    m = row._mapping
-    return Upstream(
-        id=m["id"],
-        url=m["url"],
-        policy_version=m["policy_version"],
-        model=m["model"],
-        api_key=m["api_key"],
-        created_at=utc(m["created_at"]),
-    )
-
-
-def policy_version_from_row(row: Row[Any]) -> PolicyVersion:
-    m = row._mapping
-    return PolicyVersion(version=m["version"], metadata=loads(m["metadata"]), created_at=utc(m["created_at"]))
+    found: dict[str, Any] = {}
+    fields = model.model_fields
+    for name, json_kind, _, timestamp in _columns(table):
+        if name in fields and name in m:
+            value = m[name]
+            if json_kind is not None:
+                value = loads(value)
+            elif timestamp and value is not None:
+                value = utc(value)
+            found[name] = value
+    for name in fields:  # columns from a join (a run's latest step) pass as they are
+        if name not in found and name in m:
+            found[name] = m[name]
+    return model.model_validate({**found, **given})

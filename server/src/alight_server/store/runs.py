@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select, update
 
-from alight.schemas import Run, RunReport, RunStatus, RunStep, RunStepReport
+from alight.schemas import Run, RunReport, RunStep, RunStepReport
 from alight_server.store import rows
 from alight_server.store import tables as t
 from alight_server.store.base import NotFound
@@ -20,12 +20,8 @@ _LATEST_STEP = (
 class SqlRuns(SqlDatabase):
     def report_run(self, report: RunReport) -> Run:
         """Insert or update: a resumed run reports its id again, with its status back to running."""
-        values = {
-            "status": RunStatus(report.status).value,
-            "config": rows.dumps(report.config, "config"),
-            "steps_planned": report.steps_planned,
-            "updated_at": rows.now(),
-        }
+        values = rows.values(t.runs, report, updated_at=rows.now())
+        del values["id"]
         with self._write() as conn:
             if conn.execute(update(t.runs).where(t.runs.c.id == report.id).values(**values)).rowcount == 0:
                 conn.execute(t.runs.insert().values(id=report.id, created_at=values["updated_at"], **values))
@@ -39,7 +35,7 @@ class SqlRuns(SqlDatabase):
         """Newest first."""
         with self._read() as conn:
             stmt = self._runs_select().order_by(t.runs.c.created_at.desc(), t.runs.c.id).limit(limit)
-            return [_run_from_row(row) for row in conn.execute(stmt)]
+            return [rows.from_row(Run, t.runs, row) for row in conn.execute(stmt)]
 
     def add_run_step(self, run_id: str, report: RunStepReport) -> RunStep:
         """A step reported again (a resumed run repeats its last step) keeps the union, new values winning."""
@@ -49,7 +45,7 @@ class SqlRuns(SqlDatabase):
             where = (s.run_id == run_id) & (s.step == report.step)
             found = conn.execute(select(s.metrics).where(where)).scalar()
             metrics = {**(rows.loads(found) if found else {}), **report.metrics}
-            values = {"metrics": rows.dumps(metrics, "metrics"), "created_at": rows.now()}
+            values = rows.values(t.run_steps, metrics=metrics, created_at=rows.now())
             if found is None:
                 conn.execute(t.run_steps.insert().values(run_id=run_id, step=report.step, **values))
             else:
@@ -62,15 +58,7 @@ class SqlRuns(SqlDatabase):
         with self._read() as conn:
             self._run(conn, run_id)
             stmt = select(t.run_steps).where(t.run_steps.c.run_id == run_id).order_by(t.run_steps.c.step)
-            return [
-                RunStep(
-                    run_id=row.run_id,
-                    step=row.step,
-                    metrics=rows.loads(row.metrics),
-                    created_at=rows.utc(row.created_at),
-                )
-                for row in conn.execute(stmt)
-            ]
+            return [rows.from_row(RunStep, t.run_steps, row) for row in conn.execute(stmt)]
 
     def _runs_select(self) -> Any:
         return select(t.runs, _LATEST_STEP.c.step).outerjoin(_LATEST_STEP, _LATEST_STEP.c.run_id == t.runs.c.id)
@@ -79,17 +67,4 @@ class SqlRuns(SqlDatabase):
         row = conn.execute(self._runs_select().where(t.runs.c.id == run_id)).first()
         if row is None:
             raise NotFound(f"no run with id {run_id!r}; a trainer reports its run with POST /api/runs")
-        return _run_from_row(row)
-
-
-def _run_from_row(row: Any) -> Run:
-    m = row._mapping
-    return Run(
-        id=m["id"],
-        status=RunStatus(m["status"]),
-        config=rows.loads(m["config"]),
-        steps_planned=m["steps_planned"],
-        step=m["step"],
-        created_at=rows.utc(m["created_at"]),
-        updated_at=rows.utc(m["updated_at"]),
-    )
+        return rows.from_row(Run, t.runs, row)

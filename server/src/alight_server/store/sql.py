@@ -18,11 +18,9 @@ from sqlalchemy.exc import IntegrityError
 
 from alight.schemas import (
     TERMINAL_STATES,
-    TRANSITIONS,
     Attempt,
     AttemptFinish,
     AttemptStatus,
-    Mode,
     PolicyVersion,
     Rollout,
     RolloutCreate,
@@ -34,28 +32,18 @@ from alight_server.controller.base import attempt_handle
 from alight_server.store import rows
 from alight_server.store import tables as t
 from alight_server.store.base import Conflict, NotFound
-from alight_server.store.browse import SqlRolloutBrowse
-from alight_server.store.lifecycle import apply_finish, end_running_attempt
+from alight_server.store.browse import SqlRolloutListing
+from alight_server.store.lifecycle import apply_finish, check_transition, end_running_attempt
 from alight_server.store.records import SqlRecords
 from alight_server.store.replicas import SqlGatewayReplicas
 from alight_server.store.runs import SqlRuns
 
 
-class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutBrowse):
+class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutListing):
     """The durable store at a SQLAlchemy URL (`sqlite:///path.db`, `postgresql+psycopg://...`)."""
 
-    def _attempts(self, conn: Connection, rollout_ids: Sequence[str]) -> dict[str, list[Attempt]]:
-        out: dict[str, list[Attempt]] = {rid: [] for rid in rollout_ids}
-        if not rollout_ids:
-            return out
-        stmt = select(t.attempts).where(t.attempts.c.rollout_id.in_(rollout_ids)).order_by(t.attempts.c.attempt)
-        for row in conn.execute(stmt):
-            out[row.rollout_id].append(rows.attempt_from_row(row))
-        return out
-
     def _load(self, conn: Connection, rollout_id: str) -> Rollout:
-        row = self._rollout_row(conn, rollout_id)
-        return rows.rollout_from_row(row, self._attempts(conn, [rollout_id])[rollout_id])
+        return self._with_attempts(conn, [self._rollout_row(conn, rollout_id)])[0]
 
     def _touch(self, conn: Connection, rollout_id: str, **values: Any) -> None:
         """Apply a change to a rollout row and give it the next seq."""
@@ -82,7 +70,7 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutBrowse):
                 row.id: row.body_hash
                 for row in conn.execute(select(t.rollouts.c.id, t.rollouts.c.body_hash).where(t.rollouts.c.id.in_(ids)))
             }
-            policy = self.current_policy_version(conn)
+            policy, now = self.current_policy_version(conn), rows.now()
             for i, (item, rid, digest) in enumerate(zip(items, ids, hashes, strict=True)):
                 if rid in existing:
                     if existing[rid] != digest:
@@ -94,70 +82,39 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutBrowse):
                 existing[rid] = digest
                 ordinal = self._bump(conn, "rollout_ordinal")
                 seq = self._bump(conn, "rollout_seq")
-                conn.execute(t.rollouts.insert().values(rows.rollout_values(item, rid, policy, ordinal, seq)))
-            stored = self._list(conn, ids=list(dict.fromkeys(ids)), limit=len(ids) + 1)
-        by_id = {r.id: r for r in stored}
+                conn.execute(
+                    t.rollouts.insert().values(
+                        rows.values(
+                            t.rollouts,
+                            item,
+                            id=rid,
+                            state=RolloutState.QUEUED,
+                            policy_version=policy,
+                            created_at=now,
+                            updated_at=now,
+                            ordinal=ordinal,
+                            seq=seq,
+                            claimable=True,
+                            attempt_count=0,
+                            body_hash=digest,
+                        )
+                    )
+                )
+            by_id = self._by_ids(conn, list(dict.fromkeys(ids)))
         return [by_id[rid] for rid in ids]
 
     def get_rollout(self, rollout_id: str) -> Rollout:
         with self._read() as conn:
             return self._load(conn, rollout_id)
 
-    def list_rollouts(
-        self,
-        *,
-        state: Sequence[RolloutState] | None = None,
-        mode: Mode | None = None,
-        group_id: str | None = None,
-        ids: Sequence[str] | None = None,
-        since_seq: int = 0,
-        limit: int = 100,
-    ) -> list[Rollout]:
-        with self._read() as conn:
-            return self._list(
-                conn, state=state, mode=mode, group_id=group_id, ids=ids, since_seq=since_seq, limit=limit
-            )
-
-    def _list(
-        self,
-        conn: Connection,
-        *,
-        state: Sequence[RolloutState] | None = None,
-        mode: Mode | None = None,
-        group_id: str | None = None,
-        ids: Sequence[str] | None = None,
-        since_seq: int = 0,
-        limit: int = 100,
-    ) -> list[Rollout]:
-        c = t.rollouts.c
-        stmt = select(t.rollouts).where(c.seq > since_seq).order_by(c.seq).limit(limit)
-        if state:
-            stmt = stmt.where(c.state.in_([RolloutState(s).value for s in state]))
-        if mode is not None:
-            stmt = stmt.where(c.mode == Mode(mode).value)
-        if group_id is not None:
-            stmt = stmt.where(c.group_id == group_id)
-        if ids is not None:
-            stmt = stmt.where(c.id.in_(list(ids)))
-        found = conn.execute(stmt).all()
-        attempts = self._attempts(conn, [row.id for row in found])
-        return [rows.rollout_from_row(row, attempts[row.id]) for row in found]
-
     def transition(self, rollout_id: str, to: RolloutState) -> Rollout:
         to = RolloutState(to)
         with self._write() as conn:
             row = self._rollout_row(conn, rollout_id, lock=True)
-            current = RolloutState(row.state)
-            if to == current:
-                return self._load(conn, rollout_id)  # a retried move is a no-op, not a conflict
-            if to not in TRANSITIONS[current]:
-                allowed = ", ".join(sorted(TRANSITIONS[current])) or "none: it is final"
-                raise Conflict(
-                    f"rollout {rollout_id!r} cannot move from {current.value} to {to.value}; allowed: {allowed}"
-                )
-            if to in TERMINAL_STATES:
-                end_running_attempt(conn, rollout_id, to)
-            self._touch(conn, rollout_id, state=to.value, claimable=False)
+            if check_transition(rollout_id, RolloutState(row.state), to):  # else a retried move: a no-op
+                if to in TERMINAL_STATES:
+                    end_running_attempt(conn, rollout_id, to)
+                self._touch(conn, rollout_id, state=to.value, claimable=False)
             return self._load(conn, rollout_id)
 
     # ---- attempts
@@ -175,8 +132,9 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutBrowse):
             stmt = stmt.order_by(c.ordinal).limit(limit).with_for_update(skip_locked=True, key_share=True)
             claimed: list[tuple[str, int]] = []
             for row in conn.execute(stmt).all():
-                current = RolloutState(row.state)
-                if current != RolloutState.RUNNING and RolloutState.RUNNING not in TRANSITIONS[current]:
+                try:
+                    check_transition(row.id, RolloutState(row.state), RolloutState.RUNNING)
+                except Conflict:
                     continue  # claimable is only ever set on queued/running rows; belt and braces
                 attempt = row.attempt_count + 1
                 conn.execute(
@@ -190,7 +148,7 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutBrowse):
                 )
                 self._touch(conn, row.id, state=RolloutState.RUNNING.value, claimable=False, attempt_count=attempt)
                 claimed.append((row.id, attempt))
-            stored = {r.id: r for r in self._list(conn, ids=[rid for rid, _ in claimed], limit=len(claimed) + 1)}
+            stored = self._by_ids(conn, [rid for rid, _ in claimed])
         return [(stored[rid], attempt) for rid, attempt in claimed]
 
     def set_runner_handle(self, rollout_id: str, attempt: int, handle: str) -> Attempt:
@@ -201,7 +159,7 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutBrowse):
             if conn.execute(update(t.attempts).where(where).values(runner_handle=handle)).rowcount == 0:
                 raise NotFound(f"rollout {rollout_id!r} has no attempt {attempt}")
             self._touch(conn, rollout_id)
-            return rows.attempt_from_row(conn.execute(select(t.attempts).where(where)).one())
+            return rows.from_row(Attempt, t.attempts, conn.execute(select(t.attempts).where(where)).one())
 
     def finish_attempt(self, rollout_id: str, attempt: int, finish: AttemptFinish) -> Rollout:
         with self._write() as conn:
@@ -221,7 +179,7 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutBrowse):
             u = t.upstreams.c
             if conn.execute(update(t.upstreams).where(u.id == uid).values(**values)).rowcount == 0:
                 conn.execute(t.upstreams.insert().values(id=uid, created_at=rows.now(), **values))
-            return rows.upstream_from_row(conn.execute(select(t.upstreams).where(u.id == uid)).one())
+            return rows.from_row(Upstream, t.upstreams, conn.execute(select(t.upstreams).where(u.id == uid)).one())
 
     def remove_upstream(self, upstream_id: str) -> None:
         with self._write() as conn:
@@ -231,7 +189,7 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutBrowse):
     def list_upstreams(self) -> list[Upstream]:
         with self._read() as conn:
             stmt = select(t.upstreams).order_by(t.upstreams.c.created_at, t.upstreams.c.id)
-            return [rows.upstream_from_row(row) for row in conn.execute(stmt)]
+            return [rows.from_row(Upstream, t.upstreams, row) for row in conn.execute(stmt)]
 
     def current_policy_version(self, conn: Connection | None = None) -> int:
         with nullcontext(conn) if conn is not None else self._read() as c:
@@ -240,13 +198,15 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutBrowse):
     def list_policy_versions(self) -> list[PolicyVersion]:
         with self._read() as conn:
             stmt = select(t.policy_versions).order_by(t.policy_versions.c.version)
-            return [rows.policy_version_from_row(row) for row in conn.execute(stmt)]
+            return [rows.from_row(PolicyVersion, t.policy_versions, row) for row in conn.execute(stmt)]
 
     def add_policy_version(self, metadata: dict[str, object] | None = None) -> PolicyVersion:
         with self._write() as conn:
             version = self._bump(conn, "policy_version")
-            values = {"version": version, "metadata": rows.dumps(metadata or {}, "metadata"), "created_at": rows.now()}
+            values = rows.values(t.policy_versions, version=version, metadata=metadata or {}, created_at=rows.now())
             conn.execute(t.policy_versions.insert().values(**values))
-            return rows.policy_version_from_row(
-                conn.execute(select(t.policy_versions).where(t.policy_versions.c.version == version)).one()
+            return rows.from_row(
+                PolicyVersion,
+                t.policy_versions,
+                conn.execute(select(t.policy_versions).where(t.policy_versions.c.version == version)).one(),
             )

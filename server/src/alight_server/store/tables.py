@@ -23,6 +23,11 @@ from sqlalchemy import (
 # (a new table needs no bump: opening the store creates the tables it lacks).
 SCHEMA_VERSION = 2  # 2: spans keyed by rollout and attempt too (store/engine.py migrates from 1)
 
+# JSON in a text column, marked so store/rows.py encodes and decodes it: what a client sent (NaN and
+# infinities refused) or what the gateway recorded (a -inf logprob kept).
+CLIENT_JSON = {"json": "client"}
+RECORDED_JSON = {"json": "recorded"}
+
 metadata = MetaData()
 
 schema_version = Table("schema_version", metadata, Column("version", Integer, nullable=False))
@@ -43,13 +48,13 @@ rollouts = Table(
     Column("id", String(200), primary_key=True),
     # Creation order, for fair claiming; `seq` moves, this does not.
     Column("ordinal", BigInteger, nullable=False),
-    Column("task", Text, nullable=False),  # JSON
+    Column("task", Text, nullable=False, info=CLIENT_JSON),
     Column("mode", String(10), nullable=False),
     Column("group_id", String(200)),
-    Column("runner", Text),  # JSON or NULL
+    Column("runner", Text, info=CLIENT_JSON),  # JSON or NULL
     Column("timeout_s", Float, nullable=False),
     Column("max_attempts", Integer, nullable=False),
-    Column("metadata", Text, nullable=False),  # JSON
+    Column("metadata", Text, nullable=False, info=CLIENT_JSON),
     Column("state", String(20), nullable=False),
     Column("policy_version", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
@@ -91,7 +96,7 @@ events = Table(
     Column("id", String(200), nullable=False),
     Column("attempt", Integer),
     Column("kind", String(100), nullable=False),
-    Column("payload", Text, nullable=False),  # JSON
+    Column("payload", Text, nullable=False, info=CLIENT_JSON),
     Column("created_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("rollout_id", "id", name="uq_events_rollout_id"),
 )
@@ -126,19 +131,19 @@ model_calls = Table(
     Column("trace_id", String(32)),
     Column("span_id", String(16)),
     Column("flavour", String(20), nullable=False),
-    Column("request", Text, nullable=False),
-    Column("response", Text),
-    Column("prompt_token_ids", Text, nullable=False),
-    Column("response_token_ids", Text, nullable=False),
-    Column("response_logprobs", Text, nullable=False),
-    Column("extra_choices", Text, nullable=False),
+    Column("request", Text, nullable=False, info=RECORDED_JSON),
+    Column("response", Text, info=RECORDED_JSON),
+    Column("prompt_token_ids", Text, nullable=False, info=RECORDED_JSON),
+    Column("response_token_ids", Text, nullable=False, info=RECORDED_JSON),
+    Column("response_logprobs", Text, nullable=False, info=RECORDED_JSON),
+    Column("extra_choices", Text, nullable=False, info=RECORDED_JSON),
     Column("policy_version", Integer),
     Column("upstream", String(500)),
     Column("latency_ms", Float),
     Column("status_code", Integer, nullable=False),
     Column("error", Text),
     Column("streamed", Boolean, nullable=False),
-    Column("flags", Text, nullable=False),
+    Column("flags", Text, nullable=False, info=RECORDED_JSON),
     Column("created_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("rollout_id", "attempt", "seq", name="uq_model_calls_seq"),
 )
@@ -155,8 +160,8 @@ spans = Table(
     Column("kind", Integer, nullable=False),
     Column("start_time_ns", BigInteger, nullable=False),
     Column("end_time_ns", BigInteger),
-    Column("attributes", Text, nullable=False),
-    Column("events", Text, nullable=False),
+    Column("attributes", Text, nullable=False, info=RECORDED_JSON),
+    Column("events", Text, nullable=False, info=RECORDED_JSON),
     Column("status_code", Integer, nullable=False),
     Column("status_message", Text),
     # A span belongs to the attempt that exported it: the same ids sent by another rollout are that
@@ -180,7 +185,7 @@ policy_versions = Table(
     "policy_versions",
     metadata,
     Column("version", Integer, primary_key=True, autoincrement=False),
-    Column("metadata", Text, nullable=False),
+    Column("metadata", Text, nullable=False, info=CLIENT_JSON),
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
@@ -203,7 +208,7 @@ runs = Table(
     metadata,
     Column("id", String(200), primary_key=True),
     Column("status", String(20), nullable=False),
-    Column("config", Text, nullable=False),  # JSON
+    Column("config", Text, nullable=False, info=CLIENT_JSON),
     Column("steps_planned", Integer),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
@@ -214,7 +219,7 @@ run_steps = Table(
     metadata,
     Column("run_id", String(200), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
     Column("step", Integer, nullable=False),
-    Column("metrics", Text, nullable=False),  # JSON object of finite numbers
+    Column("metrics", Text, nullable=False, info=CLIENT_JSON),  # JSON object of finite numbers
     Column("created_at", DateTime(timezone=True), nullable=False),
     PrimaryKeyConstraint("run_id", "step"),
 )

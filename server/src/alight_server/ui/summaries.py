@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from alight.api_models import RolloutQuery
 from alight.schemas import FailureKind, Mode, Rollout
 from alight_server.store import Store
 from alight_server.store.browse import RolloutFilter
@@ -66,7 +67,7 @@ def group_spreads(store: Store, group_ids: Sequence[str]) -> dict[str, dict[str,
     """Each group's final-reward spread over all its members, not only those on the page."""
     out: dict[str, dict[str, Any]] = {}
     for group_id in dict.fromkeys(group_ids):
-        members = store.list_rollouts(group_id=group_id, limit=MAX_GROUP)
+        members = store.list_rollouts(RolloutQuery(group_id=group_id, limit=MAX_GROUP))
         rewards = [r for m in members if (r := _final(store, m)) is not None]
         out[group_id] = {**spread(rewards), "size": len(members)}
     return out
