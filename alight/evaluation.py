@@ -73,7 +73,7 @@ def build_report(
     rate = statistics.fmean(wins) if wins else float("nan")
     calls = [tc.call for t in trajectories for tc in t.calls]
     latencies = [c.latency_ms for c in calls if c.latency_ms is not None]
-    tool_errors = sum(1 for t in trajectories for s in t.tool_spans if s.get("status_code") == 2)
+    tool_errors = sum(1 for t in trajectories for s in t.tool_spans if s.failed)
     tool_errors += sum(int(e.payload.get("command_errors", 0)) for e in events if e.kind == EPISODE)
     gates: Counter[str] = Counter()
     for _, rule in {(e.rollout_id, str(e.payload.get("rule"))) for e in events if e.kind == REWARD_HACKING}:

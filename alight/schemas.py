@@ -326,6 +326,30 @@ class TrajectoryCall(BaseModel):
     rewards: list[Reward] = Field(default_factory=list)
 
 
+class ToolSpan(BaseModel):
+    """A tool span (or another span that is not a model call) of an attempt, placed among its model calls."""
+
+    span_id: str
+    parent_span_id: str | None = None
+    name: str
+    tool_name: str | None = None  # gen_ai.tool.name and the rest, where the instrumentation set them
+    tool_call_id: str | None = None
+    arguments: Any = None
+    result: Any = None
+    start_time_ns: int
+    end_time_ns: int | None = None
+    status_code: int = 0  # OTLP's: 0 unset, 1 ok, 2 error
+    # The index of the model call that precedes it (-1 before the first call).
+    after_call: int = -1
+    # Span names from the root to this span.
+    span_path: list[str] = Field(default_factory=list)
+    agent_name: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status_code == 2
+
+
 class Trajectory(BaseModel):
     rollout_id: str
     attempt: int
@@ -335,9 +359,8 @@ class Trajectory(BaseModel):
     attempt_status: AttemptStatus | None
     failure_kind: FailureKind | None
     calls: list[TrajectoryCall]
-    # Tool and other non-model spans, in start order, each with the index of
-    # the model call that precedes it (-1 before the first call).
-    tool_spans: list[dict[str, Any]] = Field(default_factory=list)
+    # Tool and other non-model spans, in start order.
+    tool_spans: list[ToolSpan] = Field(default_factory=list)
     rewards: list[Reward]
     final_reward: float | None
     task: Any = None  # the rollout's task, as the agent got it

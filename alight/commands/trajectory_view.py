@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from alight.schemas import ModelCall, Reward, Trajectory
+from alight.schemas import ModelCall, Reward, ToolSpan, Trajectory
 
 PATH_SEP = " › "
 
@@ -42,11 +41,11 @@ def _rewards(rewards: list[Reward]) -> str:
     return ", ".join(f"{r.name or 'reward'}={r.value:g}" for r in rewards)
 
 
-def _tool_text(span: dict[str, Any]) -> str:
-    args = span.get("arguments")
+def _tool_text(span: ToolSpan) -> str:
+    args = span.arguments
     with_args = args if isinstance(args, str) else ("" if args is None else json.dumps(args))
-    result = span.get("result")
-    return _clip(f"{span.get('tool_name') or span.get('name')}({with_args})" + (f" -> {result}" if result else ""))
+    result = span.result
+    return _clip(f"{span.tool_name or span.name}({with_args})" + (f" -> {result}" if result else ""))
 
 
 def render_trajectory(trajectory: Trajectory, console: Console | None = None) -> None:
@@ -61,14 +60,14 @@ def render_trajectory(trajectory: Trajectory, console: Console | None = None) ->
     table = Table(title=f"{len(trajectory.calls)} model calls, {len(trajectory.tool_spans)} tool spans")
     for column in ("#", "span path", "agent", "what", "tokens in/out", "step rewards"):
         table.add_column(column, overflow="fold")
-    tools_after: dict[int, list[dict[str, Any]]] = {}
+    tools_after: dict[int, list[ToolSpan]] = {}
     for span in trajectory.tool_spans:
-        tools_after.setdefault(int(span.get("after_call", -1)), []).append(span)
+        tools_after.setdefault(span.after_call, []).append(span)
 
     def add_tools(index: int) -> None:
         for span in tools_after.get(index, []):
-            path = PATH_SEP.join(span.get("span_path") or [])
-            table.add_row("tool", f"[dim]{path}[/dim]", span.get("agent_name") or "", _tool_text(span), "", "")
+            path = PATH_SEP.join(span.span_path)
+            table.add_row("tool", f"[dim]{path}[/dim]", span.agent_name or "", _tool_text(span), "", "")
 
     add_tools(-1)
     for index, joined in enumerate(trajectory.calls):

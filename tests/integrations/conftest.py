@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from alight import envvars
-from alight.schemas import AttemptFinish, AttemptStart, RolloutCreate, Trajectory, UpstreamCreate
+from alight.schemas import AttemptFinish, AttemptStart, RolloutCreate, ToolSpan, Trajectory, UpstreamCreate
 from alight_server.auth import derive_token_secret, issue_attempt_token
 from alight_server.serving import ServerThread
 from alight_server.testing.fake_upstream import create_fake_upstream
@@ -176,8 +176,8 @@ class AlightStack:
             assert call.span_id, f"call {call.seq} has no caller span (traceparent missing)"
 
     @staticmethod
-    def tool_spans_named(trajectory: Trajectory, name: str) -> list[dict[str, Any]]:
-        return [s for s in trajectory.tool_spans if s.get("name") == name]
+    def tool_spans_named(trajectory: Trajectory, name: str) -> list[ToolSpan]:
+        return [s for s in trajectory.tool_spans if s.name == name]
 
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -15,10 +15,8 @@ Calls with no traceparent, or whose span never arrived, keep an empty path.
 
 from __future__ import annotations
 
-from typing import Any
-
 from alight import semconv
-from alight.schemas import ModelCall, Reward, RewardSource, SpanRecord, Trajectory, TrajectoryCall
+from alight.schemas import ModelCall, Reward, RewardSource, SpanRecord, ToolSpan, Trajectory, TrajectoryCall
 from alight_server.call_output import call_output
 from alight_server.store.base import NotFound, Store
 
@@ -84,23 +82,23 @@ def _preceding(call_ends: list[int], start_ns: int) -> int:
     return max((i for i, end in enumerate(call_ends) if end <= start_ns), default=-1)
 
 
-def _tool_entry(span: SpanRecord, after_call: int, tree: SpanTree) -> dict[str, Any]:
+def _tool_entry(span: SpanRecord, after_call: int, tree: SpanTree) -> ToolSpan:
     attrs = span.attributes
-    return {
-        "span_id": span.span_id,
-        "parent_span_id": span.parent_span_id,
-        "name": span.name,
-        "tool_name": attrs.get(semconv.GEN_AI_TOOL_NAME),
-        "tool_call_id": attrs.get(semconv.GEN_AI_TOOL_CALL_ID),
-        "arguments": attrs.get(semconv.GEN_AI_TOOL_CALL_ARGUMENTS),
-        "result": attrs.get(semconv.GEN_AI_TOOL_CALL_RESULT),
-        "start_time_ns": span.start_time_ns,
-        "end_time_ns": span.end_time_ns,
-        "status_code": span.status_code,
-        "after_call": after_call,
-        "span_path": tree.path(span),
-        "agent_name": tree.agent_name(span),
-    }
+    return ToolSpan(
+        span_id=span.span_id,
+        parent_span_id=span.parent_span_id,
+        name=span.name,
+        tool_name=attrs.get(semconv.GEN_AI_TOOL_NAME),
+        tool_call_id=attrs.get(semconv.GEN_AI_TOOL_CALL_ID),
+        arguments=attrs.get(semconv.GEN_AI_TOOL_CALL_ARGUMENTS),
+        result=attrs.get(semconv.GEN_AI_TOOL_CALL_RESULT),
+        start_time_ns=span.start_time_ns,
+        end_time_ns=span.end_time_ns,
+        status_code=span.status_code,
+        after_call=after_call,
+        span_path=tree.path(span),
+        agent_name=tree.agent_name(span),
+    )
 
 
 # Whose final reward counts: an evaluator's over the agent's own, the agent's over a fallback.

@@ -18,10 +18,10 @@ def test_react_agent_trajectory_has_calls_under_the_agent_tool_between_and_rewar
         assert tc.agent_name == "calculator"
         assert tc.span_path[:4] == ["alight.rollout", "invoke_agent calculator", "node agent", "chat policy"]
     (tool,) = alight_stack.tool_spans_named(trajectory, "execute_tool add")
-    assert tool["after_call"] == 0
-    assert json.loads(tool["arguments"]) == {"a": 2, "b": 3}
-    assert tool["result"] == "5.0"
-    assert tool["span_path"][:3] == ["alight.rollout", "invoke_agent calculator", "node tools"]
+    assert tool.after_call == 0
+    assert json.loads(tool.arguments) == {"a": 2, "b": 3}
+    assert tool.result == "5.0"
+    assert tool.span_path[:3] == ["alight.rollout", "invoke_agent calculator", "node tools"]
     assert trajectory.final_reward == 1.0
     (reward,) = trajectory.rewards
     assert reward.final and reward.span_id  # linked to the rollout's root span

@@ -15,11 +15,11 @@ def test_mcp_tool_spans_sit_between_calls_and_the_tool_result_reward_is_linked(a
     trajectory = alight_stack.trajectory(run)
     alight_stack.assert_calls_trainable(trajectory, 2)
     (calculate,) = alight_stack.tool_spans_named(trajectory, "execute_tool calculate")
-    assert calculate["after_call"] == 0
-    assert json.loads(calculate["arguments"]) == {"expression": "(3 + 4) * 12"}
-    assert json.loads(calculate["result"]) == {"result": 84.0}
+    assert calculate.after_call == 0
+    assert json.loads(calculate.arguments) == {"expression": "(3 + 4) * 12"}
+    assert json.loads(calculate.result) == {"result": 84.0}
     (check,) = alight_stack.tool_spans_named(trajectory, "execute_tool check_answer")
-    assert check["after_call"] == 1
+    assert check.after_call == 1
     (reward,) = trajectory.rewards
-    assert (reward.value, reward.final, reward.span_id) == (1.0, True, check["span_id"])
+    assert (reward.value, reward.final, reward.span_id) == (1.0, True, check.span_id)
     assert trajectory.final_reward == 1.0

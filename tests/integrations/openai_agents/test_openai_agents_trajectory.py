@@ -20,9 +20,9 @@ def test_responses_agent_trajectory_has_calls_under_the_agent_tool_between_and_r
         assert tc.span_path[0] == "alight.rollout"
         assert tc.span_path[-3:] == ["invoke_agent calculator", f"turn {turn}", "chat policy"]
     (tool,) = alight_stack.tool_spans_named(trajectory, "execute_tool multiply")
-    assert tool["after_call"] == 0 and tool["agent_name"] == "calculator"
-    assert json.loads(tool["arguments"]) == {"a": 12, "b": 7}
-    assert tool["result"] == "84.0"
+    assert tool.after_call == 0 and tool.agent_name == "calculator"
+    assert json.loads(tool.arguments) == {"a": 12, "b": 7}
+    assert tool.result == "84.0"
     assert trajectory.final_reward == 1.0
     assert [r.final for r in trajectory.rewards] == [True]
 

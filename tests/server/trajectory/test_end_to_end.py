@@ -66,8 +66,8 @@ def test_plain_openai_agent_subprocess_yields_a_complete_linked_trajectory(stack
     assert [c.agent_name for c in t.calls] == ["calculator", "calculator"]
     # the tool ran between the two calls
     [tool] = t.tool_spans
-    assert (tool["name"], tool["after_call"], tool["result"]) == ("execute_tool add", 0, "5")
-    assert tool["span_path"] == [semconv.SPAN_ROLLOUT, "invoke_agent calculator", "execute_tool add"]
+    assert (tool.name, tool.after_call, tool.result) == ("execute_tool add", 0, "5")
+    assert tool.span_path == [semconv.SPAN_ROLLOUT, "invoke_agent calculator", "execute_tool add"]
     # rewards: the step reward on the first call, the returned number as the final reward
     assert [[r.name for r in c.rewards] for c in t.calls] == [["used_tool"], []]
     assert t.final_reward == 1.0

@@ -113,7 +113,7 @@ def test_calls_come_in_order_with_span_paths_that_end_at_the_calling_step(joined
 
 def test_tool_spans_sit_between_the_calls_around_them(joined_attempt, admin_client):
     [tool] = get(admin_client).tool_spans
-    assert (tool["tool_name"], tool["after_call"], tool["span_path"]) == (
+    assert (tool.tool_name, tool.after_call, tool.span_path) == (
         "calc",
         0,
         [semconv.SPAN_ROLLOUT, f"{semconv.OP_EXECUTE_TOOL} calc"],
