@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from alight_server.testing.tiny_run import tiny_run_config
 from alight_server.trainer.config import TrainConfig, parse_config
 
 AGENT = Path(__file__).parent / "agents" / "tool_agent.py"
@@ -19,24 +20,8 @@ def tiny_config(tmp_path: Path) -> Callable[..., TrainConfig]:
     """make(**overrides) -> a TrainConfig for the tiny model writing under tmp_path."""
 
     def make(**overrides: Any) -> TrainConfig:
-        train = tmp_path / "train.jsonl"
-        train.write_text("".join(f'{{"word": "{w}"}}\n' for w in WORDS * 4))
-        raw: dict[str, Any] = {
-            "model": "tiny",
-            "dataset": {"train": str(train), "val_size": 2},
-            "agent": {"entrypoint": f"{AGENT}:main"},
-            "group_size": 2,
-            "tasks_per_step": 2,
-            "steps": 2,
-            "output_dir": str(tmp_path / "run"),
-            "optimizer": {"lr": 1e-3},
-            "inference": {"device": "cpu", "torch_threads": 1},
-            "controller": {"concurrency": 4},
-            "metrics": {"tensorboard": True},
-        }
-        for key, value in overrides.items():
-            raw[key] = {**raw[key], **value} if isinstance(value, dict) and key in raw else value
-        return parse_config(raw, tmp_path)
+        tasks = [{"word": w} for w in WORDS * 4]
+        return parse_config(tiny_run_config(tmp_path, f"{AGENT}:main", tasks, **overrides), tmp_path)
 
     return make
 

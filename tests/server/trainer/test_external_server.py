@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -24,46 +20,16 @@ import yaml
 from wandb_records import history, read_records
 
 from alight.schemas import TERMINAL_STATES, Mode, Rollout
-from alight_server.serving import free_port
+from alight_server.testing.services import BIN, process, served_tiny_model
+from alight_server.testing.tiny_run import tiny_run_config
 
 pytestmark = pytest.mark.timeout(300)
 
-BIN = Path(sys.executable).parent
 AGENT = Path(__file__).parent / "agents" / "tool_agent.py"
 ADMIN_KEY = "external-admin-key"
 INFERENCE_KEY = "external-inference-key"
 PROBE = {"model": "tiny", "messages": [{"role": "user", "content": "Define apple."}], "max_tokens": 6,
          "temperature": 0, "logprobs": True, "return_token_ids": True}  # fmt: skip
-
-
-@contextmanager
-def process(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """Run argv with its output in `log`; SIGTERM its process group (then kill) at the end."""
-    with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            yield proc
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"{url} did not come up:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
 
 
 def probe(inference: str) -> tuple[list[int], list[float]]:
@@ -74,46 +40,30 @@ def probe(inference: str) -> tuple[list[int], list[float]]:
 
 
 def write_config(tmp_path: Path) -> Path:
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("".join(json.dumps({"word": w}) + "\n" for w in ["apple", "river", "stone"]))
-    config = {
-        "model": "tiny",
-        "dataset": {"train": str(tasks), "val_size": 0},
-        "agent": {"entrypoint": f"{AGENT}:main"},
-        "group_size": 2,
-        "tasks_per_step": 1,
-        "steps": 2,
-        "rollout_timeout_s": 120,
-        "output_dir": str(tmp_path / "run"),
-        "optimizer": {"lr": 1e-3},
-        "checkpoint": {"every": 0},
-        "inference": {"device": "cpu", "torch_threads": 1},
-        "server": {"inference_admin_key": INFERENCE_KEY},  # url and inference_url come as flags
-        "metrics": {
+    config = tiny_run_config(
+        tmp_path,
+        f"{AGENT}:main",
+        [{"word": w} for w in ["apple", "river", "stone"]],
+        dataset={"val_size": 0},
+        tasks_per_step=1,
+        rollout_timeout_s=120,
+        checkpoint={"every": 0},
+        server={"inference_admin_key": INFERENCE_KEY},  # url and inference_url come as flags
+        metrics={
             "tensorboard": False,
             "mlflow": {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "external"},
             "wandb": {"project": "alight-tests", "mode": "offline"},
         },
-    }
+    )
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
 
 
 def test_alight_train_runs_against_servers_the_user_started(tmp_path: Path) -> None:
-    server, inference = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
-    admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
     with ExitStack() as stack:
-        serve = [str(BIN / "alight"), "serve", "--port", server.rsplit(":", 1)[1], "--db", str(tmp_path / "srv.db"),
-                 "--admin-key", ADMIN_KEY, "--log-level", "warning"]  # fmt: skip
-        model_server = [sys.executable, "-m", "alight_server.inference", "--model", "tiny", "--device", "cpu",
-                        "--port", inference.rsplit(":", 1)[1], "--threads", "1", "--admin-key", INFERENCE_KEY]  # fmt: skip
-        serving = stack.enter_context(process(serve, tmp_path / "serve.log"))
-        serving_model = stack.enter_context(process(model_server, tmp_path / "inference.log"))  # both start at once
-        wait_ready(f"{server}/readyz", serving, tmp_path / "serve.log")
-        wait_ready(f"{inference}/health", serving_model, tmp_path / "inference.log")
-        upstream = {"id": "policy", "url": f"{inference}/v1", "model": "tiny"}
-        httpx.post(f"{server}/api/upstreams", json=upstream, headers=admin, timeout=10).raise_for_status()
+        services = stack.enter_context(served_tiny_model(tmp_path, ADMIN_KEY, INFERENCE_KEY))
+        server, inference, admin = services.server, services.inference, services.admin
         controller = [str(BIN / "alight"), "controller", "--server", server, "--admin-key", ADMIN_KEY,
                       "--runner", "local", "--logs-dir", str(tmp_path / "agent-logs"), "--poll-interval", "0.2",
                       "--kill-on-exit"]  # fmt: skip

@@ -23,11 +23,14 @@ def test_vowel_reward_rises_by_a_clear_margin(tiny_config: Callable[..., TrainCo
     RL on the tiny random model varies from run to run: in full-suite runs one
     run in several learned too slowly to clear the margins (train +0.02) or, at
     lr 2e-2, collapsed after step 8 (train 0.43 -> 0.21). A second run gets a
-    chance; a trainer that does not learn fails both.
+    chance; a trainer that does not learn fails both. The second run has its own
+    seed (data order and split, LoRA initialisation, sampling): with the first's it
+    would replay much of the same run rather than be an independent one.
     """
     seen: list[dict[str, Any]] = []
     for run in range(RUNS):
         config = tiny_config(
+            seed=run,
             steps=10,
             tasks_per_step=2,
             group_size=8,

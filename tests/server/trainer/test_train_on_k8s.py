@@ -10,22 +10,20 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
-from test_external_server import process, wait_ready
 
 from alight_server.controller.k8s import names
-from alight_server.serving import free_port
 from alight_server.testing.fake_k8s import FakeCluster
+from alight_server.testing.services import BIN, process, served_tiny_model
+from alight_server.testing.tiny_run import tiny_run_config
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
-BIN = Path(sys.executable).parent
 AGENT = Path(__file__).parents[3] / "examples" / "quickstart" / "agent.py"
 ADMIN_KEY = "k8s-admin-key"
 INFERENCE_KEY = "k8s-inference-key"
@@ -33,44 +31,27 @@ IMAGE = "registry.example/quickstart-agent:1"
 
 
 def write_config(tmp_path: Path) -> Path:
-    tasks = tmp_path / "tasks.jsonl"
-    rows = [{"question": "Add 2 and 3.", "answer": 5}, {"question": "Multiply 4 by 6.", "answer": 24}]
-    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    config = {
-        "model": "tiny",
-        "dataset": {"train": str(tasks), "val_size": 0},
-        "agent": {"entrypoint": f"{AGENT}:main"},  # no image: the controller's --image
-        "group_size": 2,
-        "tasks_per_step": 1,
-        "steps": 2,
-        "rollout_timeout_s": 120,
-        "output_dir": str(tmp_path / "run"),
-        "optimizer": {"lr": 1e-3},
-        "checkpoint": {"every": 0},
-        "inference": {"device": "cpu", "torch_threads": 1},
-        "server": {"inference_admin_key": INFERENCE_KEY},
-        "metrics": {"tensorboard": False},
-    }
+    config = tiny_run_config(
+        tmp_path,
+        f"{AGENT}:main",  # no image: the controller's --image
+        [{"question": "Add 2 and 3.", "answer": 5}, {"question": "Multiply 4 by 6.", "answer": 24}],
+        dataset={"val_size": 0},
+        tasks_per_step=1,
+        rollout_timeout_s=120,
+        checkpoint={"every": 0},
+        server={"inference_admin_key": INFERENCE_KEY},
+        metrics={"tensorboard": False},
+    )
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
 
 
 def test_alight_train_runs_its_rollouts_as_kubernetes_jobs(tmp_path: Path) -> None:
-    server, inference = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
-    admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
     with ExitStack() as stack:
         cluster = stack.enter_context(FakeCluster(images={IMAGE}))
-        serve = [str(BIN / "alight"), "serve", "--port", server.rsplit(":", 1)[1], "--db", str(tmp_path / "srv.db"),
-                 "--admin-key", ADMIN_KEY, "--log-level", "warning"]  # fmt: skip
-        model_server = [sys.executable, "-m", "alight_server.inference", "--model", "tiny", "--device", "cpu",
-                        "--port", inference.rsplit(":", 1)[1], "--threads", "1", "--admin-key", INFERENCE_KEY]  # fmt: skip
-        serving = stack.enter_context(process(serve, tmp_path / "serve.log"))
-        serving_model = stack.enter_context(process(model_server, tmp_path / "inference.log"))
-        wait_ready(f"{server}/readyz", serving, tmp_path / "serve.log")
-        wait_ready(f"{inference}/health", serving_model, tmp_path / "inference.log")
-        upstream = {"id": "policy", "url": f"{inference}/v1", "model": "tiny"}
-        httpx.post(f"{server}/api/upstreams", json=upstream, headers=admin, timeout=10).raise_for_status()
+        services = stack.enter_context(served_tiny_model(tmp_path, ADMIN_KEY, INFERENCE_KEY))
+        server, inference, admin = services.server, services.inference, services.admin
         controller = [str(BIN / "alight"), "controller", "--server", server, "--admin-key", ADMIN_KEY,
                       "--runner", "k8s", "--kubeconfig", str(cluster.kubeconfig(tmp_path / "kubeconfig")),
                       "--image", IMAGE, "--job-ttl", "600", "--poll-interval", "0.2", "--kill-on-exit"]  # fmt: skip

@@ -24,6 +24,7 @@ from alight_server.config import ServerConfig
 from alight_server.serving import ServerThread, free_port
 from alight_server.store import Store, open_store
 from alight_server.testing import create_fake_upstream
+from alight_server.testing.tiny_run import tiny_run_config
 from alight_server.trainer.config import parse_config
 from alight_server.trainer.loop import TrainingRun
 
@@ -42,21 +43,8 @@ class Dashboard:
 
 
 def _train(folder: Path) -> Path:
-    train = folder / "train.jsonl"
-    train.write_text("".join(f'{{"word": "{w}"}}\n' for w in ["apple", "river", "stone"] * 4))
-    raw: dict[str, Any] = {
-        "model": "tiny",
-        "dataset": {"train": str(train), "val_size": 2},
-        "agent": {"entrypoint": f"{AGENT}:main"},
-        "group_size": 2,
-        "tasks_per_step": 2,
-        "steps": 2,
-        "output_dir": str(folder / "run"),
-        "optimizer": {"lr": 1e-3},
-        "inference": {"device": "cpu", "torch_threads": 1},
-        "controller": {"concurrency": 4},
-        "validation": {"samples_per_task": 2},
-    }
+    tasks = [{"word": w} for w in ["apple", "river", "stone"] * 4]
+    raw = tiny_run_config(folder, f"{AGENT}:main", tasks, validation={"samples_per_task": 2})
     return TrainingRun(parse_config(raw, folder), show_progress=False).run().run_dir / "alight.db"
 
 
