@@ -134,6 +134,23 @@ def test_health_and_readiness(live_server: LiveServer) -> None:
     assert httpx.get(f"{live_server.url}/readyz").json() == {"status": "ok"}
 
 
+def test_list_takes_every_rollout_query_filter(admin_client: httpx.Client, create: Create) -> None:
+    create({"id": "run1-a"}, {"id": "run1-b", "mode": "val"}, {"id": "run2-a"})
+    by_ids = admin_client.get("/api/rollouts", params=[("ids", "run2-a"), ("ids", "run1-a")]).json()["rollouts"]
+    assert [r["id"] for r in by_ids] == ["run1-a", "run2-a"]
+    prefixed = admin_client.get("/api/rollouts", params={"id_prefix": "run1-", "mode": "train"}).json()["rollouts"]
+    assert [r["id"] for r in prefixed] == ["run1-a"]
+
+
+def test_an_unknown_list_parameter_is_a_422_naming_it(admin_client: httpx.Client) -> None:
+    response = admin_client.get("/api/rollouts", params={"states": "queued"})
+    assert response.status_code == 422 and "states" in response.text
+
+
+def test_a_list_limit_above_the_batch_cap_is_a_422(admin_client: httpx.Client) -> None:
+    assert admin_client.get("/api/rollouts", params={"limit": 1001}).status_code == 422
+
+
 def test_the_openapi_document_lists_the_routes(admin_client: httpx.Client) -> None:
     paths = admin_client.get("/openapi.json").json()["paths"]
     for path in ("/api/rollouts", "/api/rollouts/wait", "/api/attempts/claim", "/api/upstreams", "/api/policy"):
