@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from alight.api_models import RolloutQuery
 from alight.schemas import Mode, Rollout
 from alight_server.store.sql import SqlStore
 from alight_server.trainer.checkpoint import load_checkpoint
@@ -51,7 +52,7 @@ def run_store(config: TrainConfig) -> Iterator[SqlStore]:
 
 
 def train_rollouts(store: SqlStore) -> list[Rollout]:
-    return store.list_rollouts(mode=Mode.TRAIN, limit=1000)
+    return store.list_rollouts(RolloutQuery(mode=Mode.TRAIN, limit=1000))
 
 
 def test_a_slow_group_carries_over_and_is_trained_later_with_its_staleness(tiny_config) -> None:
