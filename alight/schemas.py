@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class Strict(BaseModel):
@@ -223,7 +223,22 @@ class UpstreamCreate(Strict):
     url: str = Field(min_length=1, max_length=2000, description="OpenAI-compatible base URL, ending in /v1")
     policy_version: int = Field(default=0, ge=0)
     model: str | None = Field(default=None, description="model name the upstream serves")
-    api_key: str | None = None
+    # At most one of the three. No length limit on api_key: a refused value would be echoed in the 422.
+    api_key: str | None = Field(
+        default=None, min_length=1, description="stored encrypted under the server's ALIGHT_SECRET_KEY, never returned"
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        max_length=200,
+        description="name of a variable in the server's environment holding the key, read at each use",
+    )
+    api_key_file: str | None = Field(
+        default=None,
+        min_length=2,
+        max_length=4000,
+        description="absolute path of a file holding the key, read at each use",
+    )
 
     @field_validator("url")
     @classmethod
@@ -243,14 +258,31 @@ class UpstreamCreate(Strict):
             raise ValueError(f"an upstream url has no query or fragment (the gateway appends paths); got {value!r}")
         return value
 
+    @field_validator("api_key_file")
+    @classmethod
+    def _absolute_path(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError("api_key_file is an absolute path on the server's machine, like /run/secrets/vllm-key")
+        return value
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> UpstreamCreate:
+        given = [name for name in ("api_key", "api_key_env", "api_key_file") if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of api_key, api_key_env and api_key_file; got {' and '.join(given)}")
+        return self
+
 
 class Upstream(BaseModel):
     id: str
     url: str
     policy_version: int
     model: str | None
-    # The gateway needs it to call the upstream; never serialized into API answers.
-    api_key: str | None = Field(default=None, exclude=True)
+    api_key_encrypted: bool = Field(default=False, description="an api_key is stored (encrypted; never returned)")
+    api_key_env: str | None = None
+    api_key_file: str | None = None
+    # The stored Fernet token: the gateway opens it to call the upstream; never serialized into API answers.
+    api_key_sealed: str | None = Field(default=None, exclude=True, repr=False)
     created_at: datetime
 
 

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from alight_server.auth import derive_token_secret, generate_admin_key
 from alight_server.config import ServerConfig
 from alight_server.store import Store, open_store
+from alight_server.upstream_keys import check_sealed
 
 log = logging.getLogger("alight.server")
 
@@ -45,6 +46,7 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
         log.warning("no admin key configured: generated one for this process only")
     assert config.admin_key is not None
     store = store or open_store(config.db_url)
+    check_sealed(store.list_upstreams())  # stored keys this server cannot open: say so now, not at the first call
     app = FastAPI(
         title="alight",
         version="0.1.0",

@@ -7,12 +7,12 @@ import pytest
 
 
 def test_upstreams_register_list_replace_and_delete(admin_client: httpx.Client) -> None:
-    body = {"id": "vllm-0", "url": "http://10.0.0.5:8000/v1", "model": "qwen", "api_key": "sk-upstream"}
+    body = {"id": "vllm-0", "url": "http://10.0.0.5:8000/v1", "model": "qwen", "api_key_env": "VLLM_KEY"}
     created = admin_client.post("/api/upstreams", json=body).json()
-    assert created["url"] == body["url"] and "api_key" not in created
+    assert created["url"] == body["url"] and created["api_key_env"] == "VLLM_KEY"
     admin_client.post("/api/upstreams", json={**body, "policy_version": 2})
     (listed,) = admin_client.get("/api/upstreams").json()["upstreams"]
-    assert listed["policy_version"] == 2 and "api_key" not in listed
+    assert listed["policy_version"] == 2
     assert admin_client.delete("/api/upstreams/vllm-0").status_code == 204
     assert admin_client.get("/api/upstreams").json() == {"upstreams": []}
     missing = admin_client.delete("/api/upstreams/vllm-0")

@@ -108,6 +108,7 @@ def assert_settled(db_url: str, answered_dir: Path) -> dict[str, int]:
                     infra += 1
                     later = [a for a in rollout.attempts if a.attempt > attempt.attempt]
                     assert later, f"infra loss of {rollout.id} attempt {attempt.attempt} was not retried"
-        return {"rollouts": len(rollouts), "answered": len(answered), "infra_retried": infra}
+        succeeded = sum(r.state is RolloutState.SUCCEEDED for r in rollouts)
+        return {"rollouts": len(rollouts), "succeeded": succeeded, "answered": len(answered), "infra_retried": infra}
     finally:
         store.close()

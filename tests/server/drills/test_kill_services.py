@@ -1,9 +1,10 @@
-"""kill -9 of `alight serve` and of `alight controller` while agents run, then a restart.
+"""kill -9 of `alight serve`, `alight controller` or the inference server while agents run, then a restart.
 
 Real processes: `alight serve` (SQLite, and PostgreSQL when the test run started one), `alight
 controller --runner local`, drill agents whose model calls go through the gateway to a vLLM-shaped
-upstream. After the restart every rollout must finish, nothing an agent was answered may be missing,
-an attempt lost as infra must be retried, and no agent process may be left.
+upstream (for the inference drill, `python -m alight_server.inference` on the tiny model). After the
+restart every rollout must finish, nothing an agent was answered may be missing, an attempt lost as
+infra must be retried, and no agent process may be left.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class Services:
         self.logs_dir = tmp_path / "agent-logs"
         self.server: Any = None
         self.controller: Any = None
+        self.inference: Any = None
         self.admin = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
 
     def start_server(self) -> None:
@@ -46,21 +48,27 @@ class Services:
         wait_for(self._ready, "alight serve answers /readyz", 60, self.server, self.tmp_path / "serve.log")
 
     def _ready(self) -> bool:
-        try:
-            return httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
+        return _answers(f"{self.url}/readyz")
+
+    def start_inference(self) -> None:
+        """The standalone inference server on the tiny model, at the port the upstream URL names."""
+        port = self.upstream.rsplit(":", 1)[1].split("/")[0]
+        argv = [str(BIN / "python"), "-m", "alight_server.inference", "--model", "tiny", "--served-model-name",
+                "policy", "--port", port, "--device", "cpu", "--threads", "1"]  # fmt: skip
+        log = self.tmp_path / "inference.log"
+        self.inference = start(argv, log)
+        wait_for(lambda: _answers(f"{self.upstream}/models"), "the inference server answers", 180, self.inference, log)
 
     def start_controller(self) -> None:
         argv = [str(BIN / "alight"), "controller", "--server", self.url, "--admin-key", KEY, "--runner", "local",
                 "--logs-dir", str(self.logs_dir), "--poll-interval", "0.2", "--concurrency", str(ROLLOUTS)]  # fmt: skip
         self.controller = start(argv, self.tmp_path / "controller.log")
 
-    def create_rollouts(self, answered: Path, rng: random.Random) -> list[str]:
+    def create_rollouts(self, answered: Path, rng: random.Random, max_retries: int) -> list[str]:
         self.admin.post("/api/upstreams", json={"id": "u", "url": self.upstream, "model": "policy"}).raise_for_status()
         items = [
             {"id": f"{answered.parent.name}-d{i}", "task": {"word": "apple", "answered_dir": str(answered), "pause_s": rng.uniform(0.3, 2.5),
-                                     "max_retries": 8},
+                                     "max_retries": max_retries},
              "runner": {"entrypoint": f"{AGENTS / 'drill_agent.py'}:main"}, "max_attempts": 3, "timeout_s": 120}
             for i in range(ROLLOUTS)
         ]  # fmt: skip
@@ -78,14 +86,29 @@ class Services:
         wait_for(final, "every rollout is final", 300, log=self.tmp_path / "controller.log")
 
     def close(self) -> None:
-        for proc in (self.controller, self.server):
+        for proc in (self.controller, self.server, self.inference):
             if proc is not None:
                 stop(proc)
         self.admin.close()
 
 
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
 @contextmanager
-def services(tmp_path: Path, db_url: str) -> Iterator[Services]:
+def services(tmp_path: Path, db_url: str, victim: str) -> Iterator[Services]:
+    if victim == "inference":  # a real inference process, which the drill kills and starts again
+        running = Services(tmp_path, db_url, f"http://127.0.0.1:{free_port()}/v1")
+        try:
+            running.start_inference()
+            yield running
+        finally:
+            running.close()
+        return
     with ServerThread(create_fake_upstream(model="policy")) as upstream:
         running = Services(tmp_path, db_url, f"{upstream}/v1")
         try:
@@ -97,24 +120,31 @@ def services(tmp_path: Path, db_url: str) -> Iterator[Services]:
 def drill(tmp_path: Path, db_url: str, victim: str, rng: random.Random) -> dict[str, Any]:
     answered = tmp_path / "answered"
     answered.mkdir()
-    with services(tmp_path, db_url) as s:
+    with services(tmp_path, db_url, victim) as s:
         s.start_server()
         s.start_controller()
-        ids = s.create_rollouts(answered, rng)
+        # The OpenAI client's backoff caps at 8 s a try: 20 tries outlast an inference restart on a loaded CPU.
+        ids = s.create_rollouts(answered, rng, max_retries=20 if victim == "inference" else 8)
         wait_for(lambda: len(agent_pids(s.logs_dir)) >= 2, "agents run", 120, s.controller)
         delay = rng.uniform(0.0, 2.0)
         time.sleep(delay)
         if victim == "server":
             kill_9(s.server)
             s.start_server()
-        else:
+        elif victim == "controller":
             kill_9(s.controller)
             s.start_controller()  # agents outlive `alight controller`: the new one adopts them
+        else:
+            kill_9(s.inference)
+            s.start_inference()  # the gateway and the agents' clients retry through the outage
         s.wait_all_final(ids)
         held = agent_pids(s.logs_dir)
         s.close()
     wait_for(lambda: not any(group_alive(pid) for pid in held), "no agent outlives the drill", 30)
     counts = assert_settled(db_url, answered)
+    if victim == "inference":
+        # Nothing but the upstream died: every agent got its answer after the restart.
+        assert counts["succeeded"] == counts["rollouts"], counts
     return {**counts, "delay_s": round(delay, 2)}
 
 
@@ -123,18 +153,18 @@ def db_url(request: pytest.FixtureRequest) -> str:
     return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_store_url")
 
 
-@pytest.mark.parametrize("victim", ["server", "controller"])
+@pytest.mark.parametrize("victim", ["server", "controller", "inference"])
 def test_a_killed_service_restarts_without_losing_an_answered_call_or_a_rollout(
     tmp_path: Path, db_url: str, victim: str
 ) -> None:
-    if victim == "controller" and "postgresql" in db_url:
-        pytest.skip("the controller never touches the store: its fast drill runs on SQLite only (the soak runs both)")
+    if victim != "server" and "postgresql" in db_url:
+        pytest.skip(f"the {victim} never touches the store: its fast drill runs on SQLite only (the soak runs both)")
     print(victim, drill(tmp_path, db_url, victim, random.Random()))
 
 
 @pytest.mark.soak
 @pytest.mark.timeout(2400)
-@pytest.mark.parametrize("victim", ["server", "controller"])
+@pytest.mark.parametrize("victim", ["server", "controller", "inference"])
 def test_ten_service_kills_in_a_row_each_recover(tmp_path: Path, db_url: str, victim: str) -> None:
     rng = random.Random()
     for trial in range(10):

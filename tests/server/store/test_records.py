@@ -194,7 +194,7 @@ def test_a_schema_1_store_is_migrated_with_its_spans(store_url: str) -> None:
     s.create_rollouts([RolloutCreate(id="r2")])
     assert s.add_spans([_span("r2")]) == 1  # the new key: the same ids under another rollout
     with s.engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT max(version) FROM schema_version")).scalar() == 2
+        assert conn.execute(sa.text("SELECT max(version) FROM schema_version")).scalar() == 3
         assert sa.inspect(conn).get_pk_constraint("spans")["constrained_columns"] == [
             "rollout_id", "attempt", "trace_id", "span_id",
         ]  # fmt: skip
@@ -202,8 +202,8 @@ def test_a_schema_1_store_is_migrated_with_its_spans(store_url: str) -> None:
 
 
 def test_upstreams_upsert_list_and_remove(any_store: SqlStore) -> None:
-    u = any_store.add_upstream(UpstreamCreate(id="u1", url="http://h:1/v1", api_key="sk-secret", model="m"))
-    assert u.api_key == "sk-secret" and "api_key" not in u.model_dump()
+    u = any_store.add_upstream(UpstreamCreate(id="u1", url="http://h:1/v1", api_key_env="VLLM_KEY", model="m"))
+    assert u.api_key_env == "VLLM_KEY"
     any_store.add_upstream(UpstreamCreate(id="u1", url="http://h:2/v1", policy_version=3))
     (listed,) = any_store.list_upstreams()
     assert (listed.url, listed.policy_version, listed.created_at) == ("http://h:2/v1", 3, u.created_at)

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 
 from alight.api_models import PolicyCreate, PolicyState, UpstreamList
 from alight.schemas import PolicyVersion, Upstream, UpstreamCreate
 from alight_server.deps import AdminDep, StoreDep
 from alight_server.gateway.routes import upstreams_changed
+from alight_server.upstream_keys import UpstreamKeyError
 
 router = APIRouter(tags=["upstreams"])
 
 
 @router.post("/upstreams", response_model=Upstream)
 def add_upstream(body: UpstreamCreate, request: Request, store: StoreDep, _: AdminDep) -> Upstream:
-    """Register an OpenAI-compatible upstream; the same id again replaces it. The api_key is never echoed."""
-    upstream = store.add_upstream(body)
+    """Register an OpenAI-compatible upstream; the same id again replaces it.
+
+    An `api_key` is stored encrypted under the server's ALIGHT_SECRET_KEY; `api_key_env` / `api_key_file`
+    store only the reference. No answer ever carries the key.
+    """
+    try:
+        upstream = store.add_upstream(body)
+    except UpstreamKeyError as exc:  # the server cannot keep a key safely: say how to give it another way
+        raise HTTPException(422, str(exc)) from None
     upstreams_changed(request.app)  # the gateway routes to it from the next call on
     return upstream
 

@@ -108,9 +108,16 @@ def register(app: typer.Typer) -> None:
         except Exception as exc:  # bad URL, unreachable database, missing driver
             typer.echo(f"cannot open the store at {cfg.db_url}: {type(exc).__name__}: {exc}", err=True)
             raise typer.Exit(1) from exc
+        from alight_server.upstream_keys import UpstreamKeyError
+
+        try:
+            app = create_app(cfg, store=store)
+        except UpstreamKeyError as exc:  # stored upstream keys this server's ALIGHT_SECRET_KEY cannot open
+            typer.echo(f"cannot start: {exc}", err=True)
+            raise typer.Exit(1) from exc
         typer.echo(f"alight server on http://{cfg.host}:{cfg.port} (store: {_redacted(cfg.db_url)})")
         uvicorn.run(
-            create_app(cfg, store=store),
+            app,
             host=cfg.host,
             port=cfg.port,
             log_level=cfg.log_level.lower(),

@@ -12,6 +12,7 @@ from typing import Any
 import anyio.to_thread
 
 from alight.schemas import Upstream
+from alight_server import upstream_keys
 from alight_server.gateway.errors import GatewayError
 from alight_server.store.base import Store
 
@@ -31,6 +32,7 @@ class Target:
     model: str | None
     policy_version: int
     api_key: str | None
+    key_error: str | None = None  # why its api key cannot be read now (a 503 naming it), else None
 
 
 def _score(key: str, upstream_id: str) -> bytes:
@@ -71,8 +73,17 @@ class UpstreamPool:
 
     @staticmethod
     def _target(u: Upstream) -> Target:
+        try:  # referenced keys are read here, at each reload: a rotated file is used within REFRESH_S
+            api_key, key_error = upstream_keys.resolve(u), None
+        except upstream_keys.UpstreamKeyError as exc:
+            api_key, key_error = None, str(exc)
         return Target(
-            id=u.id, base_url=u.url.rstrip("/"), model=u.model, policy_version=u.policy_version, api_key=u.api_key
+            id=u.id,
+            base_url=u.url.rstrip("/"),
+            model=u.model,
+            policy_version=u.policy_version,
+            api_key=api_key,
+            key_error=key_error,
         )
 
     async def route(self, key: str, served_version: int) -> list[Target]:
@@ -117,6 +128,8 @@ class UpstreamPool:
 
 
 def _auth(target: Target) -> dict[str, str]:
+    if target.key_error is not None:
+        raise GatewayError(503, target.key_error)
     return {"authorization": f"Bearer {target.api_key}"} if target.api_key else {}
 
 

@@ -18,6 +18,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
+from alight_server import upstream_keys
 from alight_server.store import tables as t
 from alight_server.store.base import NotFound, SchemaTooNew, StoreError
 
@@ -60,6 +61,8 @@ class SqlDatabase:
                     )
                 if found == 1:
                     self._spans_keyed_by_attempt(conn)
+                if found in (1, 2):
+                    _seal_upstream_keys(conn)
             t.metadata.create_all(conn)
             if conn.execute(select(func.count()).select_from(t.schema_version)).scalar() == 0:
                 conn.execute(t.schema_version.insert().values(version=t.SCHEMA_VERSION))
@@ -115,6 +118,38 @@ class SqlDatabase:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _seal_upstream_keys(conn: Connection) -> None:
+    """Schema 2 -> 3: plain-text upstream api keys are encrypted in place and the plain column dropped.
+
+    Without ALIGHT_SECRET_KEY the store refuses to open (the transaction rolls back, nothing changes):
+    leaving the keys readable, or dropping them unasked, would both be wrong.
+    """
+    if "upstreams" not in inspect(conn).get_table_names():
+        return
+    columns = {c["name"] for c in inspect(conn).get_columns("upstreams")}
+    for name, kind in (("api_key_sealed", "TEXT"), ("api_key_env", "VARCHAR(200)"), ("api_key_file", "TEXT")):
+        if name not in columns:
+            conn.execute(text(f"ALTER TABLE upstreams ADD COLUMN {name} {kind}"))
+    if "api_key" not in columns:
+        return
+    plain = conn.execute(text("SELECT id, api_key FROM upstreams WHERE api_key IS NOT NULL")).all()
+    if plain and not upstream_keys.has_secret_key():
+        raise StoreError(
+            f"this database stores the api_key of {len(plain)} upstream(s) in plain text (written before schema 3); "
+            f"set {upstream_keys.SECRET_KEY_ENV} and open it again, which encrypts them (make a key with: "
+            f"{upstream_keys.MAKE_KEY})"
+        )
+    if conn.dialect.name == "sqlite":  # freed pages are zeroed, so the old text does not linger in the file
+        conn.exec_driver_sql("PRAGMA secure_delete = ON")
+    for upstream_id, api_key in plain:
+        sealed = upstream_keys.seal(api_key)
+        conn.execute(
+            text("UPDATE upstreams SET api_key_sealed = :s, api_key = NULL WHERE id = :i"),
+            {"s": sealed, "i": upstream_id},
+        )
+    conn.execute(text("ALTER TABLE upstreams DROP COLUMN api_key"))
 
 
 def _server_engine(url: str) -> Engine:

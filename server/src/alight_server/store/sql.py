@@ -28,6 +28,7 @@ from alight.schemas import (
     Upstream,
     UpstreamCreate,
 )
+from alight_server import upstream_keys
 from alight_server.controller.base import attempt_handle
 from alight_server.store import rows
 from alight_server.store import tables as t
@@ -174,12 +175,14 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutListing):
     def add_upstream(self, upstream: UpstreamCreate) -> Upstream:
         """Upsert: registering an id again replaces its url, model, key and policy version."""
         uid = upstream.id or uuid.uuid4().hex
-        values = upstream.model_dump(exclude={"id"})
+        values = upstream.model_dump(exclude={"id", "api_key"})
+        # Never plain text at rest: sealed here, so no caller of the store can skip it.
+        values["api_key_sealed"] = upstream_keys.seal(upstream.api_key) if upstream.api_key is not None else None
         with self._write() as conn:
             u = t.upstreams.c
             if conn.execute(update(t.upstreams).where(u.id == uid).values(**values)).rowcount == 0:
                 conn.execute(t.upstreams.insert().values(id=uid, created_at=rows.now(), **values))
-            return rows.from_row(Upstream, t.upstreams, conn.execute(select(t.upstreams).where(u.id == uid)).one())
+            return _upstream(conn.execute(select(t.upstreams).where(u.id == uid)).one())
 
     def remove_upstream(self, upstream_id: str) -> None:
         with self._write() as conn:
@@ -189,7 +192,7 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutListing):
     def list_upstreams(self) -> list[Upstream]:
         with self._read() as conn:
             stmt = select(t.upstreams).order_by(t.upstreams.c.created_at, t.upstreams.c.id)
-            return [rows.from_row(Upstream, t.upstreams, row) for row in conn.execute(stmt)]
+            return [_upstream(row) for row in conn.execute(stmt)]
 
     def current_policy_version(self, conn: Connection | None = None) -> int:
         with nullcontext(conn) if conn is not None else self._read() as c:
@@ -210,3 +213,7 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutListing):
                 t.policy_versions,
                 conn.execute(select(t.policy_versions).where(t.policy_versions.c.version == version)).one(),
             )
+
+
+def _upstream(row: Any) -> Upstream:
+    return rows.from_row(Upstream, t.upstreams, row, api_key_encrypted=row.api_key_sealed is not None)

@@ -21,7 +21,8 @@ from sqlalchemy import (
 
 # Bump when a table changes, and teach SqlStore to migrate from the previous version
 # (a new table needs no bump: opening the store creates the tables it lacks).
-SCHEMA_VERSION = 2  # 2: spans keyed by rollout and attempt too (store/engine.py migrates from 1)
+# 2: spans keyed by rollout and attempt too; 3: upstream api keys encrypted (store/engine.py migrates both)
+SCHEMA_VERSION = 3
 
 # JSON in a text column, marked so store/rows.py encodes and decodes it: what a client sent (NaN and
 # infinities refused) or what the gateway recorded (a -inf logprob kept).
@@ -177,7 +178,10 @@ upstreams = Table(
     Column("url", Text, nullable=False),
     Column("policy_version", Integer, nullable=False),
     Column("model", String(500)),
-    Column("api_key", Text),
+    # The key itself only as a Fernet token (alight_server/upstream_keys.py), or a reference read at use.
+    Column("api_key_sealed", Text),
+    Column("api_key_env", String(200)),
+    Column("api_key_file", Text),
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
 

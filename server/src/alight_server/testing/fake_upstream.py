@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
+from pydantic import TypeAdapter, ValidationError
 
 from alight_server.testing.fake_model import (
     Choice,
@@ -85,14 +86,23 @@ def _sse(obj: dict[str, Any]) -> bytes:
     return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
+# vLLM's request models are pydantic in lax mode: "5" and 5.0 are the integer 5 there, 1.5 is refused.
+_INT = TypeAdapter(int)
+# vLLM's default --max-logprobs.
+MAX_LOGPROBS = 20
+
+
 def _whole(value: Any, least: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and least <= value < 2**63
+    try:
+        return least <= _INT.validate_python(value) < 2**63
+    except ValidationError:
+        return False
 
 
 def vllm_refusal(body: dict[str, Any], vocab_size: int) -> tuple[str, str] | None:
     """(param, message) for a body vLLM's request validation answers with 400, else None.
 
-    Written from vLLM's OpenAI protocol models (pydantic: ints are ints, max_tokens >= 1,
+    Written from vLLM's OpenAI protocol models (pydantic in lax mode: "5" is 5, 1.5 no int; max_tokens >= 1,
     seed within int64, every message has a role, prompt ids inside the vocabulary), on
     purpose independent of the gateway's own checks, so tests see what the gateway lets through.
     """
@@ -103,6 +113,16 @@ def vllm_refusal(body: dict[str, Any], vocab_size: int) -> tuple[str, str] | Non
             return name, f"{name}: must be an integer >= 1"
     if body.get("seed") is not None and not _whole(body["seed"], -(2**63)):
         return "seed", "seed: Input should be a valid integer within int64"
+    temperature = body.get("temperature")
+    if isinstance(temperature, int | float) and not isinstance(temperature, bool) and temperature < 0:
+        return "temperature", f"temperature must be non-negative, got {float(temperature)}."
+    for name in ("top_logprobs", "logprobs"):  # chat: top_logprobs; completions: logprobs (an int)
+        count = body.get(name)
+        if _whole(count, 0) and _INT.validate_python(count) > MAX_LOGPROBS:
+            return (
+                "logprobs",
+                f"Requested sample logprobs of {count}, which is greater than max allowed: {MAX_LOGPROBS}",
+            )
     tools, stop = body.get("tools"), body.get("stop")
     if tools is not None and not (
         isinstance(tools, list) and all(isinstance(t, dict) and isinstance(t.get("function"), dict) for t in tools)
@@ -179,7 +199,8 @@ def create_fake_upstream(
         stop = body.get("stop")
         return {
             "seed": body.get("seed"),
-            "max_tokens": body.get("max_completion_tokens") or body.get("max_tokens"),
+            "max_tokens": _INT.validate_python(body.get("max_completion_tokens") or body.get("max_tokens") or 0)
+            or None,
             "stop": [stop] if isinstance(stop, str) else list(stop or []),
         }
 
