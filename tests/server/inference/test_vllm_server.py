@@ -148,3 +148,18 @@ def test_a_healthy_server_is_up_and_stop_ends_its_children(
     server.stop()
     assert not alive(child)
     server.stop()  # twice is harmless
+
+
+def test_a_server_spawned_early_is_the_one_start_waits_for(
+    tmp_path: Path, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_VLLM_MODE", "serve")
+    server = VllmServer(launch(fake_python), tmp_path / "vllm.log", startup_timeout_s=60)
+    server.spawn()
+    spawned = server.process
+    try:
+        server.spawn()  # a second spawn launches nothing
+        assert server.process is spawned
+        assert server.start() == server.url and server.process is spawned
+    finally:
+        server.stop()
