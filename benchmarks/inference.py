@@ -1,19 +1,21 @@
 """Inference engines side by side: alight's embedded engine and vLLM on the same model, in one run.
 
     .venv/bin/python benchmarks/inference.py [--model smollm2-135m] [--max-tokens 64] [--threads 1]
-        [--dtype float32] [--engines embedded vllm] [--vllm-python .venv-vllm/bin/python]
+        [--dtype float32] [--engines embedded vllm] [--vllm-python .venv-vllm/bin/python] [--sequential]
 
 1. Each engine serves the model on loopback (embedded: `create_inference_app` in this process; vLLM: the
    subprocess `inference.backend: vllm` starts, with LoRA enabled). Start-up time: from launch until
    /health answers (embedded: model load + server start).
 2. Warm up, then for concurrency c in (1, 4, 16): c client threads each send one chat completion
    (max_tokens fixed, ignore_eos so every request generates the same number of tokens); generated
-   tokens / wall time is the throughput. Baseline in the same run: the same 16 requests one after
-   another (the batching speedup is c=16 / sequential).
+   tokens / wall time is the throughput. With --sequential, a baseline in the same run: the same 16
+   requests one after another (the batching speedup is c=16 / sequential).
 3. Weight-update latency: the trainer's full state dict (and, for vLLM, a rank-8 LoRA adapter on
    q/k/v/o) pushed the way `alight train` pushes it, without the gateway's pause (measured elsewhere).
 4. The load average before and after: on a shared machine the absolute numbers move with it; the
-   ratio of the two engines, measured back to back, moves less.
+   ratio of the two engines, measured back to back, moves less. Each load also reports tokens per
+   CPU-second (this process, which holds the clients and the embedded engine, plus vLLM's process
+   group): what the engine costs, which a busy machine moves far less than wall-clock tokens/s.
 """
 
 from __future__ import annotations
@@ -32,6 +34,23 @@ PROMPT = [{"role": "user", "content": "Write a short story about a robot who lea
 CONCURRENCY = (1, 4, 16)
 
 
+def _cpu_s(pgid: int | None) -> float:
+    """CPU seconds used so far by this process and, if given, every live process of group `pgid`."""
+    own = os.times()
+    total = own.user + own.system
+    if pgid is None:
+        return total
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited while we looked
+        if int(fields[2]) == pgid:  # fields[11], fields[12]: utime, stime in clock ticks
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 def _one(client: openai.OpenAI, model: str, max_tokens: int, index: int) -> int:
     response = client.chat.completions.create(
         model=model,
@@ -44,19 +63,25 @@ def _one(client: openai.OpenAI, model: str, max_tokens: int, index: int) -> int:
     return response.usage.completion_tokens if response.usage else 0
 
 
-def _load(client: openai.OpenAI, model: str, max_tokens: int, requests: int, concurrency: int) -> float:
-    """Generated tokens per second for `requests` calls issued by `concurrency` threads."""
-    start = time.perf_counter()
+def _load(
+    client: openai.OpenAI, model: str, max_tokens: int, requests: int, concurrency: int, pgid: int | None
+) -> tuple[float, float]:
+    """(generated tokens per second, per CPU-second) for `requests` calls issued by `concurrency` threads."""
+    start, cpu = time.perf_counter(), _cpu_s(pgid)
     with ThreadPoolExecutor(concurrency) as pool:
         tokens = sum(pool.map(lambda i: _one(client, model, max_tokens, i), range(requests)))
-    return tokens / (time.perf_counter() - start)
+    return tokens / (time.perf_counter() - start), tokens / max(_cpu_s(pgid) - cpu, 1e-9)
 
 
-def measure(base_url: str, model: str, max_tokens: int) -> dict[str, float]:
-    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=1800)
-    _load(client, model, 4, 2, 2)  # warm-up: first-call allocations, thread pools
-    results = {f"c{c}": _load(client, model, max_tokens, c, c) for c in CONCURRENCY}
-    results["seq16"] = _load(client, model, max_tokens, 16, 1)
+def measure(base_url: str, model: str, max_tokens: int, sequential: bool, pgid: int | None = None) -> dict[str, float]:
+    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=3600)
+    _load(client, model, 4, 2, 2, pgid)  # warm-up: first-call allocations, thread pools
+    results = {}
+    for c in CONCURRENCY:
+        results[f"c{c}"], results[f"cpu{c}"] = _load(client, model, max_tokens, c, c, pgid)
+        print(f"  {c} client(s): {results[f'c{c}']:.1f} tok/s, {results[f'cpu{c}']:.1f} tok/CPU-s", flush=True)
+    if sequential:
+        results["seq16"], _ = _load(client, model, max_tokens, 16, 1, pgid)
     return results
 
 
@@ -78,7 +103,7 @@ def run_embedded(args: argparse.Namespace) -> dict[str, float]:
     engine = InferenceEngine.from_model_name(args.model, device="cpu", dtype=dtype)
     with engine, ServerThread(create_inference_app(engine)) as url:
         results = {"startup_s": time.perf_counter() - start}
-        results.update(measure(f"{url}/v1", args.model, args.max_tokens))
+        results.update(measure(f"{url}/v1", args.model, args.max_tokens, args.sequential))
         state = {k: v.detach().clone() for k, v in engine.model.state_dict().items()}
         results["update_full_s"] = _timed(lambda: engine.update_weights(state))
     return results
@@ -99,7 +124,8 @@ def run_vllm(args: argparse.Namespace) -> dict[str, float]:
     server.start()
     try:
         results = {"startup_s": server.startup_s or 0.0}
-        results.update(measure(f"{server.url}/v1", args.model, args.max_tokens))
+        assert server.process is not None
+        results.update(measure(f"{server.url}/v1", args.model, args.max_tokens, args.sequential, server.process.pid))
         model, _ = load_policy(args.model, device="cpu")
         state = {k: v.detach() for k, v in model.state_dict().items()}
         full = VllmWeights(server.url, work)
@@ -118,12 +144,10 @@ def run_vllm(args: argparse.Namespace) -> dict[str, float]:
 
 
 def _row(label: str, r: dict[str, float]) -> str:
-    cells = " | ".join(f"{r[f'c{c}']:.1f}" for c in CONCURRENCY)
-    lora = f"{r['update_lora_s']:.2f}" if "update_lora_s" in r else "-"
-    return (
-        f"| {label} | {cells} | {r['seq16']:.1f} | x{r['c16'] / r['seq16']:.2f} | {r['startup_s']:.0f} s "
-        f"| {r['update_full_s']:.2f} s | {lora} |"
-    )
+    cells = " | ".join(f"{r[f'c{c}']:.1f} ({r[f'cpu{c}']:.1f})" for c in CONCURRENCY)
+    lora = f"{r['update_lora_s']:.2f} s" if "update_lora_s" in r else "-"
+    batching = f"x{r['c16'] / r['seq16']:.2f}" if "seq16" in r else "-"
+    return f"| {label} | {cells} | {batching} | {r['startup_s']:.0f} s | {r['update_full_s']:.2f} s | {lora} |"
 
 
 def main() -> None:
@@ -133,6 +157,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=["auto", "float32", "bfloat16"])
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads of the embedded engine")
     parser.add_argument("--engines", nargs="+", default=["embedded", "vllm"], choices=["embedded", "vllm"])
+    parser.add_argument("--sequential", action="store_true", help="also 16 requests one after another (slow)")
     parser.add_argument("--vllm-python", default=None, help="vLLM's interpreter (default: the repo's .venv-vllm)")
     args = parser.parse_args()
 
@@ -144,18 +169,22 @@ def main() -> None:
     load_before = os.getloadavg()
     print(f"{args.model}, {args.dtype}, max_tokens={args.max_tokens}, torch {torch.__version__} "
           f"({torch.get_num_threads()} threads), {os.cpu_count()} cores, load average {load_before[0]:.1f}")  # fmt: skip
-    results = {name: (run_embedded if name == "embedded" else run_vllm)(args) for name in args.engines}
+    results = {}
+    for name in args.engines:
+        print(f"{name} (load average {os.getloadavg()[0]:.1f}):", flush=True)
+        results[name] = (run_embedded if name == "embedded" else run_vllm)(args)
     print(f"load average after: {os.getloadavg()[0]:.1f} (before: {load_before[0]:.1f})\n")
-    print(
-        "| engine | c=1 tok/s | c=4 | c=16 | 16 sequential | batching | start-up | full-weight update | LoRA update |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("tokens/s (tokens per CPU-second); batching: 16 concurrent / 16 sequential (--sequential)")
+    print("| engine | c=1 | c=4 | c=16 | batching | start-up | full-weight update | LoRA update |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         print(_row(name, r))
     if len(results) == 2:
         e, v = results["embedded"], results["vllm"]
         print(
-            "| vllm / embedded | " + " | ".join(f"x{v[f'c{c}'] / e[f'c{c}']:.2f}" for c in CONCURRENCY) + " | | | | | |"
+            "| vllm / embedded | "
+            + " | ".join(f"x{v[f'c{c}'] / e[f'c{c}']:.2f} (x{v[f'cpu{c}'] / e[f'cpu{c}']:.2f})" for c in CONCURRENCY)
+            + " | | | | |"
         )
 
 

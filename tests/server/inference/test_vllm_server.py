@@ -148,3 +148,53 @@ def test_a_healthy_server_is_up_and_stop_ends_its_children(
     server.stop()
     assert not alive(child)
     server.stop()  # twice is harmless
+
+
+def test_a_server_spawned_early_is_the_one_start_waits_for(
+    tmp_path: Path, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_VLLM_MODE", "serve")
+    server = VllmServer(launch(fake_python), tmp_path / "vllm.log", startup_timeout_s=60)
+    server.spawn()
+    spawned = server.process
+    try:
+        server.spawn()  # a second spawn launches nothing
+        assert server.process is spawned
+        assert server.start() == server.url and server.process is spawned
+    finally:
+        server.stop()
+
+
+def test_a_run_whose_trainer_fails_after_vllm_was_spawned_leaves_no_vllm_behind(
+    tmp_path: Path, fake_python: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from alight_server.trainer.config import parse_config
+    from alight_server.trainer.loop import TrainingRun
+
+    monkeypatch.setenv("FAKE_VLLM_MODE", "hang")  # still starting when the trainer fails
+    port = free_port()
+    raw = {"model": "tiny", "dataset": {"train": "t.jsonl"}, "agent": {"entrypoint": "a.py:main"},
+           "inference": {"backend": "vllm", "vllm": {"python": fake_python, "port": port}},
+           "trainer": {"backend": "verl"}, "output_dir": str(tmp_path / "run")}  # fmt: skip
+    (tmp_path / "t.jsonl").write_text('{"prompt": "1 + 1"}\n')
+    with pytest.raises(Exception, match="verl"):  # the base environment has no verl: make_backend fails
+        TrainingRun(parse_config(raw, tmp_path), show_progress=False).run()
+    assert (tmp_path / "run" / "logs" / "vllm.log").is_file()  # vLLM had been spawned
+    assert not _serving_on(port)  # (and the fake_python fixture checks that its child is gone)
+
+
+def _serving_on(port: int) -> list[int]:
+    """Live processes started with `--port <port>` (the fake vLLM's command line)."""
+    needle = f"\0--port\0{port}\0".encode()
+    return [
+        int(p.parent.name)
+        for p in Path("/proc").glob("[0-9]*/cmdline")
+        if needle in _read(p) and alive(int(p.parent.name))
+    ]
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""  # exited while we looked

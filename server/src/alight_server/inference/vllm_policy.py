@@ -25,7 +25,11 @@ class VllmPolicy:
 
     @classmethod
     def for_run(cls, cfg: TrainConfig, run_dir: Path, adapter: Any = None) -> VllmPolicy:
-        """From `inference.vllm` of a training config; `adapter` is the trainer's PEFT model when LoRA is on."""
+        """From `inference.vllm` of a training config; `adapter` is the trainer's PEFT model when LoRA is on.
+
+        The launch depends only on the config (LoRA on: one adapter of rank lora.r), so the server can be
+        spawned before the trainer exists and `adapter` set once it does.
+        """
         from alight_server.inference.models import resolve_model
 
         settings = cfg.inference.vllm
@@ -40,7 +44,7 @@ class VllmPolicy:
             gpu_memory_utilization=settings.gpu_memory_utilization,
             enforce_eager=settings.enforce_eager,
             tool_call_parser=settings.tool_call_parser,
-            lora_rank=cfg.lora.r if adapter is not None else None,
+            lora_rank=cfg.lora.r if cfg.lora.enabled else None,
             extra_args=list(settings.extra_args),
         )
         server = VllmServer(
@@ -57,6 +61,10 @@ class VllmPolicy:
     def weights(self) -> VllmWeights:
         assert self._weights is not None, "start() first"
         return self._weights
+
+    def spawn(self) -> None:
+        """Launch the server now and return: its minutes of start-up overlap the trainer's model load."""
+        self.server.spawn()
 
     def start(self) -> str:
         url = self.server.start()

@@ -159,30 +159,38 @@ class VllmServer:
         self.startup_timeout_s = startup_timeout_s
         self.process: subprocess.Popen[bytes] | None = None
         self.startup_s: float | None = None
+        self._spawned_at = 0.0
 
     @property
     def url(self) -> str:
         return self.launch.url
 
-    def start(self) -> str:
+    def spawn(self) -> None:
+        """Launch vLLM without waiting for it (a run spawns it before loading its trainer); a no-op once launched."""
+        if self.process is not None:
+            return
         launch = self.launch
         if not Path(launch.python).is_file():
             raise VllmStartError(f"no vLLM interpreter at {launch.python}: build it with `{SETUP_COMMAND}`")
         if not port_is_free(launch.host, launch.port):
             raise VllmStartError(f"port {launch.port} is already in use: free it or set inference.vllm.port to another")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
+        self._spawned_at = time.monotonic()
         with open(self.log_path, "wb") as log:
             # A session of its own: stop() signals the group, which holds vLLM's engine-core child too.
             self.process = subprocess.Popen(
                 launch.command(), stdout=log, stderr=subprocess.STDOUT, env=launch.env(), start_new_session=True
             )
+
+    def start(self) -> str:
+        """Spawn vLLM unless `spawn()` already did, and wait until /health answers; startup_s counts from the spawn."""
+        self.spawn()
         try:
-            self._wait_ready(started)
+            self._wait_ready(self._spawned_at)
         except BaseException:
             self.stop()
             raise
-        self.startup_s = time.monotonic() - started
+        self.startup_s = time.monotonic() - self._spawned_at
         return self.url
 
     def _wait_ready(self, started: float) -> None:

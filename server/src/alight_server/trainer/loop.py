@@ -23,7 +23,7 @@ import statistics
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -45,6 +45,9 @@ from alight_server.trainer.run_report import RunReporter
 from alight_server.trainer.samples import SampleConfig, build_samples
 from alight_server.trainer.summary import RunResult, finish_run
 from alight_server.trainer.sync import WeightSync
+
+if TYPE_CHECKING:
+    from alight_server.inference.vllm_policy import VllmPolicy
 
 log = logging.getLogger("alight.trainer")
 
@@ -240,6 +243,7 @@ class TrainingRun:
         torch.manual_seed(cfg.seed)
         self.run_id = self._run_id()
         stack: EmbeddedStack | ExternalStack | None = None
+        vllm: VllmPolicy | None = None  # spawned early; owned by the stack once that exists
         metrics_log: MetricsLog | None = None
         ok = False
         try:
@@ -247,16 +251,19 @@ class TrainingRun:
                 stack = ExternalStack(
                     cfg.server, cfg.model, self.run_dir, cfg.evaluator, vllm=cfg.inference.backend == "vllm"
                 ).start()
+            if stack is None and cfg.inference.backend == "vllm":
+                from alight_server.inference.vllm_policy import VllmPolicy
+
+                vllm = VllmPolicy.for_run(cfg, self.run_dir)
+                vllm.spawn()  # vLLM's start-up (minutes on a CPU) runs while the trainer loads
             self.backend = make_backend(cfg)
             tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model))
             self._restore()
             metrics_log = MetricsLog(self.run_dir, cfg.metrics, cfg.public_dump(), resume=self.resume)
             if stack is None:
-                engine, vllm = None, None
-                if cfg.inference.backend == "vllm":
-                    from alight_server.inference.vllm_policy import VllmPolicy
-
-                    vllm = VllmPolicy.for_run(cfg, self.run_dir, adapter=_lora_model(self.backend))
+                engine = None
+                if vllm is not None:
+                    vllm.adapter = _lora_model(self.backend)
                 else:
                     from alight_server.inference.engine import InferenceEngine
 
@@ -295,6 +302,8 @@ class TrainingRun:
                 metrics_log.close(ok=ok)
             if stack is not None:
                 stack.close()
+            elif vllm is not None:  # the run failed between spawning vLLM and building its stack
+                vllm.stop()
             if self.backend is not None:
                 self.backend.close()
 
