@@ -70,4 +70,3 @@ def test_every_verl_api_the_backend_drives_exists_in_the_installed_verl():
 def test_the_backend_has_the_trainer_backend_methods():
     for name in ("step", "push_weights", "state_dict", "load_state_dict", "close"):
         assert callable(getattr(VerlBackend, name))
-
