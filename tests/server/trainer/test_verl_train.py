@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from verl_fixtures import require_verl
 
 from alight_server.serving import ServerThread
 from alight_server.testing import create_fake_upstream
-from alight_server.trainer.config import TrainConfig, parse_config
+from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.loop import TrainingRun
 
 pytestmark = pytest.mark.verl
@@ -41,25 +42,20 @@ from alight_server.trainer.verl.backend import VerlBackend  # noqa: E402
 AGENT = Path(__file__).parent / "agents" / "two_turn_agent.py"
 
 
-def verl_run_config(tmp_path: Path, **sections: Any) -> TrainConfig:
-    train = tmp_path / "train.jsonl"
-    train.write_text("".join(f'{{"word": "{w}"}}\n' for w in ["apple", "river", "stone", "cloud"] * 3))
-    raw: dict[str, Any] = {
-        "model": "tiny",
-        "dataset": {"train": str(train), "val_size": 1},
-        "agent": {"entrypoint": f"{AGENT}:main"},
-        "group_size": 2,
-        "tasks_per_step": 2,
-        "steps": 2,
-        "output_dir": str(tmp_path / "run"),
-        "trainer": {"backend": "verl"},
-        "controller": {"concurrency": 4},
-        **sections,
-    }
-    return parse_config(raw, tmp_path)
+@pytest.fixture
+def verl_run_config(tiny_config: Callable[..., TrainConfig]) -> Callable[..., TrainConfig]:
+    """The trainer tests' tiny config on verl: no embedded-engine settings (verl refuses them)."""
+
+    def make(**sections: Any) -> TrainConfig:
+        agent = {"entrypoint": f"{AGENT}:main"}
+        return tiny_config(trainer={"backend": "verl"}, inference=None, metrics=None, agent=agent, **sections)
+
+    return make
 
 
-def test_alight_train_with_verl_on_a_machine_without_gpus_stops_at_verls_gpu_check(tmp_path: Path) -> None:
+def test_alight_train_with_verl_on_a_machine_without_gpus_stops_at_verls_gpu_check(
+    tmp_path: Path, verl_run_config: Callable[..., TrainConfig]
+) -> None:
     started: dict[str, Any] = {}
     original = VerlBackend._start_workers
 
@@ -69,7 +65,7 @@ def test_alight_train_with_verl_on_a_machine_without_gpus_stops_at_verls_gpu_che
         original(self)
 
     VerlBackend._start_workers = recording  # type: ignore[method-assign]
-    run = TrainingRun(verl_run_config(tmp_path), show_progress=False)
+    run = TrainingRun(verl_run_config(), show_progress=False)
     try:
         with pytest.raises(RuntimeError, match=r"needs 1 GPU\(s\).*Total available GPUs 0 is less than total desired"):
             run.run()
@@ -130,7 +126,7 @@ class RecordingCheckpoints:
 
 
 def test_alight_train_on_verl_trains_the_recorded_ids_and_serves_each_new_policy_version(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verl_run_config: Callable[..., TrainConfig]
 ) -> None:
     seen: dict[str, Any] = {}
 
@@ -144,7 +140,7 @@ def test_alight_train_on_verl_trains_the_recorded_ids_and_serves_each_new_policy
 
     monkeypatch.setattr(VerlBackend, "_start_ray", lambda self: None)
     monkeypatch.setattr(VerlBackend, "_start_workers", start_workers)
-    config = verl_run_config(tmp_path, validation={"every": 0})
+    config = verl_run_config(validation={"every": 0})
     try:
         result = TrainingRun(config, show_progress=False).run()
     finally:
@@ -154,11 +150,14 @@ def test_alight_train_on_verl_trains_the_recorded_ids_and_serves_each_new_policy
     workers, checkpoints = backend.workers, backend.checkpoints
     assert isinstance(workers, RecordingWorkers) and isinstance(checkpoints, RecordingCheckpoints)
     # verl's sync ran at start (dummy weights) and after each step with the gateway paused and drained
+    u = config.algorithm.updates_per_batch  # optimizer steps per batch: verl's global step counts them
     assert [(steps, s and (s["paused"], s["in_flight"])) for steps, s in checkpoints.loads] == [
-        (0, None), (1, (True, 0)), (2, (True, 0)),
+        (0, None), (u, (True, 0)), (2 * u, (True, 0)),
     ]  # fmt: skip
     assert result.policy_version == 2 and checkpoints.sleeps == 2
-    assert workers.saved == [(str(tmp_path / "run" / "verl" / "global_step_2" / "actor"), 2)]
+    # a checkpoint after each step (checkpoint.every: 1): verl writes its shards, alight's names the folder
+    verl_dir = tmp_path / "run" / "verl"
+    assert workers.saved == [(str(verl_dir / f"global_step_{k * u}" / "actor"), k * u) for k in (1, 2)]
 
     from alight_server.store import open_store
 
