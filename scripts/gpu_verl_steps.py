@@ -87,7 +87,7 @@ def trained_as_recorded(batch: Any, trained: list[tuple[int, ...]], calls: list[
 
 def dry_run(config: Any, settings: VerlSettings, client: AlightClient, server: ServerThread) -> int:
     """On a CPU machine: the backend must get as far as verl's GPU check, refuse there, and stop its Ray."""
-    import ray
+    import ray  # pyright: ignore[reportMissingImports]  (verl brings Ray; its own venv, .venv-verl)
 
     try:
         VerlBackend(config, settings, client)
