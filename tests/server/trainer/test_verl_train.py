@@ -159,12 +159,13 @@ def test_alight_train_on_verl_trains_the_recorded_ids_and_serves_each_new_policy
     verl_dir = tmp_path / "run" / "verl"
     assert workers.saved == [(str(verl_dir / f"global_step_{k * u}" / "actor"), k * u) for k in (1, 2)]
 
+    from alight.api_models import RolloutQuery
     from alight_server.store import open_store
 
     store = open_store(f"sqlite:///{tmp_path / 'run' / 'alight.db'}")
     try:
         calls = {}
-        for rollout in store.list_rollouts(limit=1000):
+        for rollout in store.list_rollouts(RolloutQuery(limit=1000)):
             for call in store.list_model_calls(rollout.id):
                 calls.setdefault((rollout.mode.value, rollout.metadata["step"]), []).append(call)
     finally:
