@@ -8,7 +8,9 @@ embedded end-to-end test asserts:
    calls of step k are recorded with version k - 1;
 2. the outputs changed: the same greedy (val) call answers with other logprobs after training;
 3. the ids verl trained on are exactly the recorded ones (captured where they enter `update_actor`).
-Exit 0 and a last line "verl check: OK" when all hold.
+Exit 0 and a last line "verl check: OK" when all hold. `--expect-no-gpu` is the dry run for a CPU
+machine: everything up to verl's own GPU check (config translation, Ray, verl's resource pool), which
+must refuse with the backend's error; exit 0 when it does and Ray is stopped again.
 """
 
 from __future__ import annotations
@@ -83,10 +85,31 @@ def trained_as_recorded(batch: Any, trained: list[tuple[int, ...]], calls: list[
     return problems
 
 
+def dry_run(config: Any, settings: VerlSettings, client: AlightClient, server: ServerThread) -> int:
+    """On a CPU machine: the backend must get as far as verl's GPU check, refuse there, and stop its Ray."""
+    import ray  # pyright: ignore[reportMissingImports]  (verl brings Ray; its own venv, .venv-verl)
+
+    try:
+        VerlBackend(config, settings, client)
+    except RuntimeError as exc:
+        refused = "GPU(s)" in str(exc) and "Total available GPUs 0" in str(exc)
+        print(f"verl refused as expected: {exc}" if refused else f"FAIL: another error: {exc!r}")
+    else:
+        refused = False
+        print("FAIL: the backend started without a GPU")
+    finally:
+        client.close()
+        server.stop()
+    stopped = not ray.is_initialized()
+    print("verl dry run: OK" if refused and stopped else f"verl dry run: FAILED (Ray stopped: {stopped})")
+    return 0 if refused and stopped else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--gpus", type=int, default=1)
+    parser.add_argument("--expect-no-gpu", action="store_true", help="a CPU machine: expect verl's GPU check")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="alight-verl-check-"))
     port = free_port()
@@ -100,7 +123,12 @@ def main() -> int:
         "optimizer": {"lr": 1e-4, "micro_batch_tokens": 4096},
     }  # fmt: skip
     config = parse_config(raw, work)
-    settings = VerlSettings(n_gpus_per_node=args.gpus, gpu_memory_utilization=0.3, max_model_len=1024)
+    settings = VerlSettings(
+        n_gpus_per_node=args.gpus, gpu_memory_utilization=0.3, max_model_len=1024,
+        overrides={"actor_rollout_ref.rollout.enforce_eager": True},  # no CUDA graph capture: a faster start
+    )  # fmt: skip
+    if args.expect_no_gpu:
+        return dry_run(config, settings, client, server)
     backend = VerlBackend(config, settings, client)
     trained_rows: list[list[tuple[int, ...]]] = []  # per step
     update_actor = backend.workers.update_actor

@@ -6,6 +6,8 @@ With no server URL configured, a training run needs the whole system on one mach
    (or, with `inference.backend: vllm`, a vLLM server subprocess: `inference/vllm_server.py`);
 3. a local controller on a thread, spawning one agent subprocess per attempt.
 `close()` (or leaving the `with` block, Ctrl-C included) stops them in reverse order and kills agents.
+`ReplicaStack` is 1 and 3 only: with `trainer.backend: verl` the backend's rollout replicas are the
+inference side and it registers them as the upstreams itself (trainer/verl/replicas.py).
 
 With `server.url`, `ExternalStack` only checks that the server, its upstream and the inference server
 answer; `alight controller` (run by you) starts the agents, and weights go to `server.inference_url`.
@@ -51,10 +53,9 @@ class EmbeddedStack:
         evaluator: str | list[str] | None = None,
         max_output_tokens: int | None = None,
     ) -> None:
-        if (engine is None) == (vllm is None):
-            raise ValueError("the embedded stack serves the policy with the engine or with vLLM: give one")
         self.engine = engine
         self.vllm = vllm
+        self._check_policy()
         self.run_dir = run_dir
         self.concurrency = concurrency
         # Kept in the run folder (0600): a resumed run serves at the same address with the same key.
@@ -77,6 +78,10 @@ class EmbeddedStack:
         self.controller: Any = None
         self.client: AlightClient | None = None
 
+    def _check_policy(self) -> None:
+        if (self.engine is None) == (self.vllm is None):
+            raise ValueError("the embedded stack serves the policy with the engine or with vLLM: give one")
+
     @property
     def url(self) -> str:
         return self.server_config.base_url()
@@ -84,25 +89,16 @@ class EmbeddedStack:
     def start(self) -> EmbeddedStack:
         from alight_server.app import create_app
         from alight_server.controller import Controller, LocalRunner
-        from alight_server.inference.server import create_inference_app
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
         try:
             server = ServerThread(create_app(self.server_config), port=self.server_config.port)
             server.start()
             self._threads.append(server)
-            if self.vllm is not None:
-                inference_url, model = self.vllm.start(), self.vllm.model
-            else:
-                self.engine.start()  # shared with the trainer: the app must not own its lifetime
-                inference = ServerThread(
-                    create_inference_app(self.engine, admin_key=self.admin_key), port=self.state.inference_port
-                )
-                inference.start()
-                self._threads.append(inference)
-                inference_url, model = inference.url, self.engine.model_name
+            inference_url, model = self._serve_policy()
             self.client = AlightClient(self.url, self.admin_key, timeout=60)
-            self.client.add_upstream(UpstreamCreate(id=UPSTREAM_ID, url=f"{inference_url}/v1", model=model))
+            if inference_url is not None:
+                self.client.add_upstream(UpstreamCreate(id=UPSTREAM_ID, url=f"{inference_url}/v1", model=model))
             # Agents die with this process (a kill -9 included); any an earlier, killed run left are
             # reaped here, so the controller settles their attempts as infra losses and retries them.
             runner = LocalRunner(
@@ -115,8 +111,28 @@ class EmbeddedStack:
         except BaseException:
             self.close()
             raise
-        log.info("embedded stack up: server %s, inference %s", self.url, inference_url)
+        log.info("embedded stack up: server %s, inference %s", self.url, inference_url or "the backend's")
         return self
+
+    def _serve_policy(self) -> tuple[str | None, str | None]:
+        """Start the inference side; returns its base URL and model name."""
+        if self.vllm is not None:
+            return self.vllm.start(), self.vllm.model
+        self.engine.start()  # shared with the trainer: the app must not own its lifetime
+        from alight_server.inference.server import create_inference_app
+
+        inference = ServerThread(
+            create_inference_app(self.engine, admin_key=self.admin_key), port=self.state.inference_port
+        )
+        inference.start()
+        self._threads.append(inference)
+        return inference.url, self.engine.model_name
+
+    def _stop_policy(self) -> None:
+        if self.vllm is not None:
+            self.vllm.stop()
+        else:
+            self.engine.stop()
 
     def weight_sync(self) -> WeightSync:
         assert self.client is not None, "start() first"
@@ -139,16 +155,34 @@ class EmbeddedStack:
             self.client = None
         while self._threads:
             self._threads.pop().stop()
-        if self.vllm is not None:
-            self.vllm.stop()
-        else:
-            self.engine.stop()
+        self._stop_policy()
 
     def __enter__(self) -> EmbeddedStack:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ReplicaStack(EmbeddedStack):
+    """The alight server and the controller, no inference: the trainer backend brings its own servers
+    (verl's rollout replicas) and registers them as upstreams, and loads their weights itself."""
+
+    def __init__(self, run_dir: Path, **options: Any) -> None:
+        super().__init__(None, run_dir, vllm=None, **options)
+
+    def _check_policy(self) -> None:
+        pass  # neither engine nor vLLM, on purpose
+
+    def _serve_policy(self) -> tuple[str | None, str | None]:
+        return None, None
+
+    def _stop_policy(self) -> None:
+        pass
+
+    def weight_sync(self) -> WeightSync:
+        assert self.client is not None, "start() first"
+        return WeightSync(self.client)  # the backend loads its replicas inside WeightSync.paused
 
 
 class ExternalStack:

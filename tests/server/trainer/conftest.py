@@ -17,11 +17,16 @@ WORDS = ["apple", "river", "stone"]
 
 @pytest.fixture
 def tiny_config(tmp_path: Path) -> Callable[..., TrainConfig]:
-    """make(**overrides) -> a TrainConfig for the tiny model writing under tmp_path."""
+    """make(**overrides) -> a TrainConfig for the tiny model writing under tmp_path (a None override drops
+    that section)."""
 
     def make(**overrides: Any) -> TrainConfig:
         tasks = [{"word": w} for w in WORDS * 4]
-        return parse_config(tiny_run_config(tmp_path, f"{AGENT}:main", tasks, **overrides), tmp_path)
+        kept = {k: v for k, v in overrides.items() if v is not None}
+        raw = tiny_run_config(tmp_path, f"{AGENT}:main", tasks, **kept)
+        for key in overrides.keys() - kept.keys():
+            raw.pop(key, None)
+        return parse_config(raw, tmp_path)
 
     return make
 

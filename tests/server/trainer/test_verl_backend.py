@@ -8,14 +8,13 @@ import inspect
 
 import pytest
 import torch
-from verl_fixtures import actor_config, real_batch, require_verl, train_config
+from verl_fixtures import actor_config, real_batch, require_verl
 
 pytestmark = pytest.mark.verl
 require_verl()
 
 from verl.trainer.ppo.core_algos import get_policy_loss_fn  # noqa: E402
 
-from alight_server.trainer.verl import make_backend  # noqa: E402
 from alight_server.trainer.verl.backend import VerlBackend, pad_to_ranks  # noqa: E402
 from alight_server.trainer.verl.data import to_data_proto  # noqa: E402
 from alight_server.trainer.verl.registry import register, with_advantages, with_token_weights  # noqa: E402
@@ -71,8 +70,3 @@ def test_every_verl_api_the_backend_drives_exists_in_the_installed_verl():
 def test_the_backend_has_the_trainer_backend_methods():
     for name in ("step", "push_weights", "state_dict", "load_state_dict", "close"):
         assert callable(getattr(VerlBackend, name))
-
-
-def test_alight_train_with_the_verl_backend_says_what_is_missing(tmp_path):
-    with pytest.raises(RuntimeError, match=r"cannot drive the verl backend yet.*scripts/gpu_verl_steps\.py"):
-        make_backend(train_config(tmp_path))

@@ -95,6 +95,10 @@ def test_verls_own_dataclasses_accept_the_translated_sections(tmp_path):
             {"server": {"url": "http://127.0.0.1:8700", "inference_url": "http://127.0.0.1:8001"}},
             "server.inference_url",
         ),
+        (
+            {"server": {"url": "http://127.0.0.1:8700", "inference_url": "http://127.0.0.1:8001"}},
+            "server.url: the verl backend runs its own alight server",
+        ),
     ],
 )
 def test_a_setting_verl_would_ignore_is_an_error_naming_it(tmp_path, sections, named):

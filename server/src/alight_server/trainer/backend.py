@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, Protocol
 
+from alight.client import AlightClient
 from alight_server.trainer.samples import SampleBatch
 from alight_server.trainer.sync import WeightSync
 
@@ -57,10 +58,14 @@ class TrainerBackend(Protocol):
         ...
 
 
-def make_backend(config: TrainConfig) -> TrainerBackend:
-    """The backend `config.trainer.backend` names, ready to train (on rank 0 of a multi-process run)."""
+def make_backend(config: TrainConfig, client: AlightClient | None = None) -> TrainerBackend:
+    """The backend `config.trainer.backend` names, ready to train (on rank 0 of a multi-process run).
+
+    `client` speaks to the run's alight server: a backend that serves the policy itself (verl's rollout
+    replicas) registers its servers there as the gateway's upstreams; the embedded backend ignores it.
+    """
     if config.trainer.backend == "verl":
-        return _verl_module().make_backend(config)
+        return _verl_module().make_backend(config, client)
     from alight_server.trainer.embedded import make_embedded_backend
 
     return make_embedded_backend(config)

@@ -229,7 +229,7 @@ class TrainingRun:
     def run(self) -> RunResult:
         from transformers import AutoTokenizer
 
-        from alight_server.stack import EmbeddedStack, ExternalStack
+        from alight_server.stack import EmbeddedStack, ExternalStack, ReplicaStack
 
         cfg = self.config
         if int(os.environ.get("RANK", "0")) > 0:
@@ -246,17 +246,24 @@ class TrainingRun:
         vllm: VllmPolicy | None = None  # spawned early; owned by the stack once that exists
         metrics_log: MetricsLog | None = None
         ok = False
+        options: dict[str, Any] = dict(
+            concurrency=cfg.controller.concurrency, train_temperature=cfg.inference.train_temperature,
+            val_temperature=cfg.inference.val_temperature, evaluator=cfg.evaluator,
+            max_output_tokens=cfg.inference.max_output_tokens,
+        )  # fmt: skip
         try:
             if cfg.server.url is not None:  # check the servers first: a wrong URL or key fails in seconds
                 stack = ExternalStack(
                     cfg.server, cfg.model, self.run_dir, cfg.evaluator, vllm=cfg.inference.backend == "vllm"
                 ).start()
+            elif cfg.trainer.backend == "verl":  # the backend's rollout replicas register with this server
+                stack = ReplicaStack(self.run_dir, **options).start()
             if stack is None and cfg.inference.backend == "vllm":
                 from alight_server.inference.vllm_policy import VllmPolicy
 
                 vllm = VllmPolicy.for_run(cfg, self.run_dir)
                 vllm.spawn()  # vLLM's start-up (minutes on a CPU) runs while the trainer loads
-            self.backend = make_backend(cfg)
+            self.backend = make_backend(cfg, stack.client if stack is not None else None)
             tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model))
             self._restore()
             metrics_log = MetricsLog(self.run_dir, cfg.metrics, cfg.public_dump(), resume=self.resume)
@@ -273,11 +280,7 @@ class TrainingRun:
                     engine = InferenceEngine(
                         served, tokenizer, model_name=cfg.model, max_batch_size=cfg.inference.max_batch_size
                     )
-                stack = EmbeddedStack(
-                    engine, self.run_dir, concurrency=cfg.controller.concurrency, vllm=vllm,
-                    train_temperature=cfg.inference.train_temperature, val_temperature=cfg.inference.val_temperature,
-                    evaluator=cfg.evaluator, max_output_tokens=cfg.inference.max_output_tokens,
-                ).start()  # fmt: skip
+                stack = EmbeddedStack(engine, self.run_dir, vllm=vllm, **options).start()
             self.client = stack.client
             assert self.client is not None
             self.reporter = RunReporter(self.client, self.run_id, cfg.public_dump(), cfg.steps).start()

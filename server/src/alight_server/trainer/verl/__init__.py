@@ -24,11 +24,10 @@ def require_verl() -> ModuleType:
     return verl
 
 
-def make_backend(config: Any) -> Any:
-    """What `trainer.backend: verl` asks for (trainer/backend.py); see the error for what is missing."""
+def make_backend(config: Any, client: Any = None) -> Any:
+    """The `VerlBackend` for `trainer.backend: verl` (trainer/backend.py), its replicas registered with `client`'s
+    server (the run's `ReplicaStack`)."""
     require_verl()
-    raise RuntimeError(
-        "`alight train` cannot drive the verl backend yet: the training loop starts (or checks) an inference "
-        "server before it builds the backend, and with verl the rollout replicas are the inference side. "
-        "Drive alight_server.trainer.verl.backend.VerlBackend directly, as scripts/gpu_verl_steps.py does"
-    )
+    from alight_server.trainer.verl.backend import VerlBackend
+
+    return VerlBackend(config, config.verl, client)

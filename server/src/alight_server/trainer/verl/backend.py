@@ -55,7 +55,6 @@ class VerlBackend:
 
     def __init__(self, config: TrainConfig, settings: VerlSettings, client: AlightClient | None = None) -> None:
         require_verl()
-        import ray
         from omegaconf import OmegaConf
         from transformers import AutoTokenizer
 
@@ -69,21 +68,29 @@ class VerlBackend:
         self.verl = verl_config(config, settings, self.model_path)
         OmegaConf.resolve(self.verl)
         self.pad_token_id = int(AutoTokenizer.from_pretrained(self.model_path).pad_token_id or 0)
-        if not ray.is_initialized():
-            from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
-
-            ray.init(address=settings.ray_address, runtime_env=get_ppo_ray_runtime_env(self.verl))
         self.updates = 0
         self.upstreams: ReplicaUpstreams | None = None
-        self._start_workers()
-        self.checkpoints.update_weights(0)  # the replicas start with dummy weights (verl's load_format)
-        if client is not None:
-            self.attach(client)
+        try:
+            self._start_ray()
+            self._start_workers()
+            self.checkpoints.update_weights(0)  # the replicas start with dummy weights (verl's load_format)
+            if client is not None:
+                self.attach(client)
+        except BaseException:
+            self.close()  # the loop never gets this backend to close: stop the Ray this started
+            raise
 
     def attach(self, client: AlightClient) -> None:
         """Register the replicas with the alight server `client` speaks to (before the first rollout)."""
         self.upstreams = ReplicaUpstreams(client, self.replicas)
         self.upstreams.register(client.policy().current)
+
+    def _start_ray(self) -> None:
+        import ray
+        from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+
+        if not ray.is_initialized():
+            ray.init(address=self.settings.ray_address, runtime_env=get_ppo_ray_runtime_env(self.verl))
 
     def _start_workers(self) -> None:
         import ray
@@ -100,7 +107,15 @@ class VerlBackend:
             resource_pool_spec={POOL: [cfg.trainer.n_gpus_per_node] * cfg.trainer.nnodes},
             mapping={Role.ActorRollout: POOL},
         )
-        pools.create_resource_pool()
+        try:
+            pools.create_resource_pool()  # verl's own check that the Ray cluster has the GPUs asked for
+        except ValueError as exc:
+            gpus = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
+            raise RuntimeError(
+                f"the verl backend needs {gpus} GPU(s) (CUDA, ROCm or NPU: verl's platforms) in its Ray cluster "
+                f"({exc}); set verl.n_gpus_per_node and verl.nnodes to what the cluster has, or train on this "
+                "machine with trainer.backend: embedded"
+            ) from exc
         pool = pools.get_resource_pool(Role.ActorRollout)
         worker = RayClassWithInitArgs(
             cls=ray.remote(ActorRolloutRefWorker), config=cfg.actor_rollout_ref, role=str(Role.ActorRollout)
@@ -171,7 +186,8 @@ class VerlBackend:
         import ray
 
         try:
-            if self.upstreams is not None:
+            # The run's ReplicaStack may have stopped its server first: the upstreams went with it.
+            if self.upstreams is not None and not self.upstreams.client.http.is_closed:
                 self.upstreams.remove()
         finally:
             if self.settings.ray_address is None and ray.is_initialized():

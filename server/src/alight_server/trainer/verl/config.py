@@ -65,6 +65,11 @@ def unsupported(config: TrainConfig) -> list[str]:
             f"inference.{key}: configures the embedded engine, which the verl backend does not start; "
             "verl's rollout replicas serve the policy (see the verl: section)"
         )
+    if config.server.url is not None:
+        problems.append(
+            "server.url: the verl backend runs its own alight server and controller next to its rollout "
+            "replicas (an existing server is not supported yet); remove the server: section"
+        )
     for key in ("inference_url", "weights_dir"):
         if getattr(config.server, key) is not None:
             problems.append(
