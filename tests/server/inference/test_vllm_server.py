@@ -173,11 +173,16 @@ def test_a_run_whose_trainer_fails_after_vllm_was_spawned_leaves_no_vllm_behind(
 
     monkeypatch.setenv("FAKE_VLLM_MODE", "hang")  # still starting when the trainer fails
     port = free_port()
-    raw = {"model": "tiny", "dataset": {"train": "t.jsonl"}, "agent": {"entrypoint": "a.py:main"},
+    broken = tmp_path / "broken-model"  # a model folder vLLM is handed but the trainer cannot load
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "no-such-architecture"}')
+    raw = {"model": str(broken), "dataset": {"train": "t.jsonl"},
+           "agent": {"entrypoint": "a.py:main"},
            "inference": {"backend": "vllm", "vllm": {"python": fake_python, "port": port}},
-           "trainer": {"backend": "verl"}, "output_dir": str(tmp_path / "run")}  # fmt: skip
+           "output_dir": str(tmp_path / "run")}  # fmt: skip
     (tmp_path / "t.jsonl").write_text('{"prompt": "1 + 1"}\n')
-    with pytest.raises(Exception, match="verl"):  # the base environment has no verl: make_backend fails
+    # The trainer fails to load that folder after the spawn.
+    with pytest.raises(Exception, match=r"tokenizer|no-such-architecture"):
         TrainingRun(parse_config(raw, tmp_path), show_progress=False).run()
     assert (tmp_path / "run" / "logs" / "vllm.log").is_file()  # vLLM had been spawned
     assert not _serving_on(port)  # (and the fake_python fixture checks that its child is gone)
