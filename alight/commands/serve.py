@@ -81,6 +81,7 @@ def register(app: typer.Typer) -> None:
 
             from alight_server.app import create_app
             from alight_server.auth import generate_admin_key
+            from alight_server.gateway.request.arrival import StampedHttp
             from alight_server.store import StoreError, open_store
         except ImportError as exc:
             typer.echo(INSTALL_HINT, err=True)
@@ -121,6 +122,7 @@ def register(app: typer.Typer) -> None:
             port=cfg.port,
             log_level=cfg.log_level.lower(),
             timeout_graceful_shutdown=10,  # open long-polls must not delay a restart by minutes
+            http=StampedHttp,  # the gateway's response-start metric counts from the accept
         )
 
 

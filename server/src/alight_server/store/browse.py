@@ -10,7 +10,7 @@ from sqlalchemy import and_, func, select
 from alight.schemas import FailureKind, Mode, Rollout, RolloutState
 from alight_server.store import rows
 from alight_server.store import tables as t
-from alight_server.store.engine import SqlDatabase
+from alight_server.store.database import SqlDatabase
 
 
 @dataclass(frozen=True)
