@@ -21,7 +21,7 @@ from sqlalchemy import (
 
 # Bump when a table changes, and teach SqlStore to migrate from the previous version
 # (a new table needs no bump: opening the store creates the tables it lacks).
-SCHEMA_VERSION = 2  # 2: spans keyed by rollout and attempt too (store/engine.py migrates from 1)
+SCHEMA_VERSION = 2  # 2: spans keyed by rollout and attempt too (store/database.py migrates from 1)
 
 metadata = MetaData()
 
