@@ -297,6 +297,16 @@ def _feel(gateway: list[tuple[str, str]], ports: list[int], clients: int, total:
     )
 
 
+def _print_sequential(title: str, results: dict[str, list[float]], labels: dict[str, str], goal_ms: float) -> None:
+    print(title)
+    for name, label in labels.items():
+        print(f"  {label} p50 {_pct(results[name], 0.5):7.2f} ms  p99 {_pct(results[name], 0.99):7.2f} ms")
+    medians = {name: statistics.median(values) * 1000 for name, values in results.items()}
+    added = medians["gateway"] - medians["direct"]
+    print(f"  added p50 latency: gateway {added:.2f} ms (goal < {goal_ms:g} ms), ", end="")
+    print(f"bare proxy {medians['bare'] - medians['direct']:.2f} ms")
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
@@ -387,18 +397,11 @@ def main() -> None:
         f"{mp.cpu_count()} CPUs"
     )
     labels = {"direct": "direct ", "bare": "bare   ", "gateway": "gateway"}
-    print(f"sequential ({args.sequential} calls, 1 client):")
-    for name, label in labels.items():
-        print(f"  {label} p50 {_pct(seq[name], 0.5):7.2f} ms  p99 {_pct(seq[name], 0.99):7.2f} ms")
-    medians = {name: statistics.median(values) * 1000 for name, values in seq.items()}
-    print(f"  added p50 latency: gateway {medians['gateway'] - medians['direct']:.2f} ms (goal < 2 ms), ", end="")
-    print(f"bare proxy {medians['bare'] - medians['direct']:.2f} ms")
-    print(f"sequential, realistic body ({args.sequential} calls, 1 client, 4 messages of 30-40 words, 32-token reply):")
-    for name, label in labels.items():
-        print(f"  {label} p50 {_pct(real[name], 0.5):7.2f} ms  p99 {_pct(real[name], 0.99):7.2f} ms")
-    medians = {name: statistics.median(values) * 1000 for name, values in real.items()}
-    print(f"  added p50 latency: gateway {medians['gateway'] - medians['direct']:.2f} ms (goal < 1.2 ms), ", end="")
-    print(f"bare proxy {medians['bare'] - medians['direct']:.2f} ms")
+    _print_sequential(f"sequential ({args.sequential} calls, 1 client):", seq, labels, 2.0)
+    title = (
+        f"sequential, realistic body ({args.sequential} calls, 1 client, 4 messages of 30-40 words, 32-token reply):"
+    )
+    _print_sequential(title, real, labels, 1.2)
     print(f"concurrent ({args.requests} calls, {args.concurrency} clients):")
     rate = {}
     for name, label in labels.items():
