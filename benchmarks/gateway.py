@@ -1,7 +1,7 @@
 """Gateway overhead: direct-to-upstream vs through the gateway (durable capture on), in one run.
 
     .venv/bin/python benchmarks/gateway.py [--concurrency 16] [--requests 2000] [--sequential 300]
-        [--stream] [--upstream raw|fake] [--replicas 1]
+        [--stream] [--upstream raw|fake] [--replicas 1] [--feel 1,100]
 
 1. Start a fast upstream double (`raw`: an ASGI app returning one precomputed
    vLLM-shaped chat completion with 32 tokens; `fake`: the vLLM-shaped test
@@ -15,9 +15,16 @@
    numbers separate the cost of the extra HTTP hop from the gateway's own.
 2. Sequential phase (one client): per-call latency direct, through the bare
    proxy and through the gateway; the difference of the medians is the
-   added latency.
+   added latency. Twice: with a one-line body, and with a realistic one
+   (a system prompt and three turns of a few dozen words; the reply is 32 tokens).
 3. Concurrent phase (N clients): calls/s and p50/p99 latency for each path.
-4. Check every gateway call was recorded, and print the ratios, the CPU time
+4. What the client feels (`--feel`, 1 and 100 clients on the gateway): the
+   time to the response start as the load client sees it, next to the
+   gateway's own metrics scraped from /metrics around the phase
+   (alight_gateway_response_start_seconds counts from the connection's accept,
+   queueing before the handler included; alight_gateway_call_latency_seconds
+   is the handler's view, which misses that queueing).
+5. Check every gateway call was recorded, and print the ratios, the CPU time
    each process spent per call in the concurrent phases (from /proc; steadier
    than calls/s on a shared machine) and the load average.
 
@@ -143,9 +150,10 @@ def run_gateway(port: int, db_url: str) -> None:
 
     from alight_server.app import create_app
     from alight_server.config import ServerConfig
+    from alight_server.gateway.request.arrival import StampedHttp
 
     app = create_app(ServerConfig(db_url=db_url, admin_key=ADMIN_KEY, port=port))
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="error", loop="uvloop", http="httptools")
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="error", loop="uvloop", http=StampedHttp)
 
 
 def _wait(url: str) -> None:
@@ -161,11 +169,38 @@ def _wait(url: str) -> None:
     raise RuntimeError(f"{url} did not come up within 60s")
 
 
-async def _load(urls_tokens: list[tuple[str, str]], total: int, stream: bool) -> tuple[list[float], float]:
-    """Each (url, token) pair is one client issuing calls back to back; returns latencies and wall time."""
+_TEXT = "the agent reads the file then edits the function and runs the tests again before it answers"
+_WORDS = _TEXT.split(" ")
+
+
+def _turn(k: int, n: int = 40) -> str:
+    return " ".join(_WORDS[(k + i) % len(_WORDS)] for i in range(n))
+
+
+# A lone agent's typical call: a system prompt and a few turns of a few dozen words each.
+REALISTIC = [
+    {"role": "system", "content": _turn(0, 30)},
+    {"role": "user", "content": _turn(1)},
+    {"role": "assistant", "content": _turn(2)},
+    {"role": "user", "content": _turn(3)},
+]
+SHORT = [{"role": "user", "content": "benchmark me " * 8}]
+
+
+async def _load(
+    urls_tokens: list[tuple[str, str]],
+    total: int,
+    stream: bool,
+    messages: list[dict[str, str]] = SHORT,
+    starts: list[float] | None = None,
+) -> tuple[list[float], float]:
+    """Each (url, token) pair is one client issuing calls back to back; returns latencies and wall time.
+
+    `starts`, when given, gets each call's time to its response start (headers in).
+    """
     import aiohttp
 
-    body = {"model": MODEL, "messages": [{"role": "user", "content": "benchmark me " * 8}]}
+    body: dict[str, Any] = {"model": MODEL, "messages": messages}
     if stream:
         body["stream"] = True
     payload = json.dumps(body).encode()
@@ -180,6 +215,8 @@ async def _load(urls_tokens: list[tuple[str, str]], total: int, stream: bool) ->
                 remaining[0] -= 1
                 t0 = time.perf_counter()
                 async with session.post(url, data=payload, headers=headers) as resp:
+                    if starts is not None:
+                        starts.append(time.perf_counter() - t0)
                     data = await resp.read()
                     if resp.status != 200:
                         raise RuntimeError(f"{url} answered {resp.status}: {data[:200]!r}")
@@ -219,6 +256,57 @@ class _Meter:
         return out, spent
 
 
+def _scrape(ports: list[int]) -> dict[str, float]:
+    """The gateway histograms' _sum and _count, summed over the gateway processes."""
+    import httpx
+
+    wanted = ("response_start_seconds", "queued_seconds", "call_latency_seconds")
+    out: dict[str, float] = {}
+    for port in ports:
+        for line in httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text.splitlines():
+            name, _, value = line.partition(" ")
+            base = name.split("{")[0]
+            if (
+                base.startswith("alight_gateway_")
+                and base.endswith(("_sum", "_count"))
+                and any(w in base for w in wanted)
+            ):
+                out[base] = out.get(base, 0.0) + float(value)
+    return out
+
+
+def _server_mean_ms(before: dict[str, float], after: dict[str, float], metric: str) -> float:
+    count = after.get(f"alight_gateway_{metric}_count", 0) - before.get(f"alight_gateway_{metric}_count", 0)
+    total = after.get(f"alight_gateway_{metric}_sum", 0) - before.get(f"alight_gateway_{metric}_sum", 0)
+    return 1000 * total / count if count else float("nan")
+
+
+def _feel(gateway: list[tuple[str, str]], ports: list[int], clients: int, total: int, stream: bool) -> str:
+    """One line: what `clients` concurrent agents saw, next to what the gateway's metrics say."""
+    starts: list[float] = []
+    before = _scrape(ports)
+    asyncio.run(_load(gateway[:clients], total, stream, starts=starts))
+    after = _scrape(ports)
+    mean = 1000 * statistics.fmean(starts)
+    server = {m: _server_mean_ms(before, after, m) for m in ("response_start_seconds", "queued_seconds")}
+    handler = _server_mean_ms(before, after, "call_latency_seconds")
+    return (
+        f"  {clients:3d} clients: client response start p50 {_pct(starts, 0.5):7.2f}  p99 {_pct(starts, 0.99):7.2f}"
+        f"  mean {mean:7.2f} ms | server accept→response start mean {server['response_start_seconds']:7.2f}"
+        f" (queued {server['queued_seconds']:.2f}), handler call latency mean {handler:7.2f} ms"
+    )
+
+
+def _print_sequential(title: str, results: dict[str, list[float]], labels: dict[str, str], goal_ms: float) -> None:
+    print(title)
+    for name, label in labels.items():
+        print(f"  {label} p50 {_pct(results[name], 0.5):7.2f} ms  p99 {_pct(results[name], 0.99):7.2f} ms")
+    medians = {name: statistics.median(values) * 1000 for name, values in results.items()}
+    added = medians["gateway"] - medians["direct"]
+    print(f"  added p50 latency: gateway {added:.2f} ms (goal < {goal_ms:g} ms), ", end="")
+    print(f"bare proxy {medians['bare'] - medians['direct']:.2f} ms")
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
@@ -237,7 +325,10 @@ def main() -> None:
         help="raw: a constant precomputed answer (the harshest baseline); fake: the vLLM-shaped test double",
     )
     parser.add_argument("--replicas", type=int, default=1, help="gateway processes sharing the store")
+    parser.add_argument("--feel", default="1,100", help="client counts for the what-the-client-feels phase ('' skips)")
     args = parser.parse_args()
+    feel = [int(n) for n in args.feel.split(",") if n.strip()]
+    clients = max([args.concurrency, *feel])
 
     from alight.schemas import RolloutCreate, UpstreamCreate
     from alight_server.auth import derive_token_secret, issue_attempt_token
@@ -250,8 +341,8 @@ def main() -> None:
     gw_ports = [free_port() for _ in range(args.replicas)]
     store = SqlStore(db_url)
     store.add_upstream(UpstreamCreate(id="bench", url=f"http://127.0.0.1:{up_port}/v1", model=MODEL))
-    rollouts = store.create_rollouts([RolloutCreate(task={"i": i}) for i in range(args.concurrency)])
-    claimed = store.claim_attempts(limit=args.concurrency, ids=[r.id for r in rollouts])
+    rollouts = store.create_rollouts([RolloutCreate(task={"i": i}) for i in range(clients)])
+    claimed = store.claim_attempts(limit=clients, ids=[r.id for r in rollouts])
     secret = derive_token_secret(ADMIN_KEY)
     tokens = [(r.id, a, issue_attempt_token(secret, r.id, a, ttl_s=3600)) for r, a in claimed]
     store.close()
@@ -269,8 +360,8 @@ def main() -> None:
         _wait(f"http://127.0.0.1:{bare_port}/v1/models")
         for port in gw_ports:
             _wait(f"http://127.0.0.1:{port}/metrics")
-        direct = [(f"http://127.0.0.1:{up_port}/v1/chat/completions", "none")] * args.concurrency
-        bare = [(f"http://127.0.0.1:{bare_port}/v1/chat/completions", "none")] * args.concurrency
+        direct = [(f"http://127.0.0.1:{up_port}/v1/chat/completions", "none")] * clients
+        bare = [(f"http://127.0.0.1:{bare_port}/v1/chat/completions", "none")] * clients
         gateway = [
             (f"http://127.0.0.1:{gw_ports[i % len(gw_ports)]}/gw/{rid}/{n}/v1/chat/completions", tok)
             for i, (rid, n, tok) in enumerate(tokens)
@@ -280,12 +371,16 @@ def main() -> None:
         for clients in paths.values():  # warm up every path
             asyncio.run(_load(clients[:4], 200, args.stream))
         meter = _Meter({"upstream": [procs[0].pid], "bare": [procs[1].pid], "gateway": [p.pid for p in procs[2:]]})
-        seq = {
-            name: asyncio.run(_load(clients[:1], args.sequential, args.stream))[0] for name, clients in paths.items()
+        seq = {name: asyncio.run(_load(c[:1], args.sequential, args.stream))[0] for name, c in paths.items()}
+        real = {
+            name: asyncio.run(_load(c[:1], args.sequential, args.stream, REALISTIC))[0] for name, c in paths.items()
         }
         con, cpu = {}, {}
-        for name, clients in paths.items():
-            con[name], cpu[name] = meter.run(lambda c=clients: asyncio.run(_load(c, args.requests, args.stream)))
+        for name, c in paths.items():
+            con[name], cpu[name] = meter.run(
+                lambda c=c: asyncio.run(_load(c[: args.concurrency], args.requests, args.stream))
+            )
+        felt = [_feel(gateway, gw_ports, n, max(args.sequential, 2 * n), args.stream) for n in feel]
     finally:
         for p in procs:
             p.terminate()
@@ -294,7 +389,7 @@ def main() -> None:
     store = SqlStore(db_url)
     recorded = sum(len(store.list_model_calls(rid, n)) for rid, n, _ in tokens)
     store.close()
-    expected = 200 + args.sequential + args.requests
+    expected = 200 + 2 * args.sequential + args.requests + sum(max(args.sequential, 2 * n) for n in feel)
     kind = "streamed" if args.stream else "non-streamed"
     replicas = f", {args.replicas} gateway processes" if args.replicas > 1 else ""
     print(
@@ -302,12 +397,11 @@ def main() -> None:
         f"{mp.cpu_count()} CPUs"
     )
     labels = {"direct": "direct ", "bare": "bare   ", "gateway": "gateway"}
-    print(f"sequential ({args.sequential} calls, 1 client):")
-    for name, label in labels.items():
-        print(f"  {label} p50 {_pct(seq[name], 0.5):7.2f} ms  p99 {_pct(seq[name], 0.99):7.2f} ms")
-    medians = {name: statistics.median(values) * 1000 for name, values in seq.items()}
-    print(f"  added p50 latency: gateway {medians['gateway'] - medians['direct']:.2f} ms (goal < 2 ms), ", end="")
-    print(f"bare proxy {medians['bare'] - medians['direct']:.2f} ms")
+    _print_sequential(f"sequential ({args.sequential} calls, 1 client):", seq, labels, 2.0)
+    title = (
+        f"sequential, realistic body ({args.sequential} calls, 1 client, 4 messages of 30-40 words, 32-token reply):"
+    )
+    _print_sequential(title, real, labels, 1.2)
     print(f"concurrent ({args.requests} calls, {args.concurrency} clients):")
     rate = {}
     for name, label in labels.items():
@@ -326,6 +420,9 @@ def main() -> None:
         if own:
             parts += f" + {'bare proxy' if own == 'bare' else 'gateway'} {per_call[name][own]:.2f}"
         print(f"    {labels[name]} {parts}")
+    if felt:
+        print("what the client feels (gateway only; client-side vs the gateway's /metrics):")
+        print("\n".join(felt))
     print(f"  load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"recorded model calls: {recorded} of {expected} sent through the gateway")
 

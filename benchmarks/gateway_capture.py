@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 import anyio.to_thread
 
 from alight.schemas import ApiFlavour, ModelCall, RolloutCreate
-from alight_server.gateway.writer import CaptureWriter
+from alight_server.gateway.capture.writer import CaptureWriter
 from alight_server.store.sql import SqlStore
 
 

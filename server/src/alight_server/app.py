@@ -33,7 +33,7 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
     With no admin key configured a random one is generated, so admin routes
     are never open (`alight serve` prints the key it generated).
     """
-    from alight_server import ui
+    from alight_server import hooks, ui
     from alight_server.api import attempts, health, rollouts, runs, trajectory, upstreams
     from alight_server.errors import install_error_handlers
     from alight_server.evaluators import install_evaluator
@@ -60,6 +60,7 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
     )
     # hook(store, rollout, attempt, finish), called before an attempt's end is recorded (evaluators).
     app.state.attempt_finished_hooks = []
+    hooks.install(app)  # rollout_changed / upstreams_changed: the gateway drops what it cached
     install_evaluator(app, config)
     install_error_handlers(app, config)
     app.include_router(health.router)

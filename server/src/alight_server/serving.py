@@ -9,6 +9,8 @@ from typing import Any
 
 import uvicorn
 
+from alight_server.gateway.request.arrival import StampedHttp
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
@@ -24,7 +26,13 @@ class ServerThread:
         self.port = port or free_port(host)
         # A bounded graceful shutdown: open long-polls (/api/rollouts/wait) must not hold stop() hostage.
         config = uvicorn.Config(
-            app, host=host, port=self.port, log_level=log_level, lifespan="on", timeout_graceful_shutdown=3
+            app,
+            host=host,
+            port=self.port,
+            log_level=log_level,
+            lifespan="on",
+            timeout_graceful_shutdown=3,
+            http=StampedHttp,  # the gateway's response-start metric counts from the accept
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name=f"uvicorn:{self.port}", daemon=True)

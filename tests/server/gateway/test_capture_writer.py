@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from alight.schemas import ApiFlavour, ModelCall, RolloutCreate
-from alight_server.gateway.writer import CaptureWriter
+from alight_server.gateway.capture.writer import CaptureWriter
 from alight_server.store import NotFound
 from alight_server.store.sql import SqlStore
 

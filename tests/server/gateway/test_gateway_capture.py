@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from alight_server.gateway.capture import (
+from alight_server.gateway.capture.record import (
     LOGPROB_COUNT_MISMATCH,
     MISSING_PROMPT_IDS,
     MISSING_TOKEN_IDS,

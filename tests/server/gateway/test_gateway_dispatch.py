@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import httpx
 
+from alight_server.gateway.request.pipeline import CallPipeline
+
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 
 
@@ -47,7 +49,7 @@ def test_a_bug_in_the_gateway_is_a_500_in_the_error_shape(gateway, attempt, monk
     async def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(gateway.server.app.state.gateway, "handle", broken)
+    monkeypatch.setattr(CallPipeline, "handle", broken)
     resp = httpx.post(
         f"{attempt.base_url}/chat/completions", headers={"authorization": f"Bearer {attempt.token}"}, json=CHAT
     )

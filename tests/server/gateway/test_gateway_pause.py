@@ -81,7 +81,7 @@ async def test_call_in_flight_during_pause_completes_and_drain_waits_for_it(gate
 
 
 def test_drain_reports_a_timeout_when_calls_outlast_it(gateway, attempt, fake):
-    fake.faults.latency_s = 2.0
+    fake.faults.hold = release = threading.Event()  # the call outlasts the drain whatever the machine's load
     worker = threading.Thread(
         target=lambda: openai.OpenAI(base_url=attempt.base_url, api_key=attempt.token).chat.completions.create(**CHAT)
     )
@@ -91,6 +91,7 @@ def test_drain_reports_a_timeout_when_calls_outlast_it(gateway, attempt, fake):
         admin.post("/api/gateway/pause")
         drained = admin.post("/api/gateway/drain", json={"timeout_s": 0.2}).json()
         assert drained == {**drained, "drained": False, "in_flight_at_start": 1}
+        release.set()
         worker.join(timeout=30)
         status = admin.get("/api/gateway/status").json()
         assert status["in_flight"] == 0 and status["paused"] is True

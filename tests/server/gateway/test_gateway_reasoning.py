@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from alight.schemas import RolloutCreate, UpstreamCreate
 from alight_server.auth import issue_attempt_token
-from alight_server.gateway.reasoning import ThinkSplitter, split_message
+from alight_server.gateway.flavours.reasoning import ThinkSplitter, split_message
 from alight_server.serving import ServerThread
 from alight_server.testing import FakeUpstreamState, create_fake_upstream
 

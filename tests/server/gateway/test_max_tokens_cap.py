@@ -8,7 +8,7 @@ import anthropic
 import openai
 import pytest
 
-from alight_server.gateway.pipeline import MAX_TOKENS_CAP
+from alight_server.gateway.request.pipeline import MAX_TOKENS_CAP
 
 CAP = 8
 HI = [{"role": "user", "content": "hi"}]

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from alight_server.gateway.upstream_http import UpstreamConnectionError, UpstreamHttp
+from alight_server.gateway.upstream.http import UpstreamConnectionError, UpstreamHttp
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

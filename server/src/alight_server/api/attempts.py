@@ -12,7 +12,7 @@ from alight.api_models import ClaimRequest, ClaimResult, RunnerHandle
 from alight.schemas import Attempt, AttemptFinish, AttemptStart, AttemptStatus, EventCreate, Rollout
 from alight_server.auth import issue_attempt_token
 from alight_server.deps import AdminDep, ConfigDep, StoreDep
-from alight_server.gateway.routes import rollout_changed
+from alight_server.hooks import rollout_changed
 from alight_server.store import Store
 
 log = logging.getLogger("alight.server")

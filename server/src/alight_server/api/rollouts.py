@@ -22,7 +22,7 @@ from alight.api_models import (
 )
 from alight.schemas import TERMINAL_STATES, Event, EventCreate, Reward, RewardCreate, Rollout, RolloutState
 from alight_server.deps import AdminDep, CallerDep, StoreDep
-from alight_server.gateway.routes import rollout_changed
+from alight_server.hooks import rollout_changed
 from alight_server.store import Store
 
 router = APIRouter(tags=["rollouts"])

@@ -79,6 +79,7 @@ def register(app: typer.Typer) -> None:
 
         from alight_server.app import create_app
         from alight_server.auth import generate_admin_key
+        from alight_server.gateway.request.arrival import StampedHttp
         from alight_server.store import StoreError, open_store
 
         given = {"host": host, "port": port, "db_url": db, "admin_key": admin_key, "public_url": public_url}
@@ -122,6 +123,7 @@ def register(app: typer.Typer) -> None:
             port=cfg.port,
             log_level=cfg.log_level.lower(),
             timeout_graceful_shutdown=10,  # open long-polls must not delay a restart by minutes
+            http=StampedHttp,  # the gateway's response-start metric counts from the accept
         )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from alight_server.gateway.reply import Reply
+from alight_server.gateway.request.reply import Reply
 
 _TYPES = {
     400: "invalid_request_error",

@@ -30,6 +30,19 @@ class GatewayMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+        self.response_start = Histogram(
+            "alight_gateway_response_start_seconds",
+            "Time from a request's arrival (its connection's accept, or its first byte on a kept-alive one)"
+            " to the response start: what the client waits, queueing before the handler included",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.queued = Histogram(
+            "alight_gateway_queued_seconds",
+            "Time from a request's arrival to the gateway's handler starting (event-loop queueing)",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         self.retries = Counter("alight_gateway_upstream_retries", "Upstream attempts retried", ["reason"], registry=r)
         self.tokens = Counter("alight_gateway_tokens_captured", "Token ids recorded", ["kind"], registry=r)
         self.rejected = Counter(
@@ -62,6 +75,14 @@ class GatewayMetrics:
             self._prompt_tokens.inc(tokens[0])
         if tokens[1]:
             self._response_tokens.inc(tokens[1])
+
+    def response_started(self, arrived: float | None, handler_began: float, now: float) -> None:
+        """The reply's first byte is about to go; `arrived` is None where the server did not stamp it."""
+        if arrived is None:  # not served by StampedHttp: the handler's own start is the best known
+            arrived = handler_began
+        else:
+            self.queued.observe(handler_began - arrived)
+        self.response_start.observe(now - arrived)
 
     def reject(self, status: int) -> None:
         self._child(self.rejected, str(status)).inc()

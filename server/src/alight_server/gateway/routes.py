@@ -9,51 +9,25 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response
 
-from alight_server.auth import derive_token_secret
 from alight_server.config import ServerConfig
-from alight_server.gateway import admin
-from alight_server.gateway.asgi import FLAVOURS, MODELS, GatewayDispatch
-from alight_server.gateway.pipeline import Gateway
-
-
-def token_secret(app: FastAPI) -> bytes:
-    """The attempt-token secret the rest of the server uses (set by create_app, else derived)."""
-    secret = getattr(app.state, "token_secret", None)
-    if secret:
-        return secret if isinstance(secret, bytes) else str(secret).encode()
-    config: ServerConfig = app.state.config
-    if config.token_secret:
-        return config.token_secret.encode()
-    return derive_token_secret(config.admin_key or "")
-
-
-def rollout_changed(app: FastAPI, rollout_id: str) -> None:
-    """An attempt finished or the rollout moved: the gateway re-reads its state on the next call."""
-    gateway: Gateway | None = getattr(app.state, "gateway", None)
-    if gateway is not None:
-        gateway.attempts.forget(rollout_id)
-
-
-def upstreams_changed(app: FastAPI) -> None:
-    """An upstream was registered or removed: the gateway re-reads the list on the next call."""
-    gateway: Gateway | None = getattr(app.state, "gateway", None)
-    if gateway is not None:
-        gateway.upstreams.invalidate()
+from alight_server.gateway.container import Gateway
+from alight_server.gateway.pause import admin
+from alight_server.gateway.request.dispatch import FLAVOURS, MODELS, AgentEndpoint, GatewayDispatch
 
 
 class _Served(Response):
     """Hands the request to the gateway's ASGI layer (for requests that reached the FastAPI routes)."""
 
-    def __init__(self, dispatch: GatewayDispatch, route: str, rollout_id: str | None, attempt: int | None) -> None:
+    def __init__(self, endpoint: AgentEndpoint, route: str, rollout_id: str | None, attempt: int | None) -> None:
         super().__init__()
-        self.dispatch, self.route, self.rollout_id, self.attempt = dispatch, route, rollout_id, attempt
+        self.endpoint, self.route, self.rollout_id, self.attempt = endpoint, route, rollout_id, attempt
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await self.dispatch.serve(scope, receive, send, self.route, self.rollout_id, self.attempt)
+        await self.endpoint.serve(scope, receive, send, self.route, self.rollout_id, self.attempt)
 
 
-def _agent_router(dispatch: GatewayDispatch) -> APIRouter:
-    """The agent routes as FastAPI sees them: documented in OpenAPI, served by `dispatch`.
+def _agent_router(endpoint: AgentEndpoint) -> APIRouter:
+    """The agent routes as FastAPI sees them: documented in OpenAPI, served by `endpoint`.
 
     Requests for these paths normally never reach FastAPI (GatewayDispatch
     answers them first); the endpoints serve the rest the same way.
@@ -62,10 +36,10 @@ def _agent_router(dispatch: GatewayDispatch) -> APIRouter:
 
     def add(route: str, method: str) -> None:
         async def per_attempt(request: Request, rollout_id: str, attempt: int) -> Response:
-            return _Served(dispatch, route, rollout_id, attempt)
+            return _Served(endpoint, route, rollout_id, attempt)
 
         async def by_token(request: Request) -> Response:
-            return _Served(dispatch, route, None, None)
+            return _Served(endpoint, route, None, None)
 
         name = route.replace("/", "_")
         router.add_api_route(
@@ -80,25 +54,23 @@ def _agent_router(dispatch: GatewayDispatch) -> APIRouter:
 
 
 def install(app: FastAPI) -> None:
-    """Add the gateway's routes and state (app.state.gateway) to the app.
+    """Add the gateway's state (app.state.gateway), routes, middleware and change hooks to the app.
 
-    The agent routes are served by GatewayDispatch, wrapped around the whole
-    middleware stack FastAPI builds, so model calls pay for none of it.
+    Call it after every other middleware is added: GatewayDispatch is then the outermost one
+    (add_middleware puts the latest outside), so model calls pay for none of the others.
     """
     config: ServerConfig = app.state.config
-    gateway = Gateway(app.state.store, config.gateway, lambda: token_secret(app), max_body_bytes=config.max_body_bytes)
+    gateway = Gateway(
+        app.state.store, config.gateway, lambda: app.state.token_secret, max_body_bytes=config.max_body_bytes
+    )
     app.state.gateway = gateway
-    build_stack = app.build_middleware_stack
-    dispatch = GatewayDispatch(app.router, gateway)  # `app` is replaced by the built stack below
-
-    def build_middleware_stack() -> Any:
-        dispatch.app = build_stack()
-        return dispatch
-
-    # Starlette builds the stack on the first request; an instance attribute puts ours outermost.
-    app.build_middleware_stack = build_middleware_stack  # type: ignore[method-assign]
-    app.include_router(_agent_router(dispatch))
+    endpoint = AgentEndpoint(gateway)
+    app.add_middleware(GatewayDispatch, endpoint=endpoint)
+    app.include_router(_agent_router(endpoint))
     app.include_router(admin.router)
+    # An attempt finished or its rollout moved: re-read its state on the next call (refused at once if ended).
+    app.state.rollout_changed_hooks.append(gateway.attempts.forget)
+    app.state.upstreams_changed_hooks.append(gateway.upstreams.invalidate)
 
     inner = app.router.lifespan_context
 

@@ -11,7 +11,7 @@ from alight.api_models import RolloutFilter, RolloutQuery
 from alight.schemas import Attempt, FailureKind, Mode, Rollout, RolloutState
 from alight_server.store import rows
 from alight_server.store import tables as t
-from alight_server.store.engine import SqlDatabase
+from alight_server.store.database import SqlDatabase
 
 __all__ = ["RolloutFilter", "RolloutQuery", "SqlRolloutListing"]
 

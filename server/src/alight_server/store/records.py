@@ -13,7 +13,7 @@ from alight.schemas import AttemptStatus, Event, EventCreate, ModelCall, Reward,
 from alight_server.store import rows
 from alight_server.store import tables as t
 from alight_server.store.base import AttemptEnded, Conflict, NotFound
-from alight_server.store.engine import SqlDatabase
+from alight_server.store.database import SqlDatabase
 
 
 class CaptureSql:

@@ -10,7 +10,7 @@ from alight.schemas import Run, RunReport, RunStep, RunStepReport
 from alight_server.store import rows
 from alight_server.store import tables as t
 from alight_server.store.base import NotFound
-from alight_server.store.engine import SqlDatabase
+from alight_server.store.database import SqlDatabase
 
 _LATEST_STEP = (
     select(t.run_steps.c.run_id, func.max(t.run_steps.c.step).label("step")).group_by(t.run_steps.c.run_id).subquery()

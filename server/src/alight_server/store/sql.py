@@ -34,9 +34,9 @@ from alight_server.store import rows
 from alight_server.store import tables as t
 from alight_server.store.base import Conflict, NotFound
 from alight_server.store.browse import SqlRolloutListing
+from alight_server.store.gateway_pause import SqlGatewayReplicas
 from alight_server.store.lifecycle import apply_finish, check_transition, end_running_attempt
 from alight_server.store.records import SqlRecords
-from alight_server.store.replicas import SqlGatewayReplicas
 from alight_server.store.runs import SqlRuns
 
 

@@ -21,7 +21,7 @@ from sqlalchemy import (
 
 # Bump when a table changes, and teach SqlStore to migrate from the previous version
 # (a new table needs no bump: opening the store creates the tables it lacks).
-# 2: spans keyed by rollout and attempt too; 3: upstream api keys encrypted (store/engine.py migrates both)
+# 2: spans keyed by rollout and attempt too; 3: upstream api keys encrypted (store/database.py migrates both)
 SCHEMA_VERSION = 3
 
 # JSON in a text column, marked so store/rows.py encodes and decodes it: what a client sent (NaN and

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 import anyio.to_thread
 
 from alight.schemas import GatewayPause, GatewayReplica
-from alight_server.gateway.pause import DrainResult, PauseGate
+from alight_server.gateway.pause.gate import DrainResult, PauseGate
 from alight_server.store.base import Store
 
 log = logging.getLogger("alight.gateway")

@@ -14,8 +14,8 @@ import orjson
 from alight_server.config import GatewayConfig
 from alight_server.gateway.errors import GatewayError
 from alight_server.gateway.metrics import GatewayMetrics
-from alight_server.gateway.upstream_http import HttpResponse, UpstreamConnectionError, UpstreamHttp
-from alight_server.gateway.upstreams import Target, UpstreamPool, upstream_headers
+from alight_server.gateway.upstream.http import HttpResponse, UpstreamConnectionError, UpstreamHttp
+from alight_server.gateway.upstream.pool import Target, UpstreamPool, upstream_headers
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 BACKOFF_BASE_S = 0.05

@@ -1,4 +1,4 @@
-"""The agent routes as a lean ASGI layer in front of the FastAPI app (the gateway's hot path).
+"""The agent routes as a lean ASGI middleware in front of the FastAPI app (the gateway's hot path).
 
 Model calls skip FastAPI's routing, dependency resolution and exception
 middleware: the path is matched by hand, the few headers a call needs are
@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from alight_server.gateway.attempts import presented_token
-from alight_server.gateway.client_gone import DisconnectWatch
+from alight_server.gateway.container import Gateway
 from alight_server.gateway.errors import GatewayError
-from alight_server.gateway.flavour import Flavour
-from alight_server.gateway.messages import MessagesFlavour
-from alight_server.gateway.passthrough import ChatFlavour, CompletionsFlavour
-from alight_server.gateway.pipeline import Gateway
-from alight_server.gateway.reply import Receive, Reply, Send, send_reply
-from alight_server.gateway.responses import ResponsesFlavour
+from alight_server.gateway.flavours.base import Flavour
+from alight_server.gateway.flavours.messages import MessagesFlavour
+from alight_server.gateway.flavours.passthrough import ChatFlavour, CompletionsFlavour
+from alight_server.gateway.flavours.responses import ResponsesFlavour
+from alight_server.gateway.request.arrival import arrived_at
+from alight_server.gateway.request.callers import presented_token
+from alight_server.gateway.request.client_gone import DisconnectWatch
+from alight_server.gateway.request.pipeline import CallPipeline
+from alight_server.gateway.request.reply import Receive, Reply, Send, send_reply
 
 log = logging.getLogger("alight.gateway")
 
@@ -76,24 +79,12 @@ def _body_reader(receive: Receive, declared: str | None, limit: int) -> Callable
     return read
 
 
-class GatewayDispatch:
-    """ASGI middleware: serves gateway URLs itself, hands every other request to `app`."""
+class AgentEndpoint:
+    """Serves one gateway request as raw ASGI: the headers it needs, its body, the pipeline, the reply."""
 
-    def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
-        self.app = app
+    def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
-
-    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            path = scope["path"]
-            root = scope.get("root_path")
-            if root and path.startswith(root + "/"):
-                path = path[len(root) :]
-            route = match(path)
-            if route is not None and scope["method"] == ("GET" if route[0] == MODELS else "POST"):
-                await self.serve(scope, receive, send, *route)
-                return
-        await self.app(scope, receive, send)
+        self.pipeline = CallPipeline(gateway)
 
     async def serve(
         self,
@@ -105,6 +96,7 @@ class GatewayDispatch:
         attempt: int | None,
     ) -> None:
         """Answer one gateway request; `route` is what follows /v1/ (a flavour's path or `models`)."""
+        began = time.perf_counter()
         headers: dict[bytes, str] = {}
         for name, value in scope["headers"]:
             if name in _WANTED:
@@ -117,7 +109,7 @@ class GatewayDispatch:
                 reply = await self._models(token, rollout, attempt)
             else:
                 read = watch.after(_body_reader(receive, headers.get(b"content-length"), self.gateway.max_body_bytes))
-                reply = await self.gateway.handle(flavour, read, token, headers.get(b"traceparent"), rollout, attempt)
+                reply = await self.pipeline.handle(flavour, read, token, headers.get(b"traceparent"), rollout, attempt)
         except asyncio.CancelledError:
             if not watch.gone:
                 raise
@@ -134,6 +126,7 @@ class GatewayDispatch:
                 reply.release()
             await watch.settle()
             return
+        self.gateway.metrics.response_started(arrived_at(scope), began, time.perf_counter())
         await send_reply(reply, receive, send)
 
     async def _models(self, token: str | None, rollout: str | None, attempt: int | None) -> Reply:
@@ -142,3 +135,23 @@ class GatewayDispatch:
             return Reply(200, await self.gateway.models_listing())
         except GatewayError as exc:
             return exc.reply()
+
+
+class GatewayDispatch:
+    """ASGI middleware (`app.add_middleware`): serves gateway URLs itself, hands every other request to `app`."""
+
+    def __init__(self, app: ASGIApp, endpoint: AgentEndpoint) -> None:
+        self.app = app
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path = scope["path"]
+            root = scope.get("root_path")
+            if root and path.startswith(root + "/"):
+                path = path[len(root) :]
+            route = match(path)
+            if route is not None and scope["method"] == ("GET" if route[0] == MODELS else "POST"):
+                await self.endpoint.serve(scope, receive, send, *route)
+                return
+        await self.app(scope, receive, send)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from alight_server.gateway.flavour import sse
-from alight_server.gateway.reasoning import Piece, ThinkSplitter
-from alight_server.gateway.responses_items import (
+from alight_server.gateway.flavours.base import sse
+from alight_server.gateway.flavours.reasoning import Piece, ThinkSplitter
+from alight_server.gateway.flavours.responses_items import (
     ResponseShell,
     call_item,
     message_item,

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 import orjson
 
 from alight.schemas import ApiFlavour
-from alight_server.gateway.assemble import ChatAssembler, CompletionAssembler
+from alight_server.gateway.flavours.assemble import ChatAssembler, CompletionAssembler
 
 
 class StreamTranslator(Protocol):

@@ -14,10 +14,10 @@ import uuid
 from typing import Any
 
 from alight.schemas import ApiFlavour
-from alight_server.gateway.assemble import ChatAssembler
 from alight_server.gateway.errors import GatewayError
-from alight_server.gateway.responses_items import ResponseShell, namespaced_tools, output_items
-from alight_server.gateway.responses_stream import ResponsesStream
+from alight_server.gateway.flavours.assemble import ChatAssembler
+from alight_server.gateway.flavours.responses_items import ResponseShell, namespaced_tools, output_items
+from alight_server.gateway.flavours.responses_stream import ResponsesStream
 
 
 def _text(content: Any, where: str) -> str:

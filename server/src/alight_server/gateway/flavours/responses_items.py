@@ -6,7 +6,7 @@ import time
 import uuid
 from typing import Any
 
-from alight_server.gateway.reasoning import split_message
+from alight_server.gateway.flavours.reasoning import split_message
 
 
 def usage_of(usage: dict[str, Any] | None) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from sqlalchemy import select, update
 from alight.schemas import GatewayPause, GatewayReplica
 from alight_server.store import rows
 from alight_server.store import tables as t
-from alight_server.store.engine import SqlDatabase
+from alight_server.store.database import SqlDatabase
 
 _PAUSED, _EPOCH = "gateway_paused", "gateway_pause_epoch"
 _PAUSE = select(t.counters.c.name, t.counters.c.value).where(t.counters.c.name.in_((_PAUSED, _EPOCH)))

@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 
 from alight.schemas import ApiFlavour
-from alight_server.gateway.assemble import ChatAssembler
 from alight_server.gateway.errors import GatewayError
-from alight_server.gateway.flavour import sse
-from alight_server.gateway.reasoning import Piece, ThinkSplitter, split_message
+from alight_server.gateway.flavours.assemble import ChatAssembler
+from alight_server.gateway.flavours.base import sse
+from alight_server.gateway.flavours.reasoning import Piece, ThinkSplitter, split_message
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use"}
 

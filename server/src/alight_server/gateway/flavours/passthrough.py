@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from alight.schemas import ApiFlavour
-from alight_server.gateway.assemble import ChatAssembler, CompletionAssembler
 from alight_server.gateway.errors import GatewayError
-from alight_server.gateway.flavour import sse
+from alight_server.gateway.flavours.assemble import ChatAssembler, CompletionAssembler
+from alight_server.gateway.flavours.base import sse
 
 DONE = b"data: [DONE]\n\n"
 

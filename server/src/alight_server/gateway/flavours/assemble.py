@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from alight_server.gateway.reasoning import field_reasoning
+from alight_server.gateway.flavours.reasoning import field_reasoning
 
 
 def _extend(acc: dict[str, Any], key: str, values: list[Any]) -> None:

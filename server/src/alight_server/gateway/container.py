@@ -1,0 +1,74 @@
+"""The gateway's collaborators: one object per app that holds what every call shares (no request logic)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import anyio.to_thread
+import orjson
+
+from alight_server.config import GatewayConfig
+from alight_server.gateway.capture.recorder import Recorder
+from alight_server.gateway.capture.writer import CaptureWriter
+from alight_server.gateway.metrics import GatewayMetrics
+from alight_server.gateway.pause.gate import PauseGate
+from alight_server.gateway.pause.replica_sync import Replicas
+from alight_server.gateway.request.callers import AttemptResolver
+from alight_server.gateway.upstream.http import UpstreamHttp
+from alight_server.gateway.upstream.pool import UpstreamPool
+from alight_server.gateway.upstream.proxy import Proxy
+from alight_server.store.base import Store
+
+
+class Gateway:
+    """The store, the pause gate and its replica sync, the upstreams, the capture writer, the metrics.
+
+    The request path (request/pipeline.py) reads these; admin routes, hooks and tests reach
+    them through `app.state.gateway`.
+    """
+
+    def __init__(
+        self, store: Store, config: GatewayConfig, token_secret: Callable[[], bytes], max_body_bytes: int
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.max_body_bytes = max_body_bytes
+        self.gate = PauseGate()
+        self.replicas = Replicas(store, self.gate, self._reopen, config.replica_sync_s)
+        self.metrics = GatewayMetrics(lambda: self.gate.in_flight, self.gate.paused_seconds)
+        self.http = UpstreamHttp()
+        self.upstreams = UpstreamPool(store, self.http.get_json)
+        self.proxy = Proxy(self.http, self.upstreams, config, self.metrics)
+        self.attempts = AttemptResolver(store, token_secret)
+        self.writer = CaptureWriter(store)
+        self.recorder = Recorder(self.writer, self.metrics, self.served_version)
+        self._version: int | None = None
+        self._version_at = float("-inf")
+
+    async def aclose(self) -> None:
+        await self.replicas.stop()
+        await self.http.aclose()
+        await anyio.to_thread.run_sync(self.writer.close)
+
+    async def served_version(self) -> int:
+        """The policy version calls are attributed to, re-read like the upstream list."""
+        if self._version is None or time.monotonic() - self._version_at > 1.0:
+            self._version = await anyio.to_thread.run_sync(self.store.current_policy_version)
+            self._version_at = time.monotonic()
+        return self._version
+
+    def set_served_version(self, version: int) -> None:
+        self._version, self._version_at = version, time.monotonic()
+
+    async def models_listing(self) -> bytes:
+        """`GET /models`: the models behind the served policy version."""
+        targets = await self.upstreams.route("models", await self.served_version())
+        names = dict.fromkeys([await self.upstreams.model_name(t) or t.id for t in targets])
+        data = [{"id": n, "object": "model", "created": 0, "owned_by": "alight"} for n in names]
+        return orjson.dumps({"object": "list", "data": data})
+
+    async def _reopen(self) -> None:
+        """Another replica resumed: calls from here on count as the version it set, on its upstreams."""
+        self.set_served_version(await anyio.to_thread.run_sync(self.store.current_policy_version))
+        self.upstreams.invalidate()

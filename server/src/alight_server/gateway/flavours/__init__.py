@@ -1,0 +1,1 @@
+"""API flavours: OpenAI chat/completions (passthrough), Responses, Anthropic Messages, translated to and from the upstream."""

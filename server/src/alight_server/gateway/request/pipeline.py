@@ -1,0 +1,212 @@
+"""One model call's life through the gateway: admit, prepare, forward, relay or answer, record."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from alight.schemas import Mode
+from alight_server.gateway.capture.record import CallRecord, Tokens, parse_traceparent, tokens_of
+from alight_server.gateway.container import Gateway
+from alight_server.gateway.errors import GatewayError
+from alight_server.gateway.flavours.base import Flavour
+from alight_server.gateway.request.callers import CallerAttempt
+from alight_server.gateway.request.checks import check_upstream_body
+from alight_server.gateway.request.relay import StreamRelay
+from alight_server.gateway.request.reply import EVENT_STREAM, Reply
+from alight_server.gateway.upstream.pool import Target
+from alight_server.gateway.upstream.proxy import UpstreamReply
+from alight_server.nesting import TooDeep, check_depth, may_be_deep
+
+MAX_TOKENS_CAP = "alight_max_tokens_cap"  # in a recorded request: the gateway lowered its output budget
+
+
+@dataclass(slots=True)
+class Call:
+    """One admitted call: what the agent sent, what goes upstream, and the record it leaves."""
+
+    flavour: Flavour
+    body: dict[str, Any]
+    upstream: dict[str, Any]
+    record: CallRecord
+    deadline: float
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """The agent's JSON object (the body reader already enforced the size limit)."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "depth limit" in str(exc):  # orjson's own limit (1024)
+            raise GatewayError(400, str(TooDeep("request body"))) from None
+        raise GatewayError(400, f"request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise GatewayError(400, f"request body must be a JSON object, got {type(body).__name__}")
+    if may_be_deep(raw):  # two bytes.count calls; only bodies with many brackets are walked
+        try:
+            check_depth(body, "request body")
+        except TooDeep as exc:
+            raise GatewayError(400, str(exc)) from None
+    return body
+
+
+def translate(flavour: Flavour, body: dict[str, Any]) -> dict[str, Any]:
+    """The flavour's upstream request; a body of the wrong shape anywhere is the caller's 400, never a 500."""
+    try:
+        return flavour.to_upstream(body)
+    except GatewayError:
+        raise
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+        raise GatewayError(400, f"malformed {flavour.kind.value} request: {exc}") from exc
+
+
+def capped(upstream: dict[str, Any], body: dict[str, Any], cap: int, path: str) -> dict[str, Any]:
+    """Apply the output-token cap to `upstream`; the request to record, noting the cap when it lowered one."""
+    keys = [k for k in ("max_tokens", "max_completion_tokens") if upstream.get(k) is not None]
+    if not keys and path == "/completions":
+        return body  # the completions default (16) is already a bound
+    asked = min((upstream[k] for k in keys if isinstance(upstream[k], int)), default=None)
+    if asked is not None and asked <= cap:
+        return body
+    for key in keys or ["max_tokens"]:
+        upstream[key] = cap
+    return {**body, MAX_TOKENS_CAP: {"cap": cap, "asked": asked}}
+
+
+def _upstream_message(reply: UpstreamReply) -> str:
+    try:
+        err = orjson.loads(reply.body).get("error")
+        return str(err.get("message") if isinstance(err, dict) else err)
+    except (orjson.JSONDecodeError, AttributeError):
+        return reply.text()
+
+
+class CallPipeline:
+    """The request path; everything it uses lives on the Gateway container."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gw = gateway
+
+    async def handle(
+        self,
+        flavour: Flavour,
+        read_body: Callable[[], Awaitable[bytes]],
+        token: str | None,
+        traceparent: str | None = None,
+        path_rollout: str | None = None,
+        path_attempt: int | None = None,
+    ) -> Reply:
+        """One agent call, from its token and body to the reply it gets (errors included)."""
+        try:
+            caller = await self._admit(token, path_rollout, path_attempt)
+        except GatewayError as exc:
+            return self._refused(exc, flavour)
+        reply: Reply | None = None
+        try:
+            call = await self._prepare(flavour, caller, await read_body(), traceparent)
+            try:
+                reply = await self._forward(call, caller)
+            except asyncio.CancelledError:  # the agent disconnected (client_gone.py): keep what is known
+                await self.gw.recorder.gone(call.record)
+                raise
+            return reply
+        except GatewayError as exc:
+            return self._refused(exc, flavour)
+        finally:
+            if reply is None or reply.release is None:  # a stream frees its slot when it ends
+                self.gw.gate.leave()
+
+    async def _admit(self, token: str | None, rollout: str | None, attempt: int | None) -> CallerAttempt:
+        caller = await self.gw.attempts.resolve(token, rollout, attempt)
+        if not self.gw.gate.enter():
+            wait = self.gw.config.retry_after_s
+            raise GatewayError(
+                429,
+                "the gateway is paused for a policy update; retry after the Retry-After delay",
+                headers={"retry-after": f"{wait:g}", "retry-after-ms": str(int(wait * 1000))},
+            )
+        return caller
+
+    def _refused(self, exc: GatewayError, flavour: Flavour) -> Reply:
+        self.gw.metrics.reject(exc.status)
+        return exc.reply(flavour.anthropic_errors)
+
+    async def _prepare(self, flavour: Flavour, caller: CallerAttempt, raw: bytes, traceparent: str | None) -> Call:
+        """The agent's body checked and translated, what training needs forced on it, its record begun."""
+        body = parse_body(raw)
+        upstream = translate(flavour, body)
+        check_upstream_body(upstream)
+        cfg = self.gw.config
+        upstream["temperature"] = cfg.train_temperature if caller.mode == Mode.TRAIN else cfg.val_temperature
+        if cfg.force_logprobs:
+            if flavour.upstream_path == "/completions":
+                upstream["logprobs"] = max(int(upstream.get("logprobs") or 0), 0)
+            else:
+                upstream["logprobs"] = True
+        upstream["return_token_ids"] = True
+        trace_id, span_id = parse_traceparent(traceparent)
+        cap = cfg.max_output_tokens
+        record = CallRecord(
+            rollout_id=caller.rollout_id,
+            attempt=caller.attempt,
+            flavour=flavour.kind,
+            request=body if cap is None else capped(upstream, body, cap, flavour.upstream_path),
+            trace_id=trace_id,
+            span_id=span_id,
+            streamed=bool(upstream.get("stream")),
+            policy_version=await self.gw.served_version(),
+            started=time.perf_counter(),
+        )
+        return Call(flavour, body, upstream, record, time.monotonic() + cfg.upstream_timeout_s)
+
+    async def _forward(self, call: Call, caller: CallerAttempt) -> Reply:
+        """Send to the upstream, then relay its stream or answer from its body; every outcome is recorded."""
+        record, anthropic = call.record, call.flavour.anthropic_errors
+        agent_model = call.upstream.get("model")
+
+        async def payload(target: Target) -> dict[str, Any]:
+            return {**call.upstream, "model": await self.gw.upstreams.model_name(target) or agent_model}
+
+        try:
+            targets = await self.gw.upstreams.route(f"{caller.rollout_id}/{caller.attempt}", record.policy_version)
+            path = call.flavour.upstream_path
+            target, resp = await self.gw.proxy.send(targets, path, payload, call.deadline, stream=record.streamed)
+        except GatewayError as exc:
+            return await self.gw.recorder.failed(record, exc, anthropic)
+        record.upstream = target.id
+        if resp.status != 200:
+            status = resp.status if 400 <= resp.status < 500 else 502
+            exc = GatewayError(status, f"upstream {target.id} answered {resp.status}: {_upstream_message(resp)}")
+            return await self.gw.recorder.failed(record, exc, anthropic)
+        if record.streamed:
+            relay = StreamRelay(call.flavour, call.flavour.stream(call.body), record, resp, self.gw, call.deadline)
+            return Reply(200, content_type=EVENT_STREAM, stream=relay.events(), release=relay.release)
+        try:
+            tokens, agent_body = self._read_answer(call, resp)
+        except GatewayError as exc:  # the upstream's body is not what it should be
+            return await self.gw.recorder.failed(record, exc, anthropic)
+        await self.gw.recorder.record(record, status=200, response=agent_body, tokens=tokens)
+        return Reply(200, orjson.dumps(agent_body))
+
+    @staticmethod
+    def _read_answer(call: Call, resp: UpstreamReply) -> tuple[Tokens, dict[str, Any]]:
+        """A non-streamed answer's tokens, and the body the agent gets; 502 if the upstream's is malformed."""
+        upstream_id, path = call.record.upstream, call.flavour.upstream_path
+        try:
+            upstream = orjson.loads(resp.body)
+            if not isinstance(upstream, dict) or not isinstance(upstream.get("choices"), list):
+                raise ValueError("no `choices` list")
+        except (orjson.JSONDecodeError, ValueError) as exc:
+            detail = (
+                f"upstream {upstream_id} returned a body that is not an OpenAI response ({exc}): {resp.text(200)!r}"
+            )
+            raise GatewayError(502, detail) from None
+        try:
+            return tokens_of(upstream, chat=path != "/completions"), call.flavour.from_upstream(upstream, call.body)
+        except (TypeError, AttributeError, KeyError, ValueError) as exc:
+            raise GatewayError(502, f"upstream {upstream_id} returned a malformed {path} response ({exc!r})") from None
