@@ -2,7 +2,7 @@
 
 The probe runs on a thread beside the dashboard fixture's training run. It reads the dashboard line the
 trainer prints at start (the run page's URL and the file holding the admin key), and, from then on,
-polls that server until the run reports a training step. Meanwhile a second server, a real `alight serve
+polls that server until it shows the run `running`. Meanwhile a second server, a real `alight serve
 --db <run>/alight.db` subprocess with a key of its own, reads the same SQLite file while the trainer writes it.
 """
 
@@ -101,8 +101,8 @@ class LiveProbe(threading.Thread):
         base, _, fragment = view.page_url.partition("/ui/#/run/")
         second_url = self._start_second_server()
         with (
-            httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=30) as own,
-            httpx.Client(base_url=second_url, headers={"Authorization": f"Bearer {SECOND_KEY}"}, timeout=30) as other,
+            httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as own,
+            httpx.Client(base_url=second_url, headers={"Authorization": f"Bearer {SECOND_KEY}"}, timeout=120) as other,
         ):
             view.page_html = own.get("/ui/").text
             while self._waiting() and (view.own is None or view.second is None):
@@ -121,7 +121,7 @@ class LiveProbe(threading.Thread):
 
 
 def _while_training(client: httpx.Client, run_id: str) -> dict[str, Any] | None:
-    """The run's curves as this server serves them, once it shows the run running past its first step."""
+    """The run's curves as this server serves them, once it shows the run running (the trainer has reported it)."""
     try:
         response = client.get(f"/api/ui/runs/{run_id}/curves")
     except httpx.TransportError:
@@ -129,5 +129,4 @@ def _while_training(client: httpx.Client, run_id: str) -> dict[str, Any] | None:
     if response.status_code != 200:
         return None  # 404 until the trainer has reported the run
     curves = response.json()
-    running = curves["run"]["status"] == "running" and any(s["step"] >= 1 for s in curves["steps"])
-    return curves if running else None
+    return curves if curves["run"]["status"] == "running" else None
