@@ -90,15 +90,18 @@ class LiveProbe(threading.Thread):
         return not self.done.is_set() and time.monotonic() < self.deadline
 
     def _probe(self) -> None:
-        while self._waiting() and (found := LINE.search(self.stderr.text())) is None:
+        found = LINE.search(self.stderr.text())
+        while found is None and self._waiting():
             time.sleep(0.1)
+            found = LINE.search(self.stderr.text())
         if found is None:
             self.view.errors.append(f"the trainer printed no dashboard line; stderr: {self.stderr.text()[-2000:]!r}")
             return
         view = self.view
-        view.printed, view.page_url, view.key_file = found.group(0), found.group("url"), Path(found.group("file"))
-        key = json.loads(view.key_file.read_text())["admin_key"]
-        base, _, fragment = view.page_url.partition("/ui/#/run/")
+        page_url, key_file = found.group("url"), Path(found.group("file"))
+        view.printed, view.page_url, view.key_file = found.group(0), page_url, key_file
+        key = json.loads(key_file.read_text())["admin_key"]
+        base, _, fragment = page_url.partition("/ui/#/run/")
         second_url = self._start_second_server()
         with (
             httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as own,
