@@ -1,15 +1,19 @@
 """Dashboard fixtures: a store filled by a real short training run, plus gateway calls, served on loopback.
 
-The training run (tiny model, 2 steps, real agent subprocesses) takes about a minute and is shared by
-the module. Then, through the same server's gateway and the fake upstream: a rollout whose user turn
-(and so the fake model's echoed reply) carries a `<script>` tag. Straight into the store: a rollout of
-the run's step 2 that failed once for infrastructure and once as a task.
+The training run (tiny model, 2 steps, real agent subprocesses) takes about half a minute and is shared
+by the session; while it trains, a probe (live_probe.py) looks at the run's own dashboard and at a second
+`alight serve` on its store. Then, through the same server's gateway and the fake upstream: a rollout
+whose user turn (and so the fake model's echoed reply) carries a `<script>` tag. Straight into the
+store: a rollout of the run's step 2 that failed once for infrastructure and once as a task, and the
+hard gates' `reward_hacking` events on a rollout of step 1, as alight.guards.report_grade writes them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +22,9 @@ from typing import Any
 import httpx
 import pytest
 
-from alight.schemas import AttemptFinish, FailureKind, RewardCreate, RolloutCreate, UpstreamCreate
+from alight.api_models import RolloutQuery
+from alight.evaluation import REWARD_HACKING
+from alight.schemas import AttemptFinish, EventCreate, FailureKind, RewardCreate, RolloutCreate, UpstreamCreate
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
 from alight_server.serving import ServerThread, free_port
@@ -27,11 +33,13 @@ from alight_server.testing import create_fake_upstream
 from alight_server.testing.tiny_run import tiny_run_config
 from alight_server.trainer.config import parse_config
 from alight_server.trainer.loop import TrainingRun
+from tests.server.ui.live_probe import LiveProbe, LiveView, Tee
 
 AGENT = Path(__file__).parent / "agents" / "dash_agent.py"
 ADMIN_KEY = "alk_dashboard-test-key"
 SCRIPT = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 XSS_ROLLOUT = "xss-rollout"
+GATE_VIOLATIONS = [("tests_modified", "tests/test_core.py changed"), ("canary_read", "open ~/.netrc")]
 
 
 @dataclass
@@ -39,13 +47,31 @@ class Dashboard:
     url: str
     store: Store
     run_id: str
-    token: str  # an attempt token (of the xss rollout), which must not open the UI
+    token: str  # the token of an attempt that is still running, which must not open the UI
+    live: LiveView  # what the probe saw while the run trained
+    gated_rollout: str  # the step-1 rollout that broke the gates in GATE_VIOLATIONS
 
 
-def _train(folder: Path) -> Path:
+def _train(folder: Path) -> tuple[Path, LiveView]:
     tasks = [{"word": w} for w in ["apple", "river", "stone"] * 4]
     raw = tiny_run_config(folder, f"{AGENT}:main", tasks, validation={"samples_per_task": 2})
-    return TrainingRun(parse_config(raw, folder), show_progress=False).run().run_dir / "alight.db"
+    stderr = Tee(sys.stderr)
+    probe = LiveProbe(stderr, folder / "run" / "alight.db")
+    with contextlib.redirect_stderr(stderr):  # type: ignore[type-var]
+        probe.start()
+        try:
+            db = TrainingRun(parse_config(raw, folder), show_progress=False).run().run_dir / "alight.db"
+        finally:
+            view = probe.stop()
+    return db, view
+
+
+def _gate_violations(store: Store, run_id: str) -> str:
+    """The events alight.guards.report_grade posts for a graded episode that broke two rules."""
+    rid = next(r.id for r in store.list_rollouts(RolloutQuery(limit=1000)) if r.id.startswith(f"{run_id}-s00000-"))
+    for rule, evidence in GATE_VIOLATIONS:
+        store.add_event(rid, EventCreate(kind=REWARD_HACKING, attempt=1, payload={"rule": rule, "evidence": evidence}))
+    return rid
 
 
 def _failed_twice(store: Store, run_id: str) -> None:
@@ -61,7 +87,7 @@ def _failed_twice(store: Store, run_id: str) -> None:
         )
 
 
-def _xss_rollout(url: str, admin: httpx.Client) -> str:
+def _xss_rollout(admin: httpx.Client) -> None:
     """Through the gateway: the user's turn holds a script tag, which the fake model echoes back."""
     from openai import OpenAI
 
@@ -75,15 +101,21 @@ def _xss_rollout(url: str, admin: httpx.Client) -> str:
     ).raise_for_status()
     finish = {"status": "succeeded"}
     admin.post(f"/api/rollouts/{XSS_ROLLOUT}/attempts/1/finish", json=finish).raise_for_status()
-    return start["token"]
 
 
-@pytest.fixture(scope="module")
+def _running_attempt_token(admin: httpx.Client) -> str:
+    """A valid attempt token: its attempt stays running (a token dies 60 s after its attempt ends)."""
+    admin.post("/api/rollouts", json={"rollouts": [{"id": "still-running"}]}).raise_for_status()
+    return admin.post("/api/attempts/claim", json={"limit": 1, "ids": ["still-running"]}).json()["attempts"][0]["token"]
+
+
+@pytest.fixture(scope="session")
 def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
-    db = _train(tmp_path_factory.mktemp("dashboard"))
+    db, live = _train(tmp_path_factory.mktemp("dashboard"))
     store = open_store(f"sqlite:///{db}")
     (run,) = store.list_runs()
     _failed_twice(store, run.id)
+    gated = _gate_violations(store, run.id)
     fake = create_fake_upstream(model="fake-policy")
     config = ServerConfig(admin_key=ADMIN_KEY, db_url=f"sqlite:///{db}", port=free_port())
     with ServerThread(fake) as fake_url, ServerThread(create_app(config, store=store), port=config.port) as url:
@@ -91,8 +123,9 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
         with httpx.Client(base_url=url, headers=headers, timeout=60) as admin:
             upstream = UpstreamCreate(id="fake", url=fake_url + "/v1", model="fake-policy", policy_version=0)
             admin.post("/api/upstreams", json=upstream.model_dump(mode="json")).raise_for_status()
-            token = _xss_rollout(url, admin)
-        yield Dashboard(url=url, store=store, run_id=run.id, token=token)
+            _xss_rollout(admin)
+            token = _running_attempt_token(admin)
+        yield Dashboard(url=url, store=store, run_id=run.id, token=token, live=live, gated_rollout=gated)
     store.close()
 
 

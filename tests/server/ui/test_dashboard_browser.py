@@ -13,8 +13,9 @@ from alight.api_models import RolloutQuery
 from alight.schemas import Mode, RolloutState
 from alight_server.trainer.samples import SampleConfig, build_samples
 from alight_server.trajectory import build_trajectory
+from alight_server.ui import summaries
 from alight_server.ui.health import finish_reason
-from tests.server.ui.conftest import ADMIN_KEY, SCRIPT, XSS_ROLLOUT, Dashboard, screenshot
+from tests.server.ui.conftest import ADMIN_KEY, GATE_VIOLATIONS, SCRIPT, XSS_ROLLOUT, Dashboard, screenshot
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -38,21 +39,44 @@ def test_runs_page_lists_the_trained_run(page: Any, dashboard: Dashboard) -> Non
     assert page.errors == []
 
 
-def test_run_page_draws_each_curve_from_the_reported_steps(page: Any, dashboard: Dashboard) -> None:
-    _goto(page, dashboard, f"/run/{dashboard.run_id}", "svg.chart")
+# Each uPlot chart as the page built it: its series' labels, its data (x first, null = no value there),
+# its bands, and whether uPlot drew it on a canvas.
+CHARTS_JS = """els => Object.fromEntries(els.map(e => [e.dataset.title, {
+    labels: e.chart.series.slice(1).map(s => s.label), data: e.chart.data,
+    bands: e.chart.bands.map(b => b.series), canvas: e.querySelectorAll('.uplot canvas').length}]))"""
+
+
+def _series(chart: dict[str, Any], label: str) -> list[tuple[int, float]]:
+    """(step, value) of one series, the steps where it has a value."""
+    values = chart["data"][1 + chart["labels"].index(label)]
+    return [(x, y) for x, y in zip(chart["data"][0], values, strict=True) if y is not None]
+
+
+def test_run_page_draws_each_curve_with_uplot_from_the_reported_steps(page: Any, dashboard: Dashboard) -> None:
+    _goto(page, dashboard, f"/run/{dashboard.run_id}", "div.chart .uplot canvas")
     steps = dashboard.store.list_run_steps(dashboard.run_id)
-    trained = [s.step for s in steps if "train/reward_mean" in s.metrics]
-    validated = [s.step for s in steps if "val/score" in s.metrics]
-    charts = {c.get_attribute("aria-label"): c for c in page.locator("svg.chart").all()}
+    charts = page.locator("div.chart").evaluate_all(CHARTS_JS)
+    assert all(c["canvas"] == 1 for c in charts.values()), charts
     reward = charts["train reward (mean ± std)"]
-    assert [int(p.get_attribute("data-step")) for p in reward.locator("circle.point").all()] == trained
-    assert reward.locator("polygon.band").count() == 1  # the std band
+    trained = [s for s in steps if "train/reward_mean" in s.metrics]
+    assert _series(reward, "reward") == [(s.step, pytest.approx(s.metrics["train/reward_mean"])) for s in trained]
+    high = [s.metrics["train/reward_mean"] + s.metrics["train/reward_std"] for s in trained]
+    assert [y for _, y in _series(reward, "reward high")] == pytest.approx(high)
+    assert reward["bands"] == [[2, 3]]  # the std band, between the high and low series
     val = charts["validation score (95% interval)"]
-    assert [int(p.get_attribute("data-step")) for p in val.locator("circle.point").all()] == validated
-    for title in ("loss", "KL (approx)", "clip fraction", "tokens / s"):
-        assert charts[title].locator("circle.point").count() == len(trained), title
-    phases = charts["phase times (s)"].locator("polyline.series")
-    assert {p.get_attribute("data-series") for p in phases.all()} == {"rollouts", "train", "sync", "val"}
+    intervals = summaries.validation_intervals(dashboard.store, dashboard.run_id)
+    assert [x for x, _ in _series(val, "val")] == [s.step for s in steps if "val/score" in s.metrics]
+    assert _series(val, "val") == [(v["step"], pytest.approx(v["mean"])) for v in intervals]
+    assert [y for _, y in _series(val, "val low")] == pytest.approx([v["low"] for v in intervals])
+    for title, label, key in (
+        ("loss", "loss", "train/loss"),
+        ("KL (approx)", "kl", "train/approx_kl"),
+        ("clip fraction", "clip", "train/clip_fraction"),
+        ("tokens / s", "tokens/s", "perf/tokens_per_s"),
+    ):
+        expected = [(s.step, pytest.approx(s.metrics[key])) for s in steps if key in s.metrics]
+        assert expected and _series(charts[title], label) == expected, title
+    assert charts["phase times (s)"]["labels"] == ["rollouts", "train", "sync", "val"]
     screenshot(page, "run")
     assert page.errors == []
 
@@ -187,6 +211,17 @@ def test_capture_health_counts_match_the_store(page: Any, dashboard: Dashboard) 
     assert page.errors == []
 
 
+def test_gate_violations_show_in_capture_health_and_on_the_rollout(page: Any, dashboard: Dashboard) -> None:
+    _goto(page, dashboard, f"/run/{dashboard.run_id}", "#health tr[data-step]")
+    rules = ", ".join(f"{rule} 1" for rule, _ in sorted(GATE_VIOLATIONS))  # by rule name
+    assert _health_cell(page, 1, "gates") == f"1 rollouts: {rules}"
+    assert _health_cell(page, 2, "gates") == "0"
+    _goto(page, dashboard, f"/rollout/{dashboard.gated_rollout}", "#gates")
+    shown = [r.split("\t") for r in page.locator("#gates tbody tr").all_inner_texts()]
+    assert shown == [["1", rule, evidence] for rule, evidence in GATE_VIOLATIONS]
+    assert page.errors == []
+
+
 def test_model_output_with_a_script_tag_is_shown_as_text(page: Any, dashboard: Dashboard) -> None:
     _goto(page, dashboard, f"/rollout/{XSS_ROLLOUT}", "#timeline .call")
     page.locator("#timeline details summary").first.click()
@@ -200,12 +235,20 @@ def test_model_output_with_a_script_tag_is_shown_as_text(page: Any, dashboard: D
 
 def test_a_curve_point_leads_to_a_token_view_in_three_clicks(page: Any, dashboard: Dashboard) -> None:
     page.click(f"a:text-is('{dashboard.run_id}')")  # 1: the run
-    page.wait_for_selector("svg.chart circle.point")
-    page.locator("svg[aria-label='train reward (mean ± std)'] circle.point").first.click()  # 2: that step's groups
+    chart = page.locator("div.chart[data-title='train reward (mean ± std)']")
+    chart.locator(".uplot canvas").wait_for()
+    # where uPlot drew the first point of the reward series, relative to its plotting area
+    step, x, y = chart.evaluate(
+        "e => { const u = e.chart, i = u.data[1].findIndex(v => v !== null); "
+        "return [u.data[0][i], u.valToPos(u.data[0][i], 'x'), u.valToPos(u.data[1][i], 'y')]; }"
+    )
+    chart.locator(".u-over").click(position={"x": x, "y": y})  # 2: that step's groups
     page.wait_for_selector("tr.group")
+    assert f"step={step}" in page.url
     page.locator("tr.rollout a").first.click()  # 3: a rollout
     page.wait_for_selector("#token-view .tok.m1")
     assert page.locator("#token-view .token-row").count() >= 1
+    assert page.errors == []
 
 
 def test_gateway_page_shows_the_upstream_and_pause_state(page: Any, dashboard: Dashboard) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import httpx
@@ -39,6 +40,17 @@ def test_the_page_is_served_without_data_or_secrets(live_server: LiveServer) -> 
     assert page.status_code == 200 and '<main id="app">' in page.text
     assert live_server.admin_key not in page.text
     assert httpx.get(f"{live_server.url}/ui/app.js").status_code == 200
+
+
+def test_the_page_loads_its_scripts_and_uplot_from_the_server_not_a_cdn(live_server: LiveServer) -> None:
+    page = httpx.get(f"{live_server.url}/ui/").text
+    assets = re.findall(r'(?:src|href)="([^"#]+)"', page)
+    assert "vendor/uplot/uPlot.iife.min.js" in assets and "vendor/uplot/uPlot.min.css" in assets
+    for asset in (a for a in assets if a != "data:,"):  # but the empty favicon
+        assert "//" not in asset, asset  # served by this server, never a CDN
+        assert httpx.get(f"{live_server.url}/ui/{asset}").status_code == 200, asset
+    uplot = httpx.get(f"{live_server.url}/ui/vendor/uplot/uPlot.iife.min.js").text
+    assert uplot.startswith("/*! https://github.com/leeoniya/uPlot (v1.6.32) */")
 
 
 @pytest.mark.parametrize(

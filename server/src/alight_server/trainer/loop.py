@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import statistics
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -230,6 +231,8 @@ class TrainingRun:
         from transformers import AutoTokenizer
 
         from alight_server.stack import EmbeddedStack, ExternalStack, ReplicaStack
+        from alight_server.stack_state import STATE_FILE
+        from alight_server.ui import run_link
 
         cfg = self.config
         if int(os.environ.get("RANK", "0")) > 0:
@@ -284,6 +287,8 @@ class TrainingRun:
             self.client = stack.client
             assert self.client is not None
             self.reporter = RunReporter(self.client, self.run_id, cfg.public_dump(), cfg.steps).start()
+            key_file = self.run_dir / STATE_FILE if isinstance(stack, EmbeddedStack) else None
+            print(run_link(stack.url, self.run_id, key_file), file=sys.stderr, flush=True)
             sync = stack.weight_sync()
             if cfg.async_rollout.enabled:
                 sync.allow_late_calls(cfg.async_rollout.drain_timeout_s)

@@ -3,7 +3,8 @@
 Per training step: rollouts by outcome and every attempt's failure kind (infra and timeout attempts are
 retried and never trained on; task failures are), the rows the builder made (single-call vs merged rows,
 prefix breaks by cause), calls dropped by reason (token/logprob mismatches among them), calls the gateway
-flagged, and calls cut off at their length limit (finish reason `length`).
+flagged, calls cut off at their length limit (finish reason `length`), and the hard gates' violations
+(`reward_hacking` events from alight.guards, by rule: the trainer leaves those rollouts out).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
+from alight.evaluation import REWARD_HACKING
 from alight.schemas import Mode, ModelCall, Rollout, RolloutState
 from alight_server.store import Store
 from alight_server.store.browse import RolloutFilter
@@ -43,6 +45,7 @@ def step_health(store: Store, step: int, rollouts: list[Rollout], config: Any, d
     calls = [tc.call for t in trajectories for tc in t.calls]
     batch, report = build_samples(trajectories, config, decode=decode)
     merged = sum(len(seqs) > 1 for seqs in batch.row_calls)
+    gates = {r.id: gate_rules(store, r.id) for r in rollouts}
     return {
         "step": step,
         "rollouts": len(rollouts),
@@ -61,7 +64,14 @@ def step_health(store: Store, step: int, rollouts: list[Rollout], config: Any, d
         "truncated_calls": sum(finish_reason(c) == "length" for c in calls),
         "truncated_rows": report.truncated_rows,
         "trained_tokens": report.trained_tokens,
+        "gate_violations": dict(sorted(Counter(rule for rules in gates.values() for rule in rules).items())),
+        "gate_flagged_rollouts": sum(bool(rules) for rules in gates.values()),
     }
+
+
+def gate_rules(store: Store, rollout_id: str) -> set[str]:
+    """The gate rules a rollout broke, in any attempt (as trainer/filters.py reads them to leave it out)."""
+    return {str(e.payload.get("rule")) for e in store.list_events(rollout_id, kind=REWARD_HACKING)}
 
 
 def _nonzero(counts: Counter[str]) -> dict[str, int]:

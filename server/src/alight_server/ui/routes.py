@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
+from alight.evaluation import REWARD_HACKING
 from alight.schemas import FailureKind, Mode, RolloutState
 from alight_server.controller.loop import LOG_EVENT_KIND
 from alight_server.deps import AdminDep, StoreDep
@@ -77,11 +78,13 @@ def rollout_view(rollout_id: RolloutId, store: StoreDep, _: AdminDep, attempt: A
     rollout = store.get_rollout(rollout_id)
     trajectory = build_trajectory(store, rollout_id, attempt)
     logs = store.list_events(rollout_id, attempt=trajectory.attempt, kind=LOG_EVENT_KIND)
+    gates = store.list_events(rollout_id, kind=REWARD_HACKING)
     return {
         "rollout": rollout.model_dump(mode="json"),
         "run_id": run.id if (run := samples.run_of(store, rollout)) else None,
         "trajectory": trajectory.model_dump(mode="json"),
         "log": str(logs[-1].payload.get("text", "")) if logs else None,
+        "gate_violations": [{"attempt": e.attempt, **e.payload} for e in gates],
     }
 
 

@@ -148,7 +148,8 @@ function curves(runId, steps, validation) {
         if (sd !== undefined) entry.band.push([s.step, v - sd, v + sd]);
       }
     }
-    return Charts.line({ title, series: Object.values(series), onPoint });
+    const order = pick({}).map(([name]) => name); // the legend in the order CURVES lists, whichever step has which
+    return Charts.line({ title, series: order.filter((name) => series[name]).map((name) => series[name]), onPoint });
   });
 }
 
@@ -212,9 +213,12 @@ function healthTable(runId, health) {
     h("td", { "data-k": "flagged" }, counts(s.flagged_calls)),
     h("td", { class: "num", "data-k": "truncated_calls" }, String(s.truncated_calls)),
     h("td", { "data-k": "dropped_rollouts" }, counts(s.dropped_rollouts)),
-    h("td", { "data-k": "dropped" }, counts(s.dropped_calls))));
+    h("td", { "data-k": "dropped" }, counts(s.dropped_calls)),
+    h("td", { "data-k": "gates", class: s.gate_flagged_rollouts ? "warn" : null },
+      s.gate_flagged_rollouts ? `${s.gate_flagged_rollouts} rollouts: ${counts(s.gate_violations)}` : "0")));
   return table(["step", "rollouts", "failed attempts (kind)", "calls used", "merged rows", "single-call rows",
-    "prefix breaks", "logprob mismatches", "flagged calls", "truncated calls", "dropped rollouts", "dropped calls"], rows, { id: "health" });
+    "prefix breaks", "logprob mismatches", "flagged calls", "truncated calls", "dropped rollouts", "dropped calls",
+    "gate violations (rule)"], rows, { id: "health" });
 }
 
 // ---- rollouts table
@@ -371,7 +375,7 @@ async function rolloutPage(rolloutId, params) {
     api(`/api/ui/rollouts/${id}/view${q}`),
     api(`/api/ui/rollouts/${id}/tokens${q}`).catch((err) => ({ error: err.message })),
   ]);
-  const { rollout, trajectory, log, run_id: runId } = view;
+  const { rollout, trajectory, log, run_id: runId, gate_violations: gates } = view;
   const attempts = rollout.attempts.map((a) => h("span", { class: "attempt" },
     a.attempt === trajectory.attempt ? h("b", {}, `attempt ${a.attempt}`) : link(`#/rollout/${id}${enc({ attempt: a.attempt })}`, `attempt ${a.attempt}`),
     ` ${a.status}${a.failure_kind ? ` (${a.failure_kind})` : ""}${a.message ? `: ${a.message}` : ""}`));
@@ -381,6 +385,9 @@ async function rolloutPage(rolloutId, params) {
       ` · final reward ${num(trajectory.final_reward)}`, runId ? [" · run ", link(`#/run/${encodeURIComponent(runId)}`, runId)] : null),
     h("p", { class: "attempts" }, attempts),
     h("details", {}, h("summary", {}, "task"), h("pre", {}, json(rollout.task))),
+    gates.length ? [h("h2", {}, "Gate violations (reward 0, left out of training)"),
+      table(["attempt", "rule", "evidence"], gates.map((g) => h("tr", {}, h("td", { class: "num" }, String(g.attempt ?? "")),
+        h("td", {}, String(g.rule ?? "")), h("td", {}, h("code", {}, messageText(g.evidence ?? ""))))), { id: "gates" })] : null,
     h("h2", {}, "Trajectory"),
     h("div", { class: "timeline", id: "timeline" }, timeline(trajectory)),
     h("h2", {}, "Rewards"),

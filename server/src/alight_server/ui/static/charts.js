@@ -1,92 +1,91 @@
-// Line charts as plain SVG: series of (step, value) points, optional bands (low, high) around them.
-// No library and no network: the dashboard works offline. Text goes in as text nodes only.
+// Line charts over the run's steps, drawn by uPlot (vendor/uplot, served with the page: no CDN, works offline).
+// A chart is series of (step, value) points, optionally with a band (low, high) drawn around one of them.
 "use strict";
 
 const Charts = (() => {
-  const NS = "http://www.w3.org/2000/svg";
-  const W = 420, H = 190;
   const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2"];
+  const HEIGHT = 190;
 
-  function el(name, attrs, text) {
-    const node = document.createElementNS(NS, name);
-    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
-    if (text !== undefined) node.textContent = text;
-    return node;
+  function rgba(hex, alpha) {
+    const n = parseInt(hex.slice(1), 16);
+    return `rgba(${n >> 16}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`;
   }
 
-  // "Nice" tick values covering [lo, hi]: steps of 1, 2 or 5 times a power of ten.
-  function ticks(lo, hi, n) {
-    if (lo === hi) { lo -= 1; hi += 1; }
-    const raw = (hi - lo) / n, mag = Math.pow(10, Math.floor(Math.log10(raw)));
-    const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw);
-    const out = [];
-    for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(+v.toFixed(10));
-    return out;
+  // uPlot wants one sorted x array and, per series, a y value (or null: a gap) at each x.
+  function aligned(series) {
+    const xs = new Set();
+    for (const s of series) {
+      for (const [x] of s.points) xs.add(x);
+      for (const [x] of s.band || []) xs.add(x);
+    }
+    const x = [...xs].sort((a, b) => a - b);
+    const column = (pairs, pick) => {
+      const at = new Map(pairs.map((p) => [p[0], pick(p)]));
+      return x.map((v) => (at.has(v) ? at.get(v) : null));
+    };
+    return { x, column };
   }
 
-  function fmt(v) {
-    const a = Math.abs(v);
-    if (a !== 0 && (a < 1e-3 || a >= 1e5)) return v.toExponential(1);
-    return String(+v.toPrecision(3));
-  }
-
-  // opts: {title, series: [{name, points: [[x, y]], band: [[x, lo, hi]]?, dots?}], onPoint(x)?}
+  // opts: {title, series: [{name, points: [[x, y]], band: [[x, lo, hi]]?}], onPoint(x)?}
+  // Returns the chart's box; `box.chart` is the uPlot instance (its series and data), for readers and tests.
   function line(opts) {
-    const legend = opts.series.length > 1;
-    const PAD = { l: 52, r: 12, t: legend ? 40 : 26, b: 28 };
-    const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "aria-label": opts.title });
-    svg.appendChild(el("text", { x: PAD.l, y: 16, class: "chart-title" }, opts.title));
-    const all = [];
-    for (const s of opts.series) {
-      for (const [x, y] of s.points) all.push([x, y]);
-      for (const [x, lo, hi] of s.band || []) { all.push([x, lo]); all.push([x, hi]); }
+    const box = document.createElement("div");
+    box.className = "chart";
+    box.dataset.title = opts.title;
+    const { x, column } = aligned(opts.series);
+    if (!x.length) {
+      const title = document.createElement("div");
+      title.className = "chart-title";
+      title.textContent = opts.title;
+      const empty = document.createElement("div");
+      empty.className = "chart-empty";
+      empty.textContent = "no data yet";
+      box.append(title, empty);
+      return box;
     }
-    if (!all.length) {
-      svg.appendChild(el("text", { x: W / 2, y: H / 2, class: "chart-empty", "text-anchor": "middle" }, "no data yet"));
-      return svg;
-    }
-    const xs = all.map((p) => p[0]), ys = all.map((p) => p[1]);
-    let [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
-    if (x0 === x1) { x0 -= 1; x1 += 1; }
-    const yt = ticks(y0, y1, 4);
-    y0 = Math.min(y0, yt[0]); y1 = Math.max(y1, yt[yt.length - 1]);
-    if (y0 === y1) { y0 -= 1; y1 += 1; }
-    const sx = (x) => PAD.l + ((x - x0) / (x1 - x0)) * (W - PAD.l - PAD.r);
-    const sy = (y) => H - PAD.b - ((y - y0) / (y1 - y0)) * (H - PAD.t - PAD.b);
-    for (const v of yt) {
-      svg.appendChild(el("line", { x1: PAD.l, x2: W - PAD.r, y1: sy(v), y2: sy(v), class: "grid" }));
-      svg.appendChild(el("text", { x: PAD.l - 6, y: sy(v) + 4, "text-anchor": "end", class: "tick" }, fmt(v)));
-    }
-    for (const v of ticks(x0, x1, 5).filter((v) => Number.isInteger(v))) {
-      svg.appendChild(el("text", { x: sx(v), y: H - PAD.b + 16, "text-anchor": "middle", class: "tick" }, String(v)));
-    }
-    svg.appendChild(el("text", { x: W - PAD.r, y: H - 2, "text-anchor": "end", class: "tick" }, "step"));
+    const data = [x];
+    const series = [{ label: "step" }];
+    const bands = [];
     opts.series.forEach((s, i) => {
-      const color = s.color || COLORS[i % COLORS.length];
+      const color = COLORS[i % COLORS.length];
+      data.push(column(s.points, (p) => p[1]));
+      series.push({ label: s.name, stroke: color, width: 2, spanGaps: true, points: { show: true, size: 7 } });
       if (s.band && s.band.length) {
-        const upper = s.band.map(([x, , hi]) => `${sx(x)},${sy(hi)}`);
-        const lower = s.band.slice().reverse().map(([x, lo]) => `${sx(x)},${sy(lo)}`);
-        svg.appendChild(el("polygon", { points: upper.concat(lower).join(" "), fill: color, class: "band" }));
-        if (s.band.length === 1) {
-          const [x, lo, hi] = s.band[0];
-          svg.appendChild(el("line", { x1: sx(x), x2: sx(x), y1: sy(lo), y2: sy(hi), stroke: color, class: "whisker" }));
-        }
-      }
-      const pts = s.points.map(([x, y]) => `${sx(x)},${sy(y)}`).join(" ");
-      svg.appendChild(el("polyline", { points: pts, stroke: color, class: "series", "data-series": s.name }));
-      for (const [x, y] of s.points) {
-        const dot = el("circle", { cx: sx(x), cy: sy(y), r: 3.5, fill: color, class: "point", "data-step": x });
-        dot.appendChild(el("title", {}, `${s.name} at step ${x}: ${fmt(y)}`));
-        if (opts.onPoint) dot.addEventListener("click", () => opts.onPoint(x));
-        svg.appendChild(dot);
-      }
-      if (legend) {
-        const lx = PAD.l + i * 84;
-        svg.appendChild(el("rect", { x: lx, y: 24, width: 10, height: 4, fill: color }));
-        svg.appendChild(el("text", { x: lx + 14, y: 29, class: "legend" }, s.name));
+        const faint = { stroke: rgba(color, 0.35), width: 1, spanGaps: true, points: { show: false } };
+        data.push(column(s.band, (p) => p[2]), column(s.band, (p) => p[1]));
+        series.push({ ...faint, label: `${s.name} high` }, { ...faint, label: `${s.name} low` });
+        bands.push({ series: [series.length - 2, series.length - 1], fill: rgba(color, 0.15) });
       }
     });
-    return svg;
+    const chart = new uPlot({
+      title: opts.title,
+      width: 420,
+      height: HEIGHT,
+      // Half a step of room each side, so the first and last points sit inside the plot, where a click reaches.
+      // A flat series gets ±1 around its value (uPlot's own default for a lone 0 is 0..100).
+      scales: {
+        x: { time: false, range: (u, min, max) => [min - 0.5, max + 0.5] },
+        y: { range: (u, min, max) => (min === max ? [min - 1, max + 1] : uPlot.rangeNum(min, max, 0.1, true)) },
+      },
+      axes: [{ label: "step", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] }, {}],
+      cursor: { drag: { x: false, y: false } },
+      series,
+      bands,
+    }, data, box);
+    box.chart = chart;
+    // A click picks the step under the cursor (uPlot snaps the cursor to the nearest x).
+    if (opts.onPoint) {
+      chart.over.style.cursor = "pointer";
+      chart.over.addEventListener("click", () => {
+        if (chart.cursor.idx !== null && chart.cursor.idx !== undefined) opts.onPoint(chart.data[0][chart.cursor.idx]);
+      });
+    }
+    // The box takes its width from the page's grid once it is on screen.
+    new ResizeObserver(() => {
+      const width = box.clientWidth - 2;
+      if (width > 0 && width !== chart.width) chart.setSize({ width, height: HEIGHT });
+    }).observe(box);
+    return box;
   }
 
   return { line };
