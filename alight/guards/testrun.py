@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from alight.guards.policy import REPORT_DIR, SandboxPolicy
+from alight.guards.policy import REPORT_DIR, WORKSPACE, SandboxPolicy
 from alight.guards.run import run_command
 
 PLUGIN = Path(__file__).with_name("pytest_outcomes.py")
@@ -53,7 +53,10 @@ def run_tests(
         argv += ["--outcomes-select", f"/tmp/select-{name}.txt"]
     if coverage:
         argv += ["--outcomes-coverage", f"/tmp/coverage-{name}.json"]
-    argv += list(files)
+    if files:
+        # Node ids stay relative to the workspace: with file arguments pytest would otherwise look for the
+        # rootdir from those files' folder up, and the ids the caller selects by would not match.
+        argv += ["--rootdir", WORKSPACE, *files]
     paths = [REPORT_DIR, *(f"/workspace/{p}".rstrip("/.") for p in pythonpath), "/workspace"]
     # No plugins from the interpreter's other packages (anyio's costs a third of a small suite's start-up);
     # the project's own conftest files still load.
