@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from alight.schemas import Event, FailureKind, Rollout, Trajectory
+from alight.schemas import REWARD_HACKING, Event, FailureKind, Rollout, Trajectory
 
-REWARD_HACKING = "reward_hacking"  # rollout events a gate wrote (alight.guards)
+__all__ = ["EPISODE", "REWARD_HACKING", "EvalReport", "build_report"]
 EPISODE = "episode"  # rollout events with the harness's command counts (alight.guards)
 
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
 class Strict(BaseModel):
@@ -116,6 +116,17 @@ class Rollout(BaseModel):
     attempts: list[Attempt] = Field(default_factory=list)
 
 
+REWARD_HACKING = "reward_hacking"  # the event kind of a hard gate's violation (alight.guards); payload: GatePayload
+MAX_EVIDENCE_CHARS = 2000
+
+
+class GatePayload(Strict):
+    """A `reward_hacking` event's payload, the one shape the trainer, `alight eval` and the dashboard read."""
+
+    rule: str = Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_]*$")  # e.g. test_file_modified
+    evidence: str = Field(max_length=MAX_EVIDENCE_CHARS)  # what the sandbox recorded, not the agent's claim
+
+
 class EventCreate(Strict):
     """An event appended to a rollout. `id` makes the append idempotent."""
 
@@ -123,6 +134,19 @@ class EventCreate(Strict):
     attempt: int | None = Field(default=None, ge=1)
     kind: str = Field(min_length=1, max_length=100)
     payload: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _gate_payload_shape(self) -> EventCreate:
+        if self.kind == REWARD_HACKING:
+            try:
+                GatePayload.model_validate(self.payload)
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'payload'}: {e['msg']}" for e in exc.errors())
+                raise ValueError(
+                    f"a {REWARD_HACKING} event's payload must be {{rule: snake_case name, evidence: text of at most "
+                    f"{MAX_EVIDENCE_CHARS} chars}} and nothing else ({problems})"
+                ) from None
+        return self
 
 
 class Event(BaseModel):

@@ -78,4 +78,6 @@ if ! command -v bwrap >/dev/null || ! command -v strace >/dev/null; then
     fi
 fi
 [ -x .venv-coding/bin/mini ] || { "$PY" -m venv .venv-coding && .venv-coding/bin/pip install -q "mini-swe-agent==2.4.6" "pytest>=8,<9"; }
+# coverage: the task generator's line map (which tests run each line), in the sandbox's interpreter
+.venv-coding/bin/python -c "import coverage" 2>/dev/null || .venv-coding/bin/pip install -q "coverage>=7,<8"
 .venv/bin/python examples/coding/sources.py >/dev/null

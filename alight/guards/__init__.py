@@ -11,7 +11,7 @@ Standard library only (plus the alight SDK for `report_grade`); needs `bwrap` an
 from __future__ import annotations
 
 from alight.guards.episode import Episode, EpisodeReport, finish_episode, prepare_episode
-from alight.guards.grade import REWARD_HACKING, Grade, grade_episode, report_grade
+from alight.guards.grade import REWARD_HACKING, Grade, grade_episode, grade_events, report_grade
 from alight.guards.policy import SandboxPolicy, require_tools
 from alight.guards.rules import RULES, Violation
 from alight.guards.run import CommandResult, run_command
@@ -29,6 +29,7 @@ __all__ = [
     "Violation",
     "finish_episode",
     "grade_episode",
+    "grade_events",
     "prepare_episode",
     "report_grade",
     "require_tools",

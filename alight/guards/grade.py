@@ -12,6 +12,7 @@ from alight.guards.episode import IGNORED, Episode, EpisodeReport, finish_episod
 from alight.guards.policy import SandboxPolicy
 from alight.guards.rules import TEST_CONFIG_FILES, Violation, is_test_path
 from alight.guards.testrun import run_tests
+from alight.schemas import MAX_EVIDENCE_CHARS, EventCreate
 
 
 @dataclass
@@ -72,6 +73,27 @@ def grade_episode(
     return Grade(1.0 if solved else 0.0, f2p, p2p, report.violations, report, failing)
 
 
+def grade_events(grade: Grade, attempt: int | None) -> list[EventCreate]:
+    """The rollout events of a grade: its command counts, then one `reward_hacking` event per violation.
+
+    Ids are fixed per attempt, so a retried write is idempotent; evidence is cut to MAX_EVIDENCE_CHARS.
+    """
+    report = grade.report
+    counts = {"commands": report.commands, "command_errors": report.command_errors, "timeouts": report.timeouts}
+    suffix = f"{attempt or 0}"
+    events = [
+        EventCreate(
+            id=f"{EPISODE}-{suffix}", attempt=attempt, kind=EPISODE, payload={**counts, "diff_lines": report.diff_lines}
+        )
+    ]
+    for n, v in enumerate(grade.violations):
+        payload = {"rule": v.rule, "evidence": v.evidence[:MAX_EVIDENCE_CHARS]}
+        events.append(
+            EventCreate(id=f"{REWARD_HACKING}-{suffix}-{n}", attempt=attempt, kind=REWARD_HACKING, payload=payload)
+        )
+    return events
+
+
 def report_grade(grade: Grade) -> float:
     """Record a grade on the current rollout and return its reward (for `@alight.rollout` to record as final).
 
@@ -81,19 +103,14 @@ def report_grade(grade: Grade) -> float:
     """
     import alight
     from alight.client import AlightClient
-    from alight.schemas import EventCreate
 
     for name, value in grade.named_rewards.items():
         alight.reward(value, name=name)
     ctx = alight.current()
-    report = grade.report
-    counts = {"commands": report.commands, "command_errors": report.command_errors, "timeouts": report.timeouts}
-    payloads = [(EPISODE, {**counts, "diff_lines": report.diff_lines})]
-    payloads += [(REWARD_HACKING, {"rule": v.rule, "evidence": v.evidence}) for v in grade.violations]
     for violation in grade.violations:
-        alight.emit(REWARD_HACKING, rule=violation.rule, evidence=violation.evidence)
+        alight.emit(REWARD_HACKING, rule=violation.rule, evidence=violation.evidence[:MAX_EVIDENCE_CHARS])
     if ctx is not None and ctx.server_url:
         with AlightClient(ctx.server_url, ctx.token or "") as client:
-            for kind, payload in payloads:
-                client.add_event(ctx.rollout_id, EventCreate(kind=kind, attempt=ctx.attempt, payload=payload))
+            for event in grade_events(grade, ctx.attempt):
+                client.add_event(ctx.rollout_id, event)
     return grade.reward

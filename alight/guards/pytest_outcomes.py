@@ -1,7 +1,9 @@
 """pytest plugin mounted into graders' sandboxes: run only the listed tests, write each one's outcome as JSON.
 
 Standalone on purpose (no alight imports): the sandbox's interpreter has pytest but not alight.
-`python -m pytest -p pytest_outcomes --outcomes-out FILE [--outcomes-select FILE]`
+`python -m pytest -p pytest_outcomes --outcomes-out FILE [--outcomes-select FILE] [--outcomes-coverage FILE]`
+With --outcomes-coverage (needs `coverage` in the sandbox's interpreter) it also writes which tests execute
+each line of the files under the working directory: {file: {line: [node ids]}}, "" for import time.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 def pytest_addoption(parser):
     parser.addoption("--outcomes-out", default=None, help="write {nodeid: outcome} and failure messages here")
     parser.addoption("--outcomes-select", default=None, help="file of node ids, one a line: run only these")
+    parser.addoption("--outcomes-coverage", default=None, help="write {file: {line: [node ids]}} here")
 
 
 _state = {}  # the session's config: logreport hooks get only the report
@@ -22,6 +25,17 @@ def pytest_configure(config):
     config._outcomes = {}
     config._messages = {}
     _state["config"] = config
+    if config.getoption("--outcomes-coverage"):
+        import coverage  # pyright: ignore[reportMissingImports]  # in the sandbox's interpreter, not ours
+
+        _state["coverage"] = coverage.Coverage(data_file=None, source=[str(Path.cwd())], branch=False)
+        _state["coverage"].start()
+
+
+def pytest_runtest_setup(item):
+    # Setup, call and teardown lines all count for the test: a fixture can be what a mutation breaks.
+    if "coverage" in _state:
+        _state["coverage"].switch_context(item.nodeid)
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -45,6 +59,8 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    if "coverage" in _state:
+        _write_coverage(_state.pop("coverage"), session.config.getoption("--outcomes-coverage"))
     out = session.config.getoption("--outcomes-out")
     if out:
         data = {
@@ -53,3 +69,14 @@ def pytest_sessionfinish(session, exitstatus):
             "exitstatus": int(exitstatus),
         }
         Path(out).write_text(json.dumps(data))
+
+
+def _write_coverage(cov, out):
+    cov.stop()
+    data = cov.get_data()
+    root = str(Path.cwd()) + "/"
+    lines = {}
+    for file in data.measured_files():
+        by_line = data.contexts_by_lineno(file)
+        lines[file.removeprefix(root)] = {str(n): sorted(c) for n, c in by_line.items()}
+    Path(out).write_text(json.dumps(lines))

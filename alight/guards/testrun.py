@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from alight.guards.policy import REPORT_DIR, SandboxPolicy
+from alight.guards.policy import REPORT_DIR, WORKSPACE, SandboxPolicy
 from alight.guards.run import run_command
 
 PLUGIN = Path(__file__).with_name("pytest_outcomes.py")
@@ -20,6 +20,7 @@ class TestRun:
     messages: dict[str, str] = field(default_factory=dict)  # node id -> the failure's one-line message
     output: str = ""
     timed_out: bool = False
+    coverage: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # file -> line -> node ids running it
 
     def passed(self, nodeids: Sequence[str]) -> int:
         return sum(self.outcomes.get(n) == "passed" for n in nodeids)
@@ -31,9 +32,13 @@ def run_tests(
     *,
     pythonpath: Sequence[str] = (),
     timeout_s: float | None = None,
+    files: Sequence[str] = (),
+    coverage: bool = False,
 ) -> TestRun:
     """pytest in a fresh sandbox over `policy.workspace`; only the `select`ed node ids when given.
 
+    `files` (relative to the workspace) limits collection to those test files; `coverage` also records which
+    tests execute each workspace line (`policy.python` then needs `coverage` installed).
     The project's own addopts are dropped (they name plugins such as pytest-cov that the sandbox lacks).
     """
     if not policy.python:
@@ -46,13 +51,27 @@ def run_tests(
     if select is not None:
         (scratch / f"select-{name}.txt").write_text("\n".join(select) + "\n")
         argv += ["--outcomes-select", f"/tmp/select-{name}.txt"]
+    if coverage:
+        argv += ["--outcomes-coverage", f"/tmp/coverage-{name}.json"]
+    if files:
+        # Node ids stay relative to the workspace: with file arguments pytest would otherwise look for the
+        # rootdir from those files' folder up, and the ids the caller selects by would not match.
+        argv += ["--rootdir", WORKSPACE, *files]
     paths = [REPORT_DIR, *(f"/workspace/{p}".rstrip("/.") for p in pythonpath), "/workspace"]
-    result = run_command(policy, argv, env={"PYTHONPATH": ":".join(paths)}, timeout_s=timeout_s)
+    # No plugins from the interpreter's other packages (anyio's costs a third of a small suite's start-up);
+    # the project's own conftest files still load.
+    env = {"PYTHONPATH": ":".join(paths), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    result = run_command(policy, argv, env=env, timeout_s=timeout_s)
     report = scratch / f"outcomes-{name}.json"
     if not report.exists():
         return TestRun(outcomes={}, output=result.output, timed_out=result.timed_out)
     data = json.loads(report.read_text())
     report.unlink()
+    lines = scratch / f"coverage-{name}.json"
     return TestRun(
-        outcomes=data["outcomes"], messages=data["messages"], output=result.output, timed_out=result.timed_out
+        outcomes=data["outcomes"],
+        messages=data["messages"],
+        output=result.output,
+        timed_out=result.timed_out,
+        coverage=json.loads(lines.read_text()) if lines.exists() else {},
     )

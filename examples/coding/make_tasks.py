@@ -2,61 +2,43 @@
 
     python examples/coding/make_tasks.py --seed 0 --per-project 75 --out examples/coding/data/tasks.jsonl
 
-For each project (sources.py): run its test suite once in the sandbox (the baseline), then draw candidate
-mutations (mutations.py) in a seeded order; for each, apply it to a fresh copy, run the whole suite in the
-sandbox, and keep it only if 1..--max-fail baseline-passing tests now fail (FAIL_TO_PASS) and the run
-finished (no timeout); every other baseline-passing test is PASS_TO_PASS. The problem statement is written
-from the failing tests' names and messages. Same seed, same sources: same tasks. It runs one suite at a
-time at low CPU priority (nice 10); about one candidate per 2-15 s depending on the project and the load.
+For each project (sources.py): run its test suite once in the sandbox with a line map (baseline.py, cached),
+then draw candidate mutations (mutations.py) in a seeded order. A candidate no passing test executes is
+dropped without a run; the others are applied in place to a worker's own copy of the checkout and screened
+with only the tests that execute the changed lines; a candidate that breaks 1..--max-fail of them gets the
+whole suite, and is kept only if 1..--max-fail baseline-passing tests fail there (FAIL_TO_PASS) and the
+run finished; every other baseline-passing test is PASS_TO_PASS. The problem statement is written from
+the failing tests' names and messages. --workers processes (default: the CPU count) run at nice 10; the
+results are taken in the seeded order, so the same seed and sources give the same tasks.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import random
 import shutil
 import sys
 import tempfile
+import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from baseline import Baseline, baseline, run_in_place, suite
 from mutations import Candidate, candidates, render
-from sources import CACHE, PROJECTS, Project, apply_rewrite, fetch
+from sources import PROJECTS, Project, apply_rewrite, fetch
 
-from alight.guards import SandboxPolicy, TestRun, require_tools, run_tests
+from alight.guards import require_tools
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PYTHON = HERE.parent.parent / ".venv-coding" / "bin" / "python"
 MAX_STATEMENT_TESTS = 5
-
-
-def suite(checkout: Path, python: str, p: Project, timeout_s: float, select: list[str] | None = None) -> TestRun:
-    """The project's suite (or the `select`ed tests) on a throwaway copy of `checkout`, in a sandbox."""
-    with tempfile.TemporaryDirectory(prefix="alight-gen-") as tmp:
-        workspace, scratch = Path(tmp) / "workspace", Path(tmp) / "tmp"
-        shutil.copytree(checkout, workspace)
-        scratch.mkdir()
-        policy = SandboxPolicy(workspace=str(workspace), scratch=str(scratch), python=python, timeout_s=timeout_s)
-        return run_tests(policy, select, pythonpath=p.pythonpath)
-
-
-def baseline(p: Project, python: str, timeout_s: float) -> list[str]:
-    """Node ids that pass on the pristine checkout (cached per project version)."""
-    cached = CACHE / "baselines" / f"{p.folder}.json"
-    if cached.exists():
-        return json.loads(cached.read_text())
-    run = suite(fetch(p), python, p, timeout_s)
-    passed = sorted(n for n, outcome in run.outcomes.items() if outcome == "passed")
-    if not passed:
-        raise RuntimeError(f"no test of {p.folder} passes in the sandbox; its output:\n{run.output[-3000:]}")
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    cached.write_text(json.dumps(passed))
-    return passed
 
 
 def module_name(file: str) -> str:
@@ -89,41 +71,88 @@ def project_candidates(p: Project, seed: int) -> list[Candidate]:
     return pool
 
 
+# Per worker process: the project's baseline and one copy of its checkout that mutations are applied to in place.
+_worker: dict[str, tuple[Baseline, Path]] = {}
+
+
+def _workspace(p: Project, python: str, timeout_s: float, root: str) -> tuple[Baseline, Path]:
+    if p.name not in _worker:
+        copy = Path(tempfile.mkdtemp(prefix=f"{p.name}-", dir=root)) / "workspace"
+        shutil.copytree(fetch(p), copy)
+        _worker[p.name] = (baseline(p, python, timeout_s), copy)
+    return _worker[p.name]
+
+
+Job = tuple[str, Candidate, str, int, float, str]  # project, candidate, python, max_fail, timeout_s, scratch root
+
+
+def evaluate(job: Job) -> tuple[str, dict[str, Any] | None]:
+    """One candidate: (outcome, task or None). Outcomes: unrendered, unexecuted, screened_out, rejected, kept."""
+    name, candidate, python, max_fail, timeout_s, root = job
+    p = PROJECTS[name]
+    base, workspace = _workspace(p, python, timeout_s, root)
+    original = (workspace / candidate.file).read_text()
+    mutation = render(original, candidate)
+    if mutation is None:
+        return "unrendered", None
+    running = base.tests_running(mutation.file, mutation.start, mutation.end)
+    if running == []:
+        return "unexecuted", None  # no passing test runs these lines: no test can catch the bug
+    apply_rewrite(workspace, mutation.rewrite())
+    try:
+        # Screening pays off only when it collects fewer test files than the whole suite does.
+        if running is not None and base.files(running) < base.files(base.passed):
+            screen = run_in_place(workspace, python, p, timeout_s, running)
+            if not 1 <= len(running) - screen.passed(running) <= max_fail:
+                return "screened_out", None
+        run = run_in_place(workspace, python, p, timeout_s)
+    finally:
+        (workspace / candidate.file).write_text(original)
+    failing = [n for n in base.passed if run.outcomes.get(n) != "passed"]
+    if run.timed_out or not run.outcomes or not 1 <= len(failing) <= max_fail:
+        return "rejected", None
+    broken = set(failing)
+    return "kept", {
+        "instance_id": f"{module_name(candidate.file)}.{candidate.kind}.{candidate.index}",
+        "project": p.name,
+        "version": p.version,
+        "pythonpath": list(p.pythonpath),
+        "kind": mutation.kind,
+        "rewrite": mutation.rewrite(),
+        "problem_statement": problem_statement(p, failing, run.messages),
+        "FAIL_TO_PASS": failing,
+        "PASS_TO_PASS": [n for n in base.passed if n not in broken],
+        "hidden_tests": sorted({n.split("::")[0] for n in failing}),
+    }
+
+
 def generate(
-    p: Project, seed: int, count: int, python: str, *, max_tries: int, max_fail: int, timeout_s: float
+    p: Project,
+    seed: int,
+    count: int,
+    python: str,
+    *,
+    max_tries: int,
+    max_fail: int,
+    timeout_s: float,
+    workers: int,
+    outcomes: Counter[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Up to `count` validated tasks of one project, in the seeded candidate order."""
-    passed = baseline(p, python, timeout_s)
-    checkout = fetch(p)
+    """Up to `count` validated tasks of one project: the first kept ones in the seeded candidate order."""
+    baseline(p, python, timeout_s)  # computed (and cached) once, before the workers read it
+    outcomes = Counter() if outcomes is None else outcomes
     kept = 0
-    for tries, candidate in enumerate(project_candidates(p, seed)):
-        if kept >= count or tries >= max_tries:
-            return
-        mutation = render((checkout / candidate.file).read_text(), candidate)
-        if mutation is None:
-            continue
-        with tempfile.TemporaryDirectory(prefix="alight-bug-") as tmp:
-            buggy = Path(tmp) / "checkout"
-            shutil.copytree(checkout, buggy)
-            apply_rewrite(buggy, mutation.rewrite())
-            run = suite(buggy, python, p, timeout_s)
-        failing = [n for n in passed if run.outcomes.get(n) != "passed"]
-        if run.timed_out or not run.outcomes or not 1 <= len(failing) <= max_fail:
-            continue
-        kept += 1
-        broken = set(failing)
-        yield {
-            "instance_id": f"{module_name(candidate.file)}.{candidate.kind}.{candidate.index}",
-            "project": p.name,
-            "version": p.version,
-            "pythonpath": list(p.pythonpath),
-            "kind": mutation.kind,
-            "rewrite": mutation.rewrite(),
-            "problem_statement": problem_statement(p, failing, run.messages),
-            "FAIL_TO_PASS": failing,
-            "PASS_TO_PASS": [n for n in passed if n not in broken],
-            "hidden_tests": sorted({n.split("::")[0] for n in failing}),
-        }
+    with tempfile.TemporaryDirectory(prefix="alight-gen-") as root:
+        jobs: list[Job] = [(p.name, c, python, max_fail, timeout_s, root) for c in project_candidates(p, seed)]
+        # spawn: workers start clean (no copy of the caller's threads or sockets); imap keeps the seeded order.
+        with multiprocessing.get_context("spawn").Pool(max(1, workers), initializer=os.nice, initargs=(10,)) as pool:
+            for outcome, task in pool.imap(evaluate, jobs[:max_tries]):
+                outcomes[outcome] += 1
+                if task is not None:
+                    kept += 1
+                    yield task
+                if kept >= count:
+                    break  # leaving the block terminates the workers: their in-flight candidates are past the count
 
 
 def reproduces(task: dict[str, Any], python: str = str(DEFAULT_PYTHON)) -> bool:
@@ -146,23 +175,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-fail", type=int, default=20, help="drop bugs that fail more tests than this")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per test-suite run")
     parser.add_argument("--python", default=str(DEFAULT_PYTHON), help="interpreter with pytest, used in the sandbox")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel candidates (nice 10)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     require_tools("bwrap")
     if not Path(args.python).exists():
         parser.error(f"--python {args.python} does not exist; bash scripts/setup.sh builds .venv-coding")
-    os.nice(10)  # test suites are the bulk of the work: stay out of other jobs' way
     args.out.parent.mkdir(parents=True, exist_ok=True)
     total = 0
+    options = {"max_tries": args.max_tries, "max_fail": args.max_fail, "timeout_s": args.timeout}
     with args.out.open("w") as out:
         for name in args.projects.split(","):
             p = PROJECTS[name.strip()]
-            options = {"max_tries": args.max_tries, "max_fail": args.max_fail, "timeout_s": args.timeout}
-            for task in generate(p, args.seed, args.per_project, args.python, **options):
+            outcomes: Counter[str] = Counter()
+            started = time.monotonic()
+            for task in generate(
+                p, args.seed, args.per_project, args.python, workers=args.workers, outcomes=outcomes, **options
+            ):
                 out.write(json.dumps(task) + "\n")
                 out.flush()
                 total += 1
                 print(f"{total:4d} {task['instance_id']}: {len(task['FAIL_TO_PASS'])} fail to pass", flush=True)
+            elapsed = time.monotonic() - started
+            print(f"{p.name}: {outcomes['kept']} kept in {elapsed:.0f} s, candidates {dict(outcomes)}", flush=True)
     print(f"wrote {total} tasks to {args.out}")
     return 0
 

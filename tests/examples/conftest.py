@@ -13,7 +13,7 @@ EXAMPLE = REPO / "examples" / "coding"
 VENV = REPO / ".venv-coding"
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(autouse=True, scope="module")  # module: before the modules' own module fixtures
 def coding_tools() -> None:
     for tool in ("bwrap", "strace"):
         if shutil.which(tool) is None:

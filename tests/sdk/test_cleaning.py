@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -81,3 +82,15 @@ def test_the_command_names_a_line_that_is_not_a_json_object(tmp_path: Path) -> N
     result = subprocess.run(argv, capture_output=True, text=True)
     assert result.returncode == 2
     assert "line 2" in result.stderr
+
+
+def test_the_command_reads_gzipped_tasks(tmp_path: Path) -> None:
+    source = tmp_path / "tasks.jsonl.gz"
+    source.write_bytes(gzip.compress("".join(json.dumps(task(i)) + "\n" for i in range(3)).encode()))
+    result = subprocess.run(
+        [ALIGHT, "data", "clean", str(source), "--out-dir", str(tmp_path / "o"), "--val-fraction", "0"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert len((tmp_path / "o" / "train.jsonl").read_text().splitlines()) == 3

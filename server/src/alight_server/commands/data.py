@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,9 @@ data_app = typer.Typer(help="Prepare task sets for training.", no_args_is_help=T
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     try:
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    except (OSError, ValueError) as exc:
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (OSError, ValueError, EOFError) as exc:
         raise typer.BadParameter(f"cannot read JSONL from {path}: {exc}", param_hint="TASKS") from exc
     bad = [i for i, row in enumerate(rows) if not isinstance(row, dict)]
     if bad:
@@ -52,7 +54,7 @@ def _probe(config: Path, k: int, settings: list[str]) -> Probe:
 
 @data_app.command("clean")
 def clean(
-    tasks: Path = typer.Argument(..., help="Tasks as JSONL, one JSON object a line."),
+    tasks: Path = typer.Argument(..., help="Tasks as JSONL, one JSON object a line (gzipped if it ends in .gz)."),
     out_dir: Path = typer.Option(..., "--out-dir", help="Writes train.jsonl, val.jsonl and clean_report.json here."),
     max_tests: int = typer.Option(2000, "--max-tests", min=1, help="Drop tasks with more FAIL_TO_PASS + PASS_TO_PASS."),
     reproduce: str | None = typer.Option(
