@@ -20,6 +20,23 @@ from alight_server.store.sql import SqlStore
 ADMIN_KEY = "alk_test-admin-key"
 
 
+# Markers whose tests run only when selected with -m (minutes each): marker -> how to run them.
+OPT_IN = {
+    "soak": "soak drill: run with `pytest -m soak tests/server/drills` (docs/api.md)",
+    "async_e2e": "async end-to-end run: pytest -m async_e2e tests/server/trainer (docs/training.md)",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    selected = config.getoption("-m") or ""
+    for marker, how in OPT_IN.items():
+        if marker in selected:
+            continue
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=how))
+
+
 @pytest.fixture(scope="session")
 def pg_url() -> str:
     """Base URL of the throwaway PostgreSQL that scripts/test.sh starts; skips when absent."""

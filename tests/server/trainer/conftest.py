@@ -29,13 +29,3 @@ def tiny_config(tmp_path: Path) -> Callable[..., TrainConfig]:
         return parse_config(raw, tmp_path)
 
     return make
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Asynchronous end-to-end runs take minutes: only when selected (`pytest -m async_e2e tests/server/trainer`)."""
-    if "async_e2e" in (config.getoption("-m") or ""):
-        return
-    skip = pytest.mark.skip(reason="async end-to-end run: pytest -m async_e2e tests/server/trainer (docs/training.md)")
-    for item in items:
-        if "async_e2e" in item.keywords:
-            item.add_marker(skip)
