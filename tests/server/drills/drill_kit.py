@@ -15,6 +15,7 @@ from typing import Any
 from alight.api_models import RolloutQuery
 from alight.schemas import AttemptStatus, FailureKind, RolloutState
 from alight_server.store.sql import SqlStore
+from alight_server.testing.services import stop as stop  # the drills stop processes like every other test
 
 BIN = Path(sys.executable).parent
 AGENTS = Path(__file__).parent / "agents"
@@ -25,17 +26,6 @@ def start(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subp
         return subprocess.Popen(
             argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **(env or {})}
         )
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the process group, SIGKILL it if it lingers."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 def kill_9(proc: subprocess.Popen[bytes]) -> None:

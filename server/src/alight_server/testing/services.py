@@ -27,13 +27,18 @@ def process(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
         try:
             yield proc
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+            stop(proc)
+
+
+def stop(proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
+    """SIGTERM the process group, SIGKILL it if it lingers."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 120.0) -> None:
