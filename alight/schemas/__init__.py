@@ -1,0 +1,75 @@
+"""Shared wire schemas: what the server stores and serves, and what clients send.
+
+The server, the controller, the trainer and the SDK client all speak these
+models; the store keeps them durably. Field names are the JSON names. One
+module a concept; every name is importable from `alight.schemas` itself.
+"""
+
+from __future__ import annotations
+
+from alight.schemas.calls import ApiFlavour, ModelCall
+from alight.schemas.events import Event, EventCreate
+from alight.schemas.gates import MAX_EVIDENCE_CHARS, REWARD_HACKING, GatePayload
+from alight.schemas.gateway import GatewayPause, GatewayReplica
+from alight.schemas.rewards import Reward, RewardCreate, RewardSource
+from alight.schemas.rollouts import (
+    TERMINAL_STATES,
+    TRANSITIONS,
+    Attempt,
+    AttemptFinish,
+    AttemptStart,
+    AttemptStatus,
+    FailureKind,
+    Mode,
+    Rollout,
+    RolloutCreate,
+    RolloutState,
+    RunnerSpec,
+)
+from alight.schemas.runs import Run, RunReport, RunStatus, RunStep, RunStepReport
+from alight.schemas.spans import SpanRecord
+from alight.schemas.strict import Strict
+from alight.schemas.trajectory import CallOutput, ToolCallView, ToolSpan, Trajectory, TrajectoryCall
+from alight.schemas.upstreams import PolicyVersion, Upstream, UpstreamCreate
+
+__all__ = [
+    "MAX_EVIDENCE_CHARS",
+    "REWARD_HACKING",
+    "TERMINAL_STATES",
+    "TRANSITIONS",
+    "ApiFlavour",
+    "Attempt",
+    "AttemptFinish",
+    "AttemptStart",
+    "AttemptStatus",
+    "CallOutput",
+    "Event",
+    "EventCreate",
+    "FailureKind",
+    "GatePayload",
+    "GatewayPause",
+    "GatewayReplica",
+    "Mode",
+    "ModelCall",
+    "PolicyVersion",
+    "Reward",
+    "RewardCreate",
+    "RewardSource",
+    "Rollout",
+    "RolloutCreate",
+    "RolloutState",
+    "Run",
+    "RunReport",
+    "RunStatus",
+    "RunStep",
+    "RunStepReport",
+    "RunnerSpec",
+    "SpanRecord",
+    "Strict",
+    "ToolCallView",
+    "ToolSpan",
+    "Trajectory",
+    "TrajectoryCall",
+    "Upstream",
+    "UpstreamCreate",
+]

@@ -1,0 +1,17 @@
+"""A hard gate's violation: the `reward_hacking` event kind and its one payload shape."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from alight.schemas.strict import Strict
+
+REWARD_HACKING = "reward_hacking"  # the event kind of a hard gate's violation (alight.guards); payload: GatePayload
+MAX_EVIDENCE_CHARS = 2000
+
+
+class GatePayload(Strict):
+    """A `reward_hacking` event's payload, the one shape the trainer, `alight eval` and the dashboard read."""
+
+    rule: str = Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_]*$")  # e.g. test_file_modified
+    evidence: str = Field(max_length=MAX_EVIDENCE_CHARS)  # what the sandbox recorded, not the agent's claim

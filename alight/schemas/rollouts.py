@@ -1,0 +1,124 @@
+"""Rollouts and their attempts: the state machine, what is created, what the controller is handed."""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from alight.schemas.strict import Strict
+
+
+class RolloutState(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+# The rollout state machine (DESIGN §3), enforced by the store and nowhere else.
+TRANSITIONS: dict[RolloutState, frozenset[RolloutState]] = {
+    RolloutState.QUEUED: frozenset({RolloutState.RUNNING, RolloutState.CANCELLED, RolloutState.FAILED}),
+    RolloutState.RUNNING: frozenset({RolloutState.SUCCEEDED, RolloutState.FAILED, RolloutState.CANCELLED}),
+    RolloutState.SUCCEEDED: frozenset(),
+    RolloutState.FAILED: frozenset(),
+    RolloutState.CANCELLED: frozenset(),
+}
+TERMINAL_STATES = frozenset(s for s, nxt in TRANSITIONS.items() if not nxt)
+
+
+class AttemptStatus(enum.StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class FailureKind(enum.StrEnum):
+    TASK = "task"  # the agent raised or exited non-zero: final, scored by its reward rules
+    INFRA = "infra"  # spawn failed, node lost, gateway unreachable: retried, never a fake reward
+    TIMEOUT = "timeout"  # ran past the rollout's timeout: retried like infra
+
+
+class Mode(enum.StrEnum):
+    TRAIN = "train"
+    VAL = "val"
+
+
+class RunnerSpec(Strict):
+    """What the controller starts for an attempt.
+
+    Either `entrypoint` ("module:function" or "path/to/file.py:function",
+    decorated with @alight.rollout) or `command` (any argv). `image` is for
+    the Kubernetes runner, as is `resources` (a container's
+    `{"requests": {...}, "limits": {...}}`).
+    """
+
+    entrypoint: str | None = None
+    command: list[str] | None = None
+    cwd: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    image: str | None = None
+    resources: dict[str, dict[str, str]] | None = None
+
+
+class RolloutCreate(Strict):
+    id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
+    task: Any = None
+    mode: Mode = Mode.TRAIN
+    group_id: str | None = Field(default=None, max_length=200)
+    runner: RunnerSpec | None = None
+    timeout_s: float = Field(default=600.0, gt=0, le=7 * 24 * 3600)
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Attempt(BaseModel):
+    rollout_id: str
+    attempt: int
+    status: AttemptStatus
+    failure_kind: FailureKind | None = None
+    message: str | None = None
+    exit_code: int | None = None
+    runner_handle: str | None = None
+    started_at: datetime
+    ended_at: datetime | None = None
+
+
+class Rollout(BaseModel):
+    id: str
+    task: Any = None
+    mode: Mode
+    group_id: str | None
+    runner: RunnerSpec | None
+    timeout_s: float
+    max_attempts: int
+    metadata: dict[str, Any]
+    state: RolloutState
+    policy_version: int
+    created_at: datetime
+    updated_at: datetime
+    # Monotonic per-store change counter: list?since_seq=N never misses a
+    # rollout that finished out of order.
+    seq: int
+    attempts: list[Attempt] = Field(default_factory=list)
+
+
+class AttemptStart(BaseModel):
+    """What the server hands the controller for a claimed attempt."""
+
+    rollout: Rollout
+    attempt: int
+    token: str
+    gateway_base_url: str  # ends in /v1
+    otlp_traces_endpoint: str
+
+
+class AttemptFinish(Strict):
+    status: Literal["succeeded", "failed"]
+    failure_kind: FailureKind | None = None
+    exit_code: int | None = None
+    message: str | None = Field(default=None, max_length=20000)
+    runner_handle: str | None = None
