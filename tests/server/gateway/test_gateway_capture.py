@@ -1,12 +1,14 @@
-"""Capture helpers as pure functions: token ids, logprobs, flags, traceparent."""
+"""Capture helpers as pure functions: token ids, logprobs, flags, traceparent, the ModelCall row."""
 
 from __future__ import annotations
 
+from alight.schemas import ApiFlavour, ModelCall
 from alight_server.gateway.capture.record import (
     LOGPROB_COUNT_MISMATCH,
     MISSING_PROMPT_IDS,
     MISSING_TOKEN_IDS,
     USAGE_COUNT_MISMATCH,
+    CallRecord,
     parse_traceparent,
     tokens_of,
 )
@@ -61,3 +63,43 @@ def test_traceparent_parsing():
     assert parse_traceparent("00-" + "0" * 32 + f"-{span}-01") == (None, None)
     assert parse_traceparent("garbage") == (None, None)
     assert parse_traceparent(None) == (None, None)
+
+
+def test_a_recorded_call_is_a_valid_model_call_carrying_the_record_and_its_tokens():
+    record = CallRecord(
+        rollout_id="r1",
+        attempt=2,
+        flavour=ApiFlavour.CHAT,
+        request={"messages": [{"role": "user", "content": "hi"}]},
+        trace_id="a" * 32,
+        span_id="b" * 16,
+        streamed=True,
+        policy_version=3,
+        started=0.0,
+        upstream="u1",
+    )
+    tokens = tokens_of(_chat([5, 6], [-0.1, -0.2], usage=2), chat=True)
+    call = record.to_model_call(status=200, latency_ms=1.5, response={"id": "x"}, tokens=tokens)
+    # Validation is skipped when the row is built; a round trip through it shows no field was left unset.
+    assert ModelCall.model_validate(call.model_dump()) == call
+    assert call.model_dump(include={"rollout_id", "attempt", "flavour", "trace_id", "span_id", "upstream"}) == {
+        "rollout_id": "r1",
+        "attempt": 2,
+        "flavour": ApiFlavour.CHAT,
+        "trace_id": "a" * 32,
+        "span_id": "b" * 16,
+        "upstream": "u1",
+    }
+    assert (call.streamed, call.policy_version, call.request, call.status_code, call.latency_ms) == (
+        True,
+        3,
+        record.request,
+        200,
+        1.5,
+    )
+    assert (call.prompt_token_ids, call.response_token_ids, call.response_logprobs, call.flags) == (
+        [1, 2],
+        [5, 6],
+        [-0.1, -0.2],
+        [],
+    )

@@ -6,7 +6,7 @@ import copy
 import itertools
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -139,26 +139,23 @@ class CallRecord:
         # constructed row with every field replaced (model_construct walks each field; hot path).
         call = copy.copy(_BLANK)
         vars(call).update(
+            {name: getattr(self, name) for name in _FROM_RECORD},
+            **{name: getattr(t, name) for name in _FROM_TOKENS},
             id=_call_ids.next(),
-            rollout_id=self.rollout_id,
-            attempt=self.attempt,
             seq=0,  # the store assigns the attempt's next number
-            trace_id=self.trace_id,
-            span_id=self.span_id,
-            flavour=self.flavour,
-            request=self.request,
             response=response,
-            prompt_token_ids=t.prompt_token_ids,
-            response_token_ids=t.response_token_ids,
-            response_logprobs=t.response_logprobs,
-            extra_choices=t.extra_choices,
-            policy_version=self.policy_version,
-            upstream=self.upstream,
             latency_ms=latency_ms,
             status_code=status,
             error=error,
-            streamed=self.streamed,
-            flags=t.flags,
             created_at=datetime.now(UTC),
         )
         return call
+
+
+def _model_call_fields(cls: type) -> tuple[str, ...]:
+    """The fields of a dataclass that are ModelCall fields of the same name: copied into the row by name."""
+    return tuple(f.name for f in fields(cls) if f.name in ModelCall.model_fields)
+
+
+_FROM_RECORD = _model_call_fields(CallRecord)  # rollout_id, attempt, flavour, request, trace_id, ...
+_FROM_TOKENS = _model_call_fields(Tokens)  # the token ids, logprobs, extra choices and flags
