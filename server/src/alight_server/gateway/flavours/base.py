@@ -48,6 +48,16 @@ class Flavour(Protocol):
     def assembler(self) -> ChatAssembler | CompletionAssembler: ...
 
 
+class ChatUpstream:
+    """What the flavours sent upstream as chat completions share: the path, the error shape, the assembler."""
+
+    upstream_path = "/chat/completions"
+    anthropic_errors = False
+
+    def assembler(self) -> ChatAssembler:
+        return ChatAssembler()
+
+
 def sse(data: dict[str, Any], event: str | None = None) -> bytes:
     head = f"event: {event}\n".encode() if event else b""
     return head + b"data: " + orjson.dumps(data) + b"\n\n"

@@ -17,8 +17,8 @@ import orjson
 
 from alight.schemas import ApiFlavour
 from alight_server.gateway.errors import GatewayError
-from alight_server.gateway.flavours.assemble import ChatAssembler
-from alight_server.gateway.flavours.base import sse
+from alight_server.gateway.flavours.base import ChatUpstream, sse
+from alight_server.gateway.flavours.chat_wire import first_choice, first_choice_deltas, stream_fields, tool_call_deltas
 from alight_server.gateway.flavours.reasoning import Piece, ThinkSplitter, split_message
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use"}
@@ -195,9 +195,8 @@ def _message(
     }
 
 
-class MessagesFlavour:
+class MessagesFlavour(ChatUpstream):
     kind = ApiFlavour.MESSAGES
-    upstream_path = "/chat/completions"
     anthropic_errors = True
 
     def to_upstream(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -215,21 +214,16 @@ class MessagesFlavour:
                 chat[key] = body[key]
         if body.get("stop_sequences"):
             chat["stop"] = list(body["stop_sequences"])
-        if body.get("stream"):
-            chat["stream"] = True
-            chat["stream_options"] = {"include_usage": True}
+        chat.update(stream_fields(body))
         return chat
 
     def from_upstream(self, upstream: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
-        choice = (upstream.get("choices") or [{}])[0]
+        choice = first_choice(upstream)
         content = _content(choice.get("message") or {})
         return _message("msg_" + uuid.uuid4().hex, body, content, _stop(choice, body), _usage(upstream.get("usage")))
 
     def stream(self, body: dict[str, Any]) -> MessagesStream:
         return MessagesStream(body)
-
-    def assembler(self) -> ChatAssembler:
-        return ChatAssembler()
 
 
 class MessagesStream:
@@ -266,14 +260,9 @@ class MessagesStream:
             usage = {"input_tokens": len(chunk.get("prompt_token_ids") or []), "output_tokens": 0}
             message = _message(self.msg_id, self.body, [], (None, None), usage)
             out.append(sse({"type": "message_start", "message": message}, "message_start"))
-        for choice in chunk.get("choices") or []:
-            if choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta") or {}
+        for delta in first_choice_deltas(chunk):
             out += self._pieces(self.splitter.feed(delta))
-            for tc in delta.get("tool_calls") or []:
-                k = tc.get("index", 0)
-                fn = tc.get("function") or {}
+            for k, tc, fn in tool_call_deltas(delta):
                 if k not in self.tool_blocks:
                     out += self._open({"type": "tool_use", "id": tc.get("id"), "name": fn.get("name"), "input": {}})
                     self.tool_blocks[k] = len(self.blocks) - 1
@@ -314,6 +303,6 @@ class MessagesStream:
         return out
 
     def agent_response(self, assembled: dict[str, Any]) -> dict[str, Any]:
-        choice = (assembled.get("choices") or [{}])[0]
+        choice = first_choice(assembled)
         usage = _usage(assembled.get("usage"))
         return _message(self.msg_id, self.body, _content(choice.get("message") or {}), _stop(choice, self.body), usage)

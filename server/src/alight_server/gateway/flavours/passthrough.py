@@ -6,8 +6,8 @@ from typing import Any
 
 from alight.schemas import ApiFlavour
 from alight_server.gateway.errors import GatewayError
-from alight_server.gateway.flavours.assemble import ChatAssembler, CompletionAssembler
-from alight_server.gateway.flavours.base import sse
+from alight_server.gateway.flavours.assemble import CompletionAssembler
+from alight_server.gateway.flavours.base import ChatUpstream, sse
 
 DONE = b"data: [DONE]\n\n"
 
@@ -59,10 +59,8 @@ def _check_common(body: dict[str, Any]) -> None:
         raise GatewayError(400, f"`stream` must be true or false, got {body['stream']!r}", param="stream")
 
 
-class ChatFlavour:
+class ChatFlavour(ChatUpstream):
     kind = ApiFlavour.CHAT
-    upstream_path = "/chat/completions"
-    anthropic_errors = False
 
     def to_upstream(self, body: dict[str, Any]) -> dict[str, Any]:
         messages = body.get("messages")
@@ -78,9 +76,6 @@ class ChatFlavour:
 
     def stream(self, body: dict[str, Any]) -> PassthroughStream:
         return PassthroughStream(body, chat=True)
-
-    def assembler(self) -> ChatAssembler:
-        return ChatAssembler()
 
 
 class CompletionsFlavour:

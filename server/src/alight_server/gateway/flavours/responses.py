@@ -15,7 +15,8 @@ from typing import Any
 
 from alight.schemas import ApiFlavour
 from alight_server.gateway.errors import GatewayError
-from alight_server.gateway.flavours.assemble import ChatAssembler
+from alight_server.gateway.flavours.base import ChatUpstream
+from alight_server.gateway.flavours.chat_wire import first_choice, stream_fields
 from alight_server.gateway.flavours.responses_items import ResponseShell, namespaced_tools, output_items
 from alight_server.gateway.flavours.responses_stream import ResponsesStream
 
@@ -154,10 +155,8 @@ def _format(body: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-class ResponsesFlavour:
+class ResponsesFlavour(ChatUpstream):
     kind = ApiFlavour.RESPONSES
-    upstream_path = "/chat/completions"
-    anthropic_errors = False
 
     def to_upstream(self, body: dict[str, Any]) -> dict[str, Any]:
         if body.get("previous_response_id"):
@@ -173,13 +172,11 @@ class ResponsesFlavour:
                 chat[dst] = body[src]
         if (fmt := _format(body)) is not None:
             chat["response_format"] = fmt
-        if body.get("stream"):
-            chat["stream"] = True
-            chat["stream_options"] = {"include_usage": True}
+        chat.update(stream_fields(body))
         return chat
 
     def from_upstream(self, upstream: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
-        choice = (upstream.get("choices") or [{}])[0]
+        choice = first_choice(upstream)
         message = choice.get("message") or {}
         calls = message.get("tool_calls") or []
         shell = ResponseShell(body)
@@ -191,6 +188,3 @@ class ResponsesFlavour:
 
     def stream(self, body: dict[str, Any]) -> ResponsesStream:
         return ResponsesStream(body)
-
-    def assembler(self) -> ChatAssembler:
-        return ChatAssembler()

@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from alight_server.gateway.flavours.base import sse
+from alight_server.gateway.flavours.chat_wire import first_choice, first_choice_deltas, tool_call_deltas
 from alight_server.gateway.flavours.reasoning import Piece, ThinkSplitter
 from alight_server.gateway.flavours.responses_items import (
     ResponseShell,
@@ -61,14 +62,9 @@ class ResponsesStream:
 
     def on_chunk(self, chunk: dict[str, Any]) -> tuple[list[bytes], list[bytes]]:
         out: list[bytes] = []
-        for choice in chunk.get("choices") or []:
-            if choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta") or {}
+        for delta in first_choice_deltas(chunk):
             out += self._pieces(self.splitter.feed(delta))
-            for tc in delta.get("tool_calls") or []:
-                k = tc.get("index", 0)
-                fn = tc.get("function") or {}
+            for k, tc, fn in tool_call_deltas(delta):
                 if k not in self.call_items:
                     item_id = "fc_" + uuid.uuid4().hex
                     self.call_items[k] = item_id
@@ -120,7 +116,7 @@ class ResponsesStream:
 
     def _final(self, assembled: dict[str, Any]) -> dict[str, Any]:
         if self.final is None:
-            choice = (assembled.get("choices") or [{}])[0]
+            choice = first_choice(assembled)
             message = choice.get("message") or {}
             call_ids = [
                 self.call_items.get(k, "fc_" + uuid.uuid4().hex) for k in range(len(message.get("tool_calls") or []))
