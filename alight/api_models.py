@@ -1,4 +1,4 @@
-"""Request and response envelopes of the server's /api routes (the objects inside are in schemas.py)."""
+"""Request and response envelopes of the server's /api routes (the objects inside are in alight.schemas)."""
 
 from __future__ import annotations
 
