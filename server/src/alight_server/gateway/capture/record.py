@@ -138,9 +138,10 @@ class CallRecord:
         # Built from values the gateway produced itself, so validation is skipped: a copy of a
         # constructed row with every field replaced (model_construct walks each field; hot path).
         call = copy.copy(_BLANK)
-        vars(call).update(
-            {name: getattr(self, name) for name in _FROM_RECORD},
-            **{name: getattr(t, name) for name in _FROM_TOKENS},
+        row, record, token_fields = vars(call), vars(self), vars(t)
+        row.update({name: record[name] for name in _FROM_RECORD})
+        row.update({name: token_fields[name] for name in _FROM_TOKENS})
+        row.update(
             id=_call_ids.next(),
             seq=0,  # the store assigns the attempt's next number
             response=response,
