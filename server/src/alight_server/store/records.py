@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
-from sqlalchemy import Dialect, bindparam, select
+from sqlalchemy import DateTime, Dialect, select
 
 from alight.schemas import AttemptStatus, Event, EventCreate, ModelCall, Reward, RewardCreate, SpanRecord
 from alight_server.store import rows
@@ -26,9 +26,15 @@ class CaptureSql:
         columns = list(t.model_calls.columns)
         self.names = [c.name for c in columns]
         self.insert_call = f"INSERT INTO model_calls ({', '.join(self.names)}) VALUES ({self._marks(len(columns))})"
-        # What SQLAlchemy would do to each value on the way in (datetimes as SQLite text, for one).
+        # What SQLAlchemy would do to each value on the way in and out (datetimes as SQLite text, for one).
         self._processors: list[tuple[int, Callable[[Any], Any]]] = [
             (i, proc) for i, c in enumerate(columns) if (proc := c.type.dialect_impl(dialect).bind_processor(dialect))
+        ]
+        # Out, only timestamps differ from what the driver hands back (SQLite keeps them as text).
+        self._result_processors: list[tuple[int, Callable[[Any], Any]]] = [
+            (i, proc)
+            for i, c in enumerate(columns)
+            if isinstance(c.type, DateTime) and (proc := c.type.dialect_impl(dialect).result_processor(dialect, None))
         ]
 
     def _marks(self, n: int) -> str:
@@ -40,10 +46,20 @@ class CaptureSql:
     def known_ids(self, n: int) -> str:
         return f"SELECT id FROM model_calls WHERE id IN ({self._marks(n)})"
 
+    def stored_calls(self, n: int) -> str:
+        return f"SELECT {', '.join(self.names)} FROM model_calls WHERE id IN ({self._marks(n)})"
+
     def last_seqs(self, n: int) -> str:
+        """The last seq of each of `n` (rollout_id, attempt) pairs (NULL for an attempt with no call yet).
+
+        One index seek per pair: a GROUP BY over the rollouts' calls would read every call
+        stored so far, which made each commit slower as an attempt's calls accumulated.
+        """
+        pairs = ", ".join([f"({self._mark}, {self._mark})"] * n)
         return (
-            f"SELECT rollout_id, attempt, MAX(seq) FROM model_calls WHERE rollout_id IN ({self._marks(n)}) "
-            "GROUP BY rollout_id, attempt"
+            f"WITH k(rollout_id, attempt) AS (VALUES {pairs}) SELECT k.rollout_id, k.attempt, "
+            "(SELECT MAX(m.seq) FROM model_calls m WHERE m.rollout_id = k.rollout_id AND m.attempt = k.attempt) "
+            "FROM k"
         )
 
     def row(self, values: dict[str, Any]) -> tuple[Any, ...]:
@@ -51,6 +67,13 @@ class CaptureSql:
         for i, proc in self._processors:
             row[i] = proc(row[i])
         return tuple(row)
+
+    def stored(self, row: Sequence[Any]) -> ModelCall:
+        """The ModelCall a `stored_calls` row holds."""
+        values = list(row)
+        for i, proc in self._result_processors:
+            values[i] = proc(values[i])
+        return rows.from_row(ModelCall, t.model_calls, dict(zip(self.names, values, strict=True)))
 
 
 class SqlRecords(SqlDatabase):
@@ -140,42 +163,37 @@ class SqlRecords(SqlDatabase):
         """
         if not calls:
             return []
-        with self._write() as conn:
-            sql = self._capture_sql
-            driver = conn.connection.driver_connection
-            assert driver is not None  # a connection in a transaction is never detached
-            cursor = driver.cursor()
-            try:
-                # Rollout row locks serialise writers per rollout (seq stays gap-free and unique);
-                # taking them in id order keeps concurrent groups on PostgreSQL from deadlocking.
-                wanted = sorted({c.rollout_id for c in calls})
-                cursor.execute(sql.lock_rollouts(len(wanted)), wanted)
-                locked = {row[0] for row in cursor.fetchall()}
-                if missing := [rid for rid in wanted if rid not in locked]:
-                    raise NotFound(f"no rollout with id {missing[0]!r}")
-                ids = list({c.id for c in calls})
-                cursor.execute(sql.known_ids(len(ids)), ids)
-                known = [row[0] for row in cursor.fetchall()]
-                stored = {}
-                if known:  # retried ids return what was stored for them
-                    found = conn.execute(_STORED_CALLS, {"ids": known})
-                    stored = {row.id: rows.from_row(ModelCall, t.model_calls, row) for row in found}
-                cursor.execute(sql.last_seqs(len(wanted)), wanted)
-                next_seq = {(rid, attempt): last + 1 for rid, attempt, last in cursor.fetchall()}
-                values: list[tuple[Any, ...]] = []
-                out: list[ModelCall] = []
-                for call in calls:
-                    if call.id not in stored:  # the same id twice in one group is stored once
-                        key = (call.rollout_id, call.attempt)
-                        seq = next_seq.get(key, 0)
-                        next_seq[key] = seq + 1
-                        values.append(sql.row(rows.values(t.model_calls, call, seq=seq)))
-                        stored[call.id] = call.model_copy(update={"seq": seq})
-                    out.append(stored[call.id])
-                if values:
-                    cursor.executemany(sql.insert_call, values)
-            finally:
-                cursor.close()
+        sql = self._capture_sql
+        with self._driver_write() as cursor:
+            # Rollout row locks serialise writers per rollout (seq stays gap-free and unique);
+            # taking them in id order keeps concurrent groups on PostgreSQL from deadlocking.
+            wanted = sorted({c.rollout_id for c in calls})
+            cursor.execute(sql.lock_rollouts(len(wanted)), wanted)
+            locked = {row[0] for row in cursor.fetchall()}
+            if missing := [rid for rid in wanted if rid not in locked]:
+                raise NotFound(f"no rollout with id {missing[0]!r}")
+            ids = list({c.id for c in calls})
+            cursor.execute(sql.known_ids(len(ids)), ids)
+            known = [row[0] for row in cursor.fetchall()]
+            stored: dict[str, ModelCall] = {}
+            if known:  # retried ids return what was stored for them
+                cursor.execute(sql.stored_calls(len(known)), known)
+                stored = {call.id: call for call in map(sql.stored, cursor.fetchall())}
+            keys = list(dict.fromkeys((c.rollout_id, c.attempt) for c in calls))
+            cursor.execute(sql.last_seqs(len(keys)), [v for key in keys for v in key])
+            next_seq = {(rid, attempt): last + 1 for rid, attempt, last in cursor.fetchall() if last is not None}
+            values: list[tuple[Any, ...]] = []
+            out: list[ModelCall] = []
+            for call in calls:
+                if call.id not in stored:  # the same id twice in one group is stored once
+                    key = (call.rollout_id, call.attempt)
+                    seq = next_seq.get(key, 0)
+                    next_seq[key] = seq + 1
+                    values.append(sql.row(rows.values(t.model_calls, call, seq=seq)))
+                    stored[call.id] = call.model_copy(update={"seq": seq})
+                out.append(stored[call.id])
+            if values:
+                cursor.executemany(sql.insert_call, values)
         return out
 
     def list_model_calls(self, rollout_id: str, attempt: int | None = None) -> list[ModelCall]:
@@ -206,6 +224,3 @@ class SqlRecords(SqlDatabase):
             if attempt is not None:
                 stmt = stmt.where(s.attempt == attempt)
             return [rows.from_row(SpanRecord, t.spans, row) for row in conn.execute(stmt)]
-
-
-_STORED_CALLS = select(t.model_calls).where(t.model_calls.c.id.in_(bindparam("ids", expanding=True)))

@@ -10,6 +10,7 @@ import enum
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any, TypeVar
@@ -109,9 +110,12 @@ def values(table: Table, item: BaseModel | None = None, **given: Any) -> dict[st
     return out
 
 
-def from_row(model: type[M], table: Table, row: Row[Any], **given: Any) -> M:
-    """The schema object a stored row holds; `given` supplies fields the row lacks (a rollout's attempts)."""
-    m = row._mapping
+def from_row(model: type[M], table: Table, row: Row[Any] | Mapping[str, Any], **given: Any) -> M:
+    """The schema object a stored row holds; `given` supplies fields the row lacks (a rollout's attempts).
+
+    `row` is a SQLAlchemy row, or a column -> value mapping (a driver row, values already converted).
+    """
+    m = row._mapping if isinstance(row, Row) else row
     found: dict[str, Any] = {}
     fields = model.model_fields
     for name, json_kind, _, timestamp in _columns(table):

@@ -1,0 +1,1 @@
+"""The gateway benchmark's parts (benchmarks/gateway.py runs them): its processes, load client and meters."""
