@@ -62,13 +62,13 @@ def episode(task: dict[str, Any], complete: Complete) -> float:
 
 @alight.rollout
 def main(task: dict[str, Any]) -> float:
-    from openai import NOT_GIVEN, OpenAI  # here: main_http's processes never pay for the import
+    from openai import OpenAI, omit  # here: main_http's processes never pay for the import
 
     client = OpenAI(max_retries=10)
 
     def complete(messages: list[Any], max_tokens: int, tools: list[Any] | None) -> str:
         reply = client.chat.completions.create(
-            model="policy", messages=messages, tools=tools or NOT_GIVEN, max_tokens=max_tokens
+            model="policy", messages=messages, tools=tools or omit, max_tokens=max_tokens
         )
         return reply.choices[0].message.content or ""
 
