@@ -112,6 +112,9 @@ def callers() -> Any:
 # --- end to end: a real agent process under the controller's environment, against server + gateway + fake upstream
 
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
 @dataclass
 class AgentRun:
     rollout_id: str
@@ -122,12 +125,12 @@ class AgentRun:
 
 @dataclass
 class AlightStack:
-    """A live server with the fake upstream as its policy; `run_agent` runs one attempt of an agent file."""
+    """A live server with a policy upstream (the fake or the tiny model); `run_agent` runs one attempt of an agent."""
 
     server: Any  # tests/conftest.py LiveServer
-    upstream: Any  # the fake upstream's state (call log)
+    upstream: Any  # the fake upstream's state (call log); None on the tiny model
 
-    def run_agent(self, target: str, task: Any, timeout_s: float = 120.0) -> AgentRun:
+    def run_agent(self, target: str, task: Any, timeout_s: float = 120.0, cwd: Path = REPO_ROOT) -> AgentRun:
         store = self.server.store
         rollout_id = f"it-{uuid.uuid4().hex[:10]}"
         store.create_rollouts([RolloutCreate(id=rollout_id, task=task)])
@@ -145,7 +148,7 @@ class AlightStack:
         proc = subprocess.run(
             [sys.executable, "-m", "alight.entry", target],
             env=env,
-            cwd=REPO_ROOT,
+            cwd=cwd,
             capture_output=True,
             text=True,
             timeout=timeout_s,
@@ -180,8 +183,35 @@ class AlightStack:
         return [s for s in trajectory.tool_spans if s.name == name]
 
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 POLICY_MODEL = "fake-policy"
+
+
+@pytest.fixture(scope="module")
+def tiny_upstream() -> Iterator[tuple[str, str]]:
+    """(base URL ending in /v1, model name) of alight's own inference server on the tiny model, in a thread."""
+    import torch
+
+    from alight_server.inference.engine import InferenceEngine
+    from alight_server.inference.server import create_inference_app
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as `inference.torch_threads: 1`: two threads waiting on each other crawl on 2 cores
+    try:
+        with (
+            InferenceEngine.from_model_name("tiny", device="cpu", max_batch_size=8) as engine,
+            ServerThread(create_inference_app(engine)) as url,
+        ):
+            yield f"{url}/v1", engine.model_name
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def tiny_stack(live_server: Any, tiny_upstream: tuple[str, str]) -> AlightStack:
+    """The server from tests/conftest.py with the tiny model (real token ids, random replies) as the policy."""
+    url, model = tiny_upstream
+    live_server.store.add_upstream(UpstreamCreate(id="policy", url=url, model=model))
+    return AlightStack(live_server, None)
 
 
 @pytest.fixture

@@ -1,4 +1,12 @@
-"""The framework examples train end to end on the tiny model (`alight train examples/<fw>/config.yaml`, one step)."""
+"""The framework examples on the tiny model: one trains a step end to end, every one runs its agent from its config.
+
+The training path after the agent (gateway records, samples, the update, the push to inference) is the same
+for every example, so CI trains one of them (openai_agents: the Responses API, the gateway's translated
+path); the others' full runs are opt-in: `.venv/bin/pytest -m examples_train
+tests/integrations/test_integration_examples_train.py` (about 45 s each on 2 cores). Every example's own
+part, its config and its agent on the framework, runs by default: the config as `alight train` loads it,
+its entrypoint on a task of its dataset, the tiny model's replies through the gateway, a reward, samples.
+"""
 
 from __future__ import annotations
 
@@ -19,9 +27,15 @@ from alight_mcp.calculator import create_calculator
 from alight_server.inference.models import resolve_model
 from alight_server.store import open_store
 from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint
+from alight_server.trainer.config import load_config
+from alight_server.trainer.dataset import read_tasks
+from alight_server.trainer.loop import sample_config_for
+from alight_server.trainer.samples import build_samples
 from alight_server.trajectory import build_trajectory
 
 REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = ["openai_agents", "langchain", "autogen", "mcp"]
+TRAINED_IN_CI = "openai_agents"
 # The examples give partial credit for a near-miss number, so even the random-weight tiny model's rollouts
 # score differently. What can still make a group uniform, leaving nothing to learn: every reply without a
 # number (scored 0), or every reply ending on the same number. Measured over 10 runs of each example
@@ -60,9 +74,28 @@ async def test_check_answer_gives_the_examples_partial_credit_only_when_asked() 
         assert await reward("no number here", partial_credit=True) == 0.0
 
 
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_example_agent_started_from_its_config_finishes_a_rollout_on_the_tiny_model(example: str, tiny_stack) -> None:
+    config = load_config(REPO / "examples" / example / "config.yaml")
+    assert config.agent.entrypoint is not None and config.dataset.train is not None
+    task = read_tasks(config.dataset.train)[0]
+    run = tiny_stack.run_agent(config.agent.entrypoint, task, timeout_s=180, cwd=Path(config.agent.cwd or REPO))
+    assert run.returncode == 0, run.output
+    trajectory = tiny_stack.trajectory(run)
+    assert trajectory.calls, run.output
+    for tc in trajectory.calls:  # the tiny model answered every call the framework made, through the gateway
+        assert tc.call.status_code == 200 and tc.call.response_token_ids and tc.call.response_logprobs, tc.call
+    assert trajectory.final_reward is not None and 0.0 <= trajectory.final_reward <= 1.0, trajectory.rewards
+    batch, report = build_samples([trajectory], sample_config_for(config, pad_token_id=0))
+    assert batch.row_calls, report  # what the trainer would train on
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("example", ["openai_agents", "langchain", "autogen", "mcp"])
+@pytest.mark.parametrize(
+    "example", [e if e == TRAINED_IN_CI else pytest.param(e, marks=pytest.mark.examples_train) for e in EXAMPLES]
+)
 def test_example_trains_one_step_on_the_tiny_model(example: str, tmp_path: Path) -> None:
     config = REPO / "examples" / example / "config.yaml"
     cmd = [

@@ -18,12 +18,12 @@ WORDS = ["apple", "river", "stone"]
 @pytest.fixture
 def tiny_config(tmp_path: Path) -> Callable[..., TrainConfig]:
     """make(**overrides) -> a TrainConfig for the tiny model writing under tmp_path (a None override drops
-    that section)."""
+    that section); `function` picks the tool agent's entrypoint (main: the OpenAI client, main_http: httpx)."""
 
-    def make(**overrides: Any) -> TrainConfig:
+    def make(function: str = "main", **overrides: Any) -> TrainConfig:
         tasks = [{"word": w} for w in WORDS * 4]
         kept = {k: v for k, v in overrides.items() if v is not None}
-        raw = tiny_run_config(tmp_path, f"{AGENT}:main", tasks, **kept)
+        raw = tiny_run_config(tmp_path, f"{AGENT}:{function}", tasks, **kept)
         for key in overrides.keys() - kept.keys():
             raw.pop(key, None)
         return parse_config(raw, tmp_path)

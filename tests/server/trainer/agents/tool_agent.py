@@ -1,16 +1,20 @@
-"""Test agent for the trainer: plain OpenAI client, two model calls around a lookup tool, a vowel reward.
+"""Test agent for the trainer: two model calls around a lookup tool, a vowel reward; OpenAI client or plain httpx.
 
 The reward (share of vowels in the final reply) is trivially learnable by the untrained tiny model,
 which makes it a learning test that can fail: it only rises if gradients reach the served policy.
+`main` uses the OpenAI client; `main_http` sends the same two requests with httpx, for runs of hundreds
+of rollouts (the learning test), where importing openai (~1.5 CPU-seconds per agent process) is most of
+an agent's cost on 2 cores and says nothing about learning.
 """
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from openai import OpenAI
 from opentelemetry import trace
 
 import alight
@@ -43,18 +47,54 @@ def vowel_share(text: str) -> float:
     return sum(c in VOWELS for c in letters) / len(letters) if letters else 0.0
 
 
-@alight.rollout
-def main(task: dict[str, Any]) -> float:
-    client = OpenAI(max_retries=10)
-    max_tokens = int(task.get("max_tokens", 8))
+# complete(messages, max_tokens, tools) -> the reply's text
+Complete = Callable[[list[Any], int, "list[Any] | None"], str]
+
+
+def episode(task: dict[str, Any], complete: Complete) -> float:
     messages: list[Any] = [{"role": "user", "content": f"Define {task['word']}."}]
-    first = client.chat.completions.create(model="policy", messages=messages, tools=TOOLS, max_tokens=4)
-    messages.append({"role": "assistant", "content": first.choices[0].message.content or ""})
+    messages.append({"role": "assistant", "content": complete(messages, 4, TOOLS)})
     if task.get("hold_until"):  # a deliberately slow rollout (async tests): wait until the path exists
         _wait_for(Path(task["hold_until"]))
     messages.append({"role": "user", "content": f"lookup result: {lookup(task['word'])}"})
-    second = client.chat.completions.create(model="policy", messages=messages, max_tokens=max_tokens)
-    return vowel_share(second.choices[0].message.content or "")
+    return vowel_share(complete(messages, int(task.get("max_tokens", 8)), None))
+
+
+@alight.rollout
+def main(task: dict[str, Any]) -> float:
+    from openai import OpenAI, omit  # here: main_http's processes never pay for the import
+
+    client = OpenAI(max_retries=10)
+
+    def complete(messages: list[Any], max_tokens: int, tools: list[Any] | None) -> str:
+        reply = client.chat.completions.create(
+            model="policy", messages=messages, tools=tools or omit, max_tokens=max_tokens
+        )
+        return reply.choices[0].message.content or ""
+
+    return episode(task, complete)
+
+
+@alight.rollout
+def main_http(task: dict[str, Any]) -> float:
+    import httpx
+
+    # OPENAI_BASE_URL / OPENAI_API_KEY: the attempt's gateway and token, as the OpenAI client reads them
+    headers = {"Authorization": f"Bearer {os.environ['OPENAI_API_KEY']}"}
+    with httpx.Client(base_url=os.environ["OPENAI_BASE_URL"], headers=headers, timeout=120) as client:
+
+        def complete(messages: list[Any], max_tokens: int, tools: list[Any] | None) -> str:
+            body = {
+                "model": "policy",
+                "messages": messages,
+                "max_tokens": max_tokens,
+                **({"tools": tools} if tools else {}),
+            }
+            reply = client.post("/chat/completions", json=body)
+            reply.raise_for_status()
+            return reply.json()["choices"][0]["message"]["content"] or ""
+
+        return episode(task, complete)
 
 
 def _wait_for(path: Path, timeout_s: float = 300.0) -> None:
