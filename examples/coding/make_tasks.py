@@ -12,7 +12,8 @@ run finished; every other baseline-passing test is PASS_TO_PASS. The problem sta
 the failing tests' names and messages, with what varies between runs (addresses, paths, durations) masked.
 --workers processes (default 1) run at nice 10 or more; the results are taken in the seeded order, so the same seed,
 sdists and Python version give the same bytes whatever the worker count or the machine's load (see
-baseline.CPU_S). --check FILE regenerates and compares with FILE's first --per-project tasks per project.
+baseline.CPU_S). --check FILE regenerates and compares with FILE's first --per-project (or --count) tasks of
+each project.
 """
 
 from __future__ import annotations
@@ -197,13 +198,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--projects", default=",".join(PROJECTS), help=f"comma-separated, of {sorted(PROJECTS)}")
     parser.add_argument("--per-project", type=int, default=75, help="tasks to keep per project")
+    parser.add_argument("--count", action="append", default=[], metavar="NAME=K", help="K tasks for NAME instead")
     parser.add_argument("--max-tries", type=int, default=400, help="candidates to test per project at most")
     parser.add_argument("--max-fail", type=int, default=20, help="drop bugs that fail more tests than this")
     parser.add_argument("--timeout", type=float, default=900.0, help="wall-clock backstop per run (s)")
     parser.add_argument("--python", default=str(DEFAULT_PYTHON), help="interpreter with pytest, used in the sandbox")
     parser.add_argument("--workers", type=int, default=1, help="parallel candidates (nice >= 10)")
     parser.add_argument("--out", type=Path, help="JSONL to write (gzipped if it ends in .gz)")
-    parser.add_argument("--check", type=Path, help="compare with this file's first --per-project tasks per project")
+    parser.add_argument("--check", type=Path, help="compare with this file's first tasks of each project")
     args = parser.parse_args(argv)
     if args.out is None and args.check is None:
         parser.error("give --out FILE, --check FILE, or both")
@@ -214,6 +216,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(projects) - set(PROJECTS))
     if unknown:
         parser.error(f"unknown projects {unknown}; known: {sorted(PROJECTS)}")
+    counts = {name: args.per_project for name in projects}
+    for spec in args.count:
+        name, _, count = spec.partition("=")
+        if name not in counts or not count.isdigit():
+            parser.error(f"--count {spec!r}: give NAME=K with NAME one of --projects {projects}")
+        counts[name] = int(count)
     options = {"max_tries": args.max_tries, "max_fail": args.max_fail, "timeout_s": args.timeout}
     with tempfile.TemporaryDirectory(prefix="alight-tasks-") as tmp:
         # Streamed to a plain file as tasks come (progress survives an interrupted run), compressed at the end.
@@ -221,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         partial.parent.mkdir(parents=True, exist_ok=True)
         with partial.open("w") as out:
             for name in projects:
-                _generate_project(PROJECTS[name], args, options, out)
+                _generate_project(PROJECTS[name], counts[name], args, options, out)
         text = partial.read_text()
         if args.out is not None:
             taskfile.write(args.out, text)
@@ -229,16 +237,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {len(text.splitlines())} tasks to {args.out}, sha256 of the JSONL {taskfile.digest(text)}")
     if args.check is None:
         return 0
-    same, ours, theirs = taskfile.check(text, taskfile.read(args.check), projects, args.per_project)
+    same, ours, theirs = taskfile.check(text, taskfile.read(args.check), counts)
     print(f"regenerated {ours}\n{args.check} {theirs}\n{'identical' if same else 'DIFFERENT'}")
     return 0 if same else 1
 
 
-def _generate_project(p: Project, args: argparse.Namespace, options: dict[str, Any], out: Any) -> None:
+def _generate_project(p: Project, count: int, args: argparse.Namespace, options: dict[str, Any], out: Any) -> None:
     outcomes: Counter[str] = Counter()
     started = time.monotonic()
     for number, task in enumerate(
-        generate(p, args.seed, args.per_project, args.python, workers=args.workers, outcomes=outcomes, **options), 1
+        generate(p, args.seed, count, args.python, workers=args.workers, outcomes=outcomes, **options), 1
     ):
         out.write(json.dumps(task) + "\n")
         out.flush()

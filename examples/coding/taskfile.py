@@ -1,7 +1,7 @@
 """Task files as reproducible bytes: JSONL (gzip with no timestamp or name), and the check of a regenerated set.
 
-A project's tasks are the first ones its seeded candidate order keeps, so a run with `--per-project K`
-must give exactly the first K shipped tasks of each project it generated: that is what `check` compares.
+A project's tasks are the first ones its seeded candidate order keeps, so a run asking K of a project must
+give exactly the first K shipped tasks of it: that is what `check` compares.
 Hashes are over the uncompressed JSONL, so they do not depend on the zlib build that compressed it.
 """
 
@@ -39,11 +39,11 @@ def by_project(text: str) -> dict[str, list[str]]:
     return groups
 
 
-def check(generated: str, shipped: str, projects: list[str], per_project: int) -> tuple[bool, str, str]:
+def check(generated: str, shipped: str, counts: dict[str, int]) -> tuple[bool, str, str]:
     """(equal, sha256 of `generated`, sha256 of the shipped tasks it should equal).
 
-    Those are, for each of `projects` in order, the shipped file's first `per_project` tasks of it.
+    Those are, for each project of `counts` in order, the shipped file's first `counts[project]` tasks of it.
     """
     ship = by_project(shipped)
-    expected = "".join(line for name in projects for line in ship.get(name, [])[:per_project])
+    expected = "".join(line for name, count in counts.items() for line in ship.get(name, [])[:count])
     return generated == expected, digest(generated), digest(expected)
