@@ -59,6 +59,10 @@ def module_name(file: str) -> str:
     return ".".join(parts)
 
 
+def instance_id(candidate: Candidate) -> str:
+    return f"{module_name(candidate.file)}.{candidate.kind}.{candidate.index}"
+
+
 def normalised(message: str) -> str:
     """A failure's first line, at most 300 characters, with what varies between runs masked."""
     first = message.strip().splitlines()[0] if message.strip() else ""
@@ -133,7 +137,7 @@ def evaluate(job: Job) -> tuple[str, dict[str, Any] | None]:
         return "rejected", None
     broken = set(failing)
     return "kept", {
-        "instance_id": f"{module_name(candidate.file)}.{candidate.kind}.{candidate.index}",
+        "instance_id": instance_id(candidate),
         "project": p.name,
         "version": p.version,
         "pythonpath": list(p.pythonpath),
@@ -162,18 +166,31 @@ def generate(
     timeout_s: float,
     workers: int,
     outcomes: Counter[str] | None = None,
+    resume: list[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Up to `count` validated tasks of one project: the first kept ones in the seeded candidate order."""
+    """Up to `count` validated tasks of one project: the first kept ones in the seeded candidate order.
+
+    `resume` continues an interrupted run: the instance ids it kept, in order. Generation goes on from the
+    candidate after the last (every earlier one was evaluated: results come in order); they count toward `count`.
+    """
     baseline(p, python, timeout_s)  # computed (and cached) once, before the workers read it
     outcomes = Counter() if outcomes is None else outcomes
-    kept = 0
+    ordered = project_candidates(p, seed)[:max_tries]
+    ids = [instance_id(c) for c in ordered]
+    done = resume or []
+    if not set(done) <= set(ids) or done != sorted(done, key=ids.index):
+        raise ValueError(f"cannot resume {p.name}: its tasks are not in seed {seed}'s order of candidates")
+    start = ids.index(done[-1]) + 1 if done else 0
+    kept = len(done)
+    if kept >= count:
+        return
     with tempfile.TemporaryDirectory(prefix="alight-gen-") as root:
-        jobs: list[Job] = [(p.name, c, python, max_fail, timeout_s, root) for c in project_candidates(p, seed)]
+        jobs: list[Job] = [(p.name, c, python, max_fail, timeout_s, root) for c in ordered[start:]]
         # spawn: workers start clean (no copy of the caller's threads or sockets); imap keeps the seeded order.
         with multiprocessing.get_context("spawn").Pool(
             max(1, workers), initializer=_at_least_nice, initargs=(10,)
         ) as pool:
-            for outcome, task in pool.imap(evaluate, jobs[:max_tries]):
+            for outcome, task in pool.imap(evaluate, jobs):
                 outcomes[outcome] += 1
                 if task is not None:
                     kept += 1
@@ -205,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default=str(DEFAULT_PYTHON), help="interpreter with pytest, used in the sandbox")
     parser.add_argument("--workers", type=int, default=1, help="parallel candidates (nice >= 10)")
     parser.add_argument("--out", type=Path, help="JSONL to write (gzipped if it ends in .gz)")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted run of the same --out")
     parser.add_argument("--check", type=Path, help="compare with this file's first tasks of each project")
     args = parser.parse_args(argv)
     if args.out is None and args.check is None:
@@ -224,16 +242,16 @@ def main(argv: list[str] | None = None) -> int:
         counts[name] = int(count)
     options = {"max_tries": args.max_tries, "max_fail": args.max_fail, "timeout_s": args.timeout}
     with tempfile.TemporaryDirectory(prefix="alight-tasks-") as tmp:
-        # Streamed to a plain file as tasks come (progress survives an interrupted run), compressed at the end.
-        partial = args.out.with_name(args.out.name + ".partial") if args.out else Path(tmp) / "tasks.jsonl"
-        partial.parent.mkdir(parents=True, exist_ok=True)
-        with partial.open("w") as out:
-            for name in projects:
-                _generate_project(PROJECTS[name], counts[name], args, options, out)
-        text = partial.read_text()
+        # Each project's tasks are streamed to its own file as they come, so an interrupted run keeps them
+        # (and --resume continues it); the output is their concatenation, compressed at the end.
+        partial = args.out.with_name(args.out.name + ".partial") if args.out else Path(tmp)
+        partial.mkdir(parents=True, exist_ok=True)
+        for name in projects:
+            _generate_project(PROJECTS[name], counts[name], args, options, partial / f"{name}.jsonl")
+        text = "".join((partial / f"{name}.jsonl").read_text() for name in projects)
         if args.out is not None:
             taskfile.write(args.out, text)
-            partial.unlink()
+            shutil.rmtree(partial)
             print(f"wrote {len(text.splitlines())} tasks to {args.out}, sha256 of the JSONL {taskfile.digest(text)}")
     if args.check is None:
         return 0
@@ -242,18 +260,25 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if same else 1
 
 
-def _generate_project(p: Project, count: int, args: argparse.Namespace, options: dict[str, Any], out: Any) -> None:
+def _generate_project(p: Project, count: int, args: argparse.Namespace, options: dict[str, Any], path: Path) -> None:
+    lines = path.read_text().splitlines(keepends=True) if args.resume and path.exists() else []
+    lines = lines[:count]
+    path.write_text("".join(lines))
     outcomes: Counter[str] = Counter()
     started = time.monotonic()
-    for number, task in enumerate(
-        generate(p, args.seed, count, args.python, workers=args.workers, outcomes=outcomes, **options), 1
-    ):
-        out.write(json.dumps(task) + "\n")
-        out.flush()
-        print(f"{p.name} {number:4d} {task['instance_id']}: {len(task['FAIL_TO_PASS'])} fail to pass", flush=True)
+    resume = [json.loads(line)["instance_id"] for line in lines]
+    tasks = generate(
+        p, args.seed, count, args.python, workers=args.workers, outcomes=outcomes, resume=resume, **options
+    )
+    with path.open("a") as out:
+        for number, task in enumerate(tasks, len(lines) + 1):
+            out.write(json.dumps(task) + "\n")
+            out.flush()
+            print(f"{p.name} {number:4d} {task['instance_id']}: {len(task['FAIL_TO_PASS'])} fail to pass", flush=True)
     elapsed = time.monotonic() - started
+    tried = dict(sorted(outcomes.items()))
     print(
-        f"{p.name}: {outcomes['kept']} kept in {elapsed:.0f} s, candidates {dict(sorted(outcomes.items()))}", flush=True
+        f"{p.name}: {len(resume) + outcomes['kept']} tasks ({len(resume)} resumed), {elapsed:.0f} s, candidates {tried}"
     )
 
 
