@@ -18,10 +18,10 @@ SMALL = ["--seed", "0", "--projects", ",".join(PROJECTS), "--per-project", str(P
 SHIPPED = Path(__file__).resolve().parents[2] / "examples" / "coding" / "data" / "tasks.jsonl.gz"
 
 
-def _generate(out: Path, workers: int) -> bytes:
+def _generate(out: Path, workers: int, extra: list[str] | None = None) -> bytes:
     import make_tasks
 
-    assert make_tasks.main([*SMALL, "--workers", str(workers), "--out", str(out)]) == 0
+    assert make_tasks.main([*SMALL, "--workers", str(workers), "--out", str(out), *(extra or [])]) == 0
     return out.read_bytes()
 
 
@@ -53,6 +53,17 @@ def test_every_generated_task_fails_before_the_fix_and_passes_after_it(generated
 
 def test_a_second_run_with_another_number_of_workers_writes_the_same_bytes(generated_gz: bytes, tmp_path: Path) -> None:
     assert _generate(tmp_path / "again.jsonl.gz", workers=2) == generated_gz
+
+
+def test_a_resumed_run_writes_the_same_bytes_as_an_uninterrupted_one(
+    generated: str, generated_gz: bytes, tmp_path: Path
+) -> None:
+    out = tmp_path / "resumed.jsonl.gz"
+    partial = tmp_path / "resumed.jsonl.gz.partial"
+    partial.mkdir()
+    (partial / "inflection.jsonl").write_text(generated.splitlines(keepends=True)[0])  # interrupted after one task
+    assert _generate(out, workers=1, extra=["--resume"]) == generated_gz
+    assert not partial.exists()
 
 
 def test_the_generated_slice_is_the_start_of_each_project_in_the_shipped_task_set(generated: str) -> None:
