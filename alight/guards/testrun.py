@@ -60,7 +60,8 @@ def run_tests(
     paths = [REPORT_DIR, *(f"/workspace/{p}".rstrip("/.") for p in pythonpath), "/workspace"]
     # No plugins from the interpreter's other packages (anyio's costs a third of a small suite's start-up);
     # the project's own conftest files still load.
-    env = {"PYTHONPATH": ":".join(paths), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    # A fixed hash seed: failure messages that print sets or dicts read the same on every run.
+    env = {"PYTHONPATH": ":".join(paths), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONHASHSEED": "0"}
     result = run_command(policy, argv, env=env, timeout_s=timeout_s)
     report = scratch / f"outcomes-{name}.json"
     if not report.exists():

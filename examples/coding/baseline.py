@@ -17,6 +17,10 @@ from sources import CACHE, Project, fetch
 
 from alight.guards import SandboxPolicy, TestRun, run_tests
 
+# A bug that loops forever is stopped by CPU time, which does not depend on the machine's load the way the
+# wall clock does: the same candidates are rejected on a busy machine and an idle one. A whole suite takes
+# 1-4 s of CPU (10 s with the baseline's coverage); the wall-clock timeout is only a backstop.
+CPU_S = 60
 IMPORT_TIME = ""  # coverage's context for lines run before any test: module level, run at collection
 
 
@@ -68,7 +72,9 @@ def run_in_place(
 ) -> TestRun:
     """The suite (or the `select`ed tests, collecting only their files) over `workspace` itself, in a sandbox."""
     with tempfile.TemporaryDirectory(prefix="alight-gen-tmp-") as scratch:
-        policy = SandboxPolicy(workspace=str(workspace), scratch=scratch, python=python, timeout_s=timeout_s)
+        policy = SandboxPolicy(
+            workspace=str(workspace), scratch=scratch, python=python, timeout_s=timeout_s, cpu_s=CPU_S
+        )
         files = sorted(Baseline.files(select)) if select is not None else ()
         return run_tests(policy, select, pythonpath=p.pythonpath, files=files, coverage=coverage)
 

@@ -1,6 +1,7 @@
 """Generate bug-fix tasks the SWE-smith way, locally: mutate real projects, keep the bugs their own tests catch.
 
-    python examples/coding/make_tasks.py --seed 0 --per-project 75 --out examples/coding/data/tasks.jsonl
+    python examples/coding/make_tasks.py --seed 0 --per-project 80 --out examples/coding/data/tasks.jsonl.gz
+    python examples/coding/make_tasks.py --seed 0 --per-project 3 --check examples/coding/data/tasks.jsonl.gz
 
 For each project (sources.py): run its test suite once in the sandbox with a line map (baseline.py, cached),
 then draw candidate mutations (mutations.py) in a seeded order. A candidate no passing test executes is
@@ -8,8 +9,11 @@ dropped without a run; the others are applied in place to a worker's own copy of
 with only the tests that execute the changed lines; a candidate that breaks 1..--max-fail of them gets the
 whole suite, and is kept only if 1..--max-fail baseline-passing tests fail there (FAIL_TO_PASS) and the
 run finished; every other baseline-passing test is PASS_TO_PASS. The problem statement is written from
-the failing tests' names and messages. --workers processes (default: the CPU count) run at nice 10; the
-results are taken in the seeded order, so the same seed and sources give the same tasks.
+the failing tests' names and messages, with what varies between runs (addresses, paths, durations) masked.
+--workers processes (default 1) run at nice 10 or more; the results are taken in the seeded order, so the same seed,
+sdists and Python version give the same bytes whatever the worker count or the machine's load (see
+baseline.CPU_S). --check FILE regenerates and compares with FILE's first --per-project (or --count) tasks of
+each project.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import json
 import multiprocessing
 import os
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -30,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import taskfile
 from baseline import Baseline, baseline, run_in_place, suite
 from mutations import Candidate, candidates, render
 from sources import PROJECTS, Project, apply_rewrite, fetch
@@ -39,6 +45,12 @@ from alight.guards import require_tools
 HERE = Path(__file__).resolve().parent
 DEFAULT_PYTHON = HERE.parent.parent / ".venv-coding" / "bin" / "python"
 MAX_STATEMENT_TESTS = 5
+# What differs between two runs of the same failing test: object addresses, temporary paths, durations.
+_VARYING = [
+    (re.compile(r"\b0x[0-9a-fA-F]{6,}\b"), "0x..."),
+    (re.compile(r"/tmp/[^\s'\":)]+"), "/tmp/..."),
+    (re.compile(r"\b\d+\.\d{2,}\s?(?:s|ms|seconds)\b"), "N s"),  # measured times print many decimals
+]
 
 
 def module_name(file: str) -> str:
@@ -47,13 +59,25 @@ def module_name(file: str) -> str:
     return ".".join(parts)
 
 
+def instance_id(candidate: Candidate) -> str:
+    return f"{module_name(candidate.file)}.{candidate.kind}.{candidate.index}"
+
+
+def normalised(message: str) -> str:
+    """A failure's first line, at most 300 characters, with what varies between runs masked."""
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    for pattern, mask in _VARYING:
+        first = pattern.sub(mask, first)
+    return first[:300]
+
+
 def problem_statement(p: Project, failing: list[str], messages: dict[str, str]) -> str:
     shown = failing[:MAX_STATEMENT_TESTS]
     lines = [f"Some behaviour of `{p.name}` ({p.version}) is broken: {len(failing)} of its tests fail.", ""]
     lines += ["Failing tests:", *(f"- {n}" for n in shown)]
     if len(failing) > len(shown):
         lines.append(f"- ... and {len(failing) - len(shown)} more")
-    reports = [f"{n}:\n    {messages[n].strip().splitlines()[0][:300]}" for n in shown if messages.get(n, "").strip()]
+    reports = [f"{n}:\n    {normalised(messages[n])}" for n in shown if messages.get(n, "").strip()]
     if reports:
         lines += ["", "What they report:", "```", *reports, "```"]
     lines += [
@@ -113,7 +137,7 @@ def evaluate(job: Job) -> tuple[str, dict[str, Any] | None]:
         return "rejected", None
     broken = set(failing)
     return "kept", {
-        "instance_id": f"{module_name(candidate.file)}.{candidate.kind}.{candidate.index}",
+        "instance_id": instance_id(candidate),
         "project": p.name,
         "version": p.version,
         "pythonpath": list(p.pythonpath),
@@ -124,6 +148,11 @@ def evaluate(job: Job) -> tuple[str, dict[str, Any] | None]:
         "PASS_TO_PASS": [n for n in base.passed if n not in broken],
         "hidden_tests": sorted({n.split("::")[0] for n in failing}),
     }
+
+
+def _at_least_nice(niceness: int) -> None:
+    """Raise the worker's niceness to `niceness`; one started under `nice -n 15` stays at 15 (not 19)."""
+    os.nice(max(0, niceness - os.nice(0)))
 
 
 def generate(
@@ -137,16 +166,31 @@ def generate(
     timeout_s: float,
     workers: int,
     outcomes: Counter[str] | None = None,
+    resume: list[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Up to `count` validated tasks of one project: the first kept ones in the seeded candidate order."""
+    """Up to `count` validated tasks of one project: the first kept ones in the seeded candidate order.
+
+    `resume` continues an interrupted run: the instance ids it kept, in order. Generation goes on from the
+    candidate after the last (every earlier one was evaluated: results come in order); they count toward `count`.
+    """
     baseline(p, python, timeout_s)  # computed (and cached) once, before the workers read it
     outcomes = Counter() if outcomes is None else outcomes
-    kept = 0
+    ordered = project_candidates(p, seed)[:max_tries]
+    ids = [instance_id(c) for c in ordered]
+    done = resume or []
+    if not set(done) <= set(ids) or done != sorted(done, key=ids.index):
+        raise ValueError(f"cannot resume {p.name}: its tasks are not in seed {seed}'s order of candidates")
+    start = ids.index(done[-1]) + 1 if done else 0
+    kept = len(done)
+    if kept >= count:
+        return
     with tempfile.TemporaryDirectory(prefix="alight-gen-") as root:
-        jobs: list[Job] = [(p.name, c, python, max_fail, timeout_s, root) for c in project_candidates(p, seed)]
+        jobs: list[Job] = [(p.name, c, python, max_fail, timeout_s, root) for c in ordered[start:]]
         # spawn: workers start clean (no copy of the caller's threads or sockets); imap keeps the seeded order.
-        with multiprocessing.get_context("spawn").Pool(max(1, workers), initializer=os.nice, initargs=(10,)) as pool:
-            for outcome, task in pool.imap(evaluate, jobs[:max_tries]):
+        with multiprocessing.get_context("spawn").Pool(
+            max(1, workers), initializer=_at_least_nice, initargs=(10,)
+        ) as pool:
+            for outcome, task in pool.imap(evaluate, jobs):
                 outcomes[outcome] += 1
                 if task is not None:
                     kept += 1
@@ -171,35 +215,71 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--projects", default=",".join(PROJECTS), help=f"comma-separated, of {sorted(PROJECTS)}")
     parser.add_argument("--per-project", type=int, default=75, help="tasks to keep per project")
+    parser.add_argument("--count", action="append", default=[], metavar="NAME=K", help="K tasks for NAME instead")
     parser.add_argument("--max-tries", type=int, default=400, help="candidates to test per project at most")
     parser.add_argument("--max-fail", type=int, default=20, help="drop bugs that fail more tests than this")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per test-suite run")
+    parser.add_argument("--timeout", type=float, default=900.0, help="wall-clock backstop per run (s)")
     parser.add_argument("--python", default=str(DEFAULT_PYTHON), help="interpreter with pytest, used in the sandbox")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel candidates (nice 10)")
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--workers", type=int, default=1, help="parallel candidates (nice >= 10)")
+    parser.add_argument("--out", type=Path, help="JSONL to write (gzipped if it ends in .gz)")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted run of the same --out")
+    parser.add_argument("--check", type=Path, help="compare with this file's first tasks of each project")
     args = parser.parse_args(argv)
+    if args.out is None and args.check is None:
+        parser.error("give --out FILE, --check FILE, or both")
     require_tools("bwrap")
     if not Path(args.python).exists():
         parser.error(f"--python {args.python} does not exist; bash scripts/setup.sh builds .venv-coding")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    total = 0
+    projects = [name.strip() for name in args.projects.split(",")]
+    unknown = sorted(set(projects) - set(PROJECTS))
+    if unknown:
+        parser.error(f"unknown projects {unknown}; known: {sorted(PROJECTS)}")
+    counts = {name: args.per_project for name in projects}
+    for spec in args.count:
+        name, _, count = spec.partition("=")
+        if name not in counts or not count.isdigit():
+            parser.error(f"--count {spec!r}: give NAME=K with NAME one of --projects {projects}")
+        counts[name] = int(count)
     options = {"max_tries": args.max_tries, "max_fail": args.max_fail, "timeout_s": args.timeout}
-    with args.out.open("w") as out:
-        for name in args.projects.split(","):
-            p = PROJECTS[name.strip()]
-            outcomes: Counter[str] = Counter()
-            started = time.monotonic()
-            for task in generate(
-                p, args.seed, args.per_project, args.python, workers=args.workers, outcomes=outcomes, **options
-            ):
-                out.write(json.dumps(task) + "\n")
-                out.flush()
-                total += 1
-                print(f"{total:4d} {task['instance_id']}: {len(task['FAIL_TO_PASS'])} fail to pass", flush=True)
-            elapsed = time.monotonic() - started
-            print(f"{p.name}: {outcomes['kept']} kept in {elapsed:.0f} s, candidates {dict(outcomes)}", flush=True)
-    print(f"wrote {total} tasks to {args.out}")
-    return 0
+    with tempfile.TemporaryDirectory(prefix="alight-tasks-") as tmp:
+        # Each project's tasks are streamed to its own file as they come, so an interrupted run keeps them
+        # (and --resume continues it); the output is their concatenation, compressed at the end.
+        partial = args.out.with_name(args.out.name + ".partial") if args.out else Path(tmp)
+        partial.mkdir(parents=True, exist_ok=True)
+        for name in projects:
+            _generate_project(PROJECTS[name], counts[name], args, options, partial / f"{name}.jsonl")
+        text = "".join((partial / f"{name}.jsonl").read_text() for name in projects)
+        if args.out is not None:
+            taskfile.write(args.out, text)
+            shutil.rmtree(partial)
+            print(f"wrote {len(text.splitlines())} tasks to {args.out}, sha256 of the JSONL {taskfile.digest(text)}")
+    if args.check is None:
+        return 0
+    same, ours, theirs = taskfile.check(text, taskfile.read(args.check), counts)
+    print(f"regenerated {ours}\n{args.check} {theirs}\n{'identical' if same else 'DIFFERENT'}")
+    return 0 if same else 1
+
+
+def _generate_project(p: Project, count: int, args: argparse.Namespace, options: dict[str, Any], path: Path) -> None:
+    lines = path.read_text().splitlines(keepends=True) if args.resume and path.exists() else []
+    lines = lines[:count]
+    path.write_text("".join(lines))
+    outcomes: Counter[str] = Counter()
+    started = time.monotonic()
+    resume = [json.loads(line)["instance_id"] for line in lines]
+    tasks = generate(
+        p, args.seed, count, args.python, workers=args.workers, outcomes=outcomes, resume=resume, **options
+    )
+    with path.open("a") as out:
+        for number, task in enumerate(tasks, len(lines) + 1):
+            out.write(json.dumps(task) + "\n")
+            out.flush()
+            print(f"{p.name} {number:4d} {task['instance_id']}: {len(task['FAIL_TO_PASS'])} fail to pass", flush=True)
+    elapsed = time.monotonic() - started
+    tried = dict(sorted(outcomes.items()))
+    print(
+        f"{p.name}: {len(resume) + outcomes['kept']} tasks ({len(resume)} resumed), {elapsed:.0f} s, candidates {tried}"
+    )
 
 
 if __name__ == "__main__":
