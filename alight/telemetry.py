@@ -150,6 +150,12 @@ class RolloutTelemetry:
         return ok
 
 
+def preload() -> None:
+    """Import what `start` imports when a rollout begins: a preloaded zygote forks attempts with them loaded."""
+    import opentelemetry.exporter.otlp.proto.http.trace_exporter
+    import opentelemetry.instrumentation.httpx  # noqa: F401
+
+
 def start(ctx: AttemptContext) -> RolloutTelemetry:
     """Set up export for `ctx`'s rollout; spans go nowhere when the context has no OTLP endpoint."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
