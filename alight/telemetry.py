@@ -152,8 +152,10 @@ class RolloutTelemetry:
 
 def preload() -> None:
     """Import what `start` imports when a rollout begins: a preloaded zygote forks attempts with them loaded."""
-    import opentelemetry.exporter.otlp.proto.http.trace_exporter
-    import opentelemetry.instrumentation.httpx  # noqa: F401
+    import importlib
+
+    for name in ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "opentelemetry.instrumentation.httpx"):
+        importlib.import_module(name)
 
 
 def start(ctx: AttemptContext) -> RolloutTelemetry:

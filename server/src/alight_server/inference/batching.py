@@ -15,7 +15,10 @@ def _cache_kwarg(model: Any) -> str:
 
 
 def prefill(
-    model: Any, prompt_ids: list[int], device: torch.device, reused: list[tuple[torch.Tensor, torch.Tensor]] = ()
+    model: Any,
+    prompt_ids: list[int],
+    device: torch.device,
+    reused: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], Any]:
     """Run the prompt alone (no padding, so it is exact) -> (per-layer (keys, values) of batch 1, last logits (V,)).
 
