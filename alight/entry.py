@@ -51,13 +51,18 @@ def load_target(target: str) -> Callable[..., Any]:
 
 def run_target(target: str) -> int:
     """Run the entrypoint under the attempt context; the process exit code (0 ok, 1 failed)."""
-    from alight.decorator import is_rollout, rollout
-
     try:
         fn = load_target(target)
     except Exception:
         traceback.print_exc()
         return 1
+    return run_loaded(fn)
+
+
+def run_loaded(fn: Callable[..., Any]) -> int:
+    """Run an entrypoint already imported (here, or before a preloaded start forked this process)."""
+    from alight.decorator import is_rollout, rollout
+
     entry = fn if is_rollout(fn) else rollout(fn)
     try:
         result = entry()

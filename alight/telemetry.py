@@ -150,6 +150,14 @@ class RolloutTelemetry:
         return ok
 
 
+def preload() -> None:
+    """Import what `start` imports when a rollout begins: a preloaded zygote forks attempts with them loaded."""
+    import importlib
+
+    for name in ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "opentelemetry.instrumentation.httpx"):
+        importlib.import_module(name)
+
+
 def start(ctx: AttemptContext) -> RolloutTelemetry:
     """Set up export for `ctx`'s rollout; spans go nowhere when the context has no OTLP endpoint."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

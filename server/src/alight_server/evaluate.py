@@ -67,13 +67,20 @@ def _stack(config: TrainConfig) -> Any:
 
     device = pick_device(config.inference.device)
     model, tokenizer = load_policy(config.model, device=device, dtype=pick_dtype(config.inference.dtype, device))
-    engine = InferenceEngine(model, tokenizer, model_name=config.model, max_batch_size=config.inference.max_batch_size)
+    engine = InferenceEngine(
+        model,
+        tokenizer,
+        model_name=config.model,
+        max_batch_size=config.inference.max_batch_size,
+        prefix_cache_tokens=config.inference.prefix_cache_tokens,
+    )
     return EmbeddedStack(
         engine,
         run_dir,
         concurrency=config.controller.concurrency,
         train_temperature=config.inference.train_temperature,
         val_temperature=config.inference.val_temperature,
+        preload=config.controller.preload,
     )
 
 

@@ -52,8 +52,11 @@ class EmbeddedStack:
         vllm: VllmPolicy | None = None,
         evaluator: str | list[str] | None = None,
         max_output_tokens: int | None = None,
+        preload: bool = False,
     ) -> None:
         self.engine = engine
+        self.preload = preload
+        self._runner: Any = None  # the LocalRunner, closed after the controller
         self.vllm = vllm
         self._check_policy()
         self.run_dir = run_dir
@@ -101,8 +104,11 @@ class EmbeddedStack:
                 self.client.add_upstream(UpstreamCreate(id=UPSTREAM_ID, url=f"{inference_url}/v1", model=model))
             # Agents die with this process (a kill -9 included); any an earlier, killed run left are
             # reaped here, so the controller settles their attempts as infra losses and retries them.
-            runner = LocalRunner(
-                logs_dir=self.run_dir / "logs", base_env={**os.environ, **self.agent_env}, die_with_parent=True
+            runner = self._runner = LocalRunner(
+                logs_dir=self.run_dir / "logs",
+                base_env={**os.environ, **self.agent_env},
+                die_with_parent=True,
+                preload=self.preload,
             )
             runner.reap_leftovers()
             controller_client = AlightClient(self.url, self.admin_key, timeout=60)
@@ -150,6 +156,9 @@ class EmbeddedStack:
             self.controller.stop(kill_running=True)
             self.controller.client.close()
             self.controller = None
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
         if self.client is not None:
             self.client.close()
             self.client = None

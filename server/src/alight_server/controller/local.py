@@ -9,6 +9,10 @@ A controller that restarts builds a new LocalRunner on the same logs_dir and
 sees every unreleased attempt in `handles()`; `poll` then checks that the pid
 is alive *and* is the process it started (same kernel start time), so a
 recycled pid is never mistaken for the agent.
+
+With `preload=True`, entrypoint attempts fork from a zygote that imported the
+entrypoint once (preload.py, zygote.py) instead of starting a fresh interpreter;
+the files and the checks above are the same.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from alight import envvars
 from alight.attempt_logs import DEFAULT_LOGS_DIR, attempt_dir
 from alight.schemas import AttemptStart
 from alight_server.controller.base import RunPhase, RunStatus, SpawnError, attempt_handle, parse_handle
+from alight_server.controller.preload import Preloader
 
 SUPERVISOR = str(Path(__file__).with_name("supervise.py"))
 
@@ -44,6 +49,7 @@ class LocalRunner:
         python: str = sys.executable,
         base_env: Mapping[str, str] | None = None,
         die_with_parent: bool = False,
+        preload: bool = False,
     ) -> None:
         self.logs_dir = Path(logs_dir).absolute()  # absolute: agents run in their own cwd
         # The host is part of the name so that two machines' local controllers never fail each other's attempts.
@@ -56,6 +62,11 @@ class LocalRunner:
         # False (`alight controller`): agents outlive a controller restart and are adopted.
         self.die_with_parent = die_with_parent
         self._children: dict[str, subprocess.Popen[bytes]] = {}  # attempts this instance spawned
+        self._preloaded: set[str] = set()  # attempts this instance forked from a zygote (not its children)
+        # preload: entrypoint attempts fork from a process that imported the agent once (preload.py).
+        self._preloader = (
+            Preloader(python, self.logs_dir, os.getpid() if die_with_parent else None) if preload else None
+        )
         self._force_kill_at: dict[str, float] = {}  # handle -> monotonic time of the SIGKILL
         self._swept: set[str] = set()  # groups already cleaned after their leader ended
 
@@ -107,7 +118,14 @@ class LocalRunner:
         env = {k: v for k, v in self.base_env.items() if k not in envvars.ALL and not k.startswith("ALIGHT_")}
         env.setdefault("PYTHONUNBUFFERED", "1")  # so a killed agent's last lines still reach the log
         env.update(spec.env)
-        env.update(envvars.attempt_env(start, server_url, task_dir=log_path.parent))  # the contract wins
+        contract = envvars.attempt_env(start, server_url, task_dir=log_path.parent)  # the contract wins
+        if self._preloader is not None and spec.entrypoint:
+            pid = self._preloader.spawn(spec, env, contract, log_path, exit_path)
+            if pid is not None:
+                self._preloaded.add(handle)
+                self._write_state(handle, state_path, pid, argv, cwd)
+                return handle
+        env.update(contract)
         with log_path.open("ab") as log:
             try:
                 watch = ["--die-with", str(os.getpid())] if self.die_with_parent else []
@@ -123,10 +141,14 @@ class LocalRunner:
             except OSError as exc:
                 raise SpawnError(f"rollout {rollout.id!r}: could not start {argv[0]!r} in {cwd!r}: {exc}") from exc
         self._children[handle] = child
+        self._write_state(handle, state_path, child.pid, argv, cwd)
+        return handle
+
+    def _write_state(self, handle: str, state_path: Path, pid: int, argv: list[str], cwd: str | None) -> None:
         state = {
             "handle": handle,
-            "pid": child.pid,
-            "proc_start": _proc_start_ticks(child.pid),
+            "pid": pid,
+            "proc_start": _proc_start_ticks(pid),
             "started_at": time.time(),
             "argv": argv,
             "cwd": cwd,
@@ -134,7 +156,6 @@ class LocalRunner:
         tmp = state_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state))
         os.replace(tmp, state_path)
-        return handle
 
     def poll(self, handle: str) -> RunStatus:
         state = self._state(handle)
@@ -195,7 +216,7 @@ class LocalRunner:
         reaped = []
         for handle in self.handles():
             state = self._state(handle)
-            if handle in self._children or state is None:
+            if handle in self._children or handle in self._preloaded or state is None:
                 continue
             pid = int(state["pid"])  # type: ignore[arg-type]
             if _is_ours(pid, state.get("proc_start")):
@@ -217,8 +238,14 @@ class LocalRunner:
         state_path.unlink(missing_ok=True)
         exit_path.unlink(missing_ok=True)
         self._children.pop(handle, None)
+        self._preloaded.discard(handle)
         self._force_kill_at.pop(handle, None)
         self._swept.discard(handle)
+
+    def close(self) -> None:
+        """Stop the zygotes of preloaded starts (attempts are the controller's to stop first)."""
+        if self._preloader is not None:
+            self._preloader.close()
 
     def log_tail(self, handle: str, max_bytes: int) -> str:
         path = self._paths(handle)[0]

@@ -14,6 +14,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda when present)")
     parser.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--max-batch-size", type=int, default=32)
+    parser.add_argument(
+        "--prefix-cache-tokens", type=int, default=16384, help="prompt tokens kept for prefix reuse (0: off)"
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (1 is fastest on a shared CPU)")
     parser.add_argument("--admin-key", default=None, help="require this bearer key on /admin/weights")
     args = parser.parse_args(argv)
@@ -32,6 +35,7 @@ def main(argv: list[str] | None = None) -> None:
         dtype=getattr(torch, args.dtype) if args.dtype else None,
         model_name=args.served_model_name or args.model,
         max_batch_size=args.max_batch_size,
+        prefix_cache_tokens=args.prefix_cache_tokens,
     )
     uvicorn.run(create_inference_app(engine, admin_key=args.admin_key), host=args.host, port=args.port)
 

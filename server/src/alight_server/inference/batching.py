@@ -14,11 +14,28 @@ def _cache_kwarg(model: Any) -> str:
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
-def prefill(model: Any, prompt_ids: list[int], device: torch.device) -> tuple[list[tuple[torch.Tensor, ...]], Any]:
-    """Run the prompt alone (no padding, so it is exact) -> (per-layer (keys, values) of batch 1, last logits (V,))."""
-    cache = DynamicCache()
-    ids = torch.tensor([prompt_ids], device=device)  # (1, L)
-    out = model(input_ids=ids, use_cache=True, logits_to_keep=1, **{_cache_kwarg(model): cache})
+def prefill(
+    model: Any,
+    prompt_ids: list[int],
+    device: torch.device,
+    reused: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], Any]:
+    """Run the prompt alone (no padding, so it is exact) -> (per-layer (keys, values) of batch 1, last logits (V,)).
+
+    `reused`: the layers of the prompt's first P tokens, already computed (prefix_cache); only the rest runs.
+    """
+    done = reused[0][0].shape[2] if reused else 0
+    cache = DynamicCache(ddp_cache_data=list(reused)) if reused else DynamicCache()
+    ids = torch.tensor([prompt_ids[done:]], device=device)  # (1, L - P)
+    positions = torch.arange(done, len(prompt_ids), device=device)
+    out = model(
+        input_ids=ids,
+        use_cache=True,
+        logits_to_keep=1,
+        cache_position=positions,
+        position_ids=positions[None],
+        **{_cache_kwarg(model): cache},
+    )
     cache_layers: list[Any] = cache.layers
     layers = [(layer.keys, layer.values) for layer in cache_layers]  # each (1, H, L, D)
     return layers, out.logits[0, -1]

@@ -143,6 +143,8 @@ class InferenceSettings(Section):
     device: str | None = Field(default=None, description="cpu, cuda, cuda:1; default: cuda when present")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     max_batch_size: int = Field(default=32, ge=1)
+    # Prompt tokens whose keys and values the engine keeps to reuse a shared prefix (0: off).
+    prefix_cache_tokens: int = Field(default=16384, ge=0)
     train_temperature: float = Field(default=1.0, ge=0)
     val_temperature: float = Field(default=0.0, ge=0)
     torch_threads: int | None = Field(default=None, ge=1, description="torch CPU threads for this process")
@@ -154,6 +156,9 @@ class ControllerSettings(Section):
     """The local controller the embedded stack starts."""
 
     concurrency: int = Field(default=8, ge=1, le=1024)
+    # Entrypoint agents fork from one process that imported them once, instead of a fresh interpreter each
+    # (controller/zygote.py): the entrypoint module's top level then runs once per run, not per attempt.
+    preload: bool = False
 
 
 class ServerSettings(Section):

@@ -252,7 +252,7 @@ class TrainingRun:
         options: dict[str, Any] = dict(
             concurrency=cfg.controller.concurrency, train_temperature=cfg.inference.train_temperature,
             val_temperature=cfg.inference.val_temperature, evaluator=cfg.evaluator,
-            max_output_tokens=cfg.inference.max_output_tokens,
+            max_output_tokens=cfg.inference.max_output_tokens, preload=cfg.controller.preload,
         )  # fmt: skip
         try:
             if cfg.server.url is not None:  # check the servers first: a wrong URL or key fails in seconds
@@ -281,7 +281,11 @@ class TrainingRun:
                     dtype = pick_dtype(cfg.inference.dtype, device)
                     served, _ = load_policy(cfg.model, device=device, dtype=dtype)
                     engine = InferenceEngine(
-                        served, tokenizer, model_name=cfg.model, max_batch_size=cfg.inference.max_batch_size
+                        served,
+                        tokenizer,
+                        model_name=cfg.model,
+                        max_batch_size=cfg.inference.max_batch_size,
+                        prefix_cache_tokens=cfg.inference.prefix_cache_tokens,
                     )
                 stack = EmbeddedStack(engine, self.run_dir, vllm=vllm, **options).start()
             self.client = stack.client
