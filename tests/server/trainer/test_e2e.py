@@ -24,11 +24,15 @@ def test_two_steps_train_the_served_policy_on_gateway_token_ids(
     tiny_config: Callable[..., TrainConfig], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = tiny_config()
+    threads_outside = torch.get_num_threads()
+    config.trainer.torch_threads = threads_outside + 1  # the update's own thread count
     batches: list[SampleBatch] = []
+    threads_in_step: list[int] = []
     original_step = EmbeddedBackend.step
 
     def recording_step(self: EmbeddedBackend, batch: SampleBatch) -> dict[str, float]:
         batches.append(batch)
+        threads_in_step.append(torch.get_num_threads())
         return original_step(self, batch)
 
     monkeypatch.setattr(EmbeddedBackend, "step", recording_step)
@@ -43,6 +47,8 @@ def test_two_steps_train_the_served_policy_on_gateway_token_ids(
     assert changed, "no parameter changed after two training steps"
     assert result.policy_version == 2
     assert len(batches) == 2
+    assert threads_in_step == [threads_outside + 1] * 2
+    assert torch.get_num_threads() == threads_outside
 
     store = open_store(f"sqlite:///{result.run_dir / 'alight.db'}")
     rollouts = store.list_rollouts(RolloutQuery(limit=1000))

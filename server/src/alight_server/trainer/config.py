@@ -67,6 +67,9 @@ class TrainerSettings(Section):
     world_size: int | None = Field(default=None, ge=1, le=1024)
     # ddp: every rank holds the whole model; fsdp: parameters, gradients and optimizer state are sharded (FSDP2).
     strategy: Literal["ddp", "fsdp"] = "ddp"
+    # torch CPU threads for the embedded update alone (unset: inference.torch_threads for everything). In a
+    # synchronous run nothing else computes during the update, so it can use every core the rollouts share.
+    torch_threads: int | None = Field(default=None, ge=1)
 
 
 # Keys that moved to another section: an old config gets told where they went instead of "unknown key".

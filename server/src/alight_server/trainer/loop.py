@@ -15,6 +15,7 @@ Per step:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -23,6 +24,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +53,20 @@ if TYPE_CHECKING:
     from alight_server.inference.vllm_policy import VllmPolicy
 
 log = logging.getLogger("alight.trainer")
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int | None) -> Iterator[None]:
+    """torch's CPU threads set to `threads` inside (unchanged when None); async runs keep decoding meanwhile."""
+    if threads is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class TrainingRun:
@@ -212,7 +228,8 @@ class TrainingRun:
         metrics["samples/breaks"] = float(report.total_breaks)
         keep = [r for r in range(batch.num_rows) if not bool(uniform[int(batch.row_group[r])])]
         if keep:
-            metrics.update({f"train/{k}": v for k, v in self.backend.step(batch.select(keep)).items()})
+            with _torch_threads(cfg.trainer.torch_threads if self.pool is None else None):
+                metrics.update({f"train/{k}": v for k, v in self.backend.step(batch.select(keep)).items()})
             metrics["time/train_s"] = time.monotonic() - started
             display.status("syncing weights")
             self.policy_version, metrics["time/sync_s"] = self.backend.push_weights(sync, {"step": self.step + 1})
