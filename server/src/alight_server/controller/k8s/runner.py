@@ -249,7 +249,10 @@ class KubernetesRunner:
         self._released.add(name)
         job = self.jobs.get(name)
         conditions = ((job or {}).get("status") or {}).get("conditions") or []
-        if job is not None and not any(c.get("type") in ("Complete", "Failed") for c in conditions):
+        live, gone = self.pods.select("job-name", name)
+        # A pod that ran means the Job did start: the job watch may just lag behind the pod watch.
+        ran = any((p.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed") for p in live + gone)
+        if job is not None and not ran and not any(c.get("type") in ("Complete", "Failed") for c in conditions):
             self._delete(name, "Background")  # it never started (image, scheduling): nothing to read later
         else:
             try:  # the token leaves the cluster now; the Job and its Pod stay until their TTL
@@ -257,7 +260,6 @@ class KubernetesRunner:
             except Exception as exc:
                 if getattr(exc, "status", None) != 404:
                     log.warning("cannot delete Secret %s (its Job's TTL will): %s", name, api_message(exc))
-        live, gone = self.pods.select("job-name", name)
         for pod in live + gone:
             self.pods.forget(pod["metadata"]["name"])
             for key in [k for k in self._waiting_since if k.startswith(f"{pod['metadata']['name']}/")]:
