@@ -1,15 +1,21 @@
 """Synchronous vs asynchronous training on heavy-tailed agent durations: wall time per step, speed-up, rewards.
 
 The same run (tiny model, tasks_per_step groups of group_size rollouts, equal samples per step) three times:
-synchronous, then asynchronous at max_staleness 1 and 2 with 2 x tasks_per_step groups in flight. Each
-agent sleeps a log-normal duration (median --median-s, a --straggler-share of 10x stragglers) between
-two model calls (benchmarks/async_agent.py). A step's wall time is its rollout wait + train + weight sync.
-Run: `nice .venv/bin/python benchmarks/async.py` (add --steps 4 for a short look).
+synchronous, then asynchronous at max_staleness 1 and 2 with --active-groups groups in flight (default
+2 x tasks_per_step). Each agent waits a log-normal duration (median --median-s, sigma 0.6, a
+--straggler-share of 10x stragglers) between two model calls (benchmarks/async_agent.py): its time is
+spent waiting, as an agent waits on tools, not computing. The default median (5 s) keeps the waits well
+above what an attempt costs the CPU besides (about 0.5 CPU-s measured: its start from a preloaded
+zygote, the OpenAI client, telemetry, its exit), so the load is wait-bound as asynchronous mode assumes.
+A step's wall time is its rollout wait + samples and train + weight sync. After each run the workload it
+really drew is read back from its store: the waits, and what each attempt took beyond its wait.
+Run: `nice .venv/bin/python benchmarks/async.py` (add --steps 3 --median-s 1 for a short look).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import tempfile
@@ -17,6 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from async_agent import SIGMA, STRAGGLER_FACTOR, draw
+
+from alight.api_models import RolloutQuery
+from alight.schemas import Mode
+from alight_server.store.sql import SqlStore
 from alight_server.trainer.config import parse_config
 from alight_server.trainer.loop import TrainingRun
 
@@ -35,27 +46,88 @@ def run(label: str, args: argparse.Namespace, folder: Path, async_rollout: dict[
         "tasks_per_step": args.tasks_per_step,
         "steps": args.steps,
         "seed": 0,
-        "output_dir": str(folder / label),
+        "output_dir": str(folder / label.replace(" ", "")),
         "optimizer": {"lr": 1.5e-2},
         "algorithm": {"aggregation": "token_mean", **({"tis_cap": 2.0} if async_rollout else {})},
         "async_rollout": async_rollout,
         "inference": {"device": "cpu", "torch_threads": 1},
-        "controller": {"concurrency": groups_in_flight * args.group_size},
+        "controller": {"concurrency": groups_in_flight * args.group_size, "preload": True},
         "checkpoint": {"every": 0},
         "metrics": {"tensorboard": False},
     }
+    config = parse_config(raw, folder)
     started = time.monotonic()
-    result = TrainingRun(parse_config(raw, folder), train_tasks=tasks, val_tasks=[], show_progress=False).run()
+    result = TrainingRun(config, train_tasks=tasks, val_tasks=[], show_progress=False).run()
+    total = time.monotonic() - started
     steps = [r for r in result.history if "train/reward_mean" in r]
-    per_step = [r.get("time/rollouts_s", 0) + r.get("time/train_s", 0) + r.get("time/sync_s", 0) for r in steps]
     return {
         "label": label,
-        "step_s": per_step,
+        "step_s": [r.get("time/rollouts_s", 0) + r.get("time/train_s", 0) + r.get("time/sync_s", 0) for r in steps],
+        "wait_s": statistics.fmean(r.get("time/rollouts_s", 0) for r in steps),
+        "train_s": statistics.fmean(r.get("time/train_s", 0) + r.get("time/sync_s", 0) for r in steps),
         "rewards": [r["train/reward_mean"] for r in steps],
         "dropped": sum(r.get("async/dropped_stale", 0) for r in steps),
         "staleness": statistics.fmean(r.get("async/staleness_mean", 0) for r in steps),
-        "total_s": time.monotonic() - started,
+        "total_s": total,
+        **workload(Path(config.output_dir) / "alight.db", args),
     }
+
+
+def workload(db: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """What the run's agents really did: each rollout's drawn wait, and its attempt's time beyond that wait."""
+    store = SqlStore(f"sqlite:///{db}")
+    try:
+        rollouts = store.list_rollouts(RolloutQuery(mode=Mode.TRAIN, limit=1000))
+    finally:
+        store.close()
+    waits, beyond, stragglers = [], [], 0
+    for rollout in rollouts:
+        wait, straggler = draw(rollout.id, args.median_s, args.straggler_share)
+        waits.append(wait)
+        stragglers += straggler
+        attempt = rollout.attempts[-1] if rollout.attempts else None
+        if attempt is not None and attempt.ended_at is not None:
+            beyond.append((attempt.ended_at - attempt.started_at).total_seconds() - wait)
+    return {"rollouts": len(rollouts), "waits": waits, "stragglers": stragglers, "beyond_s": beyond}
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def mean_se(values: list[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return (values[0] if values else float("nan")), float("nan")
+    return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
+
+
+def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    base = statistics.fmean(runs[0]["step_s"])
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}, cpus {os.cpu_count()}")
+    print(f"{args.steps} steps x {args.tasks_per_step} groups x {args.group_size} rollouts; async keeps "
+          f"{args.active_groups} groups in flight; preloaded agent starts")  # fmt: skip
+    print(f"workload: wait = log-normal(median {args.median_s} s, sigma {SIGMA}), {args.straggler_share:.0%} of "
+          f"rollouts x{STRAGGLER_FACTOR:g}, between two model calls (4 and 8 tokens)")  # fmt: skip
+    print(f"{'run':<10} {'rollouts':>8} {'wait p50':>8} {'p90':>6} {'max':>6} {'10x':>4} {'beyond wait p50/p90 s':>22}")
+    for r in runs:
+        waits, beyond = r["waits"], r["beyond_s"]
+        print(f"{r['label']:<10} {r['rollouts']:8d} {quantile(waits, 0.5):8.2f} {quantile(waits, 0.9):6.2f} "
+              f"{max(waits, default=0):6.1f} {r['stragglers']:4d} "
+              f"{quantile(beyond, 0.5):13.2f} / {quantile(beyond, 0.9):5.2f}")  # fmt: skip
+    print(f"\n{'run':<10} {'s/step':>7} {'speed-up':>8} {'wait s':>7} {'train+sync s':>12} {'staleness':>9} "
+          f"{'dropped':>7} {'run s':>6} {'reward mean +- se':>18}")  # fmt: skip
+    for r in runs:
+        mean = statistics.fmean(r["step_s"])
+        reward, se = mean_se(r["rewards"])
+        print(f"{r['label']:<10} {mean:7.2f} {base / mean:7.2f}x {r['wait_s']:7.2f} {r['train_s']:12.2f} "
+              f"{r['staleness']:9.2f} {r['dropped']:7.0f} {r['total_s']:6.0f} {reward:11.3f} +- {se:.3f}")  # fmt: skip
+    print("\nper step (equal samples: tasks_per_step x group_size each): wall s | train/reward_mean")
+    print("step " + " ".join(f"{r['label']:>10} s" for r in runs) + " " + " ".join(f"{r['label']:>10}" for r in runs))
+    for i in range(args.steps):
+        cells = [f"{r['step_s'][i]:12.2f}" if i < len(r["step_s"]) else " " * 12 for r in runs]
+        cells += [f"{r['rewards'][i]:10.3f}" if i < len(r["rewards"]) else " " * 10 for r in runs]
+        print(f"{i + 1:>4} " + " ".join(cells))
 
 
 def main() -> None:
@@ -63,32 +135,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--tasks-per-step", type=int, default=4)
     parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--median-s", type=float, default=2.0)
+    parser.add_argument("--active-groups", type=int, default=0, help="groups in flight (default 2 x tasks)")
+    parser.add_argument("--median-s", type=float, default=5.0)
     parser.add_argument("--straggler-share", type=float, default=0.05)
     args = parser.parse_args()
-    active = 2 * args.tasks_per_step
+    args.active_groups = args.active_groups or 2 * args.tasks_per_step
+    pool = {"enabled": True, "active_groups": args.active_groups}
     with tempfile.TemporaryDirectory(prefix="alight-async-bench-") as tmp:
         folder = Path(tmp)
         runs = [
             run("sync", args, folder, {}),
-            run("async s=1", args, folder, {"enabled": True, "active_groups": active, "max_staleness": 1}),
-            run("async s=2", args, folder, {"enabled": True, "active_groups": active, "max_staleness": 2}),
+            run("async s=1", args, folder, {**pool, "max_staleness": 1}),
+            run("async s=2", args, folder, {**pool, "max_staleness": 2}),
         ]
-    base = statistics.fmean(runs[0]["step_s"])
-    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}, cpus {os.cpu_count()}")
-    print(f"{args.steps} steps x {args.tasks_per_step} groups x {args.group_size} rollouts; agent median "
-          f"{args.median_s} s, {args.straggler_share:.0%} stragglers at 10x")  # fmt: skip
-    print(f"{'run':<10} {'s/step':>7} {'speed-up':>8} {'staleness':>9} {'dropped':>7} {'run s':>6}")
-    for r in runs:
-        mean = statistics.fmean(r["step_s"])
-        print(f"{r['label']:<10} {mean:7.2f} {base / mean:7.2f}x {r['staleness']:9.2f} {r['dropped']:7.0f} "
-              f"{r['total_s']:6.0f}")  # fmt: skip
-    print("\nreward per step (train/reward_mean)")
-    print("step " + " ".join(f"{r['label']:>10}" for r in runs))
-    for i in range(args.steps):
-        print(
-            f"{i + 1:>4} " + " ".join(f"{r['rewards'][i]:10.3f}" if i < len(r["rewards"]) else " " * 10 for r in runs)
-        )
+    report(runs, args)
 
 
 if __name__ == "__main__":

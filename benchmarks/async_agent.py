@@ -15,19 +15,24 @@ from openai import OpenAI
 import alight
 
 VOWELS = set("aeiouAEIOU")
+SIGMA = 0.6  # of the log-normal: p90 / median = e^(1.28 * 0.6) = 2.2
+STRAGGLER_FACTOR = 10.0
 
 
-def duration_s(rollout_id: str, median_s: float, straggler_share: float) -> float:
+def draw(rollout_id: str, median_s: float, straggler_share: float) -> tuple[float, bool]:
+    """The agent's wait outside the model (tools, environment): log-normal, a `straggler_share` of them 10x.
+    Returns (seconds, straggler or not)."""
     rng = random.Random(rollout_id)
-    base = rng.lognormvariate(0.0, 0.6) * median_s
-    return base * 10 if rng.random() < straggler_share else base
+    base = rng.lognormvariate(0.0, SIGMA) * median_s
+    straggler = rng.random() < straggler_share
+    return (base * STRAGGLER_FACTOR if straggler else base), straggler
 
 
 @alight.rollout
 def main(task: dict[str, Any]) -> float:
     client = OpenAI(max_retries=20)
     rollout_id = os.environ.get("ALIGHT_ROLLOUT_ID", "")
-    wait = duration_s(rollout_id, float(task["median_s"]), float(task["straggler_share"]))
+    wait, _ = draw(rollout_id, float(task["median_s"]), float(task["straggler_share"]))
     messages: list[Any] = [{"role": "user", "content": f"Say {task['word']}."}]
     first = client.chat.completions.create(model="policy", messages=messages, max_tokens=4)
     time.sleep(wait)  # the agent's own work: tools, environment, thinking outside the model

@@ -64,7 +64,7 @@ def bump_policy_version(client: AlightClient) -> None:
 
 def test_a_step_takes_the_complete_groups_while_a_slow_group_carries_over(client, pool_config):
     pool = make_pool(client, pool_config(max_staleness=5))
-    pool._fill(step=0)
+    pool.top_up(step=0)
     slow, *others = pool.groups
     end(client, [i for g in others for i in g.ids])
 
@@ -73,7 +73,7 @@ def test_a_step_takes_the_complete_groups_while_a_slow_group_carries_over(client
     assert first.metrics["async/carry_over_out"] == 1 and pool.groups == [slow]
 
     bump_policy_version(client)  # the step's weight update: the slow group keeps running across it
-    pool._fill(step=1)
+    pool.top_up(step=1)
     end(client, slow.ids + pool.groups[1].ids)
     second = pool.take(step=1, version=1)
     assert [g.number for g in second.groups] == [0, 3] and second.staleness == [1, 0]
@@ -82,7 +82,7 @@ def test_a_step_takes_the_complete_groups_while_a_slow_group_carries_over(client
 
 def test_a_group_with_an_infra_failure_is_dropped_and_never_trained_in_part(client, pool_config):
     pool = make_pool(client, pool_config())
-    pool._fill(step=0)
+    pool.top_up(step=0)
     broken, *whole = pool.groups
     end(client, broken.ids[:1])
     end(client, broken.ids[1:], kind=FailureKind.INFRA)
@@ -98,12 +98,12 @@ def test_a_group_with_an_infra_failure_is_dropped_and_never_trained_in_part(clie
 
 def stale_by_two(client: AlightClient, pool: GroupPool) -> None:
     """Group 0 completes two policy versions after it started; groups 3 and 4 start on the newest version."""
-    pool._fill(step=0)
+    pool.top_up(step=0)
     end(client, [i for g in pool.groups[1:] for i in g.ids])
     pool.take(step=0, version=0)
     bump_policy_version(client)
     bump_policy_version(client)
-    pool._fill(step=2)
+    pool.top_up(step=2)
     end(client, [i for g in pool.groups for i in g.ids])
 
 
@@ -127,7 +127,7 @@ def test_a_group_older_than_max_staleness_is_down_weighted_when_asked(client, po
 def test_restoring_a_pool_continues_its_rollouts_instead_of_starting_new_ones(client, pool_config, live_server):
     config = pool_config()
     pool = make_pool(client, config)
-    pool._fill(step=0)
+    pool.top_up(step=0)
     end(client, pool.groups[0].ids)
     state = pool.state()
     before = {r.id for r in live_server.store.list_rollouts()}

@@ -100,3 +100,15 @@ def test_resume_mid_carry_over_continues_the_carried_groups(tiny_config) -> None
     for group in after.values():
         per_group[group or ""] = per_group.get(group or "", 0) + 1
     assert set(per_group.values()) == {first.group_size}  # no group started twice
+
+
+def test_a_step_starts_the_groups_that_replace_its_own_before_its_weight_update(tiny_config) -> None:
+    """The pool is topped up as soon as a step has its groups: the new ones run while it trains and updates."""
+    config = async_config(tiny_config, steps=2).model_copy(update={"group_size": 4})  # 4 equal rewards: unlikely
+    run = TrainingRun(config, train_tasks=[{"word": w} for w in WORDS], val_tasks=[], show_progress=False)
+    run.run()
+    with run_store(config) as store:
+        first_update = next(v for v in store.list_policy_versions() if v.version == 1)  # step 1's
+        replacement = [r for r in train_rollouts(store) if "-g000002-" in r.id]  # groups 0, 1 start the run
+        assert len(replacement) == config.group_size
+        assert all(r.created_at < first_update.created_at and r.policy_version == 0 for r in replacement)

@@ -60,10 +60,12 @@ def test_vowel_reward_rises_by_a_clear_margin(tiny_config: Callable[..., TrainCo
 
 @pytest.mark.async_e2e
 def test_vowel_reward_rises_in_asynchronous_mode(tiny_config: Callable[..., TrainConfig], tmp_path: Path) -> None:
-    """The same learning check with groups carried over across updates (staleness <= 1, TIS on)."""
+    """The same learning check with groups carried over across updates (staleness <= 1, TIS on); as above, the
+    second run has its own seed."""
     seen: list[dict[str, Any]] = []
     for run in range(RUNS):
         config = tiny_config(
+            seed=run,
             function=AGENT,
             steps=10,
             tasks_per_step=2,

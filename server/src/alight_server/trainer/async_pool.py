@@ -3,6 +3,8 @@
 How one step gets its groups (`GroupPool.take`):
 1. top up to `active_groups` groups in flight (each: `group_size` rollouts of one task, ids from the
    group's number in the run, so a resumed run re-creates the same rollouts and finds them where they are);
+   the loop tops up again as soon as a step has taken its groups (`top_up`), so the new groups run while
+   that step trains and updates the weights instead of waiting for the next step's `take`;
 2. poll the server; a group is complete when every rollout ended. A complete group with a rollout that
    timed out, was cancelled or failed for infrastructure (after the controller's retries) is dropped and
    replaced: a group is trained on whole or not at all, never filled with zeros;
@@ -118,7 +120,7 @@ class GroupPool:
         carried_in = sum(g.created_step < step for g in self.groups)  # started by an earlier step
         counts = {"dropped_stale": 0, "dropped_infra": 0}
         while True:
-            self._fill(step)
+            self.top_up(step)
             for group in [g for g in self.groups if g.phase is not None]:
                 if pool.stale == "drop" and version - group.oldest_version > pool.max_staleness:
                     self.groups.remove(group)
@@ -155,7 +157,8 @@ class GroupPool:
             metrics[f"async/staleness_{s}"] = float(staleness.count(s))
         return Taken(taken, weights, staleness, metrics)
 
-    def _fill(self, step: int) -> None:
+    def top_up(self, step: int) -> None:
+        """Start new groups (`step`: the step whose collection they belong to) until `active_groups` are in flight."""
         while len(self.groups) < self.config.async_rollout.active_groups:
             (task,) = self.cursor.take(1)
             group = Group(self.next_number, task, step)

@@ -189,6 +189,7 @@ class TrainingRun:
         taken = None
         if self.pool is not None:
             taken = self.pool.take(self.step, self.policy_version, display.status)
+            self.pool.top_up(self.step + 1)  # the taken groups' places run while this step trains and updates
             phase = merge_phases([g.phase for g in taken.groups if g.phase is not None], taken.metrics["time/wait_s"])
         else:
             tasks = self.cursor.take(cfg.tasks_per_step)

@@ -32,6 +32,7 @@ TOOLS: list[Any] = [
 ]
 GLOSSARY = {"apple": "a fruit", "river": "flowing water", "stone": "a hard rock"}
 VOWELS = set("aeiouAEIOU")
+MAX_PAUSED_RETRIES = 60  # x Retry-After (1 s): an update pauses the gateway for well under a minute
 
 
 def lookup(word: str) -> str:
@@ -91,6 +92,13 @@ def main_http(task: dict[str, Any]) -> float:
                 **({"tools": tools} if tools else {}),
             }
             reply = client.post("/chat/completions", json=body)
+            # While a weight update pauses it, the gateway answers 429 + Retry-After (an asynchronous run's agents
+            # meet it); the OpenAI client retries by itself, a plain httpx agent has to.
+            for _ in range(MAX_PAUSED_RETRIES):
+                if reply.status_code != 429:
+                    break
+                time.sleep(float(reply.headers.get("retry-after", "1")))
+                reply = client.post("/chat/completions", json=body)
             reply.raise_for_status()
             return reply.json()["choices"][0]["message"]["content"] or ""
 
