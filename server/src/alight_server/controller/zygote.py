@@ -168,6 +168,9 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 3
+    # What the import built lives as long as every attempt: out of the collector's sight, a fork's pages
+    # stay shared and its exit does not walk the whole inherited heap (entry.freeze_imports says more).
+    entry.freeze_imports()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(f"{sock_path}.tmp")
     listener.listen(64)

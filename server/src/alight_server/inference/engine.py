@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ class _Sequence:
     generator: torch.Generator
     text: IncrementalText
     generated: int = 0
+    tokens: list[int] = field(default_factory=list)  # sampled so far; all but the last are in the batch's cache
 
 
 class InferenceEngine:
@@ -293,9 +294,27 @@ class InferenceEngine:
         logits = self._batch.step()  # (B, V)
         chosen = self._emit(self._sequences, logits)
         self._batch.next_token = torch.tensor([t for _, t, _ in chosen], dtype=torch.long, device=self.device)
+        if self.prefix_cache.max_tokens > 0:
+            for row, (seq, _, finished) in enumerate(chosen):
+                if finished and not seq.handle.cancelled:
+                    self._cache_reply(row, seq)
         keep = [row for row, (s, _, finished) in enumerate(chosen) if not finished and not s.handle.cancelled]
         self._sequences = [self._sequences[row] for row in keep]
         self._batch.keep(keep)
+
+    def _cache_reply(self, row: int, seq: _Sequence) -> None:
+        """Keep a finished row's prompt + reply: an agent's next call repeats both before its new turn.
+
+        The cache holds every token but the last one sampled (it was never fed); the next prompt's
+        template re-tokenizes the reply, and reuse stops wherever that differs from what was sampled.
+        """
+        fed = seq.tokens[:-1]
+        length = len(seq.handle.prompt_ids) + len(fed)
+        layers = [
+            (k[row : row + 1, :, -length:].clone(), v[row : row + 1, :, -length:].clone())
+            for k, v in self._batch.layers
+        ]
+        self.prefix_cache.store([*seq.handle.prompt_ids, *fed], layers, replaces=seq.handle.prompt_ids)
 
     def _emit(self, sequences: list[_Sequence], logits: torch.Tensor) -> list[tuple[_Sequence, int, bool]]:
         """Sample each row, report it to its request; returns (sequence, token, finished) per row."""
@@ -307,6 +326,7 @@ class InferenceEngine:
         out = []
         for seq, (token, logp, ids, values) in zip(sequences, rows, strict=True):
             seq.generated += 1
+            seq.tokens.append(token)
             text = seq.text.push(token)
             finish = None
             if (token in self.eos_token_ids and not seq.handle.params.ignore_eos) or seq.text.stopped:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -12,7 +13,8 @@ if os.environ.get("IMPORT_LOG"):  # one line per import of this module: once per
     with open(os.environ["IMPORT_LOG"], "a") as f:
         f.write(f"{os.getpid()}\n")
 if os.environ.get("START_A_THREAD"):  # an import that starts a thread cannot be forked from
-    threading.Thread(target=time.sleep, args=(5,), daemon=True).start()
+    # Alive until the process exits, however long the zygote's remaining imports take on a loaded machine.
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
 
 _seen = []  # module state a fork must not share between attempts
 
@@ -23,7 +25,7 @@ def main(task: dict) -> float:
     if task.get("out"):
         with open(task["out"], "w") as f:
             json.dump({"env": dict(os.environ), "pid": os.getpid(), "argv": sys.argv, "seen": _seen,
-                       "cwd": os.getcwd()}, f)  # fmt: skip
+                       "cwd": os.getcwd(), "frozen": gc.get_freeze_count()}, f)  # fmt: skip
     time.sleep(float(task.get("sleep", 0)))
     if "exit" in task:
         sys.exit(task["exit"])
