@@ -34,7 +34,8 @@ def test_each_alight_key_lands_on_its_verl_key(tmp_path):
         seed=7,
         optimizer={"lr": 3e-6, "weight_decay": 0.1, "betas": [0.8, 0.95], "max_grad_norm": 0.5, "micro_batch_tokens": 2048},
         algorithm={"estimator": "rloo", "normalize_std": False, "clip_low": 0.1, "clip_high": 0.3,
-                   "updates_per_batch": 2, "max_prompt_tokens": 300, "max_response_tokens": 200},
+                   "updates_per_batch": 2},
+        samples={"max_prompt_tokens": 300, "max_response_tokens": 200},
         lora={"enabled": True, "r": 8, "alpha": 16, "target_modules": ["q_proj", "v_proj"]},
         inference={"train_temperature": 0.7},
     )  # fmt: skip

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 
-def tiny_run_config(folder: Path, agent: str, tasks: list[dict[str, Any]], **overrides: Any) -> dict[str, Any]:
-    """Two steps of two groups of two on `tasks` (written to folder/tasks.jsonl) for `agent` ("file.py:function").
+def tiny_run_config(folder: Path, entrypoint: str, tasks: list[dict[str, Any]], **overrides: Any) -> dict[str, Any]:
+    """Two steps of two groups of two on `tasks` (written to folder/tasks.jsonl) for `entrypoint` ("file.py:function").
 
     An override that is a mapping merges into that section; anything else replaces the value.
     """
@@ -17,7 +17,7 @@ def tiny_run_config(folder: Path, agent: str, tasks: list[dict[str, Any]], **ove
     raw: dict[str, Any] = {
         "model": "tiny",
         "dataset": {"train": str(train), "val_size": 2},
-        "agent": {"entrypoint": agent},
+        "agent": {"entrypoint": entrypoint},
         "group_size": 2,
         "tasks_per_step": 2,
         "steps": 2,
