@@ -56,6 +56,9 @@ def test_two_steps_train_the_served_policy_on_gateway_token_ids(
     assert len(train) == 2 * 2 * 2  # steps x tasks x group
     assert {r.mode for r in rollouts} == {Mode.TRAIN, Mode.VAL}
     assert all(r.state in TERMINAL_STATES for r in rollouts)
+    # the first step's rollouts (same weights) were created with the first validation, not after it ended
+    first_val = [r for r in rollouts if r.mode == Mode.VAL and r.metadata["step"] == 0]
+    assert max(r.created_at for r in train if r.metadata["step"] == 0) < max(r.updated_at for r in first_val)
 
     # step 2's calls were served by policy version 1, step 1's by version 0
     versions_by_step: dict[int, set[Any]] = {}

@@ -25,6 +25,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,15 @@ if TYPE_CHECKING:
     from alight_server.inference.vllm_policy import VllmPolicy
 
 log = logging.getLogger("alight.trainer")
+
+
+@dataclass(frozen=True)
+class _Started:
+    """Rollouts created for one phase, not yet waited for."""
+
+    ids: list[str]
+    mode: Mode
+    started: float  # time.monotonic() at creation
 
 
 @contextlib.contextmanager
@@ -135,9 +145,7 @@ class TrainingRun:
         save_checkpoint(self.config.run_dir_checkpoints(), self.step, payload, self.config.checkpoint.keep_last)
 
     # -- phases --------------------------------------------------------------------------------
-    def _rollouts(
-        self, prefix: str, tasks: list[Any], n: int, mode: Mode, display: RunDisplay
-    ) -> phase_ops.RolloutPhase:
+    def _start_rollouts(self, prefix: str, tasks: list[Any], n: int, mode: Mode) -> _Started:
         assert self.client is not None
         cfg = self.config
         started = time.monotonic()
@@ -145,7 +153,11 @@ class TrainingRun:
             self.client, prefix, tasks, n, mode, cfg.agent, cfg.rollout_timeout_s, cfg.max_attempts,
             {"step": self.step, "run_dir": str(self.run_dir)},
         )  # fmt: skip
-        label = "validating" if mode == Mode.VAL else "rollouts"
+        return _Started([r.id for r in created], mode, started)
+
+    def _await_rollouts(self, phase: _Started, display: RunDisplay) -> phase_ops.RolloutPhase:
+        assert self.client is not None
+        label = "validating" if phase.mode == Mode.VAL else "rollouts"
 
         def show(p: phase_ops.Progress) -> None:
             display.status(f"{label}: {p.finished}/{p.total} done, {p.total - p.finished} running, {p.failed} failed")
@@ -161,19 +173,28 @@ class TrainingRun:
             else:
                 log.warning(hint)
 
-        finished = phase_ops.wait_all(self.client, [r.id for r in created], show, on_unclaimed=unclaimed)
-        return phase_ops.collect(self.client, finished, started)
+        finished = phase_ops.wait_all(self.client, phase.ids, show, on_unclaimed=unclaimed)
+        return phase_ops.collect(self.client, finished, phase.started)
 
     def _val_task_count(self) -> int:
         limit = self.config.validation.max_tasks
         return min(limit, len(self.splits.val)) if limit else len(self.splits.val)
 
-    def _validate(self, display: RunDisplay) -> dict[str, float]:
+    def _start_validation(self) -> _Started | None:
         cfg = self.config.validation
         tasks = self.splits.val[: self._val_task_count()]
         if not tasks:
+            return None
+        return self._start_rollouts(f"{self.run_id}-val{self.step:05d}", tasks, cfg.samples_per_task, Mode.VAL)
+
+    def _start_train_rollouts(self) -> _Started:
+        tasks = self.cursor.take(self.config.tasks_per_step)
+        return self._start_rollouts(f"{self.run_id}-s{self.step:05d}", tasks, self.config.group_size, Mode.TRAIN)
+
+    def _validate(self, display: RunDisplay, started: _Started | None = None) -> dict[str, float]:
+        if started is None and (started := self._start_validation()) is None:
             return {}
-        phase = self._rollouts(f"{self.run_id}-val{self.step:05d}", tasks, cfg.samples_per_task, Mode.VAL, display)
+        phase = self._await_rollouts(started, display)
         scores = [s for s in map(phase_ops.scored, phase.trajectories) if s is not None]
         score, error = phase_ops.score_and_error(phase.trajectories)
         return {
@@ -183,7 +204,10 @@ class TrainingRun:
             "time/val_s": phase.seconds,
         }
 
-    def _train_step(self, display: RunDisplay, tokenizer: Any, sync: WeightSync) -> dict[str, float]:
+    def _train_step(
+        self, display: RunDisplay, tokenizer: Any, sync: WeightSync, started: _Started | None = None
+    ) -> dict[str, float]:
+        """One step; `started`: its rollouts, when they were created ahead (alongside the first validation)."""
         cfg = self.config
         assert self.backend is not None and self.client is not None
         taken = None
@@ -192,8 +216,7 @@ class TrainingRun:
             self.pool.top_up(self.step + 1)  # the taken groups' places run while this step trains and updates
             phase = merge_phases([g.phase for g in taken.groups if g.phase is not None], taken.metrics["time/wait_s"])
         else:
-            tasks = self.cursor.take(cfg.tasks_per_step)
-            phase = self._rollouts(f"{self.run_id}-s{self.step:05d}", tasks, cfg.group_size, Mode.TRAIN, display)
+            phase = self._await_rollouts(started or self._start_train_rollouts(), display)
         metrics: dict[str, float] = {
             "train/reward_mean": statistics.fmean(phase.rewards) if phase.rewards else float("nan"),
             "train/reward_std": statistics.pstdev(phase.rewards) if len(phase.rewards) > 1 else 0.0,
@@ -246,6 +269,11 @@ class TrainingRun:
 
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> RunResult:
+        # The run's torch threads (inference.torch_threads), given back afterwards: a caller's process keeps its own.
+        with _torch_threads(self.config.inference.torch_threads or None):
+            return self._run()
+
+    def _run(self) -> RunResult:
         from transformers import AutoTokenizer
 
         from alight_server.stack import EmbeddedStack, ExternalStack, ReplicaStack
@@ -259,8 +287,6 @@ class TrainingRun:
                 "alight_server.trainer.backend.follow_rank(config) (`alight train` does this by itself)"
             )
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        if cfg.inference.torch_threads:
-            torch.set_num_threads(cfg.inference.torch_threads)
         torch.manual_seed(cfg.seed)
         self.run_id = self._run_id()
         stack: EmbeddedStack | ExternalStack | None = None
@@ -342,10 +368,18 @@ class TrainingRun:
         every = cfg.validation.every
         with RunDisplay(cfg.steps, enabled=self.show_progress) as display:
             display.status("starting", completed=self.step)
+            ahead = None
             if self.step == 0 and not any("val/score" in r for r in self.history):
-                self._record(0, self._validate(display), metrics_log, display)
+                val = self._start_validation()
+                # The first step's rollouts are served by the same weights as this validation: created right
+                # behind it, they keep the engine's batch full through the validation's tail instead of
+                # starting after it (their time/rollouts_s counts from here).
+                if val is not None and self.pool is None and cfg.steps > 0:
+                    ahead = self._start_train_rollouts()
+                self._record(0, self._validate(display, val), metrics_log, display)
             while self.step < cfg.steps:
-                metrics = self._train_step(display, tokenizer, sync)
+                metrics = self._train_step(display, tokenizer, sync, ahead)
+                ahead = None
                 self.step += 1
                 if (every and self.step % every == 0) or self.step == cfg.steps:
                     metrics.update(self._validate(display))
