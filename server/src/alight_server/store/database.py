@@ -57,17 +57,10 @@ class SqlDatabase:
         with self._write_lock or nullcontext():
             conn = self.engine.raw_connection()
             try:
-                cursor = conn.cursor()
-                try:
+                with _committing(conn) as cursor:
                     if self.is_sqlite:  # autocommit mode (see _on_connect): begin by hand
                         cursor.execute("BEGIN IMMEDIATE")
                     yield cursor
-                    conn.commit()
-                except BaseException:
-                    conn.rollback()
-                    raise
-                finally:
-                    cursor.close()
             finally:
                 conn.close()  # back to the pool
 
@@ -94,14 +87,8 @@ class SqlDatabase:
                 cursor.close()
                 yield None
                 return
-            try:
+            with _committing(conn, cursor):
                 yield cursor
-                conn.commit()
-            except BaseException:
-                conn.rollback()
-                raise
-            finally:
-                cursor.close()
         finally:
             lock.release()
 
@@ -224,6 +211,20 @@ def _seal_upstream_keys(conn: Connection) -> None:
             {"s": sealed, "i": upstream_id},
         )
     conn.execute(text("ALTER TABLE upstreams DROP COLUMN api_key"))
+
+
+@contextmanager
+def _committing(conn: Any, cursor: Any = None) -> Iterator[Any]:
+    """A driver cursor on `conn` (or `cursor`): committed after the block, rolled back if it raised, then closed."""
+    cursor = cursor if cursor is not None else conn.cursor()
+    try:
+        yield cursor
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    finally:
+        cursor.close()
 
 
 def _server_engine(url: str) -> Engine:
