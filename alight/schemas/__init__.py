@@ -10,7 +10,7 @@ from __future__ import annotations
 from alight.schemas.calls import ApiFlavour, ModelCall
 from alight.schemas.events import Event, EventCreate
 from alight.schemas.gates import MAX_EVIDENCE_CHARS, REWARD_HACKING, GatePayload
-from alight.schemas.gateway import GatewayPause, GatewayReplica
+from alight.schemas.gateway import GatewayPause, GatewayReplica, GatewaySync
 from alight.schemas.rewards import Reward, RewardCreate, RewardSource
 from alight.schemas.rollouts import (
     TERMINAL_STATES,
@@ -49,6 +49,7 @@ __all__ = [
     "GatePayload",
     "GatewayPause",
     "GatewayReplica",
+    "GatewaySync",
     "Mode",
     "ModelCall",
     "PolicyVersion",

@@ -1,4 +1,4 @@
-"""The gateway replicas' shared state: the pause they follow and how each last reported itself."""
+"""The gateway replicas' shared state: the pause they follow, how each last reported itself, what each follows."""
 
 from __future__ import annotations
 
@@ -21,3 +21,18 @@ class GatewayReplica(BaseModel):
     pause_epoch: int = Field(description="the newest pause epoch this replica has applied")
     in_flight: int
     reported_at: float = Field(description="unix time of the report")
+
+
+class GatewaySync(BaseModel):
+    """What a gateway follows in the store, read at once: the pause, the policy version, rollout changes.
+
+    `changed` holds the ids of the rollouts changed after the `since_seq` asked for, up to and
+    including `rollout_seq` (oldest change first); None when that is not known in full (no
+    `since_seq`, or more changes than the read returns), so whatever was cached about rollouts
+    must be dropped.
+    """
+
+    pause: GatewayPause
+    policy_version: int
+    rollout_seq: int
+    changed: list[str] | None

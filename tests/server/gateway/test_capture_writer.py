@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import uuid
 from datetime import UTC, datetime
 
@@ -113,5 +114,35 @@ async def test_the_writer_survives_a_store_that_misbehaves(sqlite_url: str) -> N
             await writer.write(_call(rid))
         assert (await writer.write(_call(rid))).seq == 1
     finally:
+        writer.close()
+        store.close()
+
+
+async def test_a_call_alone_is_committed_on_the_event_loop_without_the_thread(store: SqlStore) -> None:
+    rid = store.create_rollouts([RolloutCreate()])[0].id
+    writer = CaptureWriter(store, alone=lambda: True)
+    try:
+        assert [(await writer.write(_call(rid))).seq for _ in range(3)] == [0, 1, 2]
+        assert writer._thread is None  # no hop: nothing else could have joined these commits
+        assert len(store.list_model_calls(rid)) == 3
+    finally:
+        writer.close()
+
+
+async def test_a_call_alone_waits_on_the_thread_while_another_process_writes(sqlite_url: str) -> None:
+    store = SqlStore(sqlite_url)
+    rid = store.create_rollouts([RolloutCreate()])[0].id
+    other = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the database's write lock
+    writer = CaptureWriter(store, alone=lambda: True)
+    try:
+        pending = asyncio.ensure_future(writer.write(_call(rid)))
+        await asyncio.sleep(0.3)
+        assert not pending.done()  # not stored yet, and the event loop was free to run this test meanwhile
+        other.execute("ROLLBACK")
+        assert (await pending).seq == 0
+        assert writer._thread is not None
+    finally:
+        other.close()
         writer.close()
         store.close()

@@ -1,10 +1,14 @@
-"""Admin changes reach the gateway at once: finished or cancelled rollouts, added or removed upstreams."""
+"""Admin changes reach the gateway at once (finished or cancelled rollouts, added or removed upstreams), and
+changes made elsewhere within the store sync's interval."""
 
 from __future__ import annotations
+
+import time
 
 import httpx
 
 from alight.schemas import AttemptFinish
+from alight_server.gateway.request.callers import LIVE_STATE_TTL_S
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 
@@ -42,3 +46,27 @@ def test_upstream_removal_and_registration_apply_to_the_next_call(gateway, attem
     resp = _chat(attempt.base_url, attempt.token)
     assert resp.status_code == 200, resp.text
     assert [c.upstream for c in gateway.server.store.list_model_calls(attempt.rollout_id)] == ["u1", None, "u2"]
+
+
+def test_an_attempt_finished_by_another_process_is_refused_once_the_store_sync_reads_it(gateway, attempt):
+    assert _chat(attempt.base_url, attempt.token).status_code == 200
+    # Straight in the store, as another gateway replica or a controller would: no hook tells this server.
+    gateway.server.store.finish_attempt(attempt.rollout_id, 1, AttemptFinish(status="failed"))
+    deadline = time.monotonic() + 5
+    while (resp := _chat(attempt.base_url, attempt.token)).status_code == 200 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert resp.status_code == 409, resp.text
+
+
+def test_a_running_attempt_is_not_read_from_the_store_again_while_the_sync_follows(gateway, attempt, monkeypatch):
+    store = gateway.server.store
+    assert _chat(attempt.base_url, attempt.token).status_code == 200
+    time.sleep(0.5)  # the sync has read the attempt's claim (a change it forgets the rollout for)
+    assert _chat(attempt.base_url, attempt.token).status_code == 200  # its state is now cached
+    reads: list[str] = []
+    real = store.get_rollout
+    monkeypatch.setattr(store, "get_rollout", lambda rollout_id: reads.append(rollout_id) or real(rollout_id))
+    for _ in range(2):
+        time.sleep(LIVE_STATE_TTL_S + 0.1)  # an agent that thinks between calls
+        assert _chat(attempt.base_url, attempt.token).status_code == 200
+    assert reads == []

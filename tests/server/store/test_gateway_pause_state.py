@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from alight.schemas import GatewayPause, GatewayReplica
+from alight.schemas import AttemptFinish, GatewayPause, GatewayReplica, RolloutCreate
 from alight_server.store.sql import SqlStore
 
 
@@ -56,3 +56,17 @@ def test_replica_reports_are_replaced_listed_and_removed(any_store: SqlStore) ->
     any_store.remove_gateway_replica("b")
     any_store.remove_gateway_replica("b")  # already gone: nothing to do
     assert [r.id for r in any_store.list_gateway_replicas()] == ["a"]
+
+
+def test_the_gateway_sync_lists_the_rollouts_changed_after_a_seq(any_store: SqlStore) -> None:
+    first = any_store.gateway_sync(None)
+    assert first.changed is None and first.pause == GatewayPause(paused=False, epoch=0)
+    a, b = any_store.create_rollouts([RolloutCreate(), RolloutCreate()])
+    any_store.claim_attempts(limit=1, ids=[a.id])
+    created = any_store.gateway_sync(first.rollout_seq)
+    assert created.changed == [b.id, a.id]  # oldest change first: a's claim is newer than b's creation
+    any_store.finish_attempt(a.id, 1, AttemptFinish(status="succeeded"))
+    any_store.add_policy_version()
+    finished = any_store.gateway_sync(created.rollout_seq)
+    assert finished.changed == [a.id] and finished.policy_version == 1
+    assert any_store.gateway_sync(finished.rollout_seq).changed == []

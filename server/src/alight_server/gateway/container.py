@@ -15,14 +15,15 @@ from alight_server.gateway.metrics import GatewayMetrics
 from alight_server.gateway.pause.gate import PauseGate
 from alight_server.gateway.pause.replica_sync import Replicas
 from alight_server.gateway.request.callers import AttemptResolver
+from alight_server.gateway.store_sync import StoreSync
 from alight_server.gateway.upstream.http import UpstreamHttp
-from alight_server.gateway.upstream.pool import UpstreamPool
+from alight_server.gateway.upstream.pool import REFRESH_S, UpstreamPool
 from alight_server.gateway.upstream.proxy import Proxy
 from alight_server.store.base import Store
 
 
 class Gateway:
-    """The store, the pause gate and its replica sync, the upstreams, the capture writer, the metrics.
+    """The store and its sync, the pause gate and its replicas, the upstreams, the capture writer, the metrics.
 
     The request path (request/pipeline.py) reads these; admin routes, hooks and tests reach
     them through `app.state.gateway`.
@@ -38,25 +39,38 @@ class Gateway:
         self.replicas = Replicas(store, self.gate, self._reopen, config.replica_sync_s)
         self.metrics = GatewayMetrics(lambda: self.gate.in_flight, self.gate.paused_seconds)
         self.http = UpstreamHttp()
-        self.upstreams = UpstreamPool(store, self.http.get_json)
+        self.upstreams = UpstreamPool(store, self.http.get_json, followed=self._followed)
         self.proxy = Proxy(self.http, self.upstreams, config, self.metrics)
-        self.attempts = AttemptResolver(store, token_secret)
-        self.writer = CaptureWriter(store)
+        self.attempts = AttemptResolver(store, token_secret, followed=self._followed)
+        self.sync = StoreSync(
+            store, self.replicas, self.attempts, self.upstreams, self.learn_version, config.replica_sync_s
+        )
+        # A call alone in flight commits on the event loop: nothing could share its transaction.
+        self.writer = CaptureWriter(store, alone=lambda: self.gate.in_flight <= 1)
         self.recorder = Recorder(self.writer, self.metrics, self.served_version)
         self._version: int | None = None
         self._version_at = float("-inf")
 
     async def aclose(self) -> None:
-        await self.replicas.stop()
+        await self.sync.stop()
         await self.http.aclose()
         await anyio.to_thread.run_sync(self.writer.close)
 
+    def _followed(self) -> bool:
+        return self.sync.following()
+
     async def served_version(self) -> int:
-        """The policy version calls are attributed to, re-read like the upstream list."""
-        if self._version is None or time.monotonic() - self._version_at > 1.0:
-            self._version = await anyio.to_thread.run_sync(self.store.current_policy_version)
-            self._version_at = time.monotonic()
+        """The policy version calls are attributed to: as the store sync read it, else re-read like the upstreams."""
+        if self._version is None or (time.monotonic() - self._version_at > REFRESH_S and not self._followed()):
+            self.learn_version(await anyio.to_thread.run_sync(self.store.current_policy_version))
+        assert self._version is not None
         return self._version
+
+    def learn_version(self, version: int) -> None:
+        """The store's version, as read: it only moves forward (a read from before a resume must not undo it)."""
+        if self._version is None or version > self._version:
+            self._version = version
+        self._version_at = time.monotonic()
 
     def set_served_version(self, version: int) -> None:
         self._version, self._version_at = version, time.monotonic()

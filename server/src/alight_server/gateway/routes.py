@@ -77,7 +77,7 @@ def install(app: FastAPI) -> None:
     @asynccontextmanager
     async def lifespan(a: Any) -> AsyncIterator[Any]:
         async with inner(a) as state:
-            await gateway.replicas.start()
+            await gateway.sync.start()
             yield state
         await gateway.aclose()
 

@@ -13,6 +13,7 @@ from alight.schemas import (
     EventCreate,
     GatewayPause,
     GatewayReplica,
+    GatewaySync,
     ModelCall,
     PolicyVersion,
     Reward,
@@ -146,6 +147,13 @@ class Store(Protocol):
         """
         ...
 
+    def add_model_calls_now(self, calls: Sequence[ModelCall]) -> list[ModelCall] | None:
+        """As `add_model_calls` if no other writer must be waited for, else None and nothing stored.
+
+        For a caller that must not block (an event loop); a store that cannot tell returns None.
+        """
+        ...
+
     def list_model_calls(self, rollout_id: str, attempt: int | None = None) -> list[ModelCall]: ...
 
     # OTLP spans
@@ -176,6 +184,10 @@ class Store(Protocol):
 
     # the gateway's shared pause and the gateway processes following it
     def gateway_pause(self) -> GatewayPause: ...
+
+    def gateway_sync(self, since_seq: int | None) -> GatewaySync:
+        """The pause, the policy version and the ids of rollouts changed after `since_seq` (a rollout seq), at once."""
+        ...
 
     def set_gateway_paused(self, paused: bool) -> GatewayPause:
         """Pause or open every gateway on this store; the epoch moves only when the state changes."""

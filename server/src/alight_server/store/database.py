@@ -7,6 +7,7 @@ no lock upgrades mid-transaction).
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -35,6 +36,7 @@ class SqlDatabase:
         self._write_lock = threading.Lock() if self.is_sqlite else None
         # An in-memory database is one shared connection: readers must queue too.
         self._read_lock = self._write_lock if _in_memory(url) else None
+        self._unwaiting: Any = None  # `_driver_write_now`'s connection, made on first use
         self._open_schema()
 
     # ---- plumbing
@@ -55,19 +57,50 @@ class SqlDatabase:
         with self._write_lock or nullcontext():
             conn = self.engine.raw_connection()
             try:
-                cursor = conn.cursor()
-                try:
+                with _committing(conn) as cursor:
                     if self.is_sqlite:  # autocommit mode (see _on_connect): begin by hand
                         cursor.execute("BEGIN IMMEDIATE")
                     yield cursor
-                    conn.commit()
-                except BaseException:
-                    conn.rollback()
-                    raise
-                finally:
-                    cursor.close()
             finally:
                 conn.close()  # back to the pool
+
+    @contextmanager
+    def _driver_write_now(self) -> Iterator[Any | None]:
+        """As `_driver_write` if the transaction can begin without waiting, else it yields None.
+
+        For a caller that must not block (the gateway's event loop committing a call that is
+        alone): SQLite only, on a connection of its own that gives up at once while another
+        writer, in this process or another, holds the database. A file database only (an
+        in-memory one is a single shared connection); PostgreSQL always yields None, as its
+        statements are network round trips, which belong on a thread.
+        """
+        lock = self._write_lock
+        if lock is None or self._read_lock is not None or not lock.acquire(blocking=False):
+            yield None
+            return
+        try:
+            conn = self._unwaiting_connection()
+            cursor = conn.cursor()
+            try:
+                cursor.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:  # "database is locked": another process is writing
+                cursor.close()
+                yield None
+                return
+            with _committing(conn, cursor):
+                yield cursor
+        finally:
+            lock.release()
+
+    def _unwaiting_connection(self) -> Any:
+        if self._unwaiting is None:
+            pooled = self.engine.raw_connection()  # set up by the engine's connect hook like any other
+            pooled.detach()  # never back in the pool: closed by `close`, its busy timeout stays its own
+            conn = pooled.dbapi_connection
+            assert conn is not None
+            conn.execute("PRAGMA busy_timeout=0")
+            self._unwaiting = conn
+        return self._unwaiting
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -142,6 +175,9 @@ class SqlDatabase:
         return self._upsert(table).on_conflict_do_nothing()
 
     def close(self) -> None:
+        if self._unwaiting is not None:
+            self._unwaiting.close()
+            self._unwaiting = None
         self.engine.dispose()
 
 
@@ -175,6 +211,20 @@ def _seal_upstream_keys(conn: Connection) -> None:
             {"s": sealed, "i": upstream_id},
         )
     conn.execute(text("ALTER TABLE upstreams DROP COLUMN api_key"))
+
+
+@contextmanager
+def _committing(conn: Any, cursor: Any = None) -> Iterator[Any]:
+    """A driver cursor on `conn` (or `cursor`): committed after the block, rolled back if it raised, then closed."""
+    cursor = cursor if cursor is not None else conn.cursor()
+    try:
+        yield cursor
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    finally:
+        cursor.close()
 
 
 def _server_engine(url: str) -> Engine:

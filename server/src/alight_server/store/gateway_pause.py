@@ -1,16 +1,27 @@
-"""The gateway's shared pause: every gateway process on one store pauses, drains and resumes together."""
+"""The gateway's shared pause (every gateway process on one store pauses, drains and resumes together), and
+the one read with which each gateway follows the store."""
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, func, select, update
 
-from alight.schemas import GatewayPause, GatewayReplica
+from alight.schemas import GatewayPause, GatewayReplica, GatewaySync
 from alight_server.store import rows
 from alight_server.store import tables as t
 from alight_server.store.database import SqlDatabase
 
-_PAUSED, _EPOCH = "gateway_paused", "gateway_pause_epoch"
+_PAUSED, _EPOCH, _ROLLOUT_SEQ = "gateway_paused", "gateway_pause_epoch", "rollout_seq"
 _PAUSE = select(t.counters.c.name, t.counters.c.value).where(t.counters.c.name.in_((_PAUSED, _EPOCH)))
+_FOLLOWED = select(t.counters.c.name, t.counters.c.value).where(t.counters.c.name.in_((_PAUSED, _EPOCH, _ROLLOUT_SEQ)))
+_VERSION = select(func.coalesce(func.max(t.policy_versions.c.version), 0))
+# A sync that finds more changes than this drops every cached rollout instead of listing them.
+MAX_CHANGED = 1000
+_CHANGED = (
+    select(t.rollouts.c.id)
+    .where(t.rollouts.c.seq > bindparam("since"), t.rollouts.c.seq <= bindparam("upto"))
+    .order_by(t.rollouts.c.seq)
+    .limit(MAX_CHANGED + 1)
+)
 
 
 class SqlGatewayReplicas(SqlDatabase):
@@ -18,6 +29,24 @@ class SqlGatewayReplicas(SqlDatabase):
         with self._read() as conn:
             values = dict(conn.execute(_PAUSE).tuples().all())
         return GatewayPause(paused=bool(values[_PAUSED]), epoch=int(values[_EPOCH]))
+
+    def gateway_sync(self, since_seq: int | None) -> GatewaySync:
+        """The pause, the policy version and the rollouts changed after `since_seq`, in one read.
+
+        The rollout seq is read first: seq order is commit order (tables.py), so every change
+        up to it has committed and the list that follows misses none, whatever the isolation.
+        """
+        with self._read() as conn:
+            values = dict(conn.execute(_FOLLOWED).tuples().all())
+            upto = int(values[_ROLLOUT_SEQ])
+            changed: list[str] | None = None
+            if since_seq is not None:
+                changed = list(conn.execute(_CHANGED, {"since": since_seq, "upto": upto}).scalars())
+                if len(changed) > MAX_CHANGED:
+                    changed = None
+            version = int(conn.execute(_VERSION).scalar_one())
+        pause = GatewayPause(paused=bool(values[_PAUSED]), epoch=int(values[_EPOCH]))
+        return GatewaySync(pause=pause, policy_version=version, rollout_seq=upto, changed=changed)
 
     def set_gateway_paused(self, paused: bool) -> GatewayPause:
         """Pause or open every replica; the epoch moves only when the state changes."""

@@ -163,37 +163,46 @@ class SqlRecords(SqlDatabase):
         """
         if not calls:
             return []
-        sql = self._capture_sql
         with self._driver_write() as cursor:
-            # Rollout row locks serialise writers per rollout (seq stays gap-free and unique);
-            # taking them in id order keeps concurrent groups on PostgreSQL from deadlocking.
-            wanted = sorted({c.rollout_id for c in calls})
-            cursor.execute(sql.lock_rollouts(len(wanted)), wanted)
-            locked = {row[0] for row in cursor.fetchall()}
-            if missing := [rid for rid in wanted if rid not in locked]:
-                raise NotFound(f"no rollout with id {missing[0]!r}")
-            ids = list({c.id for c in calls})
-            cursor.execute(sql.known_ids(len(ids)), ids)
-            known = [row[0] for row in cursor.fetchall()]
-            stored: dict[str, ModelCall] = {}
-            if known:  # retried ids return what was stored for them
-                cursor.execute(sql.stored_calls(len(known)), known)
-                stored = {call.id: call for call in map(sql.stored, cursor.fetchall())}
-            keys = list(dict.fromkeys((c.rollout_id, c.attempt) for c in calls))
-            cursor.execute(sql.last_seqs(len(keys)), [v for key in keys for v in key])
-            next_seq = {(rid, attempt): last + 1 for rid, attempt, last in cursor.fetchall() if last is not None}
-            values: list[tuple[Any, ...]] = []
-            out: list[ModelCall] = []
-            for call in calls:
-                if call.id not in stored:  # the same id twice in one group is stored once
-                    key = (call.rollout_id, call.attempt)
-                    seq = next_seq.get(key, 0)
-                    next_seq[key] = seq + 1
-                    values.append(sql.row(rows.values(t.model_calls, call, seq=seq)))
-                    stored[call.id] = call.model_copy(update={"seq": seq})
-                out.append(stored[call.id])
-            if values:
-                cursor.executemany(sql.insert_call, values)
+            return self._insert_calls(cursor, calls)
+
+    def add_model_calls_now(self, calls: Sequence[ModelCall]) -> list[ModelCall] | None:
+        """As `add_model_calls` when that needs no waiting for another writer; None (nothing stored) when it would."""
+        with self._driver_write_now() as cursor:
+            return None if cursor is None else self._insert_calls(cursor, calls)
+
+    def _insert_calls(self, cursor: Any, calls: Sequence[ModelCall]) -> list[ModelCall]:
+        """The group commit's statements, in the transaction `cursor` belongs to."""
+        sql = self._capture_sql
+        # Rollout row locks serialise writers per rollout (seq stays gap-free and unique);
+        # taking them in id order keeps concurrent groups on PostgreSQL from deadlocking.
+        wanted = sorted({c.rollout_id for c in calls})
+        cursor.execute(sql.lock_rollouts(len(wanted)), wanted)
+        locked = {row[0] for row in cursor.fetchall()}
+        if missing := [rid for rid in wanted if rid not in locked]:
+            raise NotFound(f"no rollout with id {missing[0]!r}")
+        ids = list({c.id for c in calls})
+        cursor.execute(sql.known_ids(len(ids)), ids)
+        known = [row[0] for row in cursor.fetchall()]
+        stored: dict[str, ModelCall] = {}
+        if known:  # retried ids return what was stored for them
+            cursor.execute(sql.stored_calls(len(known)), known)
+            stored = {call.id: call for call in map(sql.stored, cursor.fetchall())}
+        keys = list(dict.fromkeys((c.rollout_id, c.attempt) for c in calls))
+        cursor.execute(sql.last_seqs(len(keys)), [v for key in keys for v in key])
+        next_seq = {(rid, attempt): last + 1 for rid, attempt, last in cursor.fetchall() if last is not None}
+        values: list[tuple[Any, ...]] = []
+        out: list[ModelCall] = []
+        for call in calls:
+            if call.id not in stored:  # the same id twice in one group is stored once
+                key = (call.rollout_id, call.attempt)
+                seq = next_seq.get(key, 0)
+                next_seq[key] = seq + 1
+                values.append(sql.row(rows.values(t.model_calls, call, seq=seq)))
+                stored[call.id] = call.model_copy(update={"seq": seq})
+            out.append(stored[call.id])
+        if values:
+            cursor.executemany(sql.insert_call, values)
         return out
 
     def list_model_calls(self, rollout_id: str, attempt: int | None = None) -> list[ModelCall]:

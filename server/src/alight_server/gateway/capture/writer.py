@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from alight.schemas import ModelCall
@@ -37,6 +38,10 @@ def _settle(outcomes: list[_Outcome]) -> None:
             future.set_result(result)
 
 
+def _never() -> bool:
+    return False
+
+
 class CaptureWriter:
     """Group commit: calls queued while a transaction runs are committed together in the next one.
 
@@ -44,21 +49,37 @@ class CaptureWriter:
     committed, so an awaiting handler never answers the agent before its
     call is durable. One thread instead of a pool hop per call: the event
     loop only enqueues and awaits, and concurrent calls share one commit.
+
+    A call that is `alone` (no other call in flight could share its commit)
+    is committed on the event loop itself when the store can begin at once
+    (`add_model_calls_now`: SQLite with no other writer busy), sparing it the
+    two thread hops; the loop has nothing else to run meanwhile. Otherwise,
+    and always on PostgreSQL, it goes to the thread.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, alone: Callable[[], bool] = _never) -> None:
         self.store = store
+        self.alone = alone
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._queued = 0  # calls handed to the thread whose callers still wait
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
 
     async def write(self, call: ModelCall) -> ModelCall:
         """Store the call durably (it gets its seq); raises what the store raised for it."""
+        if self._queued == 0 and self.alone():
+            stored = self.store.add_model_calls_now([call])
+            if stored is not None:
+                return stored[0]
         self._ensure_started()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[ModelCall] = loop.create_future()
         self._queue.put(_Pending(call, future, loop))
-        return await future
+        self._queued += 1
+        try:
+            return await future
+        finally:
+            self._queued -= 1
 
     def close(self) -> None:
         """Commit what is queued, then stop the thread."""

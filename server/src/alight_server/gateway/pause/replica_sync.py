@@ -28,11 +28,12 @@ STALE_AFTER_S = 5.0
 class Replicas:
     """This gateway as one of the processes serving from a store, and the pause they share.
 
-    The pause lives in the store. Each replica reads it every `sync_s`,
-    applies it to its own PauseGate, and reports back the pause epoch it
-    applied and its calls in flight, so `drain` on any replica waits for the
-    calls of all of them. Alone on its store a replica behaves as a single
-    gateway: its own pause takes effect at once and drain waits only for it.
+    The pause lives in the store. The gateway's store sync (store_sync.py)
+    reads it every `sync_s` and hands it to `apply`, which applies it to this
+    replica's PauseGate; `report` writes back the pause epoch applied and the
+    calls in flight, so `drain` on any replica waits for the calls of all of
+    them. Alone on its store a replica behaves as a single gateway: its own
+    pause takes effect at once and drain waits only for it.
     """
 
     def __init__(self, store: Store, gate: PauseGate, reopen: Callable[[], Awaitable[None]], sync_s: float) -> None:
@@ -45,24 +46,20 @@ class Replicas:
         self.epoch = -1  # the newest pause epoch applied here
         self._reported: tuple[int, bool, int] | None = None
         self._reported_at = float("-inf")
-        self._task: asyncio.Task[None] | None = None
+        self._joined = False
 
-    async def start(self) -> None:
-        """Join the shared pause and follow it. A pause whose replicas have all stopped lapses."""
-        state = await anyio.to_thread.run_sync(self.store.gateway_pause)
+    async def start(self, state: GatewayPause) -> None:
+        """Join the shared pause as the store has it now. A pause whose replicas have all stopped lapses."""
         if state.paused and not await self.others():
             log.warning("the gateway pause outlived every gateway that shared it; starting open")
             state = await anyio.to_thread.run_sync(self.store.set_gateway_paused, False)
-        await self._apply(state)
-        await self._report(force=True)
-        self._task = asyncio.create_task(self._follow(), name="alight-gateway-replicas")
+        await self.apply(state)
+        await self.report(force=True)
+        self._joined = True
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        if self._joined:
+            self._joined = False
             with contextlib.suppress(Exception):  # the store may be gone already; the report goes stale then
                 await anyio.to_thread.run_sync(self.store.remove_gateway_replica, self.id)
 
@@ -70,13 +67,13 @@ class Replicas:
         """New calls get 429 here at once, on the other replicas within `sync_s`."""
         self.gate.pause()
         self.epoch = max(self.epoch, (await anyio.to_thread.run_sync(self.store.set_gateway_paused, True)).epoch)
-        await self._report(force=True)
+        await self.report(force=True)
 
     async def resume(self) -> float:
         """Open every replica (the others within `sync_s`); returns how long this one was paused."""
         self.epoch = max(self.epoch, (await anyio.to_thread.run_sync(self.store.set_gateway_paused, False)).epoch)
         paused_s = self.gate.resume()
-        await self._report(force=True)
+        await self.report(force=True)
         return paused_s
 
     async def drain(self, timeout_s: float) -> DrainResult:
@@ -103,16 +100,8 @@ class Replicas:
         found = await anyio.to_thread.run_sync(self.store.list_gateway_replicas)
         return [r for r in found if r.id != self.id and now - r.reported_at < STALE_AFTER_S]
 
-    async def _follow(self) -> None:
-        while True:
-            await asyncio.sleep(self.sync_s)
-            try:
-                await self._apply(await anyio.to_thread.run_sync(self.store.gateway_pause))
-                await self._report()
-            except Exception as exc:  # a store hiccup: keep the current state and try again
-                log.warning("gateway replica sync failed (%s: %s); retrying", type(exc).__name__, exc)
-
-    async def _apply(self, state: GatewayPause) -> None:
+    async def apply(self, state: GatewayPause) -> None:
+        """Follow the shared pause as last read from the store."""
         if state.epoch <= self.epoch:  # read before a change this replica made itself
             return
         if not state.paused and self.gate.paused:
@@ -125,7 +114,8 @@ class Replicas:
         else:
             self.gate.resume()
 
-    async def _report(self, *, force: bool = False) -> None:
+    async def report(self, *, force: bool = False) -> None:
+        """Tell the other replicas this one's pause epoch and calls in flight (at least once a second)."""
         snapshot = (self.epoch, self.gate.paused, self.gate.in_flight)
         now = time.time()
         # While open, in-flight counts change all the time and nobody waits on them: report once a second.

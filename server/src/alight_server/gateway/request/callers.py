@@ -13,9 +13,11 @@ from alight_server.auth import AttemptClaims, InvalidToken, verify_attempt_token
 from alight_server.gateway.errors import GatewayError
 from alight_server.store.base import NotFound, Store
 
-# A live rollout's state is re-read at most this often per attempt: finishing
-# an attempt takes effect on the gateway within this window, and the hot path
-# skips a database read per call. Terminal states are cached for good.
+# A live rollout's state is re-read at most this often per attempt when nothing tells the
+# gateway of its changes: finishing an attempt takes effect within this window, and the hot
+# path skips a database read per call. While `followed()` (the gateway's store sync, which
+# forgets each rollout that changed) holds, the state is kept until it changes instead, so a
+# call never waits on a read after its attempt's first. Terminal states are cached for good.
 LIVE_STATE_TTL_S = 0.5
 # Verified tokens are remembered (an attempt sends the same token on every call, and the
 # HMAC is the costliest step of admission); past this many the memory starts afresh.
@@ -44,11 +46,16 @@ def presented_token(authorization: str | None, api_key: str | None) -> str | Non
     return api_key.strip() if api_key else None
 
 
+def _never() -> bool:
+    return False
+
+
 class AttemptResolver:
-    def __init__(self, store: Store, token_secret: Callable[[], bytes]) -> None:
+    def __init__(self, store: Store, token_secret: Callable[[], bytes], followed: Callable[[], bool] = _never) -> None:
         self.store = store
         self.secret = token_secret
-        self._cache: dict[tuple[str, int], _Cached] = {}
+        self.followed = followed  # True while every change to a rollout reaches `forget` promptly
+        self._cache: dict[str, dict[int, _Cached]] = {}  # rollout id -> attempt -> state
         self._verified: dict[str, AttemptClaims] = {}
         self._verified_with: bytes | None = None
         # Bumped by `forget`: a load that raced with it is used once but not cached.
@@ -57,9 +64,11 @@ class AttemptResolver:
     def forget(self, rollout_id: str) -> None:
         """Drop cached state of a rollout (call after finishing or cancelling it); safe from any thread."""
         self._epoch += 1
-        for key in list(self._cache):  # list(dict) copies atomically; the loop may insert meanwhile
-            if key[0] == rollout_id:
-                self._cache.pop(key, None)
+        self._cache.pop(rollout_id, None)
+
+    def forget_all(self) -> None:
+        self._epoch += 1
+        self._cache = {}
 
     async def resolve(self, token: str | None, path_rollout: str | None, path_attempt: int | None) -> CallerAttempt:
         if not token:
@@ -71,13 +80,13 @@ class AttemptResolver:
                 f"this token belongs to rollout {claims.rollout_id!r} attempt {claims.attempt}, "
                 f"not rollout {path_rollout!r} attempt {path_attempt}; use the gateway URL handed out with the token",
             )
-        key = (claims.rollout_id, claims.attempt)
-        cached = self._cache.get(key)
-        if cached is None or cached.expires_at < time.monotonic():
+        rollout_id, attempt = claims.rollout_id, claims.attempt
+        cached = self._cache.get(rollout_id, {}).get(attempt)
+        if cached is None or (cached.expires_at < time.monotonic() and not self.followed()):
             epoch = self._epoch
-            cached = await anyio.to_thread.run_sync(self._load, *key)
+            cached = await anyio.to_thread.run_sync(self._load, rollout_id, attempt)
             if epoch == self._epoch:
-                self._cache[key] = cached
+                self._cache.setdefault(rollout_id, {})[attempt] = cached
         if cached.refusal is not None:
             raise cached.refusal
         assert cached.attempt is not None

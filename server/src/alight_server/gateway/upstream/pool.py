@@ -16,8 +16,9 @@ from alight_server import upstream_keys
 from alight_server.gateway.errors import GatewayError
 from alight_server.store.base import Store
 
-# Registrations are re-read from the store at most this often; a transport
-# failure or `invalidate()` forces a re-read on the next call.
+# Registrations are re-read from the store this often: by the gateway's store sync, off the
+# call path, while `followed()` holds; else by the first call after that. A transport failure
+# or `invalidate()` (a change through this server's API) makes the next call re-read them.
 REFRESH_S = 1.0
 # Routing orders remembered at most (one per live attempt and policy version).
 MAX_CACHED_ROUTES = 65536
@@ -46,30 +47,49 @@ class UpstreamPool:
     it takes over only its own share.
     """
 
-    def __init__(self, store: Store, get_json: Callable[[str, dict[str, str], float], Awaitable[Any]]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        get_json: Callable[[str, dict[str, str], float], Awaitable[Any]],
+        followed: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.store = store
         self.get_json = get_json
+        self.followed = followed  # True while the store sync reloads the list every REFRESH_S
         self._targets: list[Target] = []
         self._loaded_at = float("-inf")
+        self._invalidations = 0  # a reload that raced with `invalidate` does not count as fresh
         self._lock = asyncio.Lock()
         self._model_names: dict[str, str] = {}
         # Routing order per (attempt key, served version), valid for the loaded target list.
         self._routes: dict[tuple[str, int], list[Target]] = {}
 
     def invalidate(self) -> None:
+        self._invalidations += 1
         self._loaded_at = float("-inf")
 
+    def age(self) -> float:
+        """Seconds since the list was read (infinite once invalidated)."""
+        return time.monotonic() - self._loaded_at
+
     async def targets(self) -> list[Target]:
-        if time.monotonic() - self._loaded_at > REFRESH_S:
-            async with self._lock:
-                if time.monotonic() - self._loaded_at > REFRESH_S:
-                    rows = await anyio.to_thread.run_sync(self.store.list_upstreams)
-                    targets = [self._target(u) for u in rows]
-                    if targets != self._targets:
-                        self._routes = {}
-                    self._targets = targets
-                    self._loaded_at = time.monotonic()
+        if self._loaded_at == float("-inf") or (self.age() > REFRESH_S and not self.followed()):
+            await self.reload(only_if_stale=True)
         return self._targets
+
+    async def reload(self, *, only_if_stale: bool = False) -> None:
+        """Read the registrations again (one reader at a time; the calls that waited use its result)."""
+        async with self._lock:
+            if only_if_stale and self.age() <= REFRESH_S:
+                return  # another call reloaded while this one waited for the lock
+            invalidations = self._invalidations
+            rows = await anyio.to_thread.run_sync(self.store.list_upstreams)
+            targets = [self._target(u) for u in rows]
+            if targets != self._targets:
+                self._routes = {}
+            self._targets = targets
+            if invalidations == self._invalidations:
+                self._loaded_at = time.monotonic()
 
     @staticmethod
     def _target(u: Upstream) -> Target:
@@ -98,6 +118,10 @@ class UpstreamPool:
         if cached is not None:
             return cached
         eligible = [t for t in targets if t.policy_version <= served_version]
+        if not eligible and self.age() > 0.0:  # about to fail: one read of the store first, it may know better
+            await self.reload()
+            targets = self._targets
+            eligible = [t for t in targets if t.policy_version <= served_version]
         if not eligible:
             registered = sorted({t.policy_version for t in targets})
             hint = f"registered upstreams serve versions {registered}" if targets else "no upstream is registered"
