@@ -205,9 +205,9 @@ class TrainingRun:
         }
 
     def _train_step(
-        self, display: RunDisplay, tokenizer: Any, sync: WeightSync, started: _Started | None = None
+        self, display: RunDisplay, tokenizer: Any, sync: WeightSync, ahead: _Started | None = None
     ) -> dict[str, float]:
-        """One step; `started`: its rollouts, when they were created ahead (alongside the first validation)."""
+        """One step; `ahead`: its rollouts, when they were created ahead (alongside the first validation)."""
         cfg = self.config
         assert self.backend is not None and self.client is not None
         taken = None
@@ -216,7 +216,7 @@ class TrainingRun:
             self.pool.top_up(self.step + 1)  # the taken groups' places run while this step trains and updates
             phase = merge_phases([g.phase for g in taken.groups if g.phase is not None], taken.metrics["time/wait_s"])
         else:
-            phase = self._await_rollouts(started or self._start_train_rollouts(), display)
+            phase = self._await_rollouts(ahead or self._start_train_rollouts(), display)
         metrics: dict[str, float] = {
             "train/reward_mean": statistics.fmean(phase.rewards) if phase.rewards else float("nan"),
             "train/reward_std": statistics.pstdev(phase.rewards) if len(phase.rewards) > 1 else 0.0,
