@@ -45,7 +45,6 @@ class _Sequence:
     choice: int
     generator: torch.Generator
     text: IncrementalText
-    generated: int = 0
     tokens: list[int] = field(default_factory=list)  # sampled so far; all but the last are in the batch's cache
 
 
@@ -325,13 +324,12 @@ class InferenceEngine:
         rows = zip(chosen.tolist(), chosen_logp.tolist(), top_ids.tolist(), top_values.tolist(), strict=True)
         out = []
         for seq, (token, logp, ids, values) in zip(sequences, rows, strict=True):
-            seq.generated += 1
             seq.tokens.append(token)
             text = seq.text.push(token)
             finish = None
             if (token in self.eos_token_ids and not seq.handle.params.ignore_eos) or seq.text.stopped:
                 finish = "stop"
-            elif seq.generated >= seq.handle.max_tokens:
+            elif len(seq.tokens) >= seq.handle.max_tokens:
                 finish = "length"
             if finish is not None:
                 text += seq.text.flush()

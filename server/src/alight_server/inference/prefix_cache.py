@@ -1,10 +1,10 @@
 """Prompt-prefix KV reuse: an agent's calls share a system prompt and grow one conversation, so most of a
 prompt's prefill was already computed for an earlier call.
 
-Entries are whole prompts' per-layer (keys, values) of batch 1, and finished replies with their prompt
-(the engine stores each row that ends: the agent's next call repeats prompt and reply before its new turn). A new prompt reuses the longest common
-prefix it shares with any entry (sliced from that entry), so prompts that diverge after a shared system
-prompt still share it. Causal attention makes a prefix's keys and values independent of what follows it,
+Entries are per-layer (keys, values) of batch 1: whole prompts, and finished replies with their prompt
+(the engine stores each row that ends: the agent's next call repeats prompt and reply before its new
+turn). A new prompt reuses the longest common prefix it shares with any entry (sliced from that entry),
+so prompts that diverge after a shared system prompt still share it. Causal attention makes a prefix's keys and values independent of what follows it,
 so reuse changes nothing but floating-point summation order. Entries hold one weights' version: the
 engine clears the cache when the weights change. Least recently used entries go first once the stored
 tokens exceed the budget.
@@ -55,12 +55,12 @@ class PrefixCache:
         layers = self._entries[best_key]
         return best_len, [(k[:, :, :best_len], v[:, :, :best_len]) for k, v in layers]
 
-    def store(self, prompt_ids: list[int], layers: Layers, replaces: list[int] | None = None) -> None:
+    def store(self, token_ids: list[int], layers: Layers, replaces: list[int] | None = None) -> None:
         """Keep a token sequence's layers (callers never write into them: the decode batch concatenates copies).
 
         `replaces`: an entry this one extends (a prompt, now stored with its reply), dropped as redundant.
         """
-        key = tuple(prompt_ids)
+        key = tuple(token_ids)
         if self.max_tokens <= 0 or len(key) > self.max_tokens or key in self._entries:
             return
         old = tuple(replaces) if replaces is not None else key
