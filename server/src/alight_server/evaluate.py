@@ -73,6 +73,7 @@ def _stack(config: TrainConfig) -> Any:
         model_name=config.model,
         max_batch_size=config.inference.max_batch_size,
         prefix_cache_tokens=config.inference.prefix_cache_tokens,
+        overlap_prefill=config.inference.overlap_prefill,
     )
     return EmbeddedStack(
         engine,

@@ -17,6 +17,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--prefix-cache-tokens", type=int, default=16384, help="prompt tokens kept for prefix reuse (0: off)"
     )
+    parser.add_argument(
+        "--no-overlap-prefill", action="store_true", help="prefill on the decode thread, not a second one"
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (1 is fastest on a shared CPU)")
     parser.add_argument("--admin-key", default=None, help="require this bearer key on /admin/weights")
     args = parser.parse_args(argv)
@@ -36,6 +39,7 @@ def main(argv: list[str] | None = None) -> None:
         model_name=args.served_model_name or args.model,
         max_batch_size=args.max_batch_size,
         prefix_cache_tokens=args.prefix_cache_tokens,
+        overlap_prefill=not args.no_overlap_prefill,
     )
     uvicorn.run(create_inference_app(engine, admin_key=args.admin_key), host=args.host, port=args.port)
 

@@ -3,8 +3,10 @@
 1. Requests queue up from any thread (`submit`); the engine thread admits them between decode steps,
    after a short collection window when it was idle, so a burst starts together.
 2. Each admitted prompt is prefilled alone (reusing the longest prefix it shares with an earlier prompt,
-   `prefix_cache`), its first token sampled for each of its n choices, and the choices join the running
-   left-padded batch (`batching.DecodeBatch`).
+   `prefix_cache`), on a second thread while the engine thread goes on decoding (`overlap_prefill`:
+   a prefill costs about what a decode step does, and torch runs both at once on two cores); between two
+   steps the engine thread samples each prefilled prompt's first token for its n choices, and the
+   choices join the running left-padded batch (`batching.DecodeBatch`).
 3. Every step feeds all rows one token, samples per row (own temperature, top_p, seed), reports the
    chosen token's logprob under the raw model distribution, and retires finished rows.
 4. `update_weights` copies new tensors into the live parameters between two steps and bumps the
@@ -44,8 +46,16 @@ class _Sequence:
     handle: GenerationHandle
     choice: int
     generator: torch.Generator
+    version: int  # the weights that prefilled it: its cached keys and values are theirs from then on
     text: IncrementalText
     tokens: list[int] = field(default_factory=list)  # sampled so far; all but the last are in the batch's cache
+
+
+@dataclass
+class _Prefilled:
+    handle: GenerationHandle
+    layers: list[tuple[torch.Tensor, torch.Tensor]]  # the prompt's keys and values, batch 1
+    logits: torch.Tensor  # (V,) after the prompt's last token
 
 
 class InferenceEngine:
@@ -63,6 +73,7 @@ class InferenceEngine:
         default_max_tokens: int = 1024,
         batch_window_s: float = 0.003,
         prefix_cache_tokens: int = 16384,
+        overlap_prefill: bool = True,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -84,7 +95,15 @@ class InferenceEngine:
         self._batch = DecodeBatch(model, self.device)
         # 0 turns reuse off. SmolLM2-135M keeps ~46 KB of fp32 keys and values per token (16384 tokens: ~750 MB).
         self.prefix_cache = PrefixCache(prefix_cache_tokens)
+        # Admitted, not yet prefilled / being prefilled / prefilled, not yet in the batch (under _cond).
+        self._to_prefill: list[GenerationHandle] = []
+        self._prefilling: GenerationHandle | None = None
+        self._prefilled: list[_Prefilled] = []
+        # Held while a prefill runs: the engine thread takes it to change the weights between two prefills.
+        self._prefill_lock = threading.Lock()
+        self.overlap_prefill = overlap_prefill
         self._thread: threading.Thread | None = None
+        self._prefill_thread: threading.Thread | None = None
         self._stopping = False
 
     @classmethod
@@ -100,7 +119,12 @@ class InferenceEngine:
     def running_choices(self) -> int:
         """Choices decoding now or waiting to be admitted."""
         with self._cond:
-            return len(self._sequences) + sum(h.params.n for h in self._pending)
+            return len(self._sequences) + self._admitted_choices() + sum(h.params.n for h in self._pending)
+
+    def _admitted_choices(self) -> int:
+        """Choices admitted but not yet in the batch (prefill queued, running or done); under _cond."""
+        handles = [*self._to_prefill, *([self._prefilling] if self._prefilling else [])]
+        return sum(h.params.n for h in handles) + sum(p.handle.params.n for p in self._prefilled)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> InferenceEngine:
@@ -108,15 +132,19 @@ class InferenceEngine:
             self._stopping = False
             self._thread = threading.Thread(target=self._run, name="alight-inference", daemon=True)
             self._thread.start()
+            if self.overlap_prefill:
+                self._prefill_thread = threading.Thread(target=self._prefill_loop, name="alight-prefill", daemon=True)
+                self._prefill_thread.start()
         return self
 
     def stop(self) -> None:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-            self._thread = None
+        for thread in (self._thread, self._prefill_thread):
+            if thread is not None:
+                thread.join(timeout=30)
+        self._thread = self._prefill_thread = None
 
     def __enter__(self) -> InferenceEngine:
         return self.start()
@@ -228,26 +256,33 @@ class InferenceEngine:
         with torch.inference_mode():
             while True:
                 with self._cond:
-                    while not (self._stopping or self._pending or self._weight_updates or self._sequences):
+                    while not (
+                        self._stopping or self._pending or self._weight_updates or self._sequences or self._prefilled
+                    ):
                         self._cond.wait()
                     if self._stopping:
                         break
-                    was_idle = not self._sequences
+                    was_idle = not self._sequences and not self._admitted_choices()
                 if was_idle and self.batch_window_s:
                     time.sleep(self.batch_window_s)  # let the rest of a burst arrive and share the first step
                 with self._cond:
                     updates, self._weight_updates = self._weight_updates, []
                     admitted = self._take_admissible()
-                for state, future in updates:
-                    try:
-                        future.set_result(self._apply_weights(state))
-                    except Exception as exc:  # reported to the caller of update_weights; serving goes on
-                        future.set_exception(exc)
-                for handle in admitted:
-                    try:
-                        self._admit(handle)
-                    except Exception as exc:  # this request alone fails; the batch is untouched until add()
-                        _fail(handle, exc)
+                    if self.overlap_prefill:
+                        self._to_prefill.extend(admitted)
+                        self._cond.notify_all()
+                if updates:
+                    with self._prefill_lock:  # no prefill runs; the finished ones join under the old weights
+                        self._join_prefilled()
+                        for state, future in updates:
+                            try:
+                                future.set_result(self._apply_weights(state))
+                            except Exception as exc:  # reported to the caller of update_weights; serving goes on
+                                future.set_exception(exc)
+                if not self.overlap_prefill:
+                    for handle in admitted:
+                        self._prefill_one(handle)
+                self._join_prefilled()
                 if not self._sequences:
                     continue
                 try:
@@ -260,34 +295,75 @@ class InferenceEngine:
         self._fail_outstanding(RuntimeError("the inference engine stopped before this request finished"))
 
     def _take_admissible(self) -> list[GenerationHandle]:
-        free = self.max_batch_size - len(self._sequences)
+        free = self.max_batch_size - len(self._sequences) - self._admitted_choices()
         admitted = []
-        while self._pending and (self._pending[0].params.n <= free or (not admitted and not self._sequences)):
+        empty = not self._sequences and not self._admitted_choices()
+        while self._pending and (self._pending[0].params.n <= free or (not admitted and empty)):
             handle = self._pending.pop(0)
             if not handle.cancelled:
                 admitted.append(handle)
                 free -= handle.params.n
         return admitted
 
-    def _admit(self, handle: GenerationHandle) -> None:
-        _, reused = self.prefix_cache.lookup(handle.prompt_ids)
-        layers, logits = prefill(self.model, handle.prompt_ids, self.device, reused)  # logits (V,)
-        self.prefix_cache.store(handle.prompt_ids, layers)
-        n = handle.params.n
-        sequences = [
-            _Sequence(
-                handle,
-                i,
-                choice_generator(handle.params, i, self.device),
-                IncrementalText(self.tokenizer, handle.params.stop),
-            )
-            for i in range(n)
-        ]
-        chosen = self._emit(sequences, logits.expand(n, -1))
-        alive = [(s, t) for s, t, finished in chosen if not finished]
-        if alive:
-            self._batch.add(layers, [t for _, t in alive])
-            self._sequences.extend(s for s, _ in alive)
+    def _prefill_loop(self) -> None:
+        """The prefill thread: one admitted prompt at a time, handed back through `_prefilled`."""
+        with torch.inference_mode():
+            while True:
+                with self._cond:
+                    while not (self._stopping or self._to_prefill):
+                        self._cond.wait()
+                    if self._stopping:
+                        return
+                    self._prefilling = self._to_prefill.pop(0)
+                self._prefill_one(self._prefilling)
+
+    def _prefill_one(self, handle: GenerationHandle) -> None:
+        # The result is handed over under the lock: a weight update (which takes it) then finds every
+        # prefill of the old weights in `_prefilled`, and joins them to the batch under the old version.
+        with self._prefill_lock:
+            done = None
+            if not handle.cancelled:
+                try:
+                    _, reused = self.prefix_cache.lookup(handle.prompt_ids)
+                    layers, logits = prefill(self.model, handle.prompt_ids, self.device, reused)  # logits (V,)
+                    self.prefix_cache.store(handle.prompt_ids, layers)
+                    done = _Prefilled(handle, layers, logits)
+                except Exception as exc:  # this request alone fails; the batch is untouched
+                    _fail(handle, exc)
+            with self._cond:
+                self._prefilling = None
+                if done is not None and self._stopping:
+                    _fail(handle, RuntimeError("the inference engine stopped before this request finished"))
+                elif done is not None:
+                    self._prefilled.append(done)
+                self._cond.notify_all()
+
+    def _join_prefilled(self) -> None:
+        """Sample the first token of every prefilled prompt's choices; the live ones join the batch."""
+        with self._cond:
+            ready, self._prefilled = self._prefilled, []
+        for item in ready:
+            handle, n = item.handle, item.handle.params.n
+            if handle.cancelled:
+                continue
+            try:
+                sequences = [
+                    _Sequence(
+                        handle,
+                        i,
+                        choice_generator(handle.params, i, self.device),
+                        self.version,
+                        IncrementalText(self.tokenizer, handle.params.stop),
+                    )
+                    for i in range(n)
+                ]
+                chosen = self._emit(sequences, item.logits.expand(n, -1))
+                alive = [(s, t) for s, t, finished in chosen if not finished]
+                if alive:
+                    self._batch.add(item.layers, [t for _, t in alive])
+                    self._sequences.extend(s for s, _ in alive)
+            except Exception as exc:  # this request alone fails; the batch is untouched until add()
+                _fail(handle, exc)
 
     def _decode_step(self) -> None:
         logits = self._batch.step()  # (B, V)
@@ -295,7 +371,8 @@ class InferenceEngine:
         self._batch.next_token = torch.tensor([t for _, t, _ in chosen], dtype=torch.long, device=self.device)
         if self.prefix_cache.max_tokens > 0:
             for row, (seq, _, finished) in enumerate(chosen):
-                if finished and not seq.handle.cancelled:
+                # A row that decoded across a weight update holds keys and values of both: not reusable.
+                if finished and not seq.handle.cancelled and seq.version == self.version:
                     self._cache_reply(row, seq)
         keep = [row for row, (s, _, finished) in enumerate(chosen) if not finished and not s.handle.cancelled]
         self._sequences = [self._sequences[row] for row in keep]
@@ -344,7 +421,8 @@ class InferenceEngine:
 
     def _fail_outstanding(self, error: BaseException) -> None:
         with self._cond:
-            handles = {s.handle for s in self._sequences} | set(self._pending)
-            self._pending, self._sequences = [], []
+            handles = {s.handle for s in self._sequences} | set(self._pending) | set(self._to_prefill)
+            handles |= {p.handle for p in self._prefilled}
+            self._pending, self._sequences, self._to_prefill, self._prefilled = [], [], [], []
         for handle in handles:
             _fail(handle, error)

@@ -7,11 +7,13 @@ turn). A new prompt reuses the longest common prefix it shares with any entry (s
 so prompts that diverge after a shared system prompt still share it. Causal attention makes a prefix's keys and values independent of what follows it,
 so reuse changes nothing but floating-point summation order. Entries hold one weights' version: the
 engine clears the cache when the weights change. Least recently used entries go first once the stored
-tokens exceed the budget.
+tokens exceed the budget. Thread-safe: the engine's prefill thread looks up and stores prompts while its
+decode thread stores replies.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 import torch
@@ -32,6 +34,7 @@ class PrefixCache:
         self.max_tokens = max_tokens
         self._entries: OrderedDict[tuple[int, ...], Layers] = OrderedDict()
         self._tokens = 0
+        self._lock = threading.Lock()
         self.hit_tokens = 0  # prompt tokens whose prefill was skipped, since start
         self.miss_tokens = 0  # prompt tokens prefilled
 
@@ -40,6 +43,10 @@ class PrefixCache:
 
         At most len(prompt) - 1 tokens are reused: the last prompt token must run to give the first logits.
         """
+        with self._lock:
+            return self._lookup(prompt_ids)
+
+    def _lookup(self, prompt_ids: list[int]) -> tuple[int, Layers]:
         best_len, best_key = 0, None
         for key in self._entries:
             length = _common_prefix(key, prompt_ids)
@@ -60,7 +67,10 @@ class PrefixCache:
 
         `replaces`: an entry this one extends (a prompt, now stored with its reply), dropped as redundant.
         """
-        key = tuple(token_ids)
+        with self._lock:
+            self._store(tuple(token_ids), layers, replaces)
+
+    def _store(self, key: tuple[int, ...], layers: Layers, replaces: list[int] | None) -> None:
         if self.max_tokens <= 0 or len(key) > self.max_tokens or key in self._entries:
             return
         old = tuple(replaces) if replaces is not None else key
@@ -73,5 +83,6 @@ class PrefixCache:
             self._tokens -= len(old)
 
     def clear(self) -> None:
-        self._entries.clear()
-        self._tokens = 0
+        with self._lock:
+            self._entries.clear()
+            self._tokens = 0

@@ -148,6 +148,8 @@ class InferenceSettings(Section):
     max_batch_size: int = Field(default=32, ge=1)
     # Prompt tokens whose keys and values the engine keeps to reuse a shared prefix (0: off).
     prefix_cache_tokens: int = Field(default=16384, ge=0)
+    # Prefill each new prompt on a second thread while the batch decodes (both run at once on two cores).
+    overlap_prefill: bool = True
     train_temperature: float = Field(default=1.0, ge=0)
     val_temperature: float = Field(default=0.0, ge=0)
     torch_threads: int | None = Field(default=None, ge=1, description="torch CPU threads for this process")

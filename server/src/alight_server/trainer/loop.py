@@ -330,6 +330,7 @@ class TrainingRun:
                         model_name=cfg.model,
                         max_batch_size=cfg.inference.max_batch_size,
                         prefix_cache_tokens=cfg.inference.prefix_cache_tokens,
+                        overlap_prefill=cfg.inference.overlap_prefill,
                     )
                 stack = EmbeddedStack(engine, self.run_dir, vllm=vllm, **options).start()
             self.client = stack.client

@@ -24,7 +24,9 @@ ACTOR = "actor_rollout_ref.actor"
 ROLLOUT = "actor_rollout_ref.rollout"
 MODEL = "actor_rollout_ref.model"
 # The embedded engine's settings: on verl, its rollout replicas serve the policy.
-ENGINE_ONLY = frozenset({"device", "dtype", "max_batch_size", "prefix_cache_tokens", "torch_threads"})
+ENGINE_ONLY = frozenset(
+    {"device", "dtype", "max_batch_size", "prefix_cache_tokens", "overlap_prefill", "torch_threads"}
+)
 
 
 class VerlConfigError(ValueError):
