@@ -8,7 +8,9 @@ spent waiting, as an agent waits on tools, not computing. The default median (5 
 above what an attempt costs the CPU besides (about 0.5 CPU-s measured: its start from a preloaded
 zygote, the OpenAI client, telemetry, its exit), so the load is wait-bound as asynchronous mode assumes.
 A step's wall time is its rollout wait + samples and train + weight sync. After each run the workload it
-really drew is read back from its store: the waits, and what each attempt took beyond its wait.
+really drew is read back from its store: the waits, and what each attempt took beyond its wait. A wait is
+drawn from the task's number and the rollout's index in its group, so the three runs face the same workload
+(the asynchronous runs draw more: the groups that replace dropped ones).
 Run: `nice .venv/bin/python benchmarks/async.py` (add --steps 3 --median-s 1 for a short look).
 """
 
@@ -36,7 +38,10 @@ WORDS = ["apple", "river", "stone", "cloud", "grass", "flame", "water", "stars"]
 
 
 def run(label: str, args: argparse.Namespace, folder: Path, async_rollout: dict[str, Any]) -> dict[str, Any]:
-    tasks = [{"word": w, "median_s": args.median_s, "straggler_share": args.straggler_share} for w in WORDS * 8]
+    tasks = [
+        {"word": w, "n": n, "median_s": args.median_s, "straggler_share": args.straggler_share}
+        for n, w in enumerate(WORDS * 8)
+    ]
     groups_in_flight = async_rollout.get("active_groups", args.tasks_per_step)
     raw = {
         "model": "tiny",
@@ -82,7 +87,7 @@ def workload(db: Path, args: argparse.Namespace) -> dict[str, Any]:
         store.close()
     waits, beyond, stragglers = [], [], 0
     for rollout in rollouts:
-        wait, straggler = draw(rollout.id, args.median_s, args.straggler_share)
+        wait, straggler = draw(rollout.task, rollout.id)
         waits.append(wait)
         stragglers += straggler
         attempt = rollout.attempts[-1] if rollout.attempts else None
