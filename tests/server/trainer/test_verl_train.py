@@ -9,6 +9,8 @@
    else is real: agents run by the controller through the gateway, the sample builder, verl's
    `compute_advantage` with alight's registered estimator, verl's padding and no-padding layout,
    the gateway's pause -> drain -> resume, the checkpoint.
+3. The same, with asynchronous rollouts: a held group carries over a verl update and is trained later,
+   each of its calls recorded with the replica's version that served it.
 """
 # pyright: reportMissingImports=false
 # (verl and omegaconf live in their own venv, .venv-verl; the type check runs in .venv)
@@ -123,11 +125,14 @@ class RecordingCheckpoints:
         upstreams = self.backend.upstreams
         status = upstreams.client.gateway_status() if upstreams is not None else None
         self.loads.append((global_steps, status))
+        if self.marks is not None:  # for agents that wait for an update (a file they can see)
+            (self.marks / f"updated-{len(self.loads) - 1}").touch()
+
+    marks: Path | None = None
 
 
-def test_alight_train_on_verl_trains_the_recorded_ids_and_serves_each_new_policy_version(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verl_run_config: Callable[..., TrainConfig]
-) -> None:
+def replace_verls_gpu_side(monkeypatch: pytest.MonkeyPatch, marks: Path | None = None) -> dict[str, Any]:
+    """Replicas on loopback, recording workers and checkpoint engine; returns {"backend": ...} once started."""
     seen: dict[str, Any] = {}
 
     def start_workers(self: VerlBackend) -> None:
@@ -136,10 +141,18 @@ def test_alight_train_on_verl_trains_the_recorded_ids_and_serves_each_new_policy
         asyncio.run(self.replicas[0].launch_servers())
         self.workers = RecordingWorkers()
         self.checkpoints = RecordingCheckpoints(self)
+        self.checkpoints.marks = marks
         seen["backend"] = self
 
     monkeypatch.setattr(VerlBackend, "_start_ray", lambda self: None)
     monkeypatch.setattr(VerlBackend, "_start_workers", start_workers)
+    return seen
+
+
+def test_alight_train_on_verl_trains_the_recorded_ids_and_serves_each_new_policy_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verl_run_config: Callable[..., TrainConfig]
+) -> None:
+    seen = replace_verls_gpu_side(monkeypatch)
     config = verl_run_config(validation={"every": 0})
     try:
         result = TrainingRun(config, show_progress=False).run()
@@ -183,3 +196,52 @@ def test_alight_train_on_verl_trains_the_recorded_ids_and_serves_each_new_policy
             ids = tuple(call.prompt_token_ids + call.response_token_ids)
             assert any(r[: len(ids)] == ids for r in real), f"call {call.id}: its ids start no trained row"
         assert tu.get(batch_td, "epochs") == config.algorithm.updates_per_batch
+
+
+def test_asynchronous_rollouts_on_verl_carry_a_held_group_across_an_update(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verl_run_config: Callable[..., TrainConfig]
+) -> None:
+    seen = replace_verls_gpu_side(monkeypatch, marks=tmp_path)
+    config = verl_run_config(
+        steps=3,
+        tasks_per_step=1,
+        group_size=2,
+        dataset={"shuffle": False},
+        validation={"every": 0},
+        async_rollout={"enabled": True, "active_groups": 2, "max_staleness": 5},
+    )
+    # Group 0 makes its first call, then waits for the first update after step 1; the others run through.
+    tasks = [{"word": "apple", "hold_until": str(tmp_path / "updated-1")}, *({"word": w} for w in ["river"] * 6)]
+    run = TrainingRun(config, train_tasks=tasks, val_tasks=[], show_progress=False)
+    try:
+        result = run.run()
+    finally:
+        if "backend" in seen:
+            seen["backend"].replicas[0].thread.stop()
+    backend: VerlBackend = seen["backend"]
+    assert isinstance(backend.workers, RecordingWorkers) and result.policy_version == 3
+    assert run.pool is not None
+    used = {group: (step, staleness) for step, group, staleness in run.pool.used}
+    held = next(g for g in used if "-g000000-" in g)
+    step, staleness = used[held]
+    assert step > 1 and staleness >= 1, used  # trained after the update it waited for, its staleness counted
+
+    from alight.api_models import RolloutQuery
+    from alight_server.store import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'run' / 'alight.db'}")
+    try:
+        held_calls = [
+            store.list_model_calls(r.id) for r in store.list_rollouts(RolloutQuery(limit=1000)) if r.group_id == held
+        ]
+    finally:
+        store.close()
+    assert len(held_calls) == 2
+    for calls in held_calls:  # each call with the version of the replica's weights that served it
+        assert calls[0].policy_version == 0 and (calls[-1].policy_version or 0) >= 1
+    # the step that trained the held group got both its rollouts' ids: a group is trained whole
+    batch = backend.workers.batches[step - 1]
+    rows = [tuple(r.tolist()) for r in batch["input_ids"].unbind()]
+    for calls in held_calls:
+        ids = tuple(calls[0].prompt_token_ids + calls[0].response_token_ids)
+        assert any(r[: len(ids)] == ids for r in rows), "a held rollout's first call starts no trained row"

@@ -8,6 +8,8 @@ what such a test checks, not learning.
 from __future__ import annotations
 
 import random
+import time
+from pathlib import Path
 from typing import Any
 
 from openai import OpenAI
@@ -21,6 +23,10 @@ def main(task: dict[str, Any]) -> float:
     messages: list[Any] = [{"role": "user", "content": f"Define {task['word']}."}]
     first = client.chat.completions.create(model="policy", messages=messages, max_tokens=4)
     messages.append({"role": "assistant", "content": first.choices[0].message.content or ""})
+    if task.get("hold_until"):  # a deliberately slow rollout (async tests): wait until the path exists
+        deadline = time.monotonic() + 300
+        while not Path(task["hold_until"]).exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
     messages.append({"role": "user", "content": f"lookup result: {task['word']} is a word"})
     client.chat.completions.create(model="policy", messages=messages, max_tokens=6)
     return random.random()
