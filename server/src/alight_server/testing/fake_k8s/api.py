@@ -176,6 +176,9 @@ def _watch(
     def line(type_: str, obj: Obj) -> bytes:
         return json.dumps({"type": type_, "object": obj}).encode() + b"\n"
 
+    # Never yield while holding the store's lock: each step of this generator may run on another pool thread,
+    # and a lock taken on one thread cannot be released on the next (every other client would then hang).
+    gone = None
     with store.changed:
         if rv_text in (None, "", "0"):
             # No resourceVersion: the current state as synthetic ADDED events, then changes.
@@ -186,8 +189,9 @@ def _watch(
             if rv < store.compacted_rv:
                 gone = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 410,
                         "reason": "Expired", "message": f"too old resource version: {rv} ({store.compacted_rv})"}  # fmt: skip
-                yield line("ERROR", gone)
-                return
+    if gone is not None:
+        yield line("ERROR", gone)
+        return
     yield from initial
     while time.monotonic() < deadline:
         with store.changed:
