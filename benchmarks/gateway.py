@@ -1,7 +1,7 @@
 """Gateway overhead: direct-to-upstream vs through the gateway (durable capture on), in one run.
 
     .venv/bin/python benchmarks/gateway.py [--concurrency 16] [--requests 2000] [--sequential 300]
-        [--stream] [--upstream raw|fake] [--replicas 1] [--feel 1,100]
+        [--rounds 5] [--stream] [--upstream raw|fake] [--replicas 1] [--feel 1,100]
 
 1. Start a fast upstream double (`raw`: an ASGI app returning one precomputed
    vLLM-shaped chat completion with 32 tokens; `fake`: the vLLM-shaped test
@@ -19,6 +19,9 @@
    (a system prompt and three turns of a few dozen words; the reply is 32 tokens).
    Each prints the gateway's CPU time per call too (from /proc): a lone call
    commits alone, so it costs more than a call in a concurrent group.
+   `--rounds` repeats both phases (every path in turn each round) and prints
+   each round's added p50 and their median: the same idle machine runs up to
+   1.5x slower from one minute to the next, and a single round shows one draw.
 3. Concurrent phase (N clients): calls/s and p50/p99 latency for each path.
 4. What the client feels (`--feel`, 1 and 100 clients on the gateway): the
    time to the response start as the load client sees it, next to the
@@ -69,7 +72,10 @@ def _feel(gateway: Clients, ports: list[int], clients: int, total: int, stream: 
     )
 
 
-def _sequential(paths: dict[str, Clients], meter: Meter, calls: int, stream: bool, messages: list) -> dict:
+Sequential = dict[str, tuple[list[float], float | None]]  # path -> (latencies, own CPU ms per call)
+
+
+def _sequential(paths: dict[str, Clients], meter: Meter, calls: int, stream: bool, messages: list) -> Sequential:
     """One client on each path in turn: its latencies, and the CPU per call of the process in between."""
     out = {}
     for name, clients in paths.items():
@@ -79,16 +85,27 @@ def _sequential(paths: dict[str, Clients], meter: Meter, calls: int, stream: boo
     return out
 
 
-def _print_sequential(title: str, results: dict, goal_ms: float) -> None:
+def _added_ms(result: Sequential, path: str) -> float:
+    return 1000 * (statistics.median(result[path][0]) - statistics.median(result["direct"][0]))
+
+
+def _print_sequential(title: str, rounds: list[Sequential], goal_ms: float) -> None:
+    """Each path's latencies over all rounds, and the added p50 of each round (a round's paths ran back to back)."""
     print(title)
     for name, label in LABELS.items():
-        latencies, cpu = results[name]
+        latencies = [x for r in rounds for x in r[name][0]]
+        cpu = [c for r in rounds if (c := r[name][1]) is not None]
         line = f"  {label} p50 {pct(latencies, 0.5):7.2f} ms  p99 {pct(latencies, 0.99):7.2f} ms"
-        print(line + (f"  {'gateway' if name == 'gateway' else 'proxy'} CPU {cpu:.2f} ms/call" if cpu else ""))
-    medians = {name: statistics.median(latencies) * 1000 for name, (latencies, _) in results.items()}
-    added = medians["gateway"] - medians["direct"]
-    print(f"  added p50 latency: gateway {added:.2f} ms (goal < {goal_ms:g} ms), ", end="")
-    print(f"bare proxy {medians['bare'] - medians['direct']:.2f} ms")
+        own = "gateway" if name == "gateway" else "proxy"
+        print(line + (f"  {own} CPU {statistics.fmean(cpu):.2f} ms/call" if cpu else ""))
+    for path in ("gateway", "bare"):
+        added = [_added_ms(r, path) for r in rounds]
+        goal = f" (goal < {goal_ms:g} ms)" if path == "gateway" else ""
+        spread = f", rounds {min(added):.2f}-{max(added):.2f}: {' '.join(f'{a:.2f}' for a in added)}"
+        name = "gateway" if path == "gateway" else "bare proxy"
+        print(
+            f"  added p50 latency, {name}: {statistics.median(added):.2f} ms{goal}" + (spread if len(added) > 1 else "")
+        )
 
 
 def _print_concurrent(con: dict, cpu: dict, requests: int, concurrency: int) -> None:
@@ -142,6 +159,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--requests", type=int, default=2000, help="calls per concurrent phase")
     parser.add_argument("--sequential", type=int, default=300, help="calls per sequential phase")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="sequential phases, each path and body in turn per round (median shown)"
+    )
     parser.add_argument("--stream", action="store_true", help="streamed chat completions")
     parser.add_argument(
         "--upstream",
@@ -189,8 +209,10 @@ def main() -> None:
         for clients in paths.values():
             load(clients[:4], WARMUP, args.stream)
         meter = Meter({"upstream": [procs[0].pid], "bare": [procs[1].pid], "gateway": [p.pid for p in procs[2:]]})
-        seq = _sequential(paths, meter, args.sequential, args.stream, SHORT)
-        real = _sequential(paths, meter, args.sequential, args.stream, REALISTIC)
+        seq, real = [], []
+        for _ in range(args.rounds):  # the machine's speed drifts; rounds show by how much
+            seq.append(_sequential(paths, meter, args.sequential, args.stream, SHORT))
+            real.append(_sequential(paths, meter, args.sequential, args.stream, REALISTIC))
         con, cpu = {}, {}
         for name, c in paths.items():
             con[name], cpu[name] = meter.run(lambda c=c: load(c[: args.concurrency], args.requests, args.stream))
@@ -201,17 +223,18 @@ def main() -> None:
             p.join(10)
 
     recorded = _recorded(db_url, tokens)
-    expected = WARMUP + 2 * args.sequential + args.requests + sum(max(args.sequential, 2 * n) for n in feel)
+    expected = (
+        WARMUP + 2 * args.rounds * args.sequential + args.requests + sum(max(args.sequential, 2 * n) for n in feel)
+    )
     kind = "streamed" if args.stream else "non-streamed"
     replicas = f", {args.replicas} gateway processes" if args.replicas > 1 else ""
     print(
         f"gateway benchmark: {kind} chat completions, {args.upstream} upstream, SQLite capture{replicas}, "
         f"{mp.cpu_count()} CPUs"
     )
-    _print_sequential(f"sequential ({args.sequential} calls, 1 client):", seq, 2.0)
-    title = (
-        f"sequential, realistic body ({args.sequential} calls, 1 client, 4 messages of 30-40 words, 32-token reply):"
-    )
+    per = f"{args.sequential} calls" + (f" x {args.rounds} rounds" if args.rounds > 1 else "")
+    _print_sequential(f"sequential ({per}, 1 client):", seq, 2.0)
+    title = f"sequential, realistic body ({per}, 1 client, 4 messages of 30-40 words, 32-token reply):"
     _print_sequential(title, real, 1.2)
     _print_concurrent(con, cpu, args.requests, args.concurrency)
     if felt:
