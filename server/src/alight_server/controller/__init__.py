@@ -1,4 +1,4 @@
-"""The controller: runs the server's queued attempts through a runner (local subprocesses now, Kubernetes later)."""
+"""The controller: runs the server's queued attempts through a runner (local subprocesses, or Kubernetes Jobs in k8s/)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Sample builder: trajectories in, padded training rows out, without retokenizing (DESIGN §5).
 
-`build.py` runs the pipeline, `rows.py` merges calls into rows, `breaks.py` says why a row broke,
+`build.py` runs the pipeline, `merge.py` merges calls into training rows, `breaks.py` says why a row broke,
 `batch.py` pads rows into tensors, `report.py` counts what was kept and dropped.
 """
 

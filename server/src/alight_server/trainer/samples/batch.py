@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 import torch
 
-from alight_server.trainer.samples.rows import Segment
+from alight_server.trainer.samples.merge import Segment
 
 
 @dataclass

@@ -5,7 +5,7 @@
 2. Each model call is kept, or dropped with a counted reason: outside the
    agent filter, flagged by the gateway, an error or non-200 status, token
    ids and logprobs of different lengths, an empty prompt or response.
-3. Kept calls are merged into rows (`rows.py`): in `trajectory` mode a
+3. Kept calls are merged into rows (`merge.py`): in `trajectory` mode a
    row is a whole conversation, in `transition` mode every call is its own
    row. Breaks in the conversation are classified (`breaks.py`).
 4. Length limits: a row whose prompt (the tokens before its first generated
@@ -30,8 +30,8 @@ import numpy as np
 from alight.schemas import FailureKind, Trajectory, TrajectoryCall
 from alight_server.trainer.samples.batch import SampleBatch, pad_rows
 from alight_server.trainer.samples.breaks import Decode
+from alight_server.trainer.samples.merge import AttemptRows, Segment
 from alight_server.trainer.samples.report import BuildReport
-from alight_server.trainer.samples.rows import AttemptRows, Segment
 
 
 @dataclass(frozen=True)
