@@ -2,22 +2,20 @@
 
 1. Requests queue up from any thread (`submit`); the engine thread admits them between decode steps,
    after a short collection window when it was idle, so a burst starts together.
-2. Each admitted prompt is prefilled alone (reusing the longest prefix it shares with an earlier prompt,
-   `prefix_cache`), on a second thread while the engine thread goes on decoding (`overlap_prefill`:
-   a prefill costs about what a decode step does, and torch runs both at once on two cores); between two
-   steps the engine thread samples each prefilled prompt's first token for its n choices, and the
-   choices join the running left-padded batch (`batching.DecodeBatch`).
+2. Each admitted prompt is prefilled alone, by default on a second thread while the engine thread goes
+   on decoding (`prefill.Prefiller`); between two steps the engine thread samples each prefilled
+   prompt's first token for its n choices, and the choices join the running left-padded batch
+   (`batching.DecodeBatch`).
 3. Every step feeds all rows one token, samples per row (own temperature, top_p, seed), reports the
    chosen token's logprob under the raw model distribution, and retires finished rows.
-4. `update_weights` copies new tensors into the live parameters between two steps and bumps the
-   policy version (and empties the prefix cache); every event carries the version of the weights that
-   produced it.
+4. `update_weights` copies new tensors into the live parameters between two steps, under the prefill
+   lock once the prefills of the old weights have joined the batch, and bumps the policy version (and
+   empties the prefix cache); every event carries the version of the weights that produced it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
@@ -28,17 +26,13 @@ from typing import Any
 
 import torch
 
-from alight_server.inference.batching import DecodeBatch, prefill
+from alight_server.inference.batching import DecodeBatch
 from alight_server.inference.detokenize import IncrementalText
 from alight_server.inference.generation import Completion, GenerationHandle, TokenEvent
+from alight_server.inference.prefill import Prefiller
 from alight_server.inference.prefix_cache import PrefixCache
 from alight_server.inference.sampling import InvalidRequest, SamplingParams, choice_generator, raw_logprobs, sample_next
 from alight_server.inference.weights import check_state_dict, read_state_dict
-
-
-def _fail(handle: GenerationHandle, error: BaseException) -> None:
-    with contextlib.suppress(Exception):  # its consumer may be gone; the engine thread must survive
-        handle.sink(error)
 
 
 @dataclass
@@ -49,13 +43,6 @@ class _Sequence:
     version: int  # the weights that prefilled it: its cached keys and values are theirs from then on
     text: IncrementalText
     tokens: list[int] = field(default_factory=list)  # sampled so far; all but the last are in the batch's cache
-
-
-@dataclass
-class _Prefilled:
-    handle: GenerationHandle
-    layers: list[tuple[torch.Tensor, torch.Tensor]]  # the prompt's keys and values, batch 1
-    logits: torch.Tensor  # (V,) after the prompt's last token
 
 
 class InferenceEngine:
@@ -95,16 +82,12 @@ class InferenceEngine:
         self._batch = DecodeBatch(model, self.device)
         # 0 turns reuse off. SmolLM2-135M keeps ~46 KB of fp32 keys and values per token (16384 tokens: ~750 MB).
         self.prefix_cache = PrefixCache(prefix_cache_tokens)
-        # Admitted, not yet prefilled / being prefilled / prefilled, not yet in the batch (under _cond).
-        self._to_prefill: list[GenerationHandle] = []
-        self._prefilling: GenerationHandle | None = None
-        self._prefilled: list[_Prefilled] = []
-        # Held while a prefill runs: the engine thread takes it to change the weights between two prefills.
-        self._prefill_lock = threading.Lock()
-        self.overlap_prefill = overlap_prefill
         self._thread: threading.Thread | None = None
-        self._prefill_thread: threading.Thread | None = None
         self._stopping = False
+        # Admitted prompts until they join the batch; shares _cond and reads _stopping under it.
+        self._prefiller = Prefiller(
+            model, self.device, self.prefix_cache, self._cond, lambda: self._stopping, overlap=overlap_prefill
+        )
 
     @classmethod
     def from_model_name(
@@ -119,12 +102,7 @@ class InferenceEngine:
     def running_choices(self) -> int:
         """Choices decoding now or waiting to be admitted."""
         with self._cond:
-            return len(self._sequences) + self._admitted_choices() + sum(h.params.n for h in self._pending)
-
-    def _admitted_choices(self) -> int:
-        """Choices admitted but not yet in the batch (prefill queued, running or done); under _cond."""
-        handles = [*self._to_prefill, *([self._prefilling] if self._prefilling else [])]
-        return sum(h.params.n for h in handles) + sum(p.handle.params.n for p in self._prefilled)
+            return len(self._sequences) + self._prefiller.admitted_choices() + sum(h.params.n for h in self._pending)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> InferenceEngine:
@@ -132,19 +110,17 @@ class InferenceEngine:
             self._stopping = False
             self._thread = threading.Thread(target=self._run, name="alight-inference", daemon=True)
             self._thread.start()
-            if self.overlap_prefill:
-                self._prefill_thread = threading.Thread(target=self._prefill_loop, name="alight-prefill", daemon=True)
-                self._prefill_thread.start()
+            self._prefiller.start()
         return self
 
     def stop(self) -> None:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        for thread in (self._thread, self._prefill_thread):
-            if thread is not None:
-                thread.join(timeout=30)
-        self._thread = self._prefill_thread = None
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self._prefiller.join(timeout=30)
+        self._thread = None
 
     def __enter__(self) -> InferenceEngine:
         return self.start()
@@ -256,32 +232,29 @@ class InferenceEngine:
         with torch.inference_mode():
             while True:
                 with self._cond:
-                    while not (
-                        self._stopping or self._pending or self._weight_updates or self._sequences or self._prefilled
-                    ):
+                    while not (self._stopping or self._has_work()):
                         self._cond.wait()
                     if self._stopping:
                         break
-                    was_idle = not self._sequences and not self._admitted_choices()
+                    was_idle = not self._sequences and not self._prefiller.admitted_choices()
                 if was_idle and self.batch_window_s:
                     time.sleep(self.batch_window_s)  # let the rest of a burst arrive and share the first step
                 with self._cond:
                     updates, self._weight_updates = self._weight_updates, []
                     admitted = self._take_admissible()
-                    if self.overlap_prefill:
-                        self._to_prefill.extend(admitted)
-                        self._cond.notify_all()
+                    if self._prefiller.overlap:
+                        self._prefiller.queue(admitted)
                 if updates:
-                    with self._prefill_lock:  # no prefill runs; the finished ones join under the old weights
+                    with self._prefiller.lock:  # no prefill runs; the finished ones join under the old weights
                         self._join_prefilled()
                         for state, future in updates:
                             try:
                                 future.set_result(self._apply_weights(state))
                             except Exception as exc:  # reported to the caller of update_weights; serving goes on
                                 future.set_exception(exc)
-                if not self.overlap_prefill:
+                if not self._prefiller.overlap:
                     for handle in admitted:
-                        self._prefill_one(handle)
+                        self._prefiller.prefill(handle)
                 self._join_prefilled()
                 if not self._sequences:
                     continue
@@ -289,15 +262,19 @@ class InferenceEngine:
                     self._decode_step()
                 except Exception as exc:  # a failed step leaves the shared cache unusable: fail every row
                     for handle in {s.handle for s in self._sequences}:
-                        _fail(handle, exc)
+                        handle.fail(exc)
                     self._sequences = []
                     self._batch = DecodeBatch(self.model, self.device)
         self._fail_outstanding(RuntimeError("the inference engine stopped before this request finished"))
 
+    def _has_work(self) -> bool:
+        """Something for the engine thread to do (under _cond)."""
+        return bool(self._pending or self._weight_updates or self._sequences or self._prefiller.has_prefilled())
+
     def _take_admissible(self) -> list[GenerationHandle]:
-        free = self.max_batch_size - len(self._sequences) - self._admitted_choices()
+        free = self.max_batch_size - len(self._sequences) - self._prefiller.admitted_choices()
         admitted = []
-        empty = not self._sequences and not self._admitted_choices()
+        empty = not self._sequences and not self._prefiller.admitted_choices()
         while self._pending and (self._pending[0].params.n <= free or (not admitted and empty)):
             handle = self._pending.pop(0)
             if not handle.cancelled:
@@ -305,44 +282,9 @@ class InferenceEngine:
                 free -= handle.params.n
         return admitted
 
-    def _prefill_loop(self) -> None:
-        """The prefill thread: one admitted prompt at a time, handed back through `_prefilled`."""
-        with torch.inference_mode():
-            while True:
-                with self._cond:
-                    while not (self._stopping or self._to_prefill):
-                        self._cond.wait()
-                    if self._stopping:
-                        return
-                    self._prefilling = self._to_prefill.pop(0)
-                self._prefill_one(self._prefilling)
-
-    def _prefill_one(self, handle: GenerationHandle) -> None:
-        # The result is handed over under the lock: a weight update (which takes it) then finds every
-        # prefill of the old weights in `_prefilled`, and joins them to the batch under the old version.
-        with self._prefill_lock:
-            done = None
-            if not handle.cancelled:
-                try:
-                    _, reused = self.prefix_cache.lookup(handle.prompt_ids)
-                    layers, logits = prefill(self.model, handle.prompt_ids, self.device, reused)  # logits (V,)
-                    self.prefix_cache.store(handle.prompt_ids, layers)
-                    done = _Prefilled(handle, layers, logits)
-                except Exception as exc:  # this request alone fails; the batch is untouched
-                    _fail(handle, exc)
-            with self._cond:
-                self._prefilling = None
-                if done is not None and self._stopping:
-                    _fail(handle, RuntimeError("the inference engine stopped before this request finished"))
-                elif done is not None:
-                    self._prefilled.append(done)
-                self._cond.notify_all()
-
     def _join_prefilled(self) -> None:
         """Sample the first token of every prefilled prompt's choices; the live ones join the batch."""
-        with self._cond:
-            ready, self._prefilled = self._prefilled, []
-        for item in ready:
+        for item in self._prefiller.take():
             handle, n = item.handle, item.handle.params.n
             if handle.cancelled:
                 continue
@@ -363,7 +305,7 @@ class InferenceEngine:
                     self._batch.add(item.layers, [t for _, t in alive])
                     self._sequences.extend(s for s, _ in alive)
             except Exception as exc:  # this request alone fails; the batch is untouched until add()
-                _fail(handle, exc)
+                handle.fail(exc)
 
     def _decode_step(self) -> None:
         logits = self._batch.step()  # (B, V)
@@ -421,8 +363,7 @@ class InferenceEngine:
 
     def _fail_outstanding(self, error: BaseException) -> None:
         with self._cond:
-            handles = {s.handle for s in self._sequences} | set(self._pending) | set(self._to_prefill)
-            handles |= {p.handle for p in self._prefilled}
-            self._pending, self._sequences, self._to_prefill, self._prefilled = [], [], [], []
+            handles = {s.handle for s in self._sequences} | set(self._pending) | self._prefiller.drain()
+            self._pending, self._sequences = [], []
         for handle in handles:
-            _fail(handle, error)
+            handle.fail(error)

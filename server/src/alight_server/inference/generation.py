@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,3 +47,8 @@ class GenerationHandle:
 
     def cancel(self) -> None:
         self.cancelled = True
+
+    def fail(self, error: BaseException) -> None:
+        """Report `error` as the request's outcome."""
+        with suppress(Exception):  # its consumer may be gone; the engine's threads must survive
+            self.sink(error)
