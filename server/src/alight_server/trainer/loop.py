@@ -2,9 +2,10 @@
 
 Per step:
 1. take `tasks_per_step` tasks; create `group_size` train rollouts of each as one group;
-2. wait for all of them (server long-poll) and fetch their trajectories; with `async_rollout.enabled`
-   up to `active_groups` groups stay in flight instead and the step takes the first `tasks_per_step` complete,
-   fresh enough ones, the rest carrying over across the weight update (trainer/async_pool.py);
+2. wait for all of them (server long-poll) and fetch their trajectories (trainer/phases.py); with
+   `async_rollout.enabled` up to `active_groups` groups stay in flight instead and the step takes the first
+   `tasks_per_step` complete, fresh enough ones, the rest carrying over across the weight update
+   (trainer/async_pool.py);
 3. build samples from the recorded token ids; groups whose rewards are all equal carry no signal
    and are reported and skipped;
 4. one RL step on the trainer backend (`trainer.backend`: embedded or verl; trainer/backend.py), then the
@@ -25,16 +26,13 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from alight.client import AlightClient
-from alight.schemas import Mode
 from alight_server.inference.models import load_policy, resolve_model
-from alight_server.trainer import rollouts as phase_ops
 from alight_server.trainer.algorithm import uniform_groups
 from alight_server.trainer.async_pool import GroupPool, merge_phases, weigh_rows
 from alight_server.trainer.backend import TrainerBackend, make_backend
@@ -45,6 +43,7 @@ from alight_server.trainer.devices import pick_device, pick_dtype
 from alight_server.trainer.display import RunDisplay
 from alight_server.trainer.filters import filter_for_training
 from alight_server.trainer.metrics import MetricsLog
+from alight_server.trainer.phases import RunPhases, StartedPhase, val_task_count
 from alight_server.trainer.run_report import RunReporter
 from alight_server.trainer.samples import SampleConfig, build_samples
 from alight_server.trainer.summary import RunResult, finish_run
@@ -54,15 +53,6 @@ if TYPE_CHECKING:
     from alight_server.inference.vllm_policy import VllmPolicy
 
 log = logging.getLogger("alight.trainer")
-
-
-@dataclass(frozen=True)
-class _Started:
-    """Rollouts created for one phase, not yet waited for."""
-
-    ids: list[str]
-    mode: Mode
-    started: float  # time.monotonic() at creation
 
 
 @contextlib.contextmanager
@@ -101,6 +91,7 @@ class TrainingRun:
         self.show_progress = show_progress
         self.backend: TrainerBackend | None = None
         self.client: AlightClient | None = None
+        self.phases: RunPhases | None = None  # the step's and the validations' rollouts, once the client is up
         self.policy_version = 0
         self.reporter: RunReporter | None = None  # the run and its steps, to the server's dashboard
         self.pool: GroupPool | None = None  # async_rollout: the groups in flight
@@ -144,79 +135,20 @@ class TrainingRun:
             payload["async_pool"] = self.pool.state()
         save_checkpoint(self.config.run_dir_checkpoints(), self.step, payload, self.config.checkpoint.keep_last)
 
-    # -- phases --------------------------------------------------------------------------------
-    def _start_rollouts(self, prefix: str, tasks: list[Any], n: int, mode: Mode) -> _Started:
-        assert self.client is not None
-        cfg = self.config
-        started = time.monotonic()
-        created = phase_ops.create_group_rollouts(
-            self.client, prefix, tasks, n, mode, cfg.agent, cfg.rollout_timeout_s, cfg.max_attempts,
-            {"step": self.step, "run_dir": str(self.run_dir)},
-        )  # fmt: skip
-        return _Started([r.id for r in created], mode, started)
-
-    def _await_rollouts(self, phase: _Started, display: RunDisplay) -> phase_ops.RolloutPhase:
-        assert self.client is not None
-        label = "validating" if phase.mode == Mode.VAL else "rollouts"
-
-        def show(p: phase_ops.Progress) -> None:
-            display.status(f"{label}: {p.finished}/{p.total} done, {p.total - p.finished} running, {p.failed} failed")
-
-        server_url = self.client.base_url
-
-        def unclaimed(seconds: float) -> None:
-            hint = (
-                f"no rollout has started after {seconds:.0f} s: is `alight controller --server {server_url}` running?"
-            )
-            if display.enabled:
-                display.line(f"[yellow]{hint}[/]")
-            else:
-                log.warning(hint)
-
-        finished = phase_ops.wait_all(self.client, phase.ids, show, on_unclaimed=unclaimed)
-        return phase_ops.collect(self.client, finished, phase.started)
-
-    def _val_task_count(self) -> int:
-        limit = self.config.validation.max_tasks
-        return min(limit, len(self.splits.val)) if limit else len(self.splits.val)
-
-    def _start_validation(self) -> _Started | None:
-        cfg = self.config.validation
-        tasks = self.splits.val[: self._val_task_count()]
-        if not tasks:
-            return None
-        return self._start_rollouts(f"{self.run_id}-val{self.step:05d}", tasks, cfg.samples_per_task, Mode.VAL)
-
-    def _start_train_rollouts(self) -> _Started:
-        tasks = self.cursor.take(self.config.tasks_per_step)
-        return self._start_rollouts(f"{self.run_id}-s{self.step:05d}", tasks, self.config.group_size, Mode.TRAIN)
-
-    def _validate(self, display: RunDisplay, started: _Started | None = None) -> dict[str, float]:
-        if started is None and (started := self._start_validation()) is None:
-            return {}
-        phase = self._await_rollouts(started, display)
-        scores = [s for s in map(phase_ops.scored, phase.trajectories) if s is not None]
-        score, error = phase_ops.score_and_error(phase.trajectories)
-        return {
-            "val/score": score,
-            "val/score_se": error,
-            "val/rollouts": float(len(scores)),
-            "time/val_s": phase.seconds,
-        }
-
+    # -- the step ------------------------------------------------------------------------------
     def _train_step(
-        self, display: RunDisplay, tokenizer: Any, sync: WeightSync, ahead: _Started | None = None
+        self, display: RunDisplay, tokenizer: Any, sync: WeightSync, ahead: StartedPhase | None = None
     ) -> dict[str, float]:
         """One step; `ahead`: its rollouts, when they were created ahead (alongside the first validation)."""
         cfg = self.config
-        assert self.backend is not None and self.client is not None
+        assert self.backend is not None and self.client is not None and self.phases is not None
         taken = None
         if self.pool is not None:
             taken = self.pool.take(self.step, self.policy_version, display.status)
             self.pool.top_up(self.step + 1)  # the taken groups' places run while this step trains and updates
             phase = merge_phases([g.phase for g in taken.groups if g.phase is not None], taken.metrics["time/wait_s"])
         else:
-            phase = self._await_rollouts(ahead or self._start_train_rollouts(), display)
+            phase = self.phases.wait(ahead or self.phases.start_train(self.step), display)
         metrics: dict[str, float] = {
             "train/reward_mean": statistics.fmean(phase.rewards) if phase.rewards else float("nan"),
             "train/reward_std": statistics.pstdev(phase.rewards) if len(phase.rewards) > 1 else 0.0,
@@ -335,6 +267,7 @@ class TrainingRun:
                 stack = EmbeddedStack(engine, self.run_dir, vllm=vllm, **options).start()
             self.client = stack.client
             assert self.client is not None
+            self.phases = RunPhases(self.client, cfg, self.run_id, self.run_dir, self.splits, self.cursor)
             self.reporter = RunReporter(self.client, self.run_id, cfg.public_dump(), cfg.steps).start()
             key_file = self.run_dir / STATE_FILE if isinstance(stack, EmbeddedStack) else None
             print(run_link(stack.url, self.run_id, key_file), file=sys.stderr, flush=True)
@@ -367,23 +300,25 @@ class TrainingRun:
     def _loop(self, tokenizer: Any, sync: WeightSync, metrics_log: MetricsLog) -> RunResult:
         cfg = self.config
         every = cfg.validation.every
+        phases = self.phases
+        assert phases is not None
         with RunDisplay(cfg.steps, enabled=self.show_progress) as display:
             display.status("starting", completed=self.step)
             ahead = None
             if self.step == 0 and not any("val/score" in r for r in self.history):
-                val = self._start_validation()
+                val = phases.start_validation(self.step)
                 # The first step's rollouts are served by the same weights as this validation: created right
                 # behind it, they keep the engine's batch full through the validation's tail instead of
                 # starting after it (their time/rollouts_s counts from here).
                 if val is not None and self.pool is None and cfg.steps > 0:
-                    ahead = self._start_train_rollouts()
-                self._record(0, self._validate(display, val), metrics_log, display)
+                    ahead = phases.start_train(self.step)
+                self._record(0, phases.validate(display, self.step, val), metrics_log, display)
             while self.step < cfg.steps:
                 metrics = self._train_step(display, tokenizer, sync, ahead)
                 ahead = None
                 self.step += 1
                 if (every and self.step % every == 0) or self.step == cfg.steps:
-                    metrics.update(self._validate(display))
+                    metrics.update(phases.validate(display, self.step))
                 self._record(self.step, metrics, metrics_log, display)
                 display.status("checkpointing", completed=self.step)
                 ck = cfg.checkpoint.every
@@ -408,7 +343,7 @@ class TrainingRun:
     def _finish(self, display: RunDisplay, metrics_log: MetricsLog) -> RunResult:
         return finish_run(
             self.history, self.run_dir, self.config.model, self.step, self.policy_version,
-            self._val_task_count(), display, metrics_log,
+            val_task_count(self.config, self.splits), display, metrics_log,
         )  # fmt: skip
 
 

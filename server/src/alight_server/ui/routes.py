@@ -22,7 +22,7 @@ AttemptNo = Annotated[int | None, Query(ge=1, le=2**31 - 1, description="default
 
 
 def step_prefix(run_id: str, step: int | None, mode: Mode | None) -> str:
-    """The id prefix of a run's rollouts, as the training loop names them (trainer/loop.py).
+    """The id prefix of a run's rollouts, as the training loop names them (trainer/phases.py).
 
     `step` is the step of the run's metrics: training step N is made of the rollouts created before
     update N (named `s{N-1}`), the validation at step N of `val{N}` (0: before training).

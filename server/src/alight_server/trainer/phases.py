@@ -1,0 +1,114 @@
+"""A run's rollout phases: each step's train groups and each validation, named by run and step, awaited with progress.
+
+Ids are a function of the run id and step (`{run}-s{step}`, `{run}-val{step}`; ui/routes.py `step_prefix`
+reads them back), so creating a phase twice is harmless. The server calls themselves are in trainer/rollouts.py;
+with `async_rollout.enabled` the step's groups come from trainer/async_pool.py instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from alight.client import AlightClient
+from alight.schemas import Mode
+from alight_server.trainer import rollouts as phase_ops
+from alight_server.trainer.config import TrainConfig
+from alight_server.trainer.dataset import TaskCursor, TaskSplits
+from alight_server.trainer.display import RunDisplay
+
+log = logging.getLogger("alight.trainer")
+
+
+@dataclass(frozen=True)
+class StartedPhase:
+    """Rollouts created for one phase, not yet waited for."""
+
+    ids: list[str]
+    mode: Mode
+    started: float  # time.monotonic() at creation
+
+
+def val_task_count(config: TrainConfig, splits: TaskSplits) -> int:
+    """How many held-out tasks one validation runs (`validation.max_tasks`, 0: all)."""
+    limit = config.validation.max_tasks
+    return min(limit, len(splits.val)) if limit else len(splits.val)
+
+
+class RunPhases:
+    """Creates a run's train and validation rollouts and waits for them, showing progress on the display."""
+
+    def __init__(
+        self,
+        client: AlightClient,
+        config: TrainConfig,
+        run_id: str,
+        run_dir: Path,
+        splits: TaskSplits,
+        cursor: TaskCursor,
+    ) -> None:
+        self.client = client
+        self.config = config
+        self.run_id = run_id
+        self.run_dir = run_dir
+        self.splits = splits
+        self.cursor = cursor
+
+    def start(self, prefix: str, tasks: list[Any], n: int, mode: Mode, step: int) -> StartedPhase:
+        cfg = self.config
+        started = time.monotonic()
+        created = phase_ops.create_group_rollouts(
+            self.client, prefix, tasks, n, mode, cfg.agent, cfg.rollout_timeout_s, cfg.max_attempts,
+            {"step": step, "run_dir": str(self.run_dir)},
+        )  # fmt: skip
+        return StartedPhase([r.id for r in created], mode, started)
+
+    def start_train(self, step: int) -> StartedPhase:
+        """The step's `tasks_per_step` next tasks, `group_size` rollouts each."""
+        tasks = self.cursor.take(self.config.tasks_per_step)
+        return self.start(f"{self.run_id}-s{step:05d}", tasks, self.config.group_size, Mode.TRAIN, step)
+
+    def start_validation(self, step: int) -> StartedPhase | None:
+        """The validation at `step` (0: before training); None when there are no held-out tasks."""
+        tasks = self.splits.val[: val_task_count(self.config, self.splits)]
+        if not tasks:
+            return None
+        n = self.config.validation.samples_per_task
+        return self.start(f"{self.run_id}-val{step:05d}", tasks, n, Mode.VAL, step)
+
+    def wait(self, phase: StartedPhase, display: RunDisplay) -> phase_ops.RolloutPhase:
+        label = "validating" if phase.mode == Mode.VAL else "rollouts"
+
+        def show(p: phase_ops.Progress) -> None:
+            display.status(f"{label}: {p.finished}/{p.total} done, {p.total - p.finished} running, {p.failed} failed")
+
+        server_url = self.client.base_url
+
+        def unclaimed(seconds: float) -> None:
+            hint = (
+                f"no rollout has started after {seconds:.0f} s: is `alight controller --server {server_url}` running?"
+            )
+            if display.enabled:
+                display.line(f"[yellow]{hint}[/]")
+            else:
+                log.warning(hint)
+
+        finished = phase_ops.wait_all(self.client, phase.ids, show, on_unclaimed=unclaimed)
+        return phase_ops.collect(self.client, finished, phase.started)
+
+    def validate(self, display: RunDisplay, step: int, started: StartedPhase | None = None) -> dict[str, float]:
+        """Run (or finish, when `started`) the validation at `step`; its metrics, {} without held-out tasks."""
+        if started is None and (started := self.start_validation(step)) is None:
+            return {}
+        phase = self.wait(started, display)
+        scores = [s for s in map(phase_ops.scored, phase.trajectories) if s is not None]
+        score, error = phase_ops.score_and_error(phase.trajectories)
+        return {
+            "val/score": score,
+            "val/score_se": error,
+            "val/rollouts": float(len(scores)),
+            "time/val_s": phase.seconds,
+        }
