@@ -29,7 +29,7 @@ from alight_server.inference.vllm_policy import VllmPolicy
 from alight_server.inference.vllm_weights import VllmWeights
 from alight_server.serving import ServerThread
 from alight_server.stack_state import load_or_create
-from alight_server.trainer.config import ServerSettings
+from alight_server.trainer.config_sections import ServerSettings
 from alight_server.trainer.sync import WeightSync
 
 log = logging.getLogger("alight.trainer")

@@ -17,7 +17,8 @@ from alight_server.inference.vllm_policy import VllmPolicy
 from alight_server.inference.vllm_weights import VllmWeightError, VllmWeights
 from alight_server.serving import ServerThread
 from alight_server.stack import ExternalStack
-from alight_server.trainer.config import ConfigError, ServerSettings, parse_config
+from alight_server.trainer.config import ConfigError, parse_config
+from alight_server.trainer.config_sections import ServerSettings
 from tests.conftest import LiveServer
 from tests.server.inference.vllm_double import VllmDouble
 

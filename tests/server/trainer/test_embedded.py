@@ -13,7 +13,8 @@ from alight_server.inference.models import load_policy
 from alight_server.inference.weights import check_state_dict
 from alight_server.testing.batches import batch_for
 from alight_server.trainer.algorithm import AlgorithmConfig
-from alight_server.trainer.config import LoraConfig, OptimizerConfig, TrainConfig
+from alight_server.trainer.config import TrainConfig
+from alight_server.trainer.config_sections import LoraConfig, OptimizerConfig
 from alight_server.trainer.embedded import EmbeddedBackend, micro_batches, token_logprobs
 from alight_server.trainer.loop import sample_config_for
 from alight_server.trainer.samples import build_samples

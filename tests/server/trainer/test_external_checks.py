@@ -20,7 +20,8 @@ from alight_server.inference.models import load_policy
 from alight_server.inference.server import create_inference_app
 from alight_server.serving import ServerThread, free_port
 from alight_server.stack import ExternalStack
-from alight_server.trainer.config import ConfigError, ServerSettings, parse_config
+from alight_server.trainer.config import ConfigError, parse_config
+from alight_server.trainer.config_sections import ServerSettings
 from alight_server.trainer.rollouts import wait_all
 
 INFERENCE_KEY = "inference-key"

@@ -13,7 +13,8 @@ from wandb_records import config as wandb_config
 from wandb_records import history, read_records
 
 from alight_server.serving import free_port
-from alight_server.trainer.config import ConfigError, MetricsConfig, MlflowConfig, WandbConfig, parse_config
+from alight_server.trainer.config import ConfigError, parse_config
+from alight_server.trainer.config_sections import MetricsConfig, MlflowConfig, WandbConfig
 from alight_server.trainer.metrics import MetricsLog
 from alight_server.trainer.plots import plot_run
 from alight_server.trainer.tracking import TrackingIds

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from alight_server.trainer.config import DatasetConfig
+from alight_server.trainer.config_sections import DatasetConfig
 
 
 def read_tasks(source: str | Path | Iterable[Any]) -> list[Any]:

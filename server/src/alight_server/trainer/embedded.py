@@ -39,7 +39,7 @@ from alight_server.trainer.algorithm import (
     token_advantages,
     uniform_groups,
 )
-from alight_server.trainer.config import LoraConfig, OptimizerConfig
+from alight_server.trainer.config_sections import LoraConfig, OptimizerConfig
 from alight_server.trainer.devices import pick_dtype
 from alight_server.trainer.distributed import World, join, parallelize, shard_rows, unwrap
 from alight_server.trainer.samples import SampleBatch

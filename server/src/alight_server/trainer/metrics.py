@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from alight_server.trainer.config import MetricsConfig
+from alight_server.trainer.config_sections import MetricsConfig
 
 
 class MetricsLog:

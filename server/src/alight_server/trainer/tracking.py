@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from alight_server.trainer.config import MlflowConfig, WandbConfig
+from alight_server.trainer.config_sections import MlflowConfig, WandbConfig
 
 INSTALL_HINT = "pip install 'alight-server[tracking]'"
 MLFLOW_PARAM_VALUE_MAX = 6000  # longer values are refused by the tracking store
