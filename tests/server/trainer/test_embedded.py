@@ -37,6 +37,9 @@ def test_one_step_raises_the_logprob_of_the_rewarded_rows() -> None:
     metrics = trainer.step(batch)
     assert any(not torch.equal(before[n], p) for n, p in model.named_parameters())
     assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-4)  # on-policy: recorded == recomputed
+    # The loop counts uniform groups on the whole batch and hands the backend only the others: a count of
+    # its own here overwrote the loop's train/uniform_groups with 0 in every step that trained.
+    assert "uniform_groups" not in metrics
     with torch.no_grad():
         after = (token_logprobs(model, batch.input_ids, batch.attention_mask) * batch.loss_mask).sum(1)
     gain = after - batch.old_logprobs.sum(1)

@@ -37,7 +37,6 @@ from alight_server.trainer.algorithm import (
     group_advantages,
     policy_loss,
     token_advantages,
-    uniform_groups,
 )
 from alight_server.trainer.config_sections import LoraConfig, OptimizerConfig
 from alight_server.trainer.devices import pick_dtype
@@ -176,7 +175,6 @@ class EmbeddedBackend:
             else v / (updates if k in ("loss", "pg_loss", "tokens", "grad_norm") else rows_seen)
             for k, v in merged.items()
         }
-        out["uniform_groups"] = float(uniform_groups(batch.rollout_reward, batch.rollout_group).sum())
         out["updates"] = float(updates)
         return out
 
