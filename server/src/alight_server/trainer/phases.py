@@ -38,24 +38,16 @@ def val_task_count(config: TrainConfig, splits: TaskSplits) -> int:
     return min(limit, len(splits.val)) if limit else len(splits.val)
 
 
+@dataclass
 class RunPhases:
     """Creates a run's train and validation rollouts and waits for them, showing progress on the display."""
 
-    def __init__(
-        self,
-        client: AlightClient,
-        config: TrainConfig,
-        run_id: str,
-        run_dir: Path,
-        splits: TaskSplits,
-        cursor: TaskCursor,
-    ) -> None:
-        self.client = client
-        self.config = config
-        self.run_id = run_id
-        self.run_dir = run_dir
-        self.splits = splits
-        self.cursor = cursor
+    client: AlightClient
+    config: TrainConfig
+    run_id: str
+    run_dir: Path
+    splits: TaskSplits
+    cursor: TaskCursor
 
     def start(self, prefix: str, tasks: list[Any], n: int, mode: Mode, step: int) -> StartedPhase:
         cfg = self.config
