@@ -86,12 +86,14 @@ def bwrap_argv(
     argv = ["bwrap", "--unshare-all", "--uid", "1000", "--gid", "1000", "--cap-drop", "ALL"]
     argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
     argv += _system_mounts()
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", HOME]
+    argv += ["--bind", policy.scratch, "/tmp", "--bind", policy.workspace, WORKSPACE]
+    # Host paths go on top of the scratch /tmp and the home (bwrap mounts in order): an interpreter or a
+    # path under /tmp on the host (a clone there, a pytest tmp dir) would otherwise be hidden under them.
     for path in [*_python_mounts(policy.python), *policy.read_only]:
         argv += ["--ro-bind", path, path]
     for inside, host in sorted(policy.read_only_at.items()):
         argv += ["--ro-bind", host, inside]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", HOME]
-    argv += ["--bind", policy.scratch, "/tmp", "--bind", policy.workspace, WORKSPACE]
     if policy.canary_file:
         argv += ["--ro-bind", policy.canary_file, CANARY_MOUNT]
     argv += ["--remount-ro", "/"]  # the sandbox's own root (where the mount points live) is read-only too
