@@ -20,8 +20,9 @@
    Each prints the gateway's CPU time per call too (from /proc): a lone call
    commits alone, so it costs more than a call in a concurrent group.
    `--rounds` repeats both phases (every path in turn each round) and prints
-   each round's added p50 and their median: the same idle machine runs up to
-   1.5x slower from one minute to the next, and a single round shows one draw.
+   each round's added p50 and their median: the same idle machine runs 2-4x
+   slower at times (every run's first round, some whole minutes), so a single
+   round shows one draw.
 3. Concurrent phase (N clients): calls/s and p50/p99 latency for each path.
 4. What the client feels (`--feel`, 1 and 100 clients on the gateway): the
    time to the response start as the load client sees it, next to the
@@ -171,7 +172,10 @@ def _arguments() -> argparse.Namespace:
     )
     parser.add_argument("--replicas", type=int, default=1, help="gateway processes sharing the store")
     parser.add_argument("--feel", default="1,100", help="client counts for the what-the-client-feels phase ('' skips)")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    return args
 
 
 def main() -> None:
