@@ -22,7 +22,9 @@
    `--rounds` repeats both phases (every path in turn each round) and prints
    each round's added p50 and their median: the same idle machine runs 2-4x
    slower at times (every run's first round, some whole minutes), so a single
-   round shows one draw.
+   round shows one draw. The share of CPU time the hypervisor stole during
+   those phases (/proc/stat) is printed with them: where it is high, the
+   latencies say more about the host than about the gateway.
 3. Concurrent phase (N clients): calls/s and p50/p99 latency for each path.
 4. What the client feels (`--feel`, 1 and 100 clients on the gateway): the
    time to the response start as the load client sees it, next to the
@@ -49,7 +51,7 @@ import tempfile
 from pathlib import Path
 
 from gateway_bench.load import REALISTIC, SHORT, load
-from gateway_bench.measure import Meter, pct, scrape, server_mean_ms
+from gateway_bench.measure import Meter, cpu_times, pct, scrape, server_mean_ms, steal_share
 from gateway_bench.servers import ADMIN_KEY, MODEL, run_bare_proxy, run_gateway, run_upstream, wait_until_up
 
 WARMUP = 200  # calls per path before anything is measured
@@ -214,9 +216,11 @@ def main() -> None:
             load(clients[:4], WARMUP, args.stream)
         meter = Meter({"upstream": [procs[0].pid], "bare": [procs[1].pid], "gateway": [p.pid for p in procs[2:]]})
         seq, real = [], []
+        began = cpu_times()
         for _ in range(args.rounds):  # the machine's speed drifts; rounds show by how much
             seq.append(_sequential(paths, meter, args.sequential, args.stream, SHORT))
             real.append(_sequential(paths, meter, args.sequential, args.stream, REALISTIC))
+        stolen = steal_share(began, cpu_times())
         con, cpu = {}, {}
         for name, c in paths.items():
             con[name], cpu[name] = meter.run(lambda c=c: load(c[: args.concurrency], args.requests, args.stream))
@@ -240,6 +244,7 @@ def main() -> None:
     _print_sequential(f"sequential ({per}, 1 client):", seq, 2.0)
     title = f"sequential, realistic body ({per}, 1 client, 4 messages of 30-40 words, 32-token reply):"
     _print_sequential(title, real, 1.2)
+    print(f"  CPU time the hypervisor stole from this VM during the sequential phases: {stolen}")
     _print_concurrent(con, cpu, args.requests, args.concurrency)
     if felt:
         print("what the client feels (gateway only; client-side vs the gateway's /metrics):")

@@ -74,3 +74,22 @@ def server_mean_ms(before: dict[str, float], after: dict[str, float], metric: st
     count = after.get(f"alight_gateway_{metric}_count", 0) - before.get(f"alight_gateway_{metric}_count", 0)
     total = after.get(f"alight_gateway_{metric}_sum", 0) - before.get(f"alight_gateway_{metric}_sum", 0)
     return 1000 * total / count if count else float("nan")
+
+
+def cpu_times() -> tuple[int, int]:
+    """(stolen, total) CPU ticks of the whole machine so far, from /proc/stat; (0, 0) where it is missing.
+
+    Steal is time the hypervisor ran something else while a virtual CPU wanted to run: on a shared
+    VM it is what turns the same work into two or four times the latency.
+    """
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
+def steal_share(before: tuple[int, int], after: tuple[int, int]) -> str:
+    """The share of the machine's CPU time stolen between two `cpu_times()`, as a line's words."""
+    total = after[1] - before[1]
+    return f"{100 * (after[0] - before[0]) / total:.1f}%" if total > 0 else "unknown"
