@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from alight_server.upstream_keys import KeySources
 
 
 class GatewayConfig(BaseModel):
@@ -42,6 +47,21 @@ class ServerConfig(BaseModel):
     # ends as the agent's own outcome (alight_server/evaluators.py).
     evaluator: str | list[str] | None = None
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    # Where an upstream registered with api_key_env / api_key_file may take its key from (upstream_keys.py):
+    # variables whose names match one of these fnmatch patterns (never ALIGHT_*), files under this folder.
+    # Neither by default: the admin key chooses only among what the operator allowed here.
+    upstream_key_env: list[str] = Field(default_factory=list)
+    upstream_key_dir: Path | None = None
+
+    @field_validator("upstream_key_env", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        """ALIGHT_UPSTREAM_KEY_ENV="VLLM_*,OPENROUTER_KEY" arrives as one string."""
+        return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+
+    def key_sources(self) -> KeySources:
+        folder = self.upstream_key_dir.expanduser().resolve() if self.upstream_key_dir else None
+        return KeySources(tuple(self.upstream_key_env), folder)
 
     def base_url(self) -> str:
         return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")

@@ -5,25 +5,91 @@ under the key in ALIGHT_SECRET_KEY, never as plain text. `api_key_env` / `api_ke
 name: the key is read from the server's environment or from the file each time the gateway loads its
 upstreams, so rotating the file (or restarting with a new variable) takes effect without re-registering.
 ALIGHT_SECRET_KEY may hold several comma-separated keys: the first seals, any of them opens (rotation).
+
+The references point only where the server's operator allowed (`KeySources`, from the server config): a
+variable whose name matches `upstream_key_env` (never ALIGHT_*: the server's own secrets, the sealing key
+among them, would leave as a bearer header to whatever URL the upstream names), a file under
+`upstream_key_dir` (symlinks and `..` resolved first). Both are checked at registration (a 422) and again
+at each read (a 503 naming the setting), so a reference stored before the rule, or a symlink swapped in
+later, reads nothing.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cryptography.fernet import MultiFernet
 
-    from alight.schemas import Upstream
+    from alight.schemas import Upstream, UpstreamCreate
 
 SECRET_KEY_ENV = "ALIGHT_SECRET_KEY"
+KEY_ENV_SETTING = "upstream_key_env (env ALIGHT_UPSTREAM_KEY_ENV)"
+KEY_DIR_SETTING = "upstream_key_dir (env ALIGHT_UPSTREAM_KEY_DIR)"
 MAKE_KEY = 'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
 
 
 class UpstreamKeyError(RuntimeError):
     """An upstream's API key cannot be sealed or read; the message says what to set."""
+
+
+@dataclass(frozen=True)
+class KeySources:
+    """Where `api_key_env` / `api_key_file` may point: name patterns (fnmatch, case-sensitive) and one folder.
+
+    The default allows neither: an operator opts in, e.g. `upstream_key_env: ["VLLM_*"]`,
+    `upstream_key_dir: /run/secrets`.
+    """
+
+    env_patterns: tuple[str, ...] = ()
+    folder: Path | None = None
+
+    def env_refusal(self, name: str) -> str | None:
+        """Why the variable `name` may not hold an upstream key, or None when it may."""
+        if name.upper().startswith("ALIGHT_"):
+            return (
+                f"api_key_env {name!r} names one of alight's own variables (ALIGHT_*), which hold the server's "
+                f"secrets and are never sent to an upstream, whatever {KEY_ENV_SETTING} allows: put the key in "
+                "another variable"
+            )
+        if not any(fnmatch.fnmatchcase(name, pattern) for pattern in self.env_patterns):
+            allowed = ", ".join(self.env_patterns) if self.env_patterns else "none"
+            return (
+                f"api_key_env {name!r} is not a variable this server lets upstreams read (its {KEY_ENV_SETTING} "
+                f"allows: {allowed}): add a pattern matching it to that setting, or register the key as api_key"
+            )
+        return None
+
+    def file_refusal(self, path: str) -> str | None:
+        """Why the file `path` may not hold an upstream key, or None when it may (symlinks and `..` resolved)."""
+        if self.folder is None:
+            return (
+                f"api_key_file {path!r} is refused: this server reads upstream key files only under its "
+                f"{KEY_DIR_SETTING}, which is not set: set it to the folder holding your key files, or register "
+                "the key as api_key"
+            )
+        folder = self.folder.resolve()
+        real = Path(path).resolve()
+        if real == folder or not real.is_relative_to(folder):
+            return (
+                f"api_key_file {path!r} (resolved: {real}) is outside {folder}, the only folder this server reads "
+                f"upstream key files from ({KEY_DIR_SETTING}): move the file there, or change that setting"
+            )
+        return None
+
+    def check(self, upstream: UpstreamCreate) -> None:
+        """Refuse a registration whose key reference points where the server does not allow."""
+        refusal = None
+        if upstream.api_key_env is not None:
+            refusal = self.env_refusal(upstream.api_key_env)
+        elif upstream.api_key_file is not None:
+            refusal = self.file_refusal(upstream.api_key_file)
+        if refusal is not None:
+            raise UpstreamKeyError(refusal)
 
 
 def _box() -> MultiFernet | None:
@@ -78,11 +144,13 @@ def unseal(upstream_id: str, token: str) -> str:
         ) from None
 
 
-def resolve(upstream: Upstream) -> str | None:
-    """The key to send to `upstream` now, or None when it needs none."""
+def resolve(upstream: Upstream, sources: KeySources) -> str | None:
+    """The key to send to `upstream` now, or None when it needs none; references only where `sources` allow."""
     if upstream.api_key_sealed is not None:
         return unseal(upstream.id, upstream.api_key_sealed)
     if upstream.api_key_env is not None:
+        if (refusal := sources.env_refusal(upstream.api_key_env)) is not None:
+            raise UpstreamKeyError(f"upstream {upstream.id!r}: {refusal}")
         value = os.environ.get(upstream.api_key_env, "").strip()
         if not value:
             raise UpstreamKeyError(
@@ -91,8 +159,10 @@ def resolve(upstream: Upstream) -> str | None:
             )
         return value
     if upstream.api_key_file is not None:
-        try:
-            value = Path(upstream.api_key_file).read_text().strip()
+        if (refusal := sources.file_refusal(upstream.api_key_file)) is not None:
+            raise UpstreamKeyError(f"upstream {upstream.id!r}: {refusal}")
+        try:  # the resolved path: a symlink swapped in after the check above is not followed out of the folder
+            value = _read_no_follow(Path(upstream.api_key_file).resolve())
         except (OSError, UnicodeDecodeError) as exc:
             raise UpstreamKeyError(
                 f"upstream {upstream.id!r} takes its api_key from {upstream.api_key_file}, which the server "
@@ -104,6 +174,12 @@ def resolve(upstream: Upstream) -> str | None:
             )
         return value
     return None
+
+
+def _read_no_follow(path: Path) -> str:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO reads as empty, not forever
+    with os.fdopen(fd, encoding="utf-8") as f:
+        return f.read(64 * 1024).strip()
 
 
 def check_sealed(upstreams: list[Upstream]) -> None:

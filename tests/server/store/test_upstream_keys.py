@@ -8,12 +8,18 @@ import pytest
 import sqlalchemy as sa
 from cryptography.fernet import Fernet
 
-from alight.schemas import UpstreamCreate
+from alight.schemas import Upstream, UpstreamCreate
 from alight_server.store.base import StoreError
 from alight_server.store.sql import SqlStore
-from alight_server.upstream_keys import SECRET_KEY_ENV, UpstreamKeyError, check_sealed, resolve
+from alight_server.upstream_keys import SECRET_KEY_ENV, KeySources, UpstreamKeyError, check_sealed
+from alight_server.upstream_keys import resolve as resolve_with
 
 PLAIN = "sk-live-do-not-store-4f2a"
+ANYWHERE = KeySources(("*",), Path("/"))  # what an operator allowing every variable and file would set
+
+
+def resolve(upstream: Upstream) -> str | None:
+    return resolve_with(upstream, ANYWHERE)
 
 
 @pytest.fixture
@@ -150,3 +156,27 @@ def test_a_schema_2_store_with_plain_keys_and_no_secret_key_is_refused_unchanged
     with pytest.raises(StoreError, match=f"1 upstream\\(s\\) in plain text.*set {SECRET_KEY_ENV}"):
         SqlStore(store_url)
     assert [row["api_key"] for row in _raw_rows(store_url)] == [PLAIN, None]  # rolled back: nothing changed
+
+
+def test_a_stored_reference_to_alights_own_variables_reads_nothing_even_when_every_name_is_allowed(
+    any_store: SqlStore, secret_key: str
+) -> None:
+    """A row stored before the rule (or written around the API) still cannot send the sealing key anywhere."""
+    any_store.add_upstream(UpstreamCreate(id="env", url="http://h:1/v1", api_key_env=SECRET_KEY_ENV))
+    (env,) = any_store.list_upstreams()
+    with pytest.raises(UpstreamKeyError, match="alight's own variables") as refused:
+        resolve(env)
+    assert secret_key not in str(refused.value)
+
+
+def test_a_stored_reference_outside_the_key_folder_reads_nothing(any_store: SqlStore, tmp_path: Path) -> None:
+    allowed, outside = tmp_path / "keys", tmp_path / "outside"
+    allowed.mkdir()
+    outside.write_text("sk-outside")
+    (allowed / "link").symlink_to(outside)
+    for i, path in enumerate([outside, allowed / "link", allowed / ".." / "outside"]):
+        any_store.add_upstream(UpstreamCreate(id=f"f{i}", url="http://h:1/v1", api_key_file=str(path)))
+    for upstream in any_store.list_upstreams():
+        with pytest.raises(UpstreamKeyError, match="upstream_key_dir") as refused:
+            resolve_with(upstream, KeySources(folder=allowed))
+        assert "sk-outside" not in str(refused.value)

@@ -18,9 +18,11 @@ def add_upstream(body: UpstreamCreate, request: Request, store: StoreDep, _: Adm
     """Register an OpenAI-compatible upstream; the same id again replaces it.
 
     An `api_key` is stored encrypted under the server's ALIGHT_SECRET_KEY; `api_key_env` / `api_key_file`
-    store only the reference. No answer ever carries the key.
+    store only the reference, and only to a variable or file the server config allows (upstream_key_env,
+    upstream_key_dir). No answer ever carries the key.
     """
     try:
+        request.app.state.config.key_sources().check(body)
         upstream = store.add_upstream(body)
     except UpstreamKeyError as exc:  # the server cannot keep a key safely: say how to give it another way
         raise HTTPException(422, str(exc)) from None

@@ -72,6 +72,19 @@ def register(app: typer.Typer) -> None:
         config: Path | None = typer.Option(
             None, "--config", envvar="ALIGHT_CONFIG", help="YAML file with any ServerConfig field; flags win."
         ),
+        upstream_key_env: str | None = typer.Option(
+            None,
+            "--upstream-key-env",
+            envvar="ALIGHT_UPSTREAM_KEY_ENV",
+            help="Comma-separated name patterns (VLLM_*) of variables an upstream's api_key_env may name; "
+            "never ALIGHT_*. Default: none.",
+        ),
+        upstream_key_dir: Path | None = typer.Option(
+            None,
+            "--upstream-key-dir",
+            envvar="ALIGHT_UPSTREAM_KEY_DIR",
+            help="The folder an upstream's api_key_file must be under. Default: none.",
+        ),
     ) -> None:
         """Serve the alight API, gateway and OTLP ingest. Flags beat env vars beat the YAML file."""
         import uvicorn
@@ -82,7 +95,8 @@ def register(app: typer.Typer) -> None:
         from alight_server.gateway.request.arrival import StampedHttp
         from alight_server.store import StoreError, open_store
 
-        given = {"host": host, "port": port, "db_url": db, "admin_key": admin_key, "public_url": public_url}
+        given = {"host": host, "port": port, "db_url": db, "admin_key": admin_key, "public_url": public_url,
+                 "upstream_key_env": upstream_key_env, "upstream_key_dir": upstream_key_dir}  # fmt: skip
         try:
             cfg = build_config(config, {**given, "log_level": log_level})
         except ValidationError as exc:

@@ -20,6 +20,7 @@ from alight_server.gateway.upstream.http import UpstreamHttp
 from alight_server.gateway.upstream.pool import REFRESH_S, UpstreamPool
 from alight_server.gateway.upstream.proxy import Proxy
 from alight_server.store.base import Store
+from alight_server.upstream_keys import KeySources
 
 
 class Gateway:
@@ -30,7 +31,12 @@ class Gateway:
     """
 
     def __init__(
-        self, store: Store, config: GatewayConfig, token_secret: Callable[[], bytes], max_body_bytes: int
+        self,
+        store: Store,
+        config: GatewayConfig,
+        token_secret: Callable[[], bytes],
+        max_body_bytes: int,
+        key_sources: KeySources | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -39,7 +45,7 @@ class Gateway:
         self.replicas = Replicas(store, self.gate, self._reopen, config.replica_sync_s)
         self.metrics = GatewayMetrics(lambda: self.gate.in_flight, self.gate.paused_seconds)
         self.http = UpstreamHttp()
-        self.upstreams = UpstreamPool(store, self.http.get_json, followed=self._followed)
+        self.upstreams = UpstreamPool(store, self.http.get_json, followed=self._followed, key_sources=key_sources)
         self.proxy = Proxy(self.http, self.upstreams, config, self.metrics)
         self.attempts = AttemptResolver(store, token_secret, followed=self._followed)
         self.sync = StoreSync(

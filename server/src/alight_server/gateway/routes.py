@@ -61,7 +61,11 @@ def install(app: FastAPI) -> None:
     """
     config: ServerConfig = app.state.config
     gateway = Gateway(
-        app.state.store, config.gateway, lambda: app.state.token_secret, max_body_bytes=config.max_body_bytes
+        app.state.store,
+        config.gateway,
+        lambda: app.state.token_secret,
+        max_body_bytes=config.max_body_bytes,
+        key_sources=config.key_sources(),
     )
     app.state.gateway = gateway
     endpoint = AgentEndpoint(gateway)

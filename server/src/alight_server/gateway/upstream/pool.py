@@ -52,8 +52,11 @@ class UpstreamPool:
         store: Store,
         get_json: Callable[[str, dict[str, str], float], Awaitable[Any]],
         followed: Callable[[], bool] = lambda: False,
+        key_sources: upstream_keys.KeySources | None = None,
     ) -> None:
         self.store = store
+        # Where referenced keys may be read from (the server config's); none by default.
+        self.key_sources = key_sources or upstream_keys.KeySources()
         self.get_json = get_json
         self.followed = followed  # True while the store sync reloads the list every REFRESH_S
         self._targets: list[Target] = []
@@ -84,7 +87,7 @@ class UpstreamPool:
                 return  # another call reloaded while this one waited for the lock
             invalidations = self._invalidations
             rows = await anyio.to_thread.run_sync(self.store.list_upstreams)
-            targets = [self._target(u) for u in rows]
+            targets = [self._target(u, self.key_sources) for u in rows]
             if targets != self._targets:
                 self._routes = {}
             self._targets = targets
@@ -92,9 +95,9 @@ class UpstreamPool:
                 self._loaded_at = time.monotonic()
 
     @staticmethod
-    def _target(u: Upstream) -> Target:
+    def _target(u: Upstream, key_sources: upstream_keys.KeySources) -> Target:
         try:  # referenced keys are read here, at each reload: a rotated file is used within REFRESH_S
-            api_key, key_error = upstream_keys.resolve(u), None
+            api_key, key_error = upstream_keys.resolve(u, key_sources), None
         except upstream_keys.UpstreamKeyError as exc:
             api_key, key_error = None, str(exc)
         return Target(
