@@ -13,18 +13,25 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import secrets
 import shutil
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from alight.guards.evidence import read_traces
+from alight.guards.interpreter import RUNNER_MODULES, interpreter_modules
 from alight.guards.policy import SandboxPolicy
+from alight.guards.review import review_violations
 from alight.guards.rules import CANARY_READ, Violation, diff_violations, trace_violations
+from alight.guards.tampering import tampering_violations
 
 IGNORED = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".pytest_cache", ".hypothesis")
 _IGNORED_PARTS = {".git", "__pycache__", ".pytest_cache", ".hypothesis"}
+# A symbolic link's entry in a tree: its target, behind bytes no regular file of a project starts with.
+SYMLINK = b"\0alight: symbolic link to "
 
 
 @dataclass
@@ -36,6 +43,7 @@ class EpisodeReport:
     commands: int
     command_errors: int  # commands that exited non-zero or timed out: the harness's tool errors
     timeouts: int
+    flags: list[Violation] = field(default_factory=list)  # review flags: recorded as events, reward unchanged
 
 
 @dataclass
@@ -87,11 +95,19 @@ def prepare_episode(
 
 
 def tree_files(root: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(root)): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.is_symlink() and not (_IGNORED_PARTS & set(p.relative_to(root).parts))
-    }
+    """Every regular file and symbolic link under `root` (links as SYMLINK + target, never followed), by path."""
+    files: dict[str, bytes] = {}
+    for folder, dirs, names in os.walk(root):
+        here = Path(folder)
+        dirs[:] = sorted(d for d in dirs if d not in _IGNORED_PARTS)
+        for name in [*[d for d in dirs if (here / d).is_symlink()], *sorted(names)]:
+            path = here / name
+            rel = str(path.relative_to(root))
+            if path.is_symlink():
+                files[rel] = SYMLINK + os.readlink(path).encode(errors="surrogateescape")
+            elif path.is_file():  # not a pipe or a socket: reading those would block or fail
+                files[rel] = path.read_bytes()
+    return dict(sorted(files.items()))
 
 
 def _text(data: bytes | None) -> str | None:
@@ -124,10 +140,19 @@ def workspace_diff(start: Path, end: Path) -> tuple[list[str], str, int, dict[st
     return changed, "".join(chunks), lines, texts_before, texts_after
 
 
-def finish_episode(episode: Episode, max_diff_lines: int = 2000) -> EpisodeReport:
-    """Judge the episode from the session alone: the workspace against its start, the traces, the command log."""
+def finish_episode(
+    episode: Episode, max_diff_lines: int = 2000, *, pythonpath: Sequence[str] = (".",)
+) -> EpisodeReport:
+    """Judge the episode from the session alone: the workspace against its start, the traces, the command log.
+
+    `pythonpath`: the task's package roots, where the grader will import the workspace from."""
     changed, diff, lines, before, after = workspace_diff(episode.session / "start", episode.workspace)
     violations = diff_violations(before, after, changed, lines, max_diff_lines)
+    python = episode.policy.python
+    modules = interpreter_modules(python) if python else RUNNER_MODULES | set(sys.stdlib_module_names)
+    violations += tampering_violations(before, after, changed, modules, pythonpath)
+    hard, flags = review_violations(before, after, changed)
+    violations += hard
     violations += trace_violations(read_traces(episode.session / "traces"), hidden=episode.hidden_paths)
     log = episode.session / "commands.jsonl"
     records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
@@ -136,4 +161,4 @@ def finish_episode(episode: Episode, max_diff_lines: int = 2000) -> EpisodeRepor
         violations.append(Violation(CANARY_READ, f"the canary appeared in the output of {leaked[0]['command']}"))
     errors = sum(1 for r in records if r["returncode"] != 0)
     timeouts = sum(1 for r in records if r["timed_out"])
-    return EpisodeReport(changed, diff, lines, violations, len(records), errors, timeouts)
+    return EpisodeReport(changed, diff, lines, violations, len(records), errors, timeouts, flags)

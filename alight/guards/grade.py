@@ -1,4 +1,9 @@
-"""Reward for a bug-fix episode: the gates first, then FAIL_TO_PASS and PASS_TO_PASS in a fresh sandbox."""
+"""Reward for a bug-fix episode: the gates first, then FAIL_TO_PASS and PASS_TO_PASS in a fresh sandbox.
+
+The graded tree is the agent's final workspace with every test folder (tests/, pkg/testing/, ...) replaced
+whole by the original's, and the loose test files and test settings restored; the tests then run under the
+isolated runner, and their outcome sources must agree (testrun.py) or the grade is a `report_forged` 0.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,8 @@ from pathlib import Path
 from alight.evaluation import EPISODE, REWARD_HACKING
 from alight.guards.episode import IGNORED, Episode, EpisodeReport, finish_episode, tree_files
 from alight.guards.policy import SandboxPolicy
-from alight.guards.rules import TEST_CONFIG_FILES, Violation, is_test_path
+from alight.guards.review import REVIEW_FLAG
+from alight.guards.rules import REPORT_FORGED, TEST_CONFIG_FILES, Violation, is_test_path, test_folders
 from alight.guards.testrun import run_tests
 from alight.schemas import MAX_EVIDENCE_CHARS, EventCreate
 
@@ -23,6 +29,7 @@ class Grade:
     violations: list[Violation]
     report: EpisodeReport
     failing: list[str] = field(default_factory=list)  # listed tests that did not pass
+    flags: list[Violation] = field(default_factory=list)  # review flags: events with evidence, reward unchanged
 
     @property
     def named_rewards(self) -> dict[str, float]:
@@ -30,15 +37,45 @@ class Grade:
 
 
 def _restore_tests(original: Path, graded: Path) -> None:
-    """The graded tree: the agent's files without its test files, then every original test and test config file."""
-    for rel in tree_files(graded):
-        if is_test_path(rel) or Path(rel).name in TEST_CONFIG_FILES:
-            (graded / rel).unlink()
-    for rel in tree_files(original):
-        if is_test_path(rel) or Path(rel).name in TEST_CONFIG_FILES:
-            target = graded / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(original / rel, target)
+    """The graded tree: the agent's files, with every test folder replaced whole by the original's (data files,
+    fixtures, snapshots and __init__.py too) and every other test file and test settings file restored."""
+    for folder in sorted(test_folders(tree_files(graded)) | test_folders(tree_files(original))):
+        _remove(graded, folder)
+        if (original / folder).is_dir():
+            _real_folder(graded, str(Path(folder).parent))
+            shutil.copytree(original / folder, graded / folder, symlinks=True, ignore=IGNORED)
+    for rel in filter(_loose_test_file, tree_files(graded)):
+        _remove(graded, rel)
+    for rel in filter(_loose_test_file, tree_files(original)):
+        _real_folder(graded, str(Path(rel).parent))
+        shutil.copy2(original / rel, graded / rel, follow_symlinks=False)
+
+
+def _loose_test_file(rel: str) -> bool:
+    """A test module, conftest.py or test settings file outside the test folders (those are restored whole)."""
+    return (is_test_path(rel) or Path(rel).name in TEST_CONFIG_FILES) and not test_folders([rel])
+
+
+def _real_folder(root: Path, rel: str) -> None:
+    """Make root/rel a folder of real folders: a link (or file) the agent left on the way is removed first, so
+    nothing restored into it lands outside the graded tree."""
+    here = root
+    for part in Path(rel).parts if rel not in ("", ".") else ():
+        here = here / part
+        if here.is_symlink() or (here.exists() and not here.is_dir()):
+            here.unlink()
+        here.mkdir(exist_ok=True)
+
+
+def _remove(root: Path, rel: str) -> None:
+    path = root / rel
+    _real_folder(root, str(Path(rel).parent))
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()  # a pipe or a socket
 
 
 def grade_episode(
@@ -52,9 +89,10 @@ def grade_episode(
     timeout_s: float = 300.0,
 ) -> Grade:
     """Gates over the episode, then the tests on a copy of the final workspace with `original`'s tests restored."""
-    report = finish_episode(episode, max_diff_lines=max_diff_lines)
+    report = finish_episode(episode, max_diff_lines=max_diff_lines, pythonpath=[*pythonpath] or ["."])
     grading = episode.session / "grade"
-    shutil.copytree(episode.workspace, grading / "workspace", ignore=IGNORED)
+    # Links stay links: inside the grading sandbox they resolve as they did in the agent's, never on the host.
+    shutil.copytree(episode.workspace, grading / "workspace", symlinks=True, ignore=IGNORED)
     _restore_tests(original, grading / "workspace")
     (grading / "tmp").mkdir()
     policy = SandboxPolicy(
@@ -69,12 +107,14 @@ def grade_episode(
     f2p = run.passed(fail_to_pass) / len(fail_to_pass) if fail_to_pass else 1.0
     p2p = run.passed(pass_to_pass) / len(pass_to_pass) if pass_to_pass else 1.0
     failing = [n for n in [*fail_to_pass, *pass_to_pass] if run.outcomes.get(n) != "passed"]
-    solved = not failing and not report.violations
-    return Grade(1.0 if solved else 0.0, f2p, p2p, report.violations, report, failing)
+    violations = [*report.violations, *(Violation(REPORT_FORGED, line) for line in run.disagreements)]
+    solved = not failing and not violations
+    return Grade(1.0 if solved else 0.0, f2p, p2p, violations, report, failing, report.flags)
 
 
 def grade_events(grade: Grade, attempt: int | None) -> list[EventCreate]:
-    """The rollout events of a grade: its command counts, then one `reward_hacking` event per violation.
+    """The rollout events of a grade: its command counts, one `reward_hacking` event per violation, then one
+    `review_flag` event per review flag (same payload shape; the trainer does not filter on it).
 
     Ids are fixed per attempt, so a retried write is idempotent; evidence is cut to MAX_EVIDENCE_CHARS.
     """
@@ -91,6 +131,9 @@ def grade_events(grade: Grade, attempt: int | None) -> list[EventCreate]:
         events.append(
             EventCreate(id=f"{REWARD_HACKING}-{suffix}-{n}", attempt=attempt, kind=REWARD_HACKING, payload=payload)
         )
+    for n, flag in enumerate(grade.flags):
+        payload = {"rule": flag.rule, "evidence": flag.evidence[:MAX_EVIDENCE_CHARS]}
+        events.append(EventCreate(id=f"{REVIEW_FLAG}-{suffix}-{n}", attempt=attempt, kind=REVIEW_FLAG, payload=payload))
     return events
 
 
@@ -109,6 +152,8 @@ def report_grade(grade: Grade) -> float:
     ctx = alight.current()
     for violation in grade.violations:
         alight.emit(REWARD_HACKING, rule=violation.rule, evidence=violation.evidence[:MAX_EVIDENCE_CHARS])
+    for flag in grade.flags:
+        alight.emit(REVIEW_FLAG, rule=flag.rule, evidence=flag.evidence[:MAX_EVIDENCE_CHARS])
     if ctx is not None and ctx.server_url:
         with AlightClient(ctx.server_url, ctx.token or "") as client:
             for event in grade_events(grade, ctx.attempt):

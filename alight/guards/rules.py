@@ -67,12 +67,23 @@ class Violation:
 
 
 def is_test_path(rel: str) -> bool:
+    """A test file: anything under a test folder (data, fixtures, snapshots, __init__.py too), a conftest.py,
+    or a test module (test_*.py, *_test.py) anywhere."""
     path = PurePosixPath(rel)
-    if path.name == "conftest.py":
+    if path.name == "conftest.py" or _TEST_DIRS & set(path.parts[:-1]):
         return True
-    if path.suffix != ".py":
-        return False
-    return path.name.startswith("test_") or path.stem.endswith("_test") or bool(_TEST_DIRS & set(path.parts[:-1]))
+    return path.suffix == ".py" and (path.name.startswith("test_") or path.stem.endswith("_test"))
+
+
+def test_folders(paths: Iterable[str]) -> set[str]:
+    """The outermost test folders (tests/, pkg/testing/, ...) holding any of `paths`: restored whole for grading."""
+    found: set[str] = set()
+    for rel in paths:
+        parts = PurePosixPath(rel).parts[:-1]
+        at = next((i for i, part in enumerate(parts) if part in _TEST_DIRS), None)
+        if at is not None:
+            found.add("/".join(parts[: at + 1]))
+    return found
 
 
 def _pyproject_test_settings(text: str) -> dict[str, object]:

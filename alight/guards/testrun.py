@@ -1,17 +1,34 @@
-"""A project's tests run in a sandbox: outcomes per pytest node id, and the failures' messages."""
+"""A project's tests run in a sandbox: outcomes per pytest node id, and the failures' messages.
+
+Each outcome is double-entry. pytest runs under the isolated runner (pytest_runner.py), and three sources
+must agree before a grader may use it: the outcomes plugin's report, pytest's own JUnit XML written into a
+named pipe this process drains while the tests run (code in the sandbox can append to it, never rewrite
+what pytest wrote), and the exit status as bwrap hands it back. A disagreement is recorded in
+`TestRun.disagreements`, the evidence of a forged report.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import tempfile
+import threading
 import uuid
+import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from select import select as wait_readable
 
 from alight.guards.policy import REPORT_DIR, WORKSPACE, SandboxPolicy
 from alight.guards.run import run_command
 
 PLUGIN = Path(__file__).with_name("pytest_outcomes.py")
+RUNNER = Path(__file__).with_name("pytest_runner.py")
+MAX_JUNIT_BYTES = 64 * 1024 * 1024
+# pytest's own bin_xml_escape, character for character (its last range reads as "\u1000", "0-\u10FF", "FF").
+_XML_ILLEGAL = re.compile("[^\u0009\u000a\u000d\u0020-\u007e\u0080-\ud7ff\ue000-\ufffd\u10000-\u10ffff]")
 
 
 @dataclass
@@ -21,9 +38,110 @@ class TestRun:
     output: str = ""
     timed_out: bool = False
     coverage: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # file -> line -> node ids running it
+    disagreements: list[str] = field(default_factory=list)  # where the outcome sources differ: a forged report
 
     def passed(self, nodeids: Sequence[str]) -> int:
         return sum(self.outcomes.get(n) == "passed" for n in nodeids)
+
+
+class _Pipe:
+    """A named pipe the sandbox writes into while a thread here drains it: what was written stays written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        os.mkfifo(path)
+        os.chmod(path, 0o666)  # the sandbox's user is not this process's
+        # Read and write: opening never blocks, and a writer that has not come yet is not an end of stream.
+        self.fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._drain, daemon=True)
+        self.thread.start()
+
+    def _drain(self) -> None:
+        while True:
+            ready, _, _ = wait_readable([self.fd], [], [], 0.1)
+            if not ready:
+                if self.done.is_set():
+                    return
+                continue
+            try:
+                data = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            self.size += len(data)
+            if self.size <= MAX_JUNIT_BYTES:
+                self.chunks.append(data)
+
+    def close(self) -> bytes | None:
+        """What was written, once the sandbox is gone; None if nothing was or it ran past MAX_JUNIT_BYTES."""
+        self.done.set()
+        self.thread.join()
+        os.close(self.fd)
+        self.path.unlink()
+        return b"".join(self.chunks) if self.chunks and self.size <= MAX_JUNIT_BYTES else None
+
+
+def junit_key(nodeid: str) -> str:
+    """A node id as pytest's JUnit XML names its test case (classname::name), escaped the same way."""
+    path, bracket, params = nodeid.partition("[")
+    names = path.split("::")
+    names[0] = re.sub(r"\.py$", "", names[0].replace("/", "."))
+    names[-1] += bracket + params
+    name = _XML_ILLEGAL.sub(
+        lambda m: f"#x{ord(m.group()):02X}" if ord(m.group()) <= 0xFF else f"#x{ord(m.group()):04X}", names[-1]
+    )
+    return f"{'.'.join(names[:-1])}::{name}"
+
+
+def parse_junit(data: bytes) -> dict[str, bool]:
+    """classname::name -> passed, from pytest's JUnit XML; ValueError if it is not one well-formed report."""
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        raise ValueError(f"unparseable JUnit XML ({exc})") from None
+    passed: dict[str, bool] = {}
+    for case in root.iter("testcase"):
+        key = f"{case.get('classname', '')}::{case.get('name', '')}"
+        ok = not any(child.tag in ("failure", "error", "skipped") for child in case)
+        passed[key] = passed.get(key, True) and ok
+    return passed
+
+
+def disagreements(report: dict[str, object] | None, junit: bytes | None, returncode: int) -> list[str]:
+    """Where the plugin's report, the JUnit stream and the exit status tell different stories (empty: they agree)."""
+    if report is None and junit is None:
+        return []  # nothing reported at all: the run died before pytest finished, which fails every test
+    if report is None or junit is None:
+        missing = "the outcomes report" if report is None else "pytest's JUnit stream"
+        return [f"{missing} is missing while the other exists (exit status {returncode})"]
+    try:
+        streamed = parse_junit(junit)
+    except ValueError as exc:
+        return [f"pytest's JUnit stream is not one report: {exc}; {len(junit)} bytes, starting {junit[:200]!r}"]
+    outcomes = report.get("outcomes")
+    if not isinstance(outcomes, dict):
+        return [f"the outcomes report has no outcomes: {str(report)[:300]}"]
+    plugin = {junit_key(str(n)): o == "passed" for n, o in outcomes.items()}  # pyright: ignore[reportUnknownVariableType]
+    found = [
+        f"{key}: outcomes report {_word(plugin.get(key))}, JUnit {_word(streamed.get(key))}"
+        for key in sorted(plugin.keys() | streamed.keys())
+        if plugin.get(key) != streamed.get(key)
+    ]
+    if report.get("exitstatus") != returncode:
+        found.append(
+            f"the outcomes report says exit status {report.get('exitstatus')!r}; the process exited {returncode}"
+        )
+    if returncode == 0 and not all(streamed.values()):
+        found.append("the process exited 0 while pytest's JUnit stream has a test that did not pass")
+    if returncode == 1 and all(streamed.values()) and all(plugin.values()):
+        found.append("the process exited 1 (tests failed) while every reported test passed")
+    return found
+
+
+def _word(passed: bool | None) -> str:
+    return "absent" if passed is None else "passed" if passed else "not passed"
 
 
 def run_tests(
@@ -45,8 +163,18 @@ def run_tests(
         raise ValueError("run_tests needs policy.python: an interpreter with pytest installed")
     name = uuid.uuid4().hex[:8]
     scratch = Path(policy.scratch)
-    policy = replace(policy, read_only_at={**policy.read_only_at, f"{REPORT_DIR}/pytest_outcomes.py": str(PLUGIN)})
-    argv = [policy.python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-o", "addopts=", "-p", "pytest_outcomes"]
+    pipes = tempfile.TemporaryDirectory(prefix="alight-junit-")  # on the host only: the sandbox sees the pipe alone
+    pipe = _Pipe(Path(pipes.name) / "junit.xml")
+    junit = f"{REPORT_DIR}/junit-{name}.xml"
+    mounts = {f"{REPORT_DIR}/pytest_outcomes.py": str(PLUGIN), f"{REPORT_DIR}/pytest_runner.py": str(RUNNER)}
+    # The environment is ours alone: none of the caller's PYTHON* settings reach the grading interpreter.
+    env = {k: v for k, v in policy.env.items() if not k.startswith("PYTHON")}
+    policy = replace(policy, env=env, read_only_at={**policy.read_only_at, **mounts, junit: str(pipe.path)})
+    roots = [*(f"{WORKSPACE}/{p}".rstrip("/.") for p in pythonpath), WORKSPACE]
+    argv = [policy.python, "-s", "-P", f"{REPORT_DIR}/pytest_runner.py", ":".join(roots), "--"]
+    # append: the folders pytest puts on sys.path for test modules and conftest files go after the
+    # interpreter's own paths (prepend would put a tests folder's json.py ahead of the standard library).
+    argv += ["-p", "no:cacheprovider", "-q", "-o", "addopts=", "--import-mode=append", f"--junitxml={junit}"]
     argv += ["--outcomes-out", f"/tmp/outcomes-{name}.json"]
     if select is not None:
         (scratch / f"select-{name}.txt").write_text("\n".join(select) + "\n")
@@ -57,22 +185,40 @@ def run_tests(
         # Node ids stay relative to the workspace: with file arguments pytest would otherwise look for the
         # rootdir from those files' folder up, and the ids the caller selects by would not match.
         argv += ["--rootdir", WORKSPACE, *files]
-    paths = [REPORT_DIR, *(f"/workspace/{p}".rstrip("/.") for p in pythonpath), "/workspace"]
     # No plugins from the interpreter's other packages (anyio's costs a third of a small suite's start-up);
     # the project's own conftest files still load.
     # A fixed hash seed: failure messages that print sets or dicts read the same on every run.
-    env = {"PYTHONPATH": ":".join(paths), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONHASHSEED": "0"}
-    result = run_command(policy, argv, env=env, timeout_s=timeout_s)
-    report = scratch / f"outcomes-{name}.json"
-    if not report.exists():
-        return TestRun(outcomes={}, output=result.output, timed_out=result.timed_out)
-    data = json.loads(report.read_text())
-    report.unlink()
+    variables = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+    try:
+        result = run_command(policy, argv, env=variables, timeout_s=timeout_s)
+    finally:
+        streamed = pipe.close()
+        pipes.cleanup()
+    report_file = scratch / f"outcomes-{name}.json"
+    report = _read_report(report_file)
+    forged = [] if result.timed_out else disagreements(report, streamed, result.returncode)
     lines = scratch / f"coverage-{name}.json"
+    if report is None:
+        return TestRun(outcomes={}, output=result.output, timed_out=result.timed_out, disagreements=forged)
+    outcomes, messages = report.get("outcomes"), report.get("messages")
     return TestRun(
-        outcomes=data["outcomes"],
-        messages=data["messages"],
+        outcomes={str(k): str(v) for k, v in outcomes.items()} if isinstance(outcomes, dict) else {},  # pyright: ignore[reportUnknownVariableType]
+        messages={str(k): str(v) for k, v in messages.items()} if isinstance(messages, dict) else {},  # pyright: ignore[reportUnknownVariableType]
         output=result.output,
         timed_out=result.timed_out,
         coverage=json.loads(lines.read_text()) if lines.exists() else {},
+        disagreements=forged,
     )
+
+
+def _read_report(path: Path) -> dict[str, object] | None:
+    """The plugin's report, or None when there is none; a file that is not a JSON object reads as {}."""
+    if not path.exists() or path.is_symlink():
+        return None
+    try:
+        data = json.loads(path.read_text(errors="replace"))
+    except ValueError:
+        data = {}
+    finally:
+        path.unlink()
+    return data if isinstance(data, dict) else {}  # pyright: ignore[reportUnknownVariableType]
