@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -57,6 +59,48 @@ ALL = (
     OTEL_EXPORTER_OTLP_TRACES_HEADERS,
     OTEL_RESOURCE_ATTRIBUTES,
 )
+
+# Host variables every locally started agent gets without asking; `agent.inherit_env` adds names or glob
+# patterns to these. Enough to find programs, decode text, tell the time, and write caches and temp files;
+# never a credential. Anything else (cloud keys, hub tokens, PYTHONPATH) reaches an agent only when named.
+DEFAULT_INHERIT_ENV = ("PATH", "LANG", "LC_*", "TZ", "HOME", "TMPDIR")
+RESERVED_PREFIX = "ALIGHT_"  # the runner's own settings (its admin key above all): never an agent's
+
+
+def reserved(name: str) -> bool:
+    """A variable no host may hand an agent: the runner's ALIGHT_* settings and the contract's own variables."""
+    return name.startswith(RESERVED_PREFIX) or name in ALL
+
+
+def inherited_env(host: Mapping[str, str], inherit: Iterable[str] = (), *, defaults: bool = True) -> dict[str, str]:
+    """The variables of `host` an agent starts with: DEFAULT_INHERIT_ENV (unless `defaults` is False) and the
+    names or glob patterns in `inherit`; a reserved variable never, whatever a pattern matches."""
+    patterns = [*(DEFAULT_INHERIT_ENV if defaults else ()), *inherit]
+    return {k: v for k, v in host.items() if not reserved(k) and any(fnmatchcase(k, p) for p in patterns)}
+
+
+def withheld_hint(output: str, withheld: Collection[str], limit: int = 5) -> str | None:
+    """A sentence naming the setting to fix when `output` names a host variable the agent was not given.
+
+    `withheld`: the names set where the runner runs that the agent's environment lacked.
+
+    The principle, not a list of error formats: any whole-word, case-sensitive mention of a withheld host
+    variable (KeyError: 'HF_TOKEN', "WANDB_API_KEY not set", $AWS_PROFILE) is worth one line of hint.
+    Names under three characters are skipped (they match ordinary words and symbols).
+    """
+    names = {name for name in withheld if len(name) >= 3 and not reserved(name)}
+    if not names or not output:
+        return None
+    mentioned = sorted({w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", output) if w in names})[:limit]
+    if not mentioned:
+        return None
+    listed = ", ".join(mentioned)
+    return (
+        f"the agent's output names {listed}, set where the controller runs but not passed to the agent: agents "
+        f"get only the host variables the rollout names; add it to agent.inherit_env (e.g. inherit_env: "
+        f"[{mentioned[0]}]) or set its value in agent.env"
+    )
+
 
 # Larger tasks go through a file: environments are limited (execve fails near 128 KiB per string on Linux).
 TASK_INLINE_LIMIT = 64 * 1024

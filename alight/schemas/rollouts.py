@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import enum
+import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from alight.schemas.strict import Strict
 
@@ -54,14 +55,41 @@ class RunnerSpec(Strict):
     decorated with @alight.rollout) or `command` (any argv). `image` is for
     the Kubernetes runner, as is `resources` (a container's
     `{"requests": {...}, "limits": {...}}`).
+
+    The agent's environment is the attempt contract (alight.envvars), `env`,
+    and only the host variables named: alight.envvars.DEFAULT_INHERIT_ENV
+    (PATH, LANG, LC_*, TZ, HOME, TMPDIR) plus `inherit_env` (names or glob
+    patterns; ALIGHT_* never passes). `env` values are stored encrypted and
+    answered as "***" by the API; only the controller starting the attempt sees them.
     """
 
     entrypoint: str | None = None
     command: list[str] | None = None
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    inherit_env: list[str] = Field(
+        default_factory=list,
+        description="host variables (names or glob patterns like AWS_*) the agent gets besides PATH, LANG, "
+        "LC_*, TZ, HOME and TMPDIR",
+    )
     image: str | None = None
     resources: dict[str, dict[str, str]] | None = None
+
+    @field_validator("inherit_env")
+    @classmethod
+    def _inherit_names_variables(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            if not re.fullmatch(r"[A-Za-z0-9_*?\[\]!]+", pattern):
+                raise ValueError(
+                    f"inherit_env entry {pattern!r} is not a variable name or glob pattern (letters, digits, _ and "
+                    "* ? [ ] only)"
+                )
+            if pattern.upper().startswith("ALIGHT_"):
+                raise ValueError(
+                    f"inherit_env entry {pattern!r}: ALIGHT_* variables are the runner's own settings and never reach "
+                    "an agent; give the agent a value with agent.env instead"
+                )
+        return patterns
 
 
 class RolloutCreate(Strict):

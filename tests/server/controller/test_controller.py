@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from controller_testkit import AGENTS, create_rollout, get_rollout, pid_alive, wait_terminal, wait_until
 
 from alight.client import AlightClient
@@ -56,6 +57,17 @@ def test_a_task_failure_fails_the_rollout_without_a_retry(controllers: Make, adm
     assert attempts_of(rollout) == [("failed", "task")]
     assert rollout["attempts"][0]["exit_code"] == 2
     assert "wrong answer" in rollout["attempts"][0]["message"]  # the log tail says why
+
+
+def test_a_task_failure_naming_a_withheld_host_variable_names_the_setting_to_fix(
+    controllers: Make, admin_client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HINT_PROBE_TOKEN", "value-never-shown")  # set where the controller runs, not passed on
+    create_rollout(admin_client, "env-hint", task={"exit": 1, "say": "KeyError: 'HINT_PROBE_TOKEN'"})
+    controllers().start()
+    message = wait_terminal(admin_client, "env-hint")["attempts"][0]["message"]
+    assert "HINT_PROBE_TOKEN" in message and "agent.inherit_env" in message and "agent.env" in message
+    assert "value-never-shown" not in message
 
 
 def test_a_missing_executable_is_infra_and_retried_up_to_max_attempts(

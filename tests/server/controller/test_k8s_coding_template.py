@@ -23,7 +23,9 @@ def test_the_coding_job_template_passes_the_preflight_and_the_api_accepts_its_jo
         (job,) = cluster.store.list("jobs", "default")[0]
         container = job["spec"]["template"]["spec"]["containers"][0]
         assert container["command"] == ["python", "-m", "alight.entry", ENTRYPOINT]
-        assert container["securityContext"]["capabilities"] == {"add": ["SYS_ADMIN", "SYS_PTRACE"]}
+        # bubblewrap's two capabilities, on top of the runner's drop of every other one
+        assert container["securityContext"]["capabilities"] == {"add": ["SYS_ADMIN", "SYS_PTRACE"], "drop": ["ALL"]}
+        assert container["securityContext"]["seccompProfile"] == {"type": "Unconfined"}  # the template's choice wins
         assert container["resources"]["requests"]["cpu"] == "2"
         env = {e["name"]: e for e in container["env"]}
         assert env["CODING_STEP_LIMIT"]["value"] == "40"  # the template's, kept beside the attempt contract

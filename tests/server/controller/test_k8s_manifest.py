@@ -62,7 +62,7 @@ def test_the_attempt_contract_wins_over_spec_and_template_env() -> None:
     spec = RunnerSpec(command=["run"], env={"ALIGHT_ROLLOUT_ID": "spoofed", "MINE": "1"})
     job, secret = build_job(template, make_start("env-1", runner=spec, task={"q": 1}), SETTINGS, SERVER)
     env = {e["name"]: e for e in manifest.agent_container(job)["env"]}
-    assert env["ALIGHT_ROLLOUT_ID"]["value"] == "env-1" and env["MINE"]["value"] == "1"
+    assert env["ALIGHT_ROLLOUT_ID"]["value"] == "env-1" and secret[manifest.env_secret_key("MINE")] == "1"
     assert env["OPENAI_BASE_URL"]["value"] == f"{SERVER}/gw/env-1/1/v1"
     assert json.loads(env["ALIGHT_TASK"]["value"]) == {"q": 1}
     assert env["ALIGHT_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": job["metadata"]["name"], "key": "token"}
@@ -90,3 +90,73 @@ def test_a_template_with_two_documents_is_refused(tmp_path: pytest.TempPathFacto
     path.write_text("apiVersion: batch/v1\nkind: Job\n---\napiVersion: batch/v1\nkind: Job\n")
     with pytest.raises(ValueError, match="exactly one YAML document"):
         JobTemplate.load(path)
+
+
+def test_runner_env_values_travel_in_the_secret_never_in_the_job() -> None:
+    spec = RunnerSpec(command=["run"], env={"HF_TOKEN": "hf_s3cr3t", "odd name/with:chars": "v2"})
+    job, secret = build_job(JobTemplate.parse(manifest.DEFAULT_TEMPLATE), make_start("sec-1", runner=spec), SETTINGS,
+                            SERVER)  # fmt: skip
+    validate_job(job)
+    env = {e["name"]: e for e in manifest.agent_container(job)["env"]}
+    for name, value in spec.env.items():
+        ref = env[name]["valueFrom"]["secretKeyRef"]
+        assert ref["name"] == job["metadata"]["name"] and secret[ref["key"]] == value
+        assert re.fullmatch(r"[-._a-zA-Z0-9]+", ref["key"])  # what the API accepts as a Secret key
+    assert "hf_s3cr3t" not in json.dumps(job) and "v2" not in json.dumps(job)
+
+
+def test_only_the_controller_variables_a_spec_names_reach_its_job() -> None:
+    host = {"PATH": "/controller/bin", "HF_TOKEN": "hf_1", "AWS_REGION": "eu", "AWS_SECRET_ACCESS_KEY": "aws_2",
+            "ALIGHT_ADMIN_KEY": "alk_3", "WANDB_API_KEY": "w_4"}  # fmt: skip
+    spec = RunnerSpec(command=["run"], inherit_env=["HF_TOKEN", "AWS_*", "*ADMIN*"])
+    job, secret = build_job(JobTemplate.parse(manifest.DEFAULT_TEMPLATE), make_start("inh-1", runner=spec), SETTINGS,
+                            SERVER, host)  # fmt: skip
+    names_in_job = {e["name"] for e in manifest.agent_container(job)["env"]}
+    assert {"HF_TOKEN", "AWS_REGION", "AWS_SECRET_ACCESS_KEY"} <= names_in_job
+    assert not names_in_job & {"PATH", "ALIGHT_ADMIN_KEY", "WANDB_API_KEY"}  # the image keeps its own PATH
+    assert "alk_3" not in json.dumps(secret) and "w_4" not in json.dumps(secret)
+    assert secret[manifest.env_secret_key("AWS_SECRET_ACCESS_KEY")] == "aws_2"
+
+
+def test_an_agent_pod_gets_least_privilege_from_the_default_template() -> None:
+    job, _ = build_job(JobTemplate.parse(manifest.DEFAULT_TEMPLATE), make_start("lp-1"), SETTINGS, SERVER)
+    validate_job(job)
+    pod = job["spec"]["template"]["spec"]
+    container = manifest.agent_container(job)
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    security = container["securityContext"]
+    assert security["allowPrivilegeEscalation"] is False and security["privileged"] is False
+    assert security["readOnlyRootFilesystem"] is True and security["capabilities"] == {"drop": ["ALL"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: volumes[m["name"]] for m in container["volumeMounts"]}
+    assert mounts["/workspace"]["emptyDir"]["sizeLimit"] and mounts["/tmp"]["emptyDir"]["sizeLimit"]
+    assert {e["name"]: e.get("value") for e in container["env"]}["HOME"] == "/workspace"  # writable
+    assert set(container["resources"]["limits"]) >= {"cpu", "memory"} and container["resources"]["requests"]
+
+
+def test_a_limit_the_template_leaves_out_is_never_below_its_request() -> None:
+    template = JobTemplate.parse({
+        "apiVersion": "batch/v1", "kind": "Job", "spec": {"template": {"spec": {"containers": [{
+            "name": "agent", "image": "{{ image }}", "command": "{{ command }}",
+            "resources": {"requests": {"cpu": "8", "memory": "64Gi"}, "limits": {"memory": "80Gi"}}}]}}},
+    })  # fmt: skip
+    job, _ = build_job(template, make_start("res-1"), SETTINGS, SERVER)
+    validate_job(job)
+    resources = manifest.agent_container(job)["resources"]
+    assert resources["limits"] == {"cpu": "8", "memory": "80Gi"} and resources["requests"]["cpu"] == "8"
+
+
+def test_a_template_mounting_its_own_workspace_keeps_it() -> None:
+    template = JobTemplate.parse({
+        "apiVersion": "batch/v1", "kind": "Job", "spec": {"template": {"spec": {
+            "volumes": [{"name": "work", "persistentVolumeClaim": {"claimName": "w"}}],
+            "containers": [{"name": "agent", "image": "{{ image }}", "command": "{{ command }}",
+                            "volumeMounts": [{"name": "work", "mountPath": "/workspace"}]}]}}},
+    })  # fmt: skip
+    job, _ = build_job(template, make_start("ws-1"), SETTINGS, SERVER)
+    validate_job(job)
+    container = manifest.agent_container(job)
+    assert [m["name"] for m in container["volumeMounts"] if m["mountPath"] == "/workspace"] == ["work"]
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/workspace", "/tmp"}

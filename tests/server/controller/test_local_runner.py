@@ -14,6 +14,7 @@ from controller_testkit import SCRIPTED, make_start, pid_alive, wait_until
 
 from alight.attempt_logs import attempt_log_path
 from alight.schemas import RunnerSpec
+from alight_server.controller import outcome
 from alight_server.controller.base import RunPhase, SpawnError
 from alight_server.controller.local import LocalRunner
 
@@ -49,6 +50,81 @@ def test_child_gets_the_attempt_environment(logs_dir: Path, tmp_path: Path) -> N
     assert env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] == "http://agents.example:8700/v1/traces"
     assert "alight.rollout.id=r-env" in env["OTEL_RESOURCE_ATTRIBUTES"]
     assert "ALIGHT_ADMIN_KEY" not in env
+
+
+HOST = {
+    "PATH": os.environ["PATH"],
+    "HOME": "/home/controller",
+    "LC_TIME": "C",
+    "HF_TOKEN": "hf_host_secret",
+    "AWS_REGION": "eu-west-1",
+    "AWS_SECRET_ACCESS_KEY": "aws_host_secret",
+    "PYTHONPATH": "/controller/site",
+    "ALIGHT_ADMIN_KEY": "alk_secret",
+    "ALIGHT_SECRET_KEY": "fernet-key",
+}
+
+
+def agent_env(logs_dir: Path, tmp_path: Path, spec: RunnerSpec) -> dict[str, str]:
+    out = tmp_path / "env.json"
+    spec = spec.model_copy(update={"command": SCRIPTED})
+    runner = LocalRunner(logs_dir, base_env=HOST)
+    handle = runner.start(make_start("r-inherit", task={"env_out": str(out)}, runner=spec))
+    assert finished(runner, handle).exit_code == 0
+    return json.loads(out.read_text())
+
+
+def test_an_agent_sees_no_host_variable_its_spec_did_not_name(logs_dir: Path, tmp_path: Path) -> None:
+    env = agent_env(logs_dir, tmp_path, RunnerSpec())
+    assert (env["PATH"], env["HOME"], env["LC_TIME"]) == (HOST["PATH"], "/home/controller", "C")  # the defaults
+    leaked = {k for k, v in env.items() if v in HOST.values()} - {"PATH", "HOME", "LC_TIME"}
+    assert not leaked and not {"HF_TOKEN", "AWS_REGION", "PYTHONPATH"} & set(env)
+
+
+def test_an_agent_sees_the_host_variables_its_spec_names_by_name_or_pattern(logs_dir: Path, tmp_path: Path) -> None:
+    env = agent_env(logs_dir, tmp_path, RunnerSpec(inherit_env=["HF_TOKEN", "AWS_*"]))
+    assert env["HF_TOKEN"] == "hf_host_secret"
+    assert (env["AWS_REGION"], env["AWS_SECRET_ACCESS_KEY"]) == ("eu-west-1", "aws_host_secret")
+    assert "PYTHONPATH" not in env
+
+
+def test_no_pattern_lets_the_runners_own_alight_variables_through(logs_dir: Path, tmp_path: Path) -> None:
+    env = agent_env(logs_dir, tmp_path, RunnerSpec(inherit_env=["*"]))
+    assert env["PYTHONPATH"] == "/controller/site"  # everything else was asked for
+    assert "alk_secret" not in env.values() and "fernet-key" not in env.values()
+
+
+def test_inherit_env_cannot_name_alight_variables() -> None:
+    for pattern in ("ALIGHT_ADMIN_KEY", "alight_*", "HF TOKEN", "A=B"):
+        with pytest.raises(ValueError, match="inherit_env entry"):
+            RunnerSpec(command=["x"], inherit_env=[pattern])
+
+
+def test_a_failure_naming_a_withheld_host_variable_says_which_setting_to_fix(logs_dir: Path) -> None:
+    runner = LocalRunner(logs_dir, base_env=HOST)
+    task = {"say": "Traceback ...\n    os.environ['HF_TOKEN']\nKeyError: 'HF_TOKEN'", "exit": 1}
+    handle = runner.start(make_start("r-hint", task=task))
+    status = finished(runner, handle)
+    finish = outcome.decide(
+        status, handle, None, lambda n: runner.log_tail(handle, n), lambda: runner.withheld_env(handle)
+    )
+    assert finish.failure_kind == "task" and finish.message
+    assert "HF_TOKEN" in finish.message and "agent.inherit_env" in finish.message and "agent.env" in finish.message
+    assert "hf_host_secret" not in finish.message  # the name, never the value
+
+
+def test_a_failure_naming_a_variable_the_agent_had_gives_no_hint(logs_dir: Path) -> None:
+    runner = LocalRunner(logs_dir, base_env=HOST)
+    spec = RunnerSpec(command=SCRIPTED, inherit_env=["HF_TOKEN"])
+    handle = runner.start(make_start("r-nohint", task={"say": "HF_TOKEN rejected: 401", "exit": 1}, runner=spec))
+    finish = outcome.decide(
+        finished(runner, handle),
+        handle,
+        None,
+        lambda n: runner.log_tail(handle, n),
+        lambda: runner.withheld_env(handle),
+    )
+    assert finish.message and "HF_TOKEN rejected" in finish.message and "inherit_env" not in finish.message
 
 
 def test_missing_executable_is_a_failure_to_start(logs_dir: Path) -> None:

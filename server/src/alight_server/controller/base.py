@@ -26,6 +26,7 @@ nothing and reports success:
         def handles(self): return []
         def release(self, handle): pass
         def log_tail(self, handle, max_bytes): return ""
+        def withheld_env(self, handle): return []
 """
 
 from __future__ import annotations
@@ -113,4 +114,9 @@ class Runner(Protocol):
 
     def log_tail(self, handle: str, max_bytes: int) -> str:
         """The last max_bytes of the attempt's captured stdout+stderr ('' when there is none)."""
+        ...
+
+    def withheld_env(self, handle: str) -> list[str]:
+        """Names set in the runner's own environment that the attempt's environment lacked (for the hint a
+        failed attempt's message carries when its output names one); [] when the runner cannot tell."""
         ...

@@ -114,8 +114,9 @@ class LocalRunner:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         exit_path.unlink(missing_ok=True)
         server_url = self.agent_server_url or start.otlp_traces_endpoint.removesuffix("/v1/traces")
-        # The controller's own ALIGHT_* settings (its admin key above all) never reach an agent.
-        env = {k: v for k, v in self.base_env.items() if k not in envvars.ALL and not k.startswith("ALIGHT_")}
+        # Only the host variables the spec names (and a few harmless defaults): never the controller's
+        # ALIGHT_* settings, and no credential the user did not hand this agent on purpose.
+        env = envvars.inherited_env(self.base_env, spec.inherit_env)
         env.setdefault("PYTHONUNBUFFERED", "1")  # so a killed agent's last lines still reach the log
         env.update(spec.env)
         contract = envvars.attempt_env(start, server_url, task_dir=log_path.parent)  # the contract wins
@@ -123,7 +124,7 @@ class LocalRunner:
             pid = self._preloader.spawn(spec, env, contract, log_path, exit_path)
             if pid is not None:
                 self._preloaded.add(handle)
-                self._write_state(handle, state_path, pid, argv, cwd)
+                self._write_state(handle, state_path, pid, argv, cwd, [*env, *contract])
                 return handle
         env.update(contract)
         with log_path.open("ab") as log:
@@ -141,10 +142,12 @@ class LocalRunner:
             except OSError as exc:
                 raise SpawnError(f"rollout {rollout.id!r}: could not start {argv[0]!r} in {cwd!r}: {exc}") from exc
         self._children[handle] = child
-        self._write_state(handle, state_path, child.pid, argv, cwd)
+        self._write_state(handle, state_path, child.pid, argv, cwd, list(env))
         return handle
 
-    def _write_state(self, handle: str, state_path: Path, pid: int, argv: list[str], cwd: str | None) -> None:
+    def _write_state(
+        self, handle: str, state_path: Path, pid: int, argv: list[str], cwd: str | None, env_names: list[str]
+    ) -> None:
         state = {
             "handle": handle,
             "pid": pid,
@@ -152,6 +155,7 @@ class LocalRunner:
             "started_at": time.time(),
             "argv": argv,
             "cwd": cwd,
+            "env_names": sorted(set(env_names)),  # names only: what withheld_env compares the host with
         }
         tmp = state_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state))
@@ -246,6 +250,13 @@ class LocalRunner:
         """Stop the zygotes of preloaded starts (attempts are the controller's to stop first)."""
         if self._preloader is not None:
             self._preloader.close()
+
+    def withheld_env(self, handle: str) -> list[str]:
+        state = self._state(handle) or {}
+        given = state.get("env_names")
+        if not isinstance(given, list):
+            return []  # started by an older runner that did not record them
+        return sorted(set(self.base_env) - {str(name) for name in given})
 
     def log_tail(self, handle: str, max_bytes: int) -> str:
         path = self._paths(handle)[0]

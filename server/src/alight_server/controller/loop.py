@@ -212,7 +212,13 @@ class Controller:
                     log.info("attempt timed out rollout_id=%s attempt=%d", attempt.rollout_id, attempt.attempt)
                 return
             stopped = (attempt.stop_kind, attempt.stop_message or "stopped") if attempt.stop_kind else None
-            attempt.finish = outcome.decide(status, attempt.handle, stopped, self._log_tail(attempt))
+            attempt.finish = outcome.decide(
+                status,
+                attempt.handle,
+                stopped,
+                self._log_tail(attempt),
+                lambda: self.runner.withheld_env(attempt.handle),
+            )
         if not attempt.log_uploaded:
             self._upload_log(attempt)
         if attempt.report and not self._report(attempt.rollout_id, attempt.attempt, attempt.finish):

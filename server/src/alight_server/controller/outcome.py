@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
+from alight import envvars
 from alight.schemas import AttemptFinish, FailureKind
 from alight_server.controller.base import RunPhase, RunStatus
 
@@ -16,11 +17,14 @@ def decide(
     handle: str,
     stopped: tuple[FailureKind, str] | None = None,
     log_tail: Callable[[int], str] = lambda _: "",
+    withheld_env: Callable[[], Collection[str]] = list,
 ) -> AttemptFinish:
     """The outcome of an attempt that ended with `status`.
 
     `stopped` is (kind, why) when the controller itself killed it (timeout,
     shutdown): that reason outranks whatever exit code the kill produced.
+    A task failure whose output names a variable of `withheld_env()` (set
+    where the runner runs, not passed to the agent) says which setting to fix.
     """
 
     def failed(kind: FailureKind, message: str) -> AttemptFinish:
@@ -43,6 +47,10 @@ def decide(
             FailureKind.INFRA, "the agent was killed by a SIGKILL the controller did not send (out of memory?)"
         )
     tail = log_tail(MESSAGE_TAIL_CHARS)[-MESSAGE_TAIL_CHARS:].strip()  # a runner that returns more is cut too
+    hint = envvars.withheld_hint(tail, withheld_env()) if tail else None
     return failed(
-        FailureKind.TASK, f"agent exited with code {status.exit_code}" + (f"; last output:\n{tail}" if tail else "")
+        FailureKind.TASK,
+        f"agent exited with code {status.exit_code}"
+        + (f"; {hint}" if hint else "")
+        + (f"; last output:\n{tail}" if tail else ""),
     )

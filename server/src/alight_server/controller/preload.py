@@ -69,7 +69,7 @@ class _Zygote:
 
 
 class Preloader:
-    """Zygotes keyed by (entrypoint, cwd, runner env); `spawn` returns an attempt leader's pid or None."""
+    """Zygotes keyed by (entrypoint, cwd, runner env, inherited names); `spawn` returns an attempt leader's pid or None."""
 
     def __init__(self, python: str, logs_dir: Path, die_with: int | None) -> None:
         self.python = python
@@ -84,7 +84,7 @@ class Preloader:
     ) -> int | None:
         """Start the attempt from its entrypoint's zygote; None when it must be started the usual way."""
         assert spec.entrypoint
-        key = (spec.entrypoint, spec.cwd, tuple(sorted(spec.env.items())))
+        key = (spec.entrypoint, spec.cwd, tuple(sorted(spec.env.items())), tuple(spec.inherit_env))
         with self._lock:
             for _ in range(2):  # a zygote that died since its last attempt is started again, once
                 zygote = self._zygote(key, spec, env)

@@ -16,17 +16,31 @@ sets what it owns, overriding the template: the Job's name, namespace and
 labels, `backoffLimit: 0` (retries are new attempts, decided by alight),
 `activeDeadlineSeconds` (the rollout's timeout), `ttlSecondsAfterFinished`,
 `restartPolicy: Never`, and the attempt environment of DESIGN §4. The
-attempt token (and the OTLP header that carries it) goes into a Secret named
-like the Job and reaches the container through `secretKeyRef`; it never
-appears in the Job.
+attempt token (and the OTLP header that carries it), the runner spec's `env`
+values and the controller variables its `inherit_env` names go into a Secret
+named like the Job and reach the container through `secretKeyRef`; none of
+them appears in the Job. The image and the template supply everything else
+of the environment (PATH, LANG): nothing else of the controller's passes.
+
+Least privilege, filled in wherever the template leaves a field unset (an
+explicit template value is the operator's choice and wins): no service-account
+token; the Pod runs as a non-root user (uid 10001, the agent image's) under
+the runtime's default seccomp profile; the agent container has no
+capabilities, no privilege escalation and a read-only root filesystem, with
+emptyDir volumes (size-limited) at /workspace (also $HOME) and /tmp; and CPU
+and memory limits (a limit left out is its request, else the default).
+Network egress is the NetworkPolicy's (deploy/kubernetes/network-policy.yaml):
+the server and DNS only.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,12 +134,27 @@ class JobSettings:
     image: str | None = None  # used when the rollout's runner spec names none
     ttl_after_finished_s: int = 3600
     termination_grace_s: int = 5  # unless the template sets terminationGracePeriodSeconds
+    run_as_user: int = 10001  # the agent image's user (deploy/images/agent.Dockerfile); unless the template sets one
+    requests: tuple[tuple[str, str], ...] = (("cpu", "500m"), ("memory", "1Gi"))  # when nothing sets resources
+    limits: tuple[tuple[str, str], ...] = (("cpu", "2"), ("memory", "2Gi"))  # for a resource no limit names
+    workspace_size: str = "4Gi"  # the emptyDir at /workspace
+    tmp_size: str = "1Gi"  # the emptyDir at /tmp
+
+
+WORKSPACE = "/workspace"
 
 
 def build_job(
-    template: JobTemplate, start: AttemptStart, settings: JobSettings, server_url: str
+    template: JobTemplate,
+    start: AttemptStart,
+    settings: JobSettings,
+    server_url: str,
+    host_env: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """(the Job, the Secret's stringData) for one attempt; ValueError when the runner spec cannot be rendered."""
+    """(the Job, the Secret's stringData) for one attempt; ValueError when the runner spec cannot be rendered.
+
+    `host_env` is the controller's environment: only the names the spec's `inherit_env` lists are taken from it.
+    """
     rollout, attempt = start.rollout, start.attempt
     spec = rollout.runner
     if spec is None:
@@ -143,7 +172,7 @@ def build_job(
     if spec.cwd:
         container["workingDir"] = spec.cwd
     if spec.resources:
-        container["resources"] = spec.resources
+        container["resources"] = copy.deepcopy(spec.resources)
 
     labels = names.attempt_labels(settings.runner_name, rollout.id, attempt)
     annotations = {names.HANDLE_ANNOTATION: f"{settings.runner_name}/{rollout.id}/{attempt}"}
@@ -161,15 +190,60 @@ def build_job(
     pod_spec = _pod_spec(job)
     pod_spec["restartPolicy"] = "Never"
     pod_spec.setdefault("terminationGracePeriodSeconds", settings.termination_grace_s)
+    _least_privilege(pod_spec, container, settings)
 
-    secret_data = _set_env(container, start, spec.env, server_url, name)
+    given = {**envvars.inherited_env(host_env or {}, spec.inherit_env, defaults=False), **spec.env}
+    secret_data = _set_env(container, start, given, server_url, name)
     return job, secret_data
+
+
+def _least_privilege(pod_spec: dict[str, Any], container: dict[str, Any], settings: JobSettings) -> None:
+    """The module docstring's second paragraph: fill each unset field with its least-privilege value."""
+    pod_spec.setdefault("automountServiceAccountToken", False)
+    pod_security = pod_spec.setdefault("securityContext", {})
+    pod_security.setdefault("runAsNonRoot", True)
+    pod_security.setdefault("runAsUser", settings.run_as_user)
+    pod_security.setdefault("runAsGroup", settings.run_as_user)
+    pod_security.setdefault("fsGroup", settings.run_as_user)  # the emptyDirs are the agent's to write
+    pod_security.setdefault("seccompProfile", {"type": "RuntimeDefault"})
+    security = container.setdefault("securityContext", {})
+    security.setdefault("allowPrivilegeEscalation", False)
+    security.setdefault("privileged", False)
+    security.setdefault("readOnlyRootFilesystem", True)
+    security.setdefault("capabilities", {}).setdefault("drop", ["ALL"])
+
+    mounts = container.setdefault("volumeMounts", [])
+    volumes = pod_spec.setdefault("volumes", [])
+    for volume, path, size in (("alight-workspace", WORKSPACE, settings.workspace_size),
+                               ("alight-tmp", "/tmp", settings.tmp_size)):  # fmt: skip
+        if any(m.get("mountPath") == path for m in mounts):
+            continue  # the template mounts its own volume there
+        volumes.append({"name": volume, "emptyDir": {"sizeLimit": size}})
+        mounts.append({"name": volume, "mountPath": path})
+    if not any(e.get("name") == "HOME" for e in container.get("env") or []):
+        container.setdefault("env", []).append({"name": "HOME", "value": WORKSPACE})  # a writable home
+
+    resources = container.setdefault("resources", {})
+    if not resources.get("requests") and not resources.get("limits"):
+        resources["requests"] = dict(settings.requests)
+    requests = resources.get("requests") or {}
+    limits = resources.setdefault("limits", {})
+    for resource, default in settings.limits:
+        limits.setdefault(resource, requests.get(resource, default))  # never below what is requested
+
+
+def env_secret_key(name: str) -> str:
+    """The Secret key that carries the given variable `name` (Secret keys allow only [-._a-zA-Z0-9])."""
+    if re.fullmatch(r"[-._a-zA-Z0-9]+", name) and len(name) <= 200:
+        return f"env.{name}"
+    return f"env.sha256-{hashlib.sha256(name.encode()).hexdigest()[:32]}"
 
 
 def _set_env(
     container: dict[str, Any], start: AttemptStart, spec_env: dict[str, str], server_url: str, secret: str
 ) -> dict[str, str]:
-    """Lay the spec's env and then the attempt contract over the template's env; returns the Secret's data."""
+    """Lay the given variables (inherited and the spec's env) and then the attempt contract over the template's
+    env; returns the Secret's data, which holds every value not the template's own."""
     rollout = start.rollout
     task_json_len = len(json.dumps(rollout.task, separators=(",", ":")).encode())
     big_task = task_json_len > envvars.TASK_INLINE_LIMIT
@@ -185,7 +259,10 @@ def _set_env(
     env = [e for e in container.get("env") or [] if e.get("name") not in overridden]
     if not any(e.get("name") == "PYTHONUNBUFFERED" for e in env) and "PYTHONUNBUFFERED" not in spec_env:
         env.append({"name": "PYTHONUNBUFFERED", "value": "1"})  # a killed agent's last lines still reach its log
-    env.extend({"name": k, "value": v} for k, v in spec_env.items() if k not in contract)
+    for key, value in spec_env.items():
+        if key not in contract:
+            secret_data[env_secret_key(key)] = value
+            env.append({"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": env_secret_key(key)}}})
     for key, value in contract.items():
         if key in from_secret:
             env.append({"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": from_secret[key]}}})

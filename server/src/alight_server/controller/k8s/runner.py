@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from alight.schemas import AttemptStart
@@ -72,8 +74,11 @@ class KubernetesRunner:
         creations_per_s: float = 5.0,
         relist_s: float = 300.0,
         watch_timeout_s: int = 240,
+        host_env: Mapping[str, str] | None = None,
     ) -> None:
         client = kubernetes_client()
+        # Where a spec's inherit_env names are read (the controller's own environment, by default).
+        self.host_env = dict(os.environ if host_env is None else host_env)
         self.namespace = namespace
         self._name = name or f"k8s@{namespace}"
         self.api = client.ApiClient(configuration)
@@ -134,7 +139,7 @@ class KubernetesRunner:
     def _create(self, handle: str, start: AttemptStart) -> None:
         server_url = self.agent_server_url or start.otlp_traces_endpoint.removesuffix("/v1/traces")
         try:
-            job, secret_data = manifest.build_job(self.template, start, self.settings, server_url)
+            job, secret_data = manifest.build_job(self.template, start, self.settings, server_url, self.host_env)
         except ValueError as exc:
             raise SpawnError(str(exc)) from exc
         self._pace()
@@ -276,6 +281,11 @@ class KubernetesRunner:
         }
         self._released &= set(found)  # a released Job that its TTL removed is forgotten for good
         return sorted({h for n, h in found.items() if h and n not in self._released} | set(self._pending))
+
+    def withheld_env(self, handle: str) -> list[str]:
+        # A Pod's environment is its image's and its template's: the controller's own variables are not
+        # what it lacked, so there is nothing to compare here.
+        return []
 
     def log_tail(self, handle: str, max_bytes: int) -> str:
         live, gone = self.pods.select("job-name", self.job_name(handle))
