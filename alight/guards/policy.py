@@ -13,6 +13,9 @@ HOME = "/home/agent"
 CANARY_MOUNT = f"{HOME}/.netrc"  # a credentials file an agent snooping for secrets would open
 REPORT_DIR = "/opt/alight"  # read-only helper files (the pytest outcome plugin) for graders
 BWRAP_HINT = "bubblewrap is missing: apt-get install -y bubblewrap strace (Debian/Ubuntu)"
+# The /etc entries programs need to load and tell the time, and nothing that names the host or its users
+# (hostname, passwd, shadow, machine-id) or configures its services: the sandbox's choice for `etc=MINIMAL_ETC`.
+MINIMAL_ETC = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf")
 
 
 @dataclass
@@ -31,9 +34,11 @@ class SandboxPolicy:
     python: str = ""  # interpreter the agent and the tests use; its prefix and venv are mounted read-only
     read_only: list[str] = field(default_factory=list)  # extra host paths, mounted at the same path
     read_only_at: dict[str, str] = field(default_factory=dict)  # sandbox path -> host path, read-only
+    binds: dict[str, str] = field(default_factory=dict)  # sandbox path -> host path, writable (a Unix socket)
+    etc: list[str] | None = None  # None: the host's /etc; else only these entries of it (see MINIMAL_ETC)
     env: dict[str, str] = field(default_factory=dict)
     cpu_s: int = 600  # RLIMIT_CPU per process
-    memory_mb: int = 4096  # RLIMIT_AS per process
+    memory_mb: int = 4096  # RLIMIT_AS per process; 0: none (runtimes that reserve address space up front)
     file_mb: int = 256  # RLIMIT_FSIZE: no single file written past this
     timeout_s: float = 300.0  # wall clock per command
 
@@ -67,9 +72,15 @@ def _python_mounts(python: str) -> list[str]:
     return sorted({str(venv), str(base)})
 
 
-def _system_mounts() -> list[str]:
-    """bwrap args for /usr, /etc and the merged-/usr symlinks (/bin -> usr/bin) as the host has them."""
-    args = ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+def _system_mounts(etc: list[str] | None) -> list[str]:
+    """bwrap args for /usr, /etc (all of it, or the entries listed) and the merged-/usr symlinks as the host has them."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    if etc is None:
+        args += ["--ro-bind", "/etc", "/etc"]
+    for name in etc or ():
+        path = Path("/etc") / name
+        if path.exists():
+            args += ["--ro-bind", str(path), str(path)]
     for name in ("bin", "sbin", "lib", "lib64"):
         path = Path("/") / name
         if path.is_symlink():
@@ -85,7 +96,7 @@ def bwrap_argv(
     """The full `bwrap ...` argv that runs `command` in the sandbox, in `cwd` (inside the workspace)."""
     argv = ["bwrap", "--unshare-all", "--uid", "1000", "--gid", "1000", "--cap-drop", "ALL"]
     argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
-    argv += _system_mounts()
+    argv += _system_mounts(policy.etc)
     argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", HOME]
     argv += ["--bind", policy.scratch, "/tmp", "--bind", policy.workspace, WORKSPACE]
     # Host paths go on top of the scratch /tmp and the home (bwrap mounts in order): an interpreter or a
@@ -94,6 +105,8 @@ def bwrap_argv(
         argv += ["--ro-bind", path, path]
     for inside, host in sorted(policy.read_only_at.items()):
         argv += ["--ro-bind", host, inside]
+    for inside, host in sorted(policy.binds.items()):
+        argv += ["--bind", host, inside]
     if policy.canary_file:
         argv += ["--ro-bind", policy.canary_file, CANARY_MOUNT]
     argv += ["--remount-ro", "/"]  # the sandbox's own root (where the mount points live) is read-only too

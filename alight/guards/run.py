@@ -9,6 +9,7 @@ import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from alight.guards.policy import WORKSPACE, SandboxPolicy, bwrap_argv
 
@@ -18,6 +19,7 @@ TRACED = (
     "unlink,unlinkat,rename,renameat,renameat2,mkdir,mkdirat,rmdir,truncate,symlink,symlinkat,link,linkat"
 )
 _PR_SET_PDEATHSIG = 1
+Streams = Literal["merged", "split", "inherit"]
 
 
 @dataclass
@@ -25,13 +27,15 @@ class CommandResult:
     returncode: int
     output: str
     timed_out: bool = False
+    errors: str = ""  # stderr, when run with streams="split"
 
 
 def _limits(policy: SandboxPolicy) -> None:
     """preexec: rlimits inherited by everything in the sandbox; die with the caller (a killed agent)."""
     mb = 1024 * 1024
     resource.setrlimit(resource.RLIMIT_CPU, (policy.cpu_s, policy.cpu_s))
-    resource.setrlimit(resource.RLIMIT_AS, (policy.memory_mb * mb, policy.memory_mb * mb))
+    if policy.memory_mb > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (policy.memory_mb * mb, policy.memory_mb * mb))
     resource.setrlimit(resource.RLIMIT_FSIZE, (policy.file_mb * mb, policy.file_mb * mb))
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -69,23 +73,33 @@ def run_command(
     env: dict[str, str] | None = None,
     trace: Path | None = None,
     timeout_s: float | None = None,
+    streams: Streams = "merged",
 ) -> CommandResult:
-    """Run `command` in a fresh sandbox of `policy`; stdout and stderr together, decoded leniently."""
+    """Run `command` in a fresh sandbox of `policy`, its output decoded leniently.
+
+    `streams`: "merged" puts stdout and stderr together in `output`; "split" keeps stderr apart in `errors`
+    (a check whose last stdout line is its score); "inherit" lets the command write to this process's
+    own stdout and stderr as it runs (a long CLI episode's log), and both fields stay empty.
+    """
     argv = sandbox_argv(policy, command, trace, cwd, env or {})
     proc = subprocess.Popen(
         argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stdout=None if streams == "inherit" else subprocess.PIPE,
+        stderr={"merged": subprocess.STDOUT, "split": subprocess.PIPE, "inherit": None}[streams],
         stdin=subprocess.DEVNULL,
         start_new_session=True,
         preexec_fn=lambda: _limits(policy),
     )
     try:
-        out, _ = proc.communicate(timeout=timeout_s or policy.timeout_s)
+        out, err = proc.communicate(timeout=timeout_s or policy.timeout_s)
         timed_out = False
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
+        out, err = proc.communicate()
         timed_out = True
-    text = out.decode("utf-8", errors="replace")
-    return CommandResult(returncode=-9 if timed_out else proc.returncode, output=text, timed_out=timed_out)
+    return CommandResult(
+        returncode=-9 if timed_out else proc.returncode,
+        output=(out or b"").decode("utf-8", errors="replace"),
+        timed_out=timed_out,
+        errors=(err or b"").decode("utf-8", errors="replace"),
+    )

@@ -1,13 +1,14 @@
 # pyright: strict
-"""Claude Code (`claude -p`) as a rollout: the Messages API through this attempt's gateway, nothing else."""
+"""Claude Code (`claude -p`) as a rollout, in the sandbox: the Messages API through the forwarder, nothing else."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import alight
+from alight.guards.policy import HOME
 from alight.harness.attempt import HarnessAttempt
+from alight.harness.sandbox import PLACEHOLDER_KEY, RELAY_URL, CliLaunch
 from alight.harness.workspace import CliTask, Workspace, cli_args, cli_episode, find_cli
 
 # Non-interactive: -p prints the final answer and exits; these tools run without asking.
@@ -22,29 +23,23 @@ OFF = {  # Claude Code's own switches for everything that is not a model call
 }
 
 
-def claude_env(base: dict[str, str], gateway_url: str, token: str, workspace: Workspace) -> dict[str, str]:
-    """The CLI's environment: the gateway as its Anthropic endpoint, its settings in the workspace's home."""
-    env = {k: v for k, v in base.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
-    env.update(OFF)
-    env.update(
-        {
-            # Anthropic clients append /v1/messages to the base URL themselves.
-            "ANTHROPIC_BASE_URL": gateway_url.rstrip("/").removesuffix("/v1"),
-            "ANTHROPIC_API_KEY": token,
-            "HOME": str(workspace.home),  # no settings, credentials or history of the machine's user
-            "CLAUDE_CONFIG_DIR": str(workspace.home / ".claude"),
-        }
-    )
-    return env
+def claude_env() -> dict[str, str]:
+    """The CLI's variables in the sandbox: the relay as its Anthropic endpoint, a placeholder key, its settings in the tmpfs home."""
+    return {
+        **OFF,
+        # Anthropic clients append /v1/messages to the base URL themselves.
+        "ANTHROPIC_BASE_URL": RELAY_URL,
+        "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,  # the forwarder outside adds the attempt token
+        "CLAUDE_CONFIG_DIR": f"{HOME}/.claude",
+    }
 
 
 @alight.rollout
 def episode(task: Any) -> float | None:
-    """One attempt: `claude -p PROMPT` in a fresh workspace, then the task's check."""
+    """One attempt: `claude -p PROMPT` in the sandbox on a fresh workspace, then the task's check."""
     binary = find_cli("ALIGHT_CLAUDE_BIN", "claude", "npm i -g @anthropic-ai/claude-code")
 
-    def prepare(cli_task: CliTask, workspace: Workspace, attempt: HarnessAttempt) -> tuple[list[str], dict[str, str]]:
-        env = claude_env(dict(os.environ), attempt.gateway_url, attempt.token, workspace)
-        return ["-p", cli_task.prompt, *cli_args(DEFAULT_ARGS)], env
+    def prepare(cli_task: CliTask, workspace: Workspace, attempt: HarnessAttempt) -> CliLaunch:
+        return CliLaunch(["-p", cli_task.prompt, *cli_args(DEFAULT_ARGS)], claude_env())
 
     return cli_episode(task, "claude", binary, prepare)

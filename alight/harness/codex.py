@@ -1,30 +1,32 @@
 # pyright: strict
-"""Codex (`codex exec`) as a rollout: the Responses API through this attempt's gateway, nothing else."""
+"""Codex (`codex exec`) as a rollout, in the sandbox: the Responses API through the forwarder, nothing else."""
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import alight
+from alight.guards.policy import HOME
 from alight.harness.attempt import HarnessAttempt
+from alight.harness.sandbox import PLACEHOLDER_KEY, RELAY_URL, CliLaunch
 from alight.harness.workspace import CliTask, Workspace, cli_args, cli_episode, find_cli
 
 DEFAULT_ARGS = ["--skip-git-repo-check"]
-TOKEN_ENV = "ALIGHT_TOKEN"  # Codex reads its provider's key from the variable the config names
+KEY_ENV = "OPENAI_API_KEY"  # Codex reads its provider's key from the variable the config names: a placeholder
 
 
-def codex_config(gateway_url: str) -> str:
-    """config.toml for CODEX_HOME: one model provider (the gateway), no approvals, no update checks.
+def codex_config(endpoint: str, gateway_url: str) -> str:
+    """config.toml for CODEX_HOME: one model provider (the relay to the gateway), no approvals, no update checks.
 
-    Codex's own sandbox is off (`danger-full-access`): the attempt's isolation is the runner's (a
-    container, or the coding example's sandbox), and Codex's sandbox helper cannot start from a
-    temporary folder.
+    Codex's own sandbox is off (`danger-full-access`): Codex runs inside alight's, whose only way out is the
+    forwarder, and Codex's sandbox helper cannot start from a read-only install inside another sandbox.
     """
-    url = json.dumps(gateway_url.rstrip("/"))  # a TOML basic string is a JSON string
+    url = json.dumps(endpoint.rstrip("/"))  # a TOML basic string is a JSON string
     return "\n".join(
         [
+            f"# Calls to {endpoint} leave the sandbox through alight's forwarder, to this attempt's gateway:",
+            f"# {gateway_url}",
             'model = "policy"',
             'model_provider = "alight"',
             'approval_policy = "never"',
@@ -34,7 +36,7 @@ def codex_config(gateway_url: str) -> str:
             "[model_providers.alight]",
             'name = "alight gateway"',
             f"base_url = {url}",
-            f'env_key = "{TOKEN_ENV}"',
+            f'env_key = "{KEY_ENV}"',
             'wire_api = "responses"',
             "",
             "[history]",
@@ -44,21 +46,14 @@ def codex_config(gateway_url: str) -> str:
     )
 
 
-def codex_env(base: dict[str, str], token: str, workspace: Workspace) -> dict[str, str]:
-    env = {k: v for k, v in base.items() if not k.startswith("CODEX_")}
-    home = workspace.home / ".codex"
-    env.update({"HOME": str(workspace.home), "CODEX_HOME": str(home), TOKEN_ENV: token})
-    return env
-
-
 @alight.rollout
 def episode(task: Any) -> float | None:
-    """One attempt: `codex exec PROMPT` in a fresh workspace, then the task's check."""
+    """One attempt: `codex exec PROMPT` in the sandbox on a fresh workspace, then the task's check."""
     binary = find_cli("ALIGHT_CODEX_BIN", "codex", "npm i -g @openai/codex")
 
-    def prepare(cli_task: CliTask, workspace: Workspace, attempt: HarnessAttempt) -> tuple[list[str], dict[str, str]]:
-        (workspace.home / ".codex").mkdir()
-        (workspace.home / ".codex" / "config.toml").write_text(codex_config(attempt.gateway_url))
-        return ["exec", *cli_args(DEFAULT_ARGS), cli_task.prompt], codex_env(dict(os.environ), attempt.token, workspace)
+    def prepare(cli_task: CliTask, workspace: Workspace, attempt: HarnessAttempt) -> CliLaunch:
+        config = codex_config(f"{RELAY_URL}/v1", attempt.gateway_url)
+        env = {"CODEX_HOME": f"{HOME}/.codex", KEY_ENV: PLACEHOLDER_KEY}
+        return CliLaunch(["exec", *cli_args(DEFAULT_ARGS), cli_task.prompt], env, {".codex/config.toml": config})
 
     return cli_episode(task, "codex", binary, prepare)

@@ -1,13 +1,14 @@
 # pyright: strict
-"""The parts every CLI harness shares: the task's shape, a fresh workspace, the CLI run, the check's reward."""
+"""The parts every CLI harness shares: the task's shape, a fresh workspace, the sandboxed run, the check's reward."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -15,9 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+import alight
+from alight.client import AlightClient
+from alight.guards.run import run_command
 from alight.harness.attempt import HarnessAttempt, current_attempt
+from alight.harness.sandbox import CliLaunch, base_policy, host_env, run_cli_sandboxed
+from alight.schemas import EventCreate
 
 CHECK_ENV = "ALIGHT_HARNESS_CHECK"  # the check command when the task names none
 ARGS_ENV = "ALIGHT_HARNESS_ARGS"  # extra CLI arguments, shell-quoted, replacing the harness's defaults
@@ -34,6 +40,15 @@ class CliTask(BaseModel):
     repo: str | None = Field(default=None, description="a folder copied into the workspace first")
     check: str | list[str] | None = Field(default=None, description="run in the workspace after the episode")
     check_timeout_s: float = Field(default=300.0, gt=0)
+    reward_range: tuple[float, float] = Field(default=(0.0, 1.0), description="the check's reward is clamped here")
+
+    @field_validator("reward_range")
+    @classmethod
+    def _ordered(cls, value: tuple[float, float]) -> tuple[float, float]:
+        low, high = value
+        if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+            raise ValueError(f"reward_range must be two finite numbers, low <= high; got {list(value)}")
+        return value
 
     @classmethod
     def parse(cls, task: Any) -> CliTask:
@@ -91,54 +106,74 @@ def cli_args(defaults: list[str]) -> list[str]:
     return shlex.split(extra) if extra is not None else defaults
 
 
-def run_cli(argv: list[str], workspace: Workspace, env: dict[str, str]) -> int:
-    """Run the CLI in the workspace with its output passed through to the attempt's log."""
-    print(f"alight harness: {argv[0]} in {workspace.work}", file=sys.stderr, flush=True)
-    completed = subprocess.run(argv, cwd=workspace.work, env=env, stdin=subprocess.DEVNULL, check=False)
-    return completed.returncode
+SCORE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# A line that reads as a number attempt (one token of digits, signs, points, exponents, or a nan/inf
+# spelling): it is either a strict finite decimal, or refused. Any other line ("3 passed") is no score.
+NUMBER_LIKE = re.compile(r"[+-]?(?:[0-9.][0-9._eE+-]*|nan|inf(?:inity)?)", re.IGNORECASE)
+CHECK_REFUSED = "check_reward_refused"  # rollout events the check's reward can raise
+CHECK_CLAMPED = "check_reward_clamped"
 
 
 def check_reward(task: CliTask, workspace: Workspace) -> float | None:
-    """The check's verdict on the workspace: a number on its last output line, else 1.0 on exit 0 and 0.0 otherwise.
+    """The check's verdict, run in the sandbox (no network, the workspace at /workspace).
 
+    A number on its last output line is the reward, clamped to the task's `reward_range`; a last line that
+    reads as a number but is not a finite decimal (nan, inf, 1e999, 1_0) gives no reward and a
+    `check_reward_refused` event. Otherwise exit 0 is 1.0 and anything else 0.0 (both clamped too).
     No check (neither in the task nor in $ALIGHT_HARNESS_CHECK): None, so a server-side evaluator can decide.
     """
     check = task.check if task.check is not None else os.environ.get(CHECK_ENV)
     if not check:
         return None
     argv = ["bash", "-c", check] if isinstance(check, str) else list(check)
-    try:
-        done = subprocess.run(
-            argv, cwd=workspace.work, capture_output=True, text=True, timeout=task.check_timeout_s, check=False
-        )
-    except subprocess.TimeoutExpired:
+    policy = base_policy(workspace.root, workspace.work, cpu_s=600, memory_mb=4096, timeout_s=task.check_timeout_s)
+    done = run_command(policy, argv, env=host_env(), streams="split")
+    if done.timed_out:
         print(f"alight harness: the check ran past {task.check_timeout_s:g}s: reward 0", file=sys.stderr)
         return 0.0
     print(
-        f"alight harness: check exited {done.returncode}\n{done.stdout[-2000:]}{done.stderr[-2000:]}", file=sys.stderr
+        f"alight harness: check exited {done.returncode}\n{done.output[-2000:]}{done.errors[-2000:]}", file=sys.stderr
     )
-    lines = done.stdout.strip().splitlines()
-    if lines:
-        try:
-            value = float(lines[-1])
-        except ValueError:
-            value = None
-        if value is not None and math.isfinite(value):
-            return value
-    return 1.0 if done.returncode == 0 else 0.0
+    lines = done.output.strip().splitlines()
+    last = lines[-1].strip() if lines else ""
+    if SCORE.fullmatch(last) and math.isfinite(float(last)):
+        value = float(last)
+    elif NUMBER_LIKE.fullmatch(last):
+        reason = f"the check's last line {last[:100]!r} is not a finite number: no reward"
+        print(f"alight harness: {reason}", file=sys.stderr)
+        _record(CHECK_REFUSED, {"line": last[:200], "reason": reason})
+        return None
+    else:
+        value = 1.0 if done.returncode == 0 else 0.0
+    low, high = task.reward_range
+    clamped = min(max(value, low), high)
+    if clamped != value:
+        _record(CHECK_CLAMPED, {"value": value, "reward": clamped, "range": [low, high]})
+    return clamped
 
 
-# (task, workspace, attempt) -> (the CLI's arguments, its environment); may write config files first
-Prepare = Callable[[CliTask, Workspace, HarnessAttempt], tuple[list[str], dict[str, str]]]
+def _record(kind: str, payload: dict[str, Any]) -> None:
+    """A rollout event about the check's reward: on the current span, and on the server when there is one."""
+    alight.emit(kind, **{k: json.dumps(v) if isinstance(v, list) else v for k, v in payload.items()})
+    ctx = alight.current()
+    if ctx is not None and ctx.server_url:
+        with AlightClient(ctx.server_url, ctx.token or "") as client:
+            event = EventCreate(id=f"{kind}-{ctx.attempt}", attempt=ctx.attempt, kind=kind, payload=payload)
+            client.add_event(ctx.rollout_id, event)
+
+
+# (task, workspace, attempt) -> how to start the CLI: its arguments, its variables, its config files
+Prepare = Callable[[CliTask, Workspace, HarnessAttempt], CliLaunch]
 
 
 def cli_episode(task: Any, name: str, binary: str, prepare: Prepare) -> float | None:
-    """One attempt of a CLI: fresh workspace, `binary ARGS` in it, then the check's reward (None: no check)."""
+    """One attempt of a CLI: fresh workspace, `binary ARGS` in the sandbox, then the check's reward (None: no check)."""
     attempt = current_attempt()
     cli_task = CliTask.parse(task)
     workspace = make_workspace(cli_task, f"{name}-{attempt.rollout_id}-{attempt.attempt}")
-    argv, env = prepare(cli_task, workspace, attempt)
-    code = run_cli([binary, *argv], workspace, env)
-    if code != 0:
-        raise RuntimeError(f"{name} exited with code {code}")
+    launch = prepare(cli_task, workspace, attempt)
+    print(f"alight harness: {binary} in the sandbox, {workspace.work} at /workspace", file=sys.stderr, flush=True)
+    done = run_cli_sandboxed(binary, launch, workspace.root, workspace.work, workspace.home, attempt)
+    if done.returncode != 0:
+        raise RuntimeError(f"{name} exited with code {done.returncode}")
     return check_reward(cli_task, workspace)

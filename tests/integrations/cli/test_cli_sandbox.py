@@ -1,0 +1,209 @@
+"""The CLI harnesses' boundary, probed the way a policy would: one shell command through the CLI's own tool.
+
+Per CLI (real Claude Code and Codex, `alight run`, the vLLM-shaped double scripted to call the shell tool
+once with PROBE), the command tries what issue 29's table lists: a host environment secret, a write to
+/tmp, the host's /etc/hostname and /root, a service on the host's loopback, the attempt token, and the
+rollout API through the sandbox's own way out. Its output comes back to the policy as the tool result,
+which the double logs: the assertions read what the policy would have seen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from alight.client import AlightClient
+from alight.harness.sandbox import PLACEHOLDER_KEY, RELAY_PORT
+from alight.schemas import Trajectory
+from alight_server.commands.embedded import embedded_server
+from alight_server.serving import ServerThread
+from alight_server.testing import FakeUpstreamState, create_fake_upstream
+
+ROOT = Path(__file__).resolve().parents[3]
+BIN = ROOT / ".tools" / "cli" / "node_modules" / ".bin"
+ALIGHT = str(Path(sys.executable).parent / "alight")
+INSTALL = "bash scripts/setup.sh (installs the pinned CLIs into .tools/cli with npm)"
+CANARY = f"host-secret-{uuid.uuid4().hex}"
+BANNER = f"loopback-banner-{uuid.uuid4().hex}"
+OUTSIDE = Path("/tmp") / f"alight-probe-{uuid.uuid4().hex}"  # the write outside the workspace
+
+# Each section starts with a ==name== line, so a test reads only its own part of the tool's output.
+PROBE = " ; ".join(
+    [
+        "echo ==env==",
+        "env",
+        "echo ==hostname==",
+        "cat /etc/hostname 2>&1",
+        "echo ==root==",
+        "ls -A /root 2>&1",
+        "echo ==loopback==",
+        "timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}; head -c 200 <&3' 2>&1",
+        "echo ==write==",
+        f"echo written > {OUTSIDE} && echo wrote-inside",
+        "echo ==rollout-api==",
+        "timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/{relay}; "
+        'printf "GET /api/rollouts HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n" >&3; head -c 300 <&3\' 2>&1',
+        "echo ==end==",
+    ]
+)
+CLIS = [
+    pytest.param(("claude_code", "claude", "Bash", "command"), id="claude-code"),
+    pytest.param(("codex", "codex", "exec_command", "cmd"), id="codex"),
+]
+
+
+@dataclass
+class Probe:
+    trajectory: Trajectory
+    upstream: FakeUpstreamState
+    output: str  # the tool result the policy got back
+
+    def section(self, name: str) -> str:
+        match = re.search(rf"=={name}==\n(.*?)(?:\n)?==", self.output, re.S)
+        assert match, f"no =={name}== section in the tool output:\n{self.output[:3000]}"
+        return match.group(1)
+
+
+@pytest.fixture(scope="module")
+def loopback_service() -> Iterator[int]:
+    """A service on the host's loopback that greets every connection with BANNER."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(BANNER.encode() + b"\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1]
+    server.close()
+
+
+def _tool_results(request: dict) -> str:
+    texts = []
+    for message in request.get("messages") or []:
+        if message.get("role") == "tool":
+            content = message.get("content")
+            texts.append(content if isinstance(content, str) else json.dumps(content))
+    return "\n".join(texts)
+
+
+@pytest.fixture(scope="module", params=CLIS)
+def probe(request, loopback_service, tmp_path_factory) -> Iterator[Probe]:
+    harness, binary, tool, argument = request.param
+    exe = BIN / binary
+    if not exe.exists():
+        pytest.skip(f"{binary} is not installed: {INSTALL}")
+    tmp = tmp_path_factory.mktemp(binary)
+    command = PROBE.format(port=loopback_service, relay=RELAY_PORT)
+    task = {
+        "prompt": f"call {tool} {json.dumps({argument: command})}",
+        "files": {"notes.txt": "hello\n"},
+        "check": "test -f notes.txt && echo 0.75",
+    }
+    app = create_fake_upstream(model="policy")
+    env = {
+        **os.environ,
+        "HOST_SECRET_CANARY": CANARY,  # where `alight run` was started: the policy must not see it
+        f"ALIGHT_{binary.upper()}_BIN": str(exe),
+        "ALIGHT_WORKSPACE_ROOT": str(tmp),
+    }
+    with ServerThread(app) as url:
+        done = subprocess.run(
+            [ALIGHT, "run", f"alight.harness.{harness}:episode", "--task", json.dumps(task), "--upstream",
+             url + "/v1", "--model", "policy", "--json", "--timeout", "240"],
+            capture_output=True, text=True, env=env, timeout=300, cwd=tmp,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    fake: FakeUpstreamState = app.state.fake
+    output = "\n".join(_tool_results(c.request) for c in fake.calls)
+    yield Probe(Trajectory.model_validate_json(done.stdout), fake, output)
+    OUTSIDE.unlink(missing_ok=True)
+
+
+def test_the_probe_ran_in_the_cli_shell_and_its_output_reached_the_policy(probe):
+    assert "==end==" in probe.output
+    assert "PATH=" in probe.section("env")
+
+
+def test_a_host_environment_secret_does_not_reach_the_cli_shell(probe):
+    assert "HOST_SECRET_CANARY" not in probe.output and CANARY not in probe.output
+
+
+def test_the_attempt_token_does_not_reach_the_cli_shell(probe):
+    env = probe.section("env")
+    assert "alt1." not in probe.output  # every attempt token starts so (alight_server.auth.TOKEN_PREFIX)
+    assert "ALIGHT_TOKEN=" not in env
+    keys = re.findall(r"^(?:ANTHROPIC_API_KEY|OPENAI_API_KEY)=(.*)$", env, re.M)
+    assert keys == [PLACEHOLDER_KEY]
+
+
+def test_a_write_to_tmp_stays_in_the_sandbox(probe):
+    assert "wrote-inside" in probe.section("write")  # the sandbox has a /tmp of its own
+    assert not OUTSIDE.exists()
+
+
+def test_the_hosts_etc_hostname_is_not_the_one_the_shell_reads(probe):
+    assert probe.section("hostname").strip() == "sandbox"
+    assert Path("/etc/hostname").read_text().strip() != "sandbox"
+
+
+def test_the_hosts_root_folder_is_absent(probe):
+    assert "No such file or directory" in probe.section("root")
+
+
+def test_a_service_on_the_hosts_loopback_is_unreachable(probe):
+    section = probe.section("loopback")
+    assert BANNER not in section and "Connection refused" in section
+
+
+def test_the_rollout_api_is_refused_on_the_way_out(probe):
+    assert probe.section("rollout-api").startswith("HTTP/1.1 403")
+
+
+def test_the_sandboxed_episode_still_reaches_the_gateway_with_every_call_captured(probe):
+    trajectory = probe.trajectory
+    assert trajectory.state == "succeeded" and trajectory.final_reward == 0.75
+    produced = [c.response for c in probe.upstream.calls if c.path.endswith("/chat/completions")]
+    calls = [t.call for t in trajectory.calls]
+    assert len(calls) == len(produced) >= 2
+    for call, answer in zip(calls, produced, strict=True):
+        assert call.status_code == 200 and call.prompt_token_ids == answer["prompt_token_ids"]
+        assert call.response_token_ids == [t for c in answer["choices"] for t in c["token_ids"]]
+
+
+def test_a_not_finite_check_score_is_refused_with_a_rollout_event(tmp_path):
+    exe = BIN / "claude"
+    if not exe.exists():
+        pytest.skip(f"claude is not installed: {INSTALL}")
+    task = {"prompt": "say hello", "check": "echo nan"}
+    app = create_fake_upstream(model="policy")
+    env = {**os.environ, "ALIGHT_CLAUDE_BIN": str(exe), "ALIGHT_WORKSPACE_ROOT": str(tmp_path)}
+    with ServerThread(app) as upstream, embedded_server(tmp_path) as (server, key):
+        done = subprocess.run(
+            [ALIGHT, "run", "alight.harness.claude_code:episode", "--task", json.dumps(task), "--upstream",
+             upstream + "/v1", "--model", "policy", "--json", "--timeout", "240", "--server", server,
+             "--admin-key", key],
+            capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-4000:]
+        trajectory = Trajectory.model_validate_json(done.stdout)
+        with AlightClient(server, key) as client:
+            events = client.list_events(trajectory.rollout_id, kind="check_reward_refused")
+    assert trajectory.final_reward is None
+    assert [e.payload["line"] for e in events] == ["nan"]
