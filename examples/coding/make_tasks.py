@@ -9,7 +9,8 @@ dropped without a run; the others are applied in place to a worker's own copy of
 with only the tests that execute the changed lines; a candidate that breaks 1..--max-fail of them gets the
 whole suite, and is kept only if 1..--max-fail baseline-passing tests fail there (FAIL_TO_PASS) and the
 run finished; every other baseline-passing test is PASS_TO_PASS. The problem statement is written from
-the failing tests' names and messages, with what varies between runs (addresses, paths, durations) masked.
+the failing tests' function names and messages, with what varies between runs (addresses, paths, durations)
+masked, and so is every literal of the hidden tests' assertions (alight.quoting: nothing to special-case).
 --workers processes (default 1) run at nice 10 or more; the results are taken in the seeded order, so the same seed,
 sdists and Python version give the same bytes whatever the worker count or the machine's load (see
 baseline.CPU_S). --check FILE regenerates and compares with FILE's first --per-project (or --count) tasks of
@@ -41,6 +42,7 @@ from mutations import Candidate, candidates, render
 from sources import PROJECTS, Project, apply_rewrite, fetch
 
 from alight.guards import require_tools
+from alight.quoting import hidden_assertions, mask, test_function
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PYTHON = HERE.parent.parent / ".venv-coding" / "bin" / "python"
@@ -63,29 +65,65 @@ def instance_id(candidate: Candidate) -> str:
     return f"{module_name(candidate.file)}.{candidate.kind}.{candidate.index}"
 
 
+def first_reports(failing: list[str], messages: dict[str, str]) -> dict[str, str]:
+    """The normalised message of each of the first MAX_STATEMENT_TESTS failing tests that has one."""
+    return {n: normalised(messages[n]) for n in failing[:MAX_STATEMENT_TESTS] if messages.get(n, "").strip()}
+
+
 def normalised(message: str) -> str:
     """A failure's first line, at most 300 characters, with what varies between runs masked."""
     first = message.strip().splitlines()[0] if message.strip() else ""
-    for pattern, mask in _VARYING:
-        first = pattern.sub(mask, first)
+    for pattern, placeholder in _VARYING:
+        first = pattern.sub(placeholder, first)
     return first[:300]
 
 
-def problem_statement(p: Project, failing: list[str], messages: dict[str, str]) -> str:
+def problem_statement(p: Project, failing: list[str], reports: dict[str, str], literals: list[str]) -> str:
+    """What a bug report would say: the failing tests by function (not by case), and what they report.
+
+    `reports` holds the normalised messages of the first MAX_STATEMENT_TESTS failing tests. A case's id
+    (`test_f[child-children]`) and the messages would quote the hidden tests' inputs and expected values, which
+    a policy could special-case instead of fixing the bug: ids are left out and the tests' `literals` masked.
+    """
     shown = failing[:MAX_STATEMENT_TESTS]
-    lines = [f"Some behaviour of `{p.name}` ({p.version}) is broken: {len(failing)} of its tests fail.", ""]
-    lines += ["Failing tests:", *(f"- {n}" for n in shown)]
-    if len(failing) > len(shown):
-        lines.append(f"- ... and {len(failing) - len(shown)} more")
-    reports = [f"{n}:\n    {normalised(messages[n])}" for n in shown if messages.get(n, "").strip()]
-    if reports:
-        lines += ["", "What they report:", "```", *reports, "```"]
+    cases = Counter(test_function(n) for n in failing)
+    functions = list(dict.fromkeys(test_function(n) for n in shown))
+    # A count that equals one of the tests' literals would read as a quote of it, so counts are masked too.
+    lines = [mask(f"Some behaviour of `{p.name}` ({p.version}) is broken: {len(failing)} of its tests fail.", literals)]
+    lines += ["", "Failing tests:"]
+    lines += [f"- {f}" + mask(f" ({cases[f]} cases)" if cases[f] > 1 else "", literals) for f in functions]
+    rest = len(failing) - sum(cases[f] for f in functions)
+    if rest:
+        lines.append(mask(f"- ... and {rest} more", literals))
+    said = []
+    for function in functions:
+        masked = [mask(reports[n], literals) for n in shown if test_function(n) == function and n in reports]
+        if masked:
+            said += [f"{function}:", *(f"    {m}" for m in dict.fromkeys(masked))]
+    if said:
+        lines += ["", "What they report:", "```", *said, "```"]
     lines += [
         "",
         "Fix the library code so that these tests pass again without breaking the others. The test files that",
         "fail are not in your checkout; they are run against your change afterwards. Do not edit tests.",
     ]
     return "\n".join(lines)
+
+
+def test_files(node_ids: list[str]) -> list[str]:
+    return sorted({n.split("::")[0] for n in node_ids})
+
+
+def hidden_tests(task: dict[str, Any]) -> dict[str, str]:
+    """The source of each test file the task hides (for `alight data clean --hidden-tests`)."""
+    checkout = fetch(PROJECTS[task["project"]])
+    return {f: (checkout / f).read_text() for f in task["hidden_tests"]}
+
+
+def hidden_literals(p: Project, failing: list[str]) -> list[str]:
+    """Every literal of every case of the failing tests' assertions (alight.quoting), from the pristine checkout."""
+    sources = {f: (fetch(p) / f).read_text() for f in test_files(failing)}
+    return sorted({lit for a in hidden_assertions(failing, sources) for lit in a.case})
 
 
 def project_candidates(p: Project, seed: int) -> list[Candidate]:
@@ -143,10 +181,12 @@ def evaluate(job: Job) -> tuple[str, dict[str, Any] | None]:
         "pythonpath": list(p.pythonpath),
         "kind": mutation.kind,
         "rewrite": mutation.rewrite(),
-        "problem_statement": problem_statement(p, failing, run.messages),
+        "problem_statement": problem_statement(
+            p, failing, first_reports(failing, run.messages), hidden_literals(p, failing)
+        ),
         "FAIL_TO_PASS": failing,
         "PASS_TO_PASS": [n for n in base.passed if n not in broken],
-        "hidden_tests": sorted({n.split("::")[0] for n in failing}),
+        "hidden_tests": test_files(failing),
     }
 
 
@@ -211,7 +251,7 @@ def reproduces(task: dict[str, Any], python: str = str(DEFAULT_PYTHON)) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--projects", default=",".join(PROJECTS), help=f"comma-separated, of {sorted(PROJECTS)}")
     parser.add_argument("--per-project", type=int, default=75, help="tasks to keep per project")
