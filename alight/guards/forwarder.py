@@ -124,6 +124,9 @@ class Forwarder:
                 request = self._next(conn, sock)
                 if not isinstance(request, h11.Request):
                     return  # the client closed the connection
+                # h11 bounds a head still arriving; one that arrived whole in a single read is measured here.
+                if len(request.target) + sum(len(k) + len(v) + 4 for k, v in request.headers) > self.max_head_bytes:
+                    raise Refused(431, f"request head over {self.max_head_bytes} bytes")
                 path = upstream_path(request.method, request.target)
                 body = self._body(conn, sock)
             except h11.RemoteProtocolError as exc:

@@ -1,0 +1,202 @@
+"""The forwarder on a real Unix socket in front of a real HTTP server standing in for the attempt's gateway.
+
+Only this attempt's model calls pass, with the attempt token put on by the forwarder; every other target
+(the rollout API, another attempt, /admin, OTLP, spellings that try to reach them) is answered by the
+forwarder itself and the gateway sees nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import Response, StreamingResponse
+
+from alight.guards.forwarder import Forwarder
+from alight_server.serving import ServerThread
+
+TOKEN = "alt1.attempt-token-for-r1"
+ATTEMPT = "/gw/r1/1/v1"
+
+
+@dataclass
+class Gateway:
+    seen: list[tuple[str, str, dict[str, str], bytes]] = field(default_factory=list)  # method, target, headers, body
+    release: threading.Event = field(default_factory=threading.Event)
+
+
+def gateway_app(gateway: Gateway) -> FastAPI:
+    app = FastAPI()
+
+    @app.post(f"{ATTEMPT}/chat/completions")
+    async def stream(request: Request) -> StreamingResponse:
+        gateway.seen.append(("POST", request.url.path, dict(request.headers), await request.body()))
+
+        async def events() -> Iterator[bytes]:
+            yield b"data: first\n\n"
+            await asyncio.to_thread(gateway.release.wait, 30)  # the client reads `first` before this is set
+            yield b"data: second\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "DELETE"])
+    async def anything(request: Request, path: str) -> Response:
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        gateway.seen.append((request.method, target, dict(request.headers), await request.body()))
+        return Response(b'{"ok": true}', media_type="application/json")
+
+    return app
+
+
+@pytest.fixture
+def forwarder(tmp_path: Path) -> Iterator[tuple[Path, Gateway]]:
+    gateway = Gateway()
+    with ServerThread(gateway_app(gateway)) as url:
+        path = tmp_path / "gw.sock"
+        with Forwarder(path, url + ATTEMPT, TOKEN, max_head_bytes=8192, max_body_bytes=4096):
+            yield path, gateway
+
+
+def raw(path: Path, request: bytes) -> bytes:
+    """Send bytes on the socket and read until the forwarder closes it (every refusal closes)."""
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(10)
+        sock.connect(str(path))
+        sock.sendall(request)
+        chunks = []
+        while data := sock.recv(65536):
+            chunks.append(data)
+    return b"".join(chunks)
+
+
+def client(path: Path) -> httpx.Client:
+    return httpx.Client(transport=httpx.HTTPTransport(uds=str(path)), base_url="http://sandbox")
+
+
+def test_a_model_call_reaches_the_attempts_gateway_with_the_attempt_token_and_not_the_clients_key(forwarder):
+    path, gateway = forwarder
+    with client(path) as http:
+        answer = http.post(
+            "/v1/messages?beta=true",
+            json={"model": "policy"},
+            headers={"x-api-key": "placeholder", "authorization": "Bearer placeholder", "anthropic-beta": "x"},
+        )
+    assert answer.status_code == 200 and answer.json() == {"ok": True}
+    [(method, target, headers, body)] = gateway.seen
+    assert (method, target, body) == ("POST", f"{ATTEMPT}/messages?beta=true", b'{"model":"policy"}')
+    assert headers["authorization"] == f"Bearer {TOKEN}" and "x-api-key" not in headers
+    assert headers["anthropic-beta"] == "x"
+
+
+def test_headers_outside_the_allowlist_never_reach_the_gateway(forwarder):
+    path, gateway = forwarder
+    smuggled = {"cookie": "s=1", "proxy-authorization": "Basic eA==", "api-key": "k", "x-goog-api-key": "k",
+                "x-alight-admin-key": "k", "forwarded": "for=evil", "x-forwarded-host": "evil"}  # fmt: skip
+    with client(path) as http:
+        assert http.post("/v1/responses", json={}, headers=smuggled).status_code == 200
+    [(_, _, headers, _)] = gateway.seen
+    assert not set(smuggled) & set(headers)
+    assert headers["authorization"] == f"Bearer {TOKEN}"
+
+
+def test_a_streamed_answer_passes_through_as_it_is_produced(forwarder):
+    path, gateway = forwarder
+    with client(path) as http, http.stream("POST", "/v1/chat/completions", json={"stream": True}) as answer:
+        lines = answer.iter_lines()
+        assert next(lines) == "data: first"  # arrived while the gateway still holds the second event
+        gateway.release.set()
+        assert [line for line in lines if line] == ["data: second"]
+
+
+def test_one_connection_carries_several_model_calls(forwarder):
+    path, gateway = forwarder
+    with client(path) as http:
+        for _ in range(3):
+            assert http.get("/v1/models").status_code == 200
+    assert [target for _, target, _, _ in gateway.seen] == [f"{ATTEMPT}/models"] * 3
+
+
+@pytest.mark.parametrize(
+    "request_line",
+    [
+        b"GET /api/rollouts HTTP/1.1",  # the rollout API
+        b"POST /api/rollouts/r1/rewards HTTP/1.1",
+        b"POST /api/rollouts/r1/events HTTP/1.1",
+        b"POST /gw/r2/1/v1/messages HTTP/1.1",  # another attempt
+        b"POST /gw/r1/1/v1/messages HTTP/1.1",  # this attempt, by its gateway path: only /v1/... is served
+        b"GET /admin/weights HTTP/1.1",
+        b"POST /v1/traces HTTP/1.1",  # OTLP
+        b"POST /v1/messages/../../api/rollouts HTTP/1.1",
+        b"POST /v1/../api/rollouts HTTP/1.1",
+        b"POST /v1%2Fmessages HTTP/1.1",
+        b"POST /v1/messages%2F..%2F..%2Fapi HTTP/1.1",
+        b"POST //v1/messages HTTP/1.1",
+        b"POST /v1//messages HTTP/1.1",
+        b"POST /V1/MESSAGES HTTP/1.1",
+        b"POST /v1/messages/ HTTP/1.1",
+        b"POST /v1/messages;x HTTP/1.1",
+        b"GET /v1/messages HTTP/1.1",  # an allowed path with another method
+        b"DELETE /v1/models HTTP/1.1",
+        b"POST /v1/messages/count_tokens HTTP/1.1",
+    ],
+)
+def test_every_target_but_the_model_calls_is_refused(forwarder, request_line):
+    path, gateway = forwarder
+    answer = raw(path, request_line + b"\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+    assert answer.startswith(b"HTTP/1.1 403 "), answer[:200]
+    assert gateway.seen == []
+
+
+@pytest.mark.parametrize(
+    "request_line",
+    [
+        b"POST http://127.0.0.1:8000/api/rollouts HTTP/1.1",  # absolute-form
+        b"POST http://sandbox/v1/messages HTTP/1.1",  # absolute-form of an allowed path
+        b"OPTIONS * HTTP/1.1",  # asterisk-form
+        b"CONNECT 127.0.0.1:8000 HTTP/1.1",  # authority-form: a tunnel
+        b"POST /v1/messages?to=/api/rollouts HTTP/1.1",  # a query that is more than key=value pairs
+        b"POST /v1/messages?x=%2e%2e HTTP/1.1",
+    ],
+)
+def test_targets_in_other_forms_are_malformed_requests(forwarder, request_line):
+    path, gateway = forwarder
+    answer = raw(path, request_line + b"\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+    assert gateway.seen == []
+
+
+def test_an_oversized_request_head_is_refused(forwarder):
+    path, gateway = forwarder
+    answer = raw(path, b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 20000 + b"\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 431 ")
+    assert gateway.seen == []
+
+
+def test_an_oversized_body_is_refused(forwarder):
+    path, gateway = forwarder
+    answer = raw(path, b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n" + b"a" * 5000)
+    assert answer.startswith(b"HTTP/1.1 413 ")
+    assert gateway.seen == []
+
+
+def test_a_request_smuggled_behind_an_allowed_one_is_refused(forwarder):
+    path, gateway = forwarder
+    allowed = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
+    smuggled = b"POST /api/rollouts/r1/rewards HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+    answer = raw(path, allowed + smuggled)
+    assert answer.startswith(b"HTTP/1.1 200 ") and b"HTTP/1.1 403 " in answer
+    assert [target for _, target, _, _ in gateway.seen] == [f"{ATTEMPT}/models"]
+
+
+def test_an_unreachable_gateway_is_a_502_from_the_forwarder(tmp_path):
+    with Forwarder(tmp_path / "gw.sock", "http://127.0.0.1:9/gw/r1/1/v1", TOKEN):
+        with client(tmp_path / "gw.sock") as http:
+            answer = http.get("/v1/models")
+    assert answer.status_code == 502 and "did not answer" in answer.json()["error"]["message"]
