@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +39,7 @@ def gateway_app(gateway: Gateway) -> FastAPI:
     async def stream(request: Request) -> StreamingResponse:
         gateway.seen.append(("POST", request.url.path, dict(request.headers), await request.body()))
 
-        async def events() -> Iterator[bytes]:
+        async def events() -> AsyncIterator[bytes]:
             yield b"data: first\n\n"
             await asyncio.to_thread(gateway.release.wait, 30)  # the client reads `first` before this is set
             yield b"data: second\n\n"
@@ -196,7 +196,6 @@ def test_a_request_smuggled_behind_an_allowed_one_is_refused(forwarder):
 
 
 def test_an_unreachable_gateway_is_a_502_from_the_forwarder(tmp_path):
-    with Forwarder(tmp_path / "gw.sock", "http://127.0.0.1:9/gw/r1/1/v1", TOKEN):
-        with client(tmp_path / "gw.sock") as http:
-            answer = http.get("/v1/models")
+    with Forwarder(tmp_path / "gw.sock", "http://127.0.0.1:9/gw/r1/1/v1", TOKEN), client(tmp_path / "gw.sock") as http:
+        answer = http.get("/v1/models")
     assert answer.status_code == 502 and "did not answer" in answer.json()["error"]["message"]
