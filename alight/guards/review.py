@@ -9,7 +9,9 @@ reward unchanged):
   names (`--outcomes-out`, `pytest_outcomes`, `/opt/alight`, `--junitxml`), and, at import time (module
   level, decorators and defaults included), exit hooks (`atexit.register`), leaving the interpreter
   (`os._exit`, `sys.exit`, `exit`, `quit`), signals and killing processes (`os.kill`, `os.killpg`,
-  `signal.*`), writing into `sys.modules`, patching `builtins`, and tracing (`sys.settrace`, `sys.setprofile`);
+  `signal.*`), writing into `sys.modules`, patching `builtins`, tracing (`sys.settrace`, `sys.setprofile`),
+  running code built at run time (`exec`, `eval`, `compile`, `__import__` of a computed name) and starting
+  threads or processes (they outlive the import and can rewrite a report after pytest wrote it);
 - review flag: the same calls inside functions (a CLI's main may exit, a lazy loader may fill sys.modules),
   `sys.argv`, frame and garbage-collector introspection (`sys._getframe`, `inspect.stack`, `gc.get_objects`,
   `f_back`/`f_locals`/`f_globals`), `import pytest`, `/proc/` and `/dev/fd` paths, and `ctypes`.
@@ -43,6 +45,9 @@ _CALLS = {
     "sys.settrace": "tracing the interpreter",
     "sys.setprofile": "tracing the interpreter",
     "threading.settrace": "tracing the interpreter",
+    "exec": "running code built at run time",
+    "eval": "running code built at run time",
+    "compile": "running code built at run time",
 }
 # Work that outlives the import (it can rewrite a report after pytest wrote it): hard at import time only,
 # since inside functions it is ordinary code.
@@ -184,6 +189,10 @@ class _Reader(ast.NodeVisitor):
             self._at_import(node, f"calls {name} ({store})", False)
         elif name in ("setattr", "delattr", "builtins.setattr", "builtins.delattr") and node.args:
             self._store(node, self.qualified(node.args[0]))
+        elif name in ("__import__", "importlib.import_module", "importlib.__import__") and not (
+            node.args and isinstance(node.args[0], ast.Constant)
+        ):
+            self._at_import(node, f"calls {name} with a name computed at run time", False)
         elif what := self._within(name, _CALLS):
             self._at_import(node, f"calls {name} ({what})", False)
         elif what := self._within(name, _STARTS):

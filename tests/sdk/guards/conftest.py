@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from guards_testkit import BUGGY, SANDBOX_PYTHON, TESTS
+from guards_testkit import BUGGY, CASES, SANDBOX_PYTHON, TESTS
 
 from alight.guards import Episode, prepare_episode
 
@@ -30,7 +30,8 @@ def checkout(tmp_path: Path) -> Path:
     if reason:
         pytest.skip(reason)
     root = tmp_path / "checkout"
-    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "data").mkdir(parents=True)
+    (root / "tests" / "data" / "cases.json").write_text(CASES)
     (root / "calc.py").write_text(BUGGY.replace("a - b", "a + b"))
     (root / "tests" / "test_calc.py").write_text(TESTS)
     (root / "tests" / "test_helpers.py").write_text("def test_visible():\n    assert True\n")
