@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from controller_testkit import AGENTS, create_rollout, get_rollout, pid_alive, wait_terminal, wait_until
+from controller_testkit import AGENTS, SCRIPTED, create_rollout, get_rollout, pid_alive, wait_terminal, wait_until
 
 from alight.client import AlightClient
 from alight_server.app import create_app
@@ -68,6 +68,18 @@ def test_a_task_failure_naming_a_withheld_host_variable_names_the_setting_to_fix
     message = wait_terminal(admin_client, "env-hint")["attempts"][0]["message"]
     assert "HINT_PROBE_TOKEN" in message and "agent.inherit_env" in message and "agent.env" in message
     assert "value-never-shown" not in message
+
+
+def test_an_agent_receives_its_runner_env_values_that_the_server_answers_masked(
+    controllers: Make, admin_client: httpx.Client, tmp_path: Path
+) -> None:
+    env_out = tmp_path / "env.json"
+    runner = {"command": SCRIPTED, "env": {"AGENT_DB_PASSWORD": "pw-real-5e1"}}
+    create_rollout(admin_client, "sealed-env", task={"env_out": str(env_out)}, runner=runner)
+    controllers().start()
+    assert wait_terminal(admin_client, "sealed-env")["state"] == "succeeded"
+    assert json.loads(env_out.read_text())["AGENT_DB_PASSWORD"] == "pw-real-5e1"
+    assert get_rollout(admin_client, "sealed-env")["runner"]["env"] == {"AGENT_DB_PASSWORD": "***"}
 
 
 def test_a_missing_executable_is_infra_and_retried_up_to_max_attempts(

@@ -93,6 +93,25 @@ def test_the_attempt_token_reaches_the_agent_only_through_its_secret(
     assert env["ALIGHT_ROLLOUT_ID"] == "tok-1" and env["ALIGHT_ATTEMPT"] == "1"
 
 
+def test_a_pod_gets_its_runner_env_from_the_secret_and_runs_with_least_privilege(
+    k8s_controllers: Make, admin_client: httpx.Client, cluster: FakeCluster, tmp_path: Any
+) -> None:
+    env_out = tmp_path / "env.json"
+    runner = {"env": {"AGENT_DB_PASSWORD": "pw-real-k8s"}}
+    k8s_rollout(admin_client, "lp-1", task={"env_out": str(env_out), "sleep": 30}, runner=runner)
+    k8s_controllers().start()
+    running_pod(cluster, "lp-1")  # the fake API admitted the Job and its Pod runs
+    (job,) = cluster.store.list("jobs", "default")[0]
+    env = wait_until(lambda: env_out.exists() and __import__("json").loads(env_out.read_text()))
+    assert env["AGENT_DB_PASSWORD"] == "pw-real-k8s" and "pw-real-k8s" not in str(job)
+    pod = job["spec"]["template"]["spec"]
+    security = pod["containers"][0]["securityContext"]
+    assert pod["automountServiceAccountToken"] is False and pod["securityContext"]["runAsNonRoot"] is True
+    assert security["readOnlyRootFilesystem"] is True and security["capabilities"]["drop"] == ["ALL"]
+    assert security["allowPrivilegeEscalation"] is False
+    assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+
+
 def test_a_non_zero_exit_is_a_task_failure_with_the_log_tail_and_no_retry(
     k8s_controllers: Make, admin_client: httpx.Client
 ) -> None:

@@ -9,7 +9,7 @@ from sqlalchemy import ColumnElement, Connection, FromClause, Row, and_, func, s
 
 from alight.api_models import RolloutFilter, RolloutQuery
 from alight.schemas import Attempt, FailureKind, Mode, Rollout, RolloutState
-from alight_server.store import rows
+from alight_server.store import rows, runner_env
 from alight_server.store import tables as t
 from alight_server.store.database import SqlDatabase
 
@@ -58,15 +58,18 @@ class SqlRolloutListing(SqlDatabase):
         stmt = select(t.rollouts).select_from(source).where(condition, c.seq > query.since_seq)
         return self._with_attempts(conn, conn.execute(stmt.order_by(c.seq).limit(query.limit)).all())
 
-    def _by_ids(self, conn: Connection, ids: Sequence[str]) -> dict[str, Rollout]:
+    def _by_ids(self, conn: Connection, ids: Sequence[str], *, sealed: bool = False) -> dict[str, Rollout]:
         """The stored rollouts of these ids, however many (the store's own reads after a write)."""
         found = conn.execute(select(t.rollouts).where(t.rollouts.c.id.in_(list(ids)))).all() if ids else []
-        return {r.id: r for r in self._with_attempts(conn, found)}
+        return {r.id: r for r in self._with_attempts(conn, found, sealed=sealed)}
 
-    def _with_attempts(self, conn: Connection, found: Sequence[Row[Any]]) -> list[Rollout]:
+    def _with_attempts(self, conn: Connection, found: Sequence[Row[Any]], *, sealed: bool = False) -> list[Rollout]:
+        """The rollouts of these rows with their attempts; runner env values masked, or (`sealed`, for a claim
+        to open) as stored."""
         a = t.attempts.c
         attempts: dict[str, list[Attempt]] = {row.id: [] for row in found}
         if attempts:
             for row in conn.execute(select(t.attempts).where(a.rollout_id.in_(list(attempts))).order_by(a.attempt)):
                 attempts[row.rollout_id].append(rows.from_row(Attempt, t.attempts, row))
-        return [rows.from_row(Rollout, t.rollouts, row, attempts=attempts[row.id]) for row in found]
+        stored = [rows.from_row(Rollout, t.rollouts, row, attempts=attempts[row.id]) for row in found]
+        return stored if sealed else [runner_env.masked(r) for r in stored]

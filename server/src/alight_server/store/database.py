@@ -22,6 +22,7 @@ from sqlalchemy.pool import StaticPool
 from alight_server import upstream_keys
 from alight_server.store import tables as t
 from alight_server.store.base import NotFound, SchemaTooNew, StoreError
+from alight_server.store.runner_env import RunnerEnvBox
 
 
 class SqlDatabase:
@@ -37,6 +38,7 @@ class SqlDatabase:
         # An in-memory database is one shared connection: readers must queue too.
         self._read_lock = self._write_lock if _in_memory(url) else None
         self._unwaiting: Any = None  # `_driver_write_now`'s connection, made on first use
+        self._runner_env = RunnerEnvBox()  # seals runner env values (store/runner_env.py)
         self._open_schema()
 
     # ---- plumbing

@@ -21,6 +21,7 @@ from alight.schemas import (
     Attempt,
     AttemptFinish,
     AttemptStatus,
+    FailureKind,
     PolicyVersion,
     Rollout,
     RolloutCreate,
@@ -37,6 +38,7 @@ from alight_server.store.browse import SqlRolloutListing
 from alight_server.store.gateway_pause import SqlGatewayReplicas
 from alight_server.store.lifecycle import apply_finish, check_transition, end_running_attempt
 from alight_server.store.records import SqlRecords
+from alight_server.store.runner_env import RunnerEnvError
 from alight_server.store.runs import SqlRuns
 
 
@@ -88,6 +90,7 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutListing):
                         rows.values(
                             t.rollouts,
                             item,
+                            runner=self._runner_env.sealed(item.runner),
                             id=rid,
                             state=RolloutState.QUEUED,
                             policy_version=policy,
@@ -149,8 +152,19 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutListing):
                 )
                 self._touch(conn, row.id, state=RolloutState.RUNNING.value, claimable=False, attempt_count=attempt)
                 claimed.append((row.id, attempt))
-            stored = self._by_ids(conn, [rid for rid, _ in claimed])
-        return [(stored[rid], attempt) for rid, attempt in claimed]
+            stored = self._by_ids(conn, [rid for rid, _ in claimed], sealed=True)
+            started: list[tuple[Rollout, int]] = []
+            for rid, attempt in claimed:
+                try:
+                    # The controller that starts the attempt is the one reader of the values themselves.
+                    started.append((self._runner_env.opened(stored[rid]), attempt))
+                except RunnerEnvError as exc:
+                    # Retrying would not open it either: the attempt fails as infra at once, saying why.
+                    finish = AttemptFinish(status="failed", failure_kind=FailureKind.INFRA, message=str(exc))
+                    changes = apply_finish(conn, self._rollout_row(conn, rid, lock=True), attempt, finish)
+                    if changes is not None:
+                        self._touch(conn, rid, **changes)
+        return started
 
     def set_runner_handle(self, rollout_id: str, attempt: int, handle: str) -> Attempt:
         with self._write() as conn:

@@ -1,0 +1,87 @@
+"""A rollout's runner `env` at rest: each value sealed, answered as "***", opened only when an attempt is claimed.
+
+`agent.env` holds what a user hands one agent on purpose (a hub token, a
+database password), so the store keeps each value as a Fernet token and every
+read (the admin API, the dashboard, a rollout's list) shows "***". Only
+`claim_attempts`, whose answer goes to the controller that starts the attempt,
+carries the values themselves.
+
+The key is the server's ALIGHT_SECRET_KEY (alight_server/upstream_keys.py: the
+same key, rotation included, as stored upstream keys). A server started without
+one seals under a key it holds in memory only: nothing readable is stored
+either way, and a value sealed so cannot be opened after a restart, so its
+attempt fails as infra with a message naming ALIGHT_SECRET_KEY.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken
+
+from alight.schemas import Rollout, RunnerSpec
+from alight_server import upstream_keys
+from alight_server.store.base import StoreError
+
+MASK = "***"
+SEALED = "sealed:"  # the prefix of a stored value; one without it was stored before sealing and is opened as is
+
+
+class RunnerEnvError(StoreError):
+    """A stored runner env value that this server cannot open (sealed under another key)."""
+
+
+class RunnerEnvBox:
+    """Seals and opens runner env values for one store: ALIGHT_SECRET_KEY when set, else this instance's own key."""
+
+    def __init__(self) -> None:
+        self._memory_key = Fernet(Fernet.generate_key())  # used only while ALIGHT_SECRET_KEY is unset
+
+    def sealed(self, runner: RunnerSpec | None) -> dict[str, Any] | None:
+        """The runner spec as the store keeps it: every env value sealed."""
+        if runner is None:
+            return None
+        data = runner.model_dump(mode="json")
+        data["env"] = {name: SEALED + self._seal(value) for name, value in runner.env.items()}
+        return data
+
+    def opened(self, rollout: Rollout) -> Rollout:
+        """The rollout with its runner env values readable again; RunnerEnvError when one cannot be opened."""
+        runner = rollout.runner
+        if runner is None or not runner.env:
+            return rollout
+        env = {name: self._open(rollout.id, name, value) for name, value in runner.env.items()}
+        return rollout.model_copy(update={"runner": runner.model_copy(update={"env": env})})
+
+    def _seal(self, value: str) -> str:
+        if upstream_keys.has_secret_key():
+            return upstream_keys.seal(value)
+        return self._memory_key.encrypt(value.encode()).decode()
+
+    def _open(self, rollout_id: str, name: str, value: str) -> str:
+        if not value.startswith(SEALED):
+            return value
+        token = value.removeprefix(SEALED)
+        if upstream_keys.has_secret_key():
+            try:
+                return upstream_keys.unseal(f"runner env {name}", token)
+            except upstream_keys.UpstreamKeyError:
+                pass  # sealed in memory by this process before the key was set, or under another key
+        try:
+            return self._memory_key.decrypt(token.encode()).decode()
+        except InvalidToken:
+            raise RunnerEnvError(
+                f"rollout {rollout_id!r}: its runner env value {name!r} was sealed under a key this server does "
+                f"not have (a server restarted without {upstream_keys.SECRET_KEY_ENV}, or with another one); start "
+                f"the server with the {upstream_keys.SECRET_KEY_ENV} it was created under (make one for the future "
+                f"with: {upstream_keys.MAKE_KEY}), or create the rollout again"
+            ) from None
+
+
+def masked(rollout: Rollout) -> Rollout:
+    """The rollout as every reader but the controller sees it: its runner env names, each value "***"."""
+    runner = rollout.runner
+    if runner is None or not runner.env:
+        return rollout
+    env = dict.fromkeys(runner.env, MASK)
+    return rollout.model_copy(update={"runner": runner.model_copy(update={"env": env})})
