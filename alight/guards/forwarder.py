@@ -104,7 +104,10 @@ class Forwarder:
         server.daemon_threads = True
         self.socket_path.chmod(0o600)  # the sandbox's user maps to ours; nobody else on the host
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="alight-forwarder", daemon=True)
+        # A short poll: leaving the block (the CLI has exited) waits for at most one poll interval.
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="alight-forwarder", daemon=True
+        )
         self._thread.start()
         return self
 

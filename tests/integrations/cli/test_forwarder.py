@@ -55,13 +55,21 @@ def gateway_app(gateway: Gateway) -> FastAPI:
     return app
 
 
+@pytest.fixture(scope="module")
+def gateway() -> Iterator[tuple[str, Gateway]]:
+    recorded = Gateway()
+    with ServerThread(gateway_app(recorded)) as url:
+        yield url, recorded
+
+
 @pytest.fixture
-def forwarder(tmp_path: Path) -> Iterator[tuple[Path, Gateway]]:
-    gateway = Gateway()
-    with ServerThread(gateway_app(gateway)) as url:
-        path = tmp_path / "gw.sock"
-        with Forwarder(path, url + ATTEMPT, TOKEN, max_head_bytes=8192, max_body_bytes=4096):
-            yield path, gateway
+def forwarder(gateway: tuple[str, Gateway], tmp_path: Path) -> Iterator[tuple[Path, Gateway]]:
+    url, recorded = gateway
+    recorded.seen.clear()
+    recorded.release = threading.Event()
+    path = tmp_path / "gw.sock"
+    with Forwarder(path, url + ATTEMPT, TOKEN, max_head_bytes=8192, max_body_bytes=4096):
+        yield path, recorded
 
 
 def raw(path: Path, request: bytes) -> bytes:
