@@ -1,0 +1,99 @@
+"""The grading runner: an interpreter the workspace's files cannot take over, and outcomes that must agree."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from guards_testkit import HIDDEN_EXIT_0, HIDDEN_FORGE, HIDDEN_FORGE_JUNIT, SANDBOX_PYTHON
+
+from alight.guards import SandboxPolicy, run_tests
+from alight.guards import testrun as runs
+from alight.guards.interpreter import interpreter_modules
+from alight.guards.testrun import disagreements, junit_key
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None or not SANDBOX_PYTHON.exists(),
+    reason="bwrap or .venv-coding missing: bash scripts/setup.sh",
+)
+FIXED = "def add(a, b):\n    return a + b\n"
+TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_other():\n    assert True\n"
+SELECT = ["tests/test_calc.py::test_add", "tests/test_calc.py::test_other"]
+
+
+def project(tmp_path: Path, calc: str = FIXED) -> SandboxPolicy:
+    workspace, scratch = tmp_path / "workspace", tmp_path / "scratch"
+    (workspace / "tests").mkdir(parents=True)
+    scratch.mkdir()
+    (workspace / "calc.py").write_text(calc)
+    (workspace / "tests" / "test_calc.py").write_text(TESTS)
+    return SandboxPolicy(workspace=str(workspace), scratch=str(scratch), python=str(SANDBOX_PYTHON))
+
+
+def graded(policy: SandboxPolicy) -> runs.TestRun:
+    return run_tests(policy, SELECT, pythonpath=["."], timeout_s=120)
+
+
+def test_no_planted_module_is_imported_by_the_grading_interpreter(tmp_path: Path) -> None:
+    # Every name the interpreter imports from its own paths (standard library, site-packages, the grader's
+    # own modules, start-up hooks), planted at the root, in the tests folder and as a package, plus .pth
+    # files: each writes a marker when it is imported.
+    policy = project(tmp_path)
+    workspace = Path(policy.workspace)
+    # (Names pytest collects as test modules, *_test and test_*, are test files: restored before grading.)
+    names = sorted(n for n in interpreter_modules(policy.python) if not n.endswith("_test") and n[:5] != "test_")
+    assert {"pytest", "_pytest", "pluggy", "iniconfig", "json", "sitecustomize", "pytest_outcomes"} <= set(names)
+    for name in names:
+        marker = f"open('/tmp/imported-{name}', 'w').close()\n"
+        (workspace / f"{name}.py").write_text(marker)
+        (workspace / "tests" / f"{name}.py").write_text(marker)
+    (workspace / "pkg").mkdir()
+    (workspace / "pkg" / "json.py").write_text("open('/tmp/imported-pkg-json', 'w').close()\n")
+    for where in (workspace, workspace / "tests"):
+        (where / "zz_hook.pth").write_text("import os; open('/tmp/imported-pth', 'w').close()\n")
+    run = graded(policy)
+    assert run.outcomes == {n: "passed" for n in SELECT}, run.output[-3000:]
+    assert sorted(p.name for p in Path(policy.scratch).glob("imported-*")) == []
+    assert run.disagreements == []
+
+
+def test_the_code_under_test_does_not_see_the_graders_options(tmp_path: Path) -> None:
+    calc = FIXED + "import sys\nassert sys.argv[1:] == [], sys.argv\n"
+    run = graded(project(tmp_path, calc))
+    assert run.outcomes == {n: "passed" for n in SELECT}, run.output[-3000:]
+
+
+def test_an_honest_run_has_three_sources_that_agree(tmp_path: Path) -> None:
+    run = graded(project(tmp_path, FIXED.replace("a + b", "a - b")))
+    assert run.outcomes == {SELECT[0]: "failed", SELECT[1]: "passed"}
+    assert run.disagreements == []
+
+
+def test_a_report_forged_at_exit_disagrees_with_pytests_junit_stream(tmp_path: Path) -> None:
+    run = graded(project(tmp_path, FIXED.replace("a + b", "a - b") + HIDDEN_FORGE))
+    assert run.outcomes[SELECT[0]] == "passed"  # the forger's word
+    assert "tests.test_calc::test_add: outcomes report passed, JUnit not passed" in run.disagreements
+
+
+def test_a_forged_junit_report_after_pytests_own_is_not_one_report(tmp_path: Path) -> None:
+    run = graded(project(tmp_path, FIXED.replace("a + b", "a - b") + HIDDEN_FORGE_JUNIT))
+    assert any("pytest's JUnit stream is not one report" in d for d in run.disagreements), run.disagreements
+
+
+def test_an_exit_status_forced_to_0_disagrees_with_the_report(tmp_path: Path) -> None:
+    run = graded(project(tmp_path, FIXED.replace("a + b", "a - b") + HIDDEN_EXIT_0))
+    assert "the outcomes report says exit status 1; the process exited 0" in run.disagreements
+
+
+def test_a_report_without_a_junit_stream_is_a_disagreement() -> None:
+    report = {"outcomes": {"t.py::a": "passed"}, "messages": {}, "exitstatus": 0}
+    assert disagreements(report, None, 0) == ["pytest's JUnit stream is missing while the other exists (exit status 0)"]
+
+
+def test_a_run_that_reported_nothing_is_no_disagreement() -> None:
+    assert disagreements(None, None, -9) == []
+
+
+def test_junit_keys_follow_pytests_escaping_of_parameters() -> None:
+    assert junit_key("tests/sub/test_x.py::TestA::test_b[1-\x00]") == "tests.sub.test_x.TestA::test_b[1-#x00]"
