@@ -73,8 +73,13 @@ def _load(
     return tokens / (time.perf_counter() - start), tokens / max(_cpu_s(pgid) - cpu, 1e-9)
 
 
-def measure(base_url: str, model: str, max_tokens: int, sequential: bool, pgid: int | None = None) -> dict[str, float]:
-    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=3600)
+BENCH_KEY = "benchmark-inference-key"  # the embedded server's /v1 key (every route needs one)
+
+
+def measure(
+    base_url: str, api_key: str, model: str, max_tokens: int, sequential: bool, pgid: int | None = None
+) -> dict[str, float]:
+    client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=3600)
     _load(client, model, 4, 2, 2, pgid)  # warm-up: first-call allocations, thread pools
     results = {}
     for c in CONCURRENCY:
@@ -101,9 +106,9 @@ def run_embedded(args: argparse.Namespace) -> dict[str, float]:
     start = time.perf_counter()
     dtype = None if args.dtype == "auto" else getattr(torch, args.dtype)
     engine = InferenceEngine.from_model_name(args.model, device="cpu", dtype=dtype)
-    with engine, ServerThread(create_inference_app(engine)) as url:
+    with engine, ServerThread(create_inference_app(engine, api_key=BENCH_KEY)) as url:
         results = {"startup_s": time.perf_counter() - start}
-        results.update(measure(f"{url}/v1", args.model, args.max_tokens, args.sequential))
+        results.update(measure(f"{url}/v1", BENCH_KEY, args.model, args.max_tokens, args.sequential))
         state = {k: v.detach().clone() for k, v in engine.model.state_dict().items()}
         results["update_full_s"] = _timed(lambda: engine.update_weights(state))
     return results
@@ -125,17 +130,23 @@ def run_vllm(args: argparse.Namespace) -> dict[str, float]:
     try:
         results = {"startup_s": server.startup_s or 0.0}
         assert server.process is not None
-        results.update(measure(f"{server.url}/v1", args.model, args.max_tokens, args.sequential, server.process.pid))
+        results.update(
+            measure(
+                f"{server.url}/v1", launch.api_key, args.model, args.max_tokens, args.sequential, server.process.pid
+            )
+        )
         model, _ = load_policy(args.model, device="cpu")
         state = {k: v.detach() for k, v in model.state_dict().items()}
-        full = VllmWeights(server.url, work)
+        full = VllmWeights(server.url, work, api_key=launch.admin_key)
         results["update_full_s"] = _timed(lambda: full.load(lambda: state, 1))
         from peft import LoraConfig, get_peft_model
 
         adapter = get_peft_model(
             model, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
         )
-        lora = VllmWeights(server.url, work, adapter=adapter, adapter_name=f"{args.model}-lora")
+        lora = VllmWeights(
+            server.url, work, adapter=adapter, adapter_name=f"{args.model}-lora", api_key=launch.admin_key
+        )
         lora.load_initial_adapter()
         results["update_lora_s"] = _timed(lambda: lora.load(lambda: {}, 2))
     finally:

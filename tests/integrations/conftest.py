@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 import uuid
@@ -22,6 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from alight import envvars
 from alight.schemas import AttemptFinish, AttemptStart, RolloutCreate, ToolSpan, Trajectory, UpstreamCreate
 from alight_server.auth import derive_token_secret, issue_attempt_token
+from alight_server.config import ServerConfig
 from alight_server.serving import ServerThread
 from alight_server.testing.fake_upstream import create_fake_upstream
 
@@ -187,8 +189,8 @@ POLICY_MODEL = "fake-policy"
 
 
 @pytest.fixture(scope="module")
-def tiny_upstream() -> Iterator[tuple[str, str]]:
-    """(base URL ending in /v1, model name) of alight's own inference server on the tiny model, in a thread."""
+def tiny_upstream() -> Iterator[tuple[str, str, str]]:
+    """(base URL ending in /v1, model name, its key) of alight's own inference server on the tiny model, in a thread."""
     import torch
 
     from alight_server.inference.engine import InferenceEngine
@@ -196,21 +198,31 @@ def tiny_upstream() -> Iterator[tuple[str, str]]:
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as `inference.torch_threads: 1`: two threads waiting on each other crawl on 2 cores
+    key = secrets.token_urlsafe(32)
     try:
         with (
             InferenceEngine.from_model_name("tiny", device="cpu", max_batch_size=8) as engine,
-            ServerThread(create_inference_app(engine)) as url,
+            ServerThread(create_inference_app(engine, api_key=key)) as url,
         ):
-            yield f"{url}/v1", engine.model_name
+            yield f"{url}/v1", engine.model_name, key
     finally:
         torch.set_num_threads(threads)
 
 
 @pytest.fixture
-def tiny_stack(live_server: Any, tiny_upstream: tuple[str, str]) -> AlightStack:
+def server_config(server_config: ServerConfig, tmp_path: Path) -> ServerConfig:
+    """tests/conftest.py's, reading upstream key files from tmp_path/upstream-keys (as the embedded stack does)."""
+    return server_config.model_copy(update={"upstream_key_dir": tmp_path / "upstream-keys"})
+
+
+@pytest.fixture
+def tiny_stack(live_server: Any, tiny_upstream: tuple[str, str, str], tmp_path: Path) -> AlightStack:
     """The server from tests/conftest.py with the tiny model (real token ids, random replies) as the policy."""
-    url, model = tiny_upstream
-    live_server.store.add_upstream(UpstreamCreate(id="policy", url=url, model=model))
+    url, model, key = tiny_upstream
+    key_file = tmp_path / "upstream-keys" / "policy.key"
+    key_file.parent.mkdir()
+    key_file.write_text(key)
+    live_server.store.add_upstream(UpstreamCreate(id="policy", url=url, model=model, api_key_file=str(key_file)))
     return AlightStack(live_server, None)
 
 

@@ -3,7 +3,9 @@
 With no server URL configured, a training run needs the whole system on one machine:
 1. the alight server (SQLite in the run folder) on a free loopback port;
 2. the inference engine behind its OpenAI-compatible app on another port, registered as the upstream
-   (or, with `inference.backend: vllm`, a vLLM server subprocess: `inference/vllm_server.py`);
+   (or, with `inference.backend: vllm`, a vLLM server subprocess: `inference/vllm_server.py`); it answers
+   only with a key generated at each start, which the upstream registration names as a file (0600) under
+   run_dir/upstream-keys, the one folder this server reads upstream keys from;
 3. a local controller on a thread, spawning one agent subprocess per attempt.
 `close()` (or leaving the `with` block, Ctrl-C included) stops them in reverse order and kills agents.
 `ReplicaStack` is 1 and 3 only: with `trainer.backend: verl` the backend's rollout replicas are the
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,7 @@ from alight_server.trainer.sync import WeightSync
 log = logging.getLogger("alight.trainer")
 
 UPSTREAM_ID = "embedded-policy"
+KEY_DIR = "upstream-keys"
 
 
 class EmbeddedStack:
@@ -75,6 +79,7 @@ class EmbeddedStack:
             ),
             log_level="warning",
             evaluator=evaluator,
+            upstream_key_dir=run_dir / KEY_DIR,
         )
         self.agent_env = agent_env or {}
         self._threads: list[ServerThread] = []
@@ -98,10 +103,12 @@ class EmbeddedStack:
             server = ServerThread(create_app(self.server_config), port=self.server_config.port)
             server.start()
             self._threads.append(server)
-            inference_url, model = self._serve_policy()
+            inference_url, model, inference_key = self._serve_policy()
             self.client = AlightClient(self.url, self.admin_key, timeout=60)
-            if inference_url is not None:
-                self.client.add_upstream(UpstreamCreate(id=UPSTREAM_ID, url=f"{inference_url}/v1", model=model))
+            if inference_url is not None and inference_key is not None:
+                key_file = self._write_upstream_key(inference_key)
+                upstream = UpstreamCreate(id=UPSTREAM_ID, url=f"{inference_url}/v1", model=model, api_key_file=key_file)
+                self.client.add_upstream(upstream)
             # Agents die with this process (a kill -9 included); any an earlier, killed run left are
             # reaped here, so the controller settles their attempts as infra losses and retries them.
             runner = self._runner = LocalRunner(
@@ -120,19 +127,32 @@ class EmbeddedStack:
         log.info("embedded stack up: server %s, inference %s", self.url, inference_url or "the backend's")
         return self
 
-    def _serve_policy(self) -> tuple[str | None, str | None]:
-        """Start the inference side; returns its base URL and model name."""
+    def _serve_policy(self) -> tuple[str | None, str | None, str | None]:
+        """Start the inference side; returns its base URL, model name and the key that opens its /v1."""
         if self.vllm is not None:
-            return self.vllm.start(), self.vllm.model
+            return self.vllm.start(), self.vllm.model, self.vllm.api_key
         self.engine.start()  # shared with the trainer: the app must not own its lifetime
         from alight_server.inference.server import create_inference_app
 
-        inference = ServerThread(
-            create_inference_app(self.engine, admin_key=self.admin_key), port=self.state.inference_port
-        )
+        # The trainer updates the engine in this process, so nobody needs /admin: its key is never kept.
+        api_key, admin_key = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        app = create_inference_app(self.engine, api_key=api_key, admin_key=admin_key)
+        inference = ServerThread(app, port=self.state.inference_port)
         inference.start()
         self._threads.append(inference)
-        return inference.url, self.engine.model_name
+        return inference.url, self.engine.model_name, api_key
+
+    def _write_upstream_key(self, key: str) -> str:
+        """The key in a 0600 file under the server's key folder; a new key each start replaces the last."""
+        folder = self.run_dir / KEY_DIR
+        folder.mkdir(mode=0o700, exist_ok=True)
+        path = folder / f"{UPSTREAM_ID}.key"
+        tmp = path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(key)
+        os.replace(tmp, path)
+        return str(path)
 
     def _stop_policy(self) -> None:
         if self.vllm is not None:
@@ -183,8 +203,8 @@ class ReplicaStack(EmbeddedStack):
     def _check_policy(self) -> None:
         pass  # neither engine nor vLLM, on purpose
 
-    def _serve_policy(self) -> tuple[str | None, str | None]:
-        return None, None
+    def _serve_policy(self) -> tuple[str | None, str | None, str | None]:
+        return None, None, None
 
     def _stop_policy(self) -> None:
         pass

@@ -34,6 +34,7 @@ class Services:
 
     def __init__(self, tmp_path: Path, db_url: str, upstream: str) -> None:
         self.tmp_path, self.db_url, self.upstream = tmp_path, db_url, upstream
+        self.key_dir = tmp_path / "keys"
         self.url = f"http://127.0.0.1:{free_port()}"
         self.logs_dir = tmp_path / "agent-logs"
         self.server: Any = None
@@ -43,7 +44,7 @@ class Services:
 
     def start_server(self) -> None:
         argv = [str(BIN / "alight"), "serve", "--port", self.url.rsplit(":", 1)[1], "--db", self.db_url,
-                "--admin-key", KEY, "--log-level", "warning"]  # fmt: skip
+                "--admin-key", KEY, "--log-level", "warning", "--upstream-key-dir", str(self.key_dir)]  # fmt: skip
         self.server = start(argv, self.tmp_path / "serve.log")
         wait_for(self._ready, "alight serve answers /readyz", 60, self.server, self.tmp_path / "serve.log")
 
@@ -53,11 +54,14 @@ class Services:
     def start_inference(self) -> None:
         """The standalone inference server on the tiny model, at the port the upstream URL names."""
         port = self.upstream.rsplit(":", 1)[1].split("/")[0]
+        # Its keys are generated into key_dir at the first start and read back at a restart: the registered
+        # api key file stays right.
         argv = [str(BIN / "python"), "-m", "alight_server.inference", "--model", "tiny", "--served-model-name",
-                "policy", "--port", port, "--device", "cpu", "--threads", "1"]  # fmt: skip
+                "policy", "--port", port, "--device", "cpu", "--threads", "1", "--key-dir", str(self.key_dir)]  # fmt: skip
         log = self.tmp_path / "inference.log"
         self.inference = start(argv, log)
-        wait_for(lambda: _answers(f"{self.upstream}/models"), "the inference server answers", 180, self.inference, log)
+        health = self.upstream.removesuffix("/v1") + "/health"
+        wait_for(lambda: _answers(health), "the inference server answers", 180, self.inference, log)
 
     def start_controller(self) -> None:
         argv = [str(BIN / "alight"), "controller", "--server", self.url, "--admin-key", KEY, "--runner", "local",
@@ -65,7 +69,10 @@ class Services:
         self.controller = start(argv, self.tmp_path / "controller.log")
 
     def create_rollouts(self, answered: Path, rng: random.Random, max_retries: int) -> list[str]:
-        self.admin.post("/api/upstreams", json={"id": "u", "url": self.upstream, "model": "policy"}).raise_for_status()
+        upstream = {"id": "u", "url": self.upstream, "model": "policy"}
+        if (self.key_dir / "api.key").exists():  # the standalone inference server's (the fake needs none)
+            upstream["api_key_file"] = str(self.key_dir / "api.key")
+        self.admin.post("/api/upstreams", json=upstream).raise_for_status()
         items = [
             {"id": f"{answered.parent.name}-d{i}", "task": {"word": "apple", "answered_dir": str(answered), "pause_s": rng.uniform(0.3, 2.5),
                                      "max_retries": max_retries},

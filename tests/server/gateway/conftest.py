@@ -9,8 +9,10 @@ a log (`upstream.log is None`) get the checks that need no log.
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,7 +20,9 @@ import pytest
 
 from alight.schemas import Mode, RolloutCreate, UpstreamCreate
 from alight_server.auth import issue_attempt_token
+from alight_server.config import ServerConfig
 from alight_server.serving import ServerThread
+from alight_server.stack import KEY_DIR
 from alight_server.testing import FakeUpstreamState, Faults, create_fake_upstream
 
 # Add a kind here (and a branch in `upstream_server`) to run the gateway suite on another backend.
@@ -40,6 +44,7 @@ class UpstreamUnderTest:
     url: str  # OpenAI-compatible base URL, ending in /v1
     model: str
     log: FakeUpstreamState | None  # the fake's call log and fault plan; None for real backends
+    api_key: str | None = None  # what its /v1 opens with: the gateway is handed it as a key file
 
 
 @pytest.fixture(scope="session", params=UPSTREAM_KINDS)
@@ -54,11 +59,12 @@ def upstream_server(request: pytest.FixtureRequest) -> Iterator[UpstreamUnderTes
         from alight_server.inference.engine import InferenceEngine
         from alight_server.inference.server import create_inference_app
 
+        key = secrets.token_urlsafe(32)
         with (
             InferenceEngine.from_model_name("tiny", device="cpu", max_batch_size=8) as engine,
-            ServerThread(create_inference_app(engine)) as url,
+            ServerThread(create_inference_app(engine, api_key=key)) as url,
         ):
-            yield UpstreamUnderTest("embedded", url + "/v1", engine.model_name, None)
+            yield UpstreamUnderTest("embedded", url + "/v1", engine.model_name, None, key)
     elif request.param == "vllm":
         assert VLLM_URL is not None
         url = VLLM_URL.rstrip("/")
@@ -114,6 +120,12 @@ class AttemptUnderTest:
 class GatewayUnderTest:
     server: Any  # tests/conftest.py LiveServer: .url, .store, .app, .admin_key
     upstream: UpstreamUnderTest
+    key_file: str | None = None  # the upstream's key, where the server reads it from
+
+    def registration(self, upstream_id: str) -> dict[str, Any]:
+        """The JSON that registers the upstream under test again, as `upstream_id`."""
+        body = {"id": upstream_id, "url": self.upstream.url, "model": self.upstream.model}
+        return {**body, "api_key_file": self.key_file} if self.key_file else body
 
     @property
     def url(self) -> str:
@@ -135,9 +147,21 @@ class GatewayUnderTest:
 
 
 @pytest.fixture
-def gateway(live_server: Any, upstream: UpstreamUnderTest) -> GatewayUnderTest:
-    live_server.store.add_upstream(UpstreamCreate(id="u1", url=upstream.url, model=upstream.model))
-    return GatewayUnderTest(live_server, upstream)
+def server_config(server_config: ServerConfig, tmp_path: Path) -> ServerConfig:
+    """tests/conftest.py's, reading upstream key files from tmp_path/upstream-keys (as the embedded stack does)."""
+    return server_config.model_copy(update={"upstream_key_dir": tmp_path / KEY_DIR})
+
+
+@pytest.fixture
+def gateway(live_server: Any, upstream: UpstreamUnderTest, tmp_path: Path) -> GatewayUnderTest:
+    key_file = None
+    if upstream.api_key is not None:
+        (tmp_path / KEY_DIR).mkdir(exist_ok=True)
+        key_file = tmp_path / KEY_DIR / "u1.key"
+        key_file.write_text(upstream.api_key)
+    under_test = GatewayUnderTest(live_server, upstream, str(key_file) if key_file else None)
+    live_server.store.add_upstream(UpstreamCreate.model_validate(under_test.registration("u1")))
+    return under_test
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from alight_server.auth import issue_attempt_token
 from alight_server.inference.engine import InferenceEngine
 from alight_server.inference.server import create_inference_app
 from alight_server.serving import ServerThread
+from alight_server.stack import KEY_DIR
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,10 +43,14 @@ def engine() -> Iterator[InferenceEngine]:
 
 
 @pytest.fixture
-def gateway_url(live_server: Any, engine: InferenceEngine) -> Iterator[tuple[str, str, str]]:
+def gateway_url(live_server: Any, engine: InferenceEngine, tmp_path: Path) -> Iterator[tuple[str, str, str]]:
     """(the attempt's OPENAI_BASE_URL, its token, its rollout id) with the tiny engine as the upstream."""
-    with ServerThread(create_inference_app(engine)) as url:
-        live_server.store.add_upstream(UpstreamCreate(id="u1", url=f"{url}/v1", model=engine.model_name))
+    key_file = tmp_path / KEY_DIR / "u1.key"  # where conftest.py's server reads upstream keys from
+    key_file.parent.mkdir()
+    key_file.write_text("client-gone-key")
+    with ServerThread(create_inference_app(engine, api_key="client-gone-key")) as url:
+        upstream = UpstreamCreate(id="u1", url=f"{url}/v1", model=engine.model_name, api_key_file=str(key_file))
+        live_server.store.add_upstream(upstream)
         [rollout] = live_server.store.create_rollouts([RolloutCreate(task={})])
         [(_, n)] = live_server.store.claim_attempts(1, ids=[rollout.id])
         token = issue_attempt_token(live_server.app.state.token_secret, rollout.id, n, ttl_s=600)

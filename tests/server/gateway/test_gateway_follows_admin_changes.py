@@ -41,8 +41,7 @@ def test_upstream_removal_and_registration_apply_to_the_next_call(gateway, attem
     resp = _chat(attempt.base_url, attempt.token)
     assert resp.status_code == 503, resp.text
     assert "no upstream is registered" in resp.json()["error"]["message"]
-    registration = {"id": "u2", "url": gateway.upstream.url, "model": gateway.upstream.model}
-    admin_client.post("/api/upstreams", json=registration).raise_for_status()
+    admin_client.post("/api/upstreams", json=gateway.registration("u2")).raise_for_status()
     resp = _chat(attempt.base_url, attempt.token)
     assert resp.status_code == 200, resp.text
     assert [c.upstream for c in gateway.server.store.list_model_calls(attempt.rollout_id)] == ["u1", None, "u2"]

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import openai
 import pytest
-from inference_testkit import MODEL
+from inference_testkit import ADMIN_KEY, API_KEY, MODEL
 
 from alight_server.inference.engine import InferenceEngine
 from alight_server.inference.server import create_inference_app
@@ -22,10 +22,10 @@ def engine() -> Iterator[InferenceEngine]:
 
 @pytest.fixture(scope="session")
 def server_url(engine: InferenceEngine) -> Iterator[str]:
-    with ServerThread(create_inference_app(engine)) as url:
+    with ServerThread(create_inference_app(engine, api_key=API_KEY, admin_key=ADMIN_KEY)) as url:
         yield url
 
 
 @pytest.fixture
 def client(server_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{server_url}/v1", api_key="unused", max_retries=0, timeout=60)
+    return openai.OpenAI(base_url=f"{server_url}/v1", api_key=API_KEY, max_retries=0, timeout=60)

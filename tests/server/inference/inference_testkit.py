@@ -7,6 +7,10 @@ from typing import Any
 import torch
 
 MODEL = "tiny"
+API_KEY = "inference-test-api-key"  # what the test servers' /v1 opens with
+ADMIN_KEY = "inference-test-admin-key"  # what opens every route, /admin/weights included
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+ADMIN_AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
 def render(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[int]:

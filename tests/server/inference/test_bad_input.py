@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from inference_testkit import MODEL
+from inference_testkit import AUTH, MODEL
 
 from alight_server.inference.engine import InferenceEngine
 
@@ -62,7 +62,9 @@ def test_a_stream_that_cannot_start_fails_before_any_event(client: openai.OpenAI
 
 
 def test_error_bodies_have_the_openai_shape(server_url: str) -> None:
-    response = httpx.post(f"{server_url}/v1/chat/completions", json={"model": MODEL, "messages": HELLO, "n": 0})
+    response = httpx.post(
+        f"{server_url}/v1/chat/completions", json={"model": MODEL, "messages": HELLO, "n": 0}, headers=AUTH
+    )
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["type"] == "invalid_request_error" and error["param"] == "n"
@@ -70,7 +72,7 @@ def test_error_bodies_have_the_openai_shape(server_url: str) -> None:
 
 def test_a_body_that_is_not_json_is_a_400(server_url: str) -> None:
     response = httpx.post(
-        f"{server_url}/v1/chat/completions", content=b"{nope", headers={"content-type": "application/json"}
+        f"{server_url}/v1/chat/completions", content=b"{nope", headers={"content-type": "application/json", **AUTH}
     )
     assert response.status_code == 400
     assert "error" in response.json()

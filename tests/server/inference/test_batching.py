@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 import torch
-from inference_testkit import MODEL, forward_logprobs
+from inference_testkit import AUTH, MODEL, forward_logprobs
 
 from alight_server.inference.engine import InferenceEngine
 from alight_server.inference.generation import TokenEvent
@@ -103,7 +103,7 @@ def test_a_client_that_abandons_a_non_streamed_request_stops_its_generation_with
         "ignore_eos": True,
     }
     with pytest.raises(httpx.ReadTimeout):  # the client gives up while the answer is being generated
-        httpx.post(f"{server_url}/v1/chat/completions", json=body, timeout=httpx.Timeout(10, read=1.0))
+        httpx.post(f"{server_url}/v1/chat/completions", json=body, headers=AUTH, timeout=httpx.Timeout(10, read=1.0))
     deadline = time.monotonic() + 1.0
     while engine.running_choices and time.monotonic() < deadline:
         time.sleep(0.02)

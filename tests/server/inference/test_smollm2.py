@@ -5,7 +5,7 @@ from __future__ import annotations
 import openai
 import pytest
 import torch
-from inference_testkit import forward_logprobs, render
+from inference_testkit import API_KEY, forward_logprobs, render
 
 from alight_server.inference.engine import InferenceEngine
 from alight_server.inference.server import create_inference_app
@@ -18,8 +18,8 @@ pytest.importorskip("gguf")
 def test_smollm2_answers_with_exact_token_ids_and_logprobs() -> None:
     messages = [{"role": "user", "content": "What is the capital of France?"}]
     with InferenceEngine.from_model_name("smollm2-135m", device="cpu") as engine:
-        with ServerThread(create_inference_app(engine)) as url:
-            client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=120)
+        with ServerThread(create_inference_app(engine, api_key=API_KEY)) as url:
+            client = openai.OpenAI(base_url=f"{url}/v1", api_key=API_KEY, max_retries=0, timeout=120)
             response = client.chat.completions.create(
                 model="smollm2-135m",
                 messages=messages,  # type: ignore[arg-type]

@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 import torch
-from inference_testkit import MODEL, forward_logprobs, overfit, render
+from inference_testkit import ADMIN_AUTH, ADMIN_KEY, API_KEY, MODEL, forward_logprobs, overfit, render
 
 from alight_server.inference.engine import InferenceEngine
 from alight_server.inference.models import load_policy
@@ -40,13 +40,13 @@ def own_engine() -> Iterator[InferenceEngine]:
 
 @pytest.fixture(scope="module")
 def own_url(own_engine: InferenceEngine) -> Iterator[str]:
-    with ServerThread(create_inference_app(own_engine)) as url:
+    with ServerThread(create_inference_app(own_engine, api_key=API_KEY, admin_key=ADMIN_KEY)) as url:
         yield url
 
 
 @pytest.fixture
 def own_client(own_url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{own_url}/v1", api_key="unused", max_retries=0)
+    return openai.OpenAI(base_url=f"{own_url}/v1", api_key=API_KEY, max_retries=0)
 
 
 def _greedy(client: openai.OpenAI) -> tuple[str, str]:
@@ -73,7 +73,7 @@ def test_admin_route_loads_a_saved_checkpoint_and_logprobs_follow_it(
     model, _ = load_policy(MODEL, device="cpu")
     model.load_state_dict(_perturbed(own_engine, 0.1))
     model.save_pretrained(tmp_path)
-    response = httpx.post(f"{own_url}/admin/weights", json={"path": str(tmp_path)})
+    response = httpx.post(f"{own_url}/admin/weights", json={"path": str(tmp_path)}, headers=ADMIN_AUTH)
     assert response.status_code == 200
     assert response.json()["policy_version"] == own_engine.version
     served = own_client.chat.completions.create(
@@ -93,7 +93,7 @@ def test_admin_route_rejects_unusable_weights_without_changing_the_version(
     own_engine: InferenceEngine, own_url: str, body: dict[str, str], message: str
 ) -> None:
     version = own_engine.version
-    response = httpx.post(f"{own_url}/admin/weights", json=body)
+    response = httpx.post(f"{own_url}/admin/weights", json=body, headers=ADMIN_AUTH)
     assert response.status_code == 400 and message in response.json()["error"]["message"]
     assert own_engine.version == version
 

@@ -31,7 +31,7 @@ BASE = {"model": "tiny", "dataset": {"train": "t.jsonl"}, "agent": {"entrypoint"
 @pytest.fixture(scope="module")
 def inference() -> Iterator[str]:
     engine = InferenceEngine.from_model_name("tiny", device="cpu", model_name="tiny")
-    with ServerThread(create_inference_app(engine, admin_key=INFERENCE_KEY)) as url:
+    with ServerThread(create_inference_app(engine, api_key="inference-api-key", admin_key=INFERENCE_KEY)) as url:
         yield url
     engine.stop()
 

@@ -32,9 +32,9 @@ PROBE = {"model": "tiny", "messages": [{"role": "user", "content": "Define apple
          "temperature": 0, "logprobs": True, "return_token_ids": True}  # fmt: skip
 
 
-def probe(inference: str) -> tuple[list[int], list[float]]:
+def probe(inference: str, auth: dict[str, str]) -> tuple[list[int], list[float]]:
     """A greedy completion straight from the inference server: its token ids and their logprobs."""
-    body = httpx.post(f"{inference}/v1/chat/completions", json=PROBE, timeout=60).json()
+    body = httpx.post(f"{inference}/v1/chat/completions", json=PROBE, headers=auth, timeout=60).json()
     choice = body["choices"][0]
     return choice["token_ids"], [round(t["logprob"], 5) for t in choice["logprobs"]["content"]]
 
@@ -68,7 +68,7 @@ def test_alight_train_runs_against_servers_the_user_started(tmp_path: Path) -> N
                       "--runner", "local", "--logs-dir", str(tmp_path / "agent-logs"), "--poll-interval", "0.2",
                       "--kill-on-exit"]  # fmt: skip
         stack.enter_context(process(controller, tmp_path / "controller.log"))
-        before = probe(inference)
+        before = probe(inference, services.inference_auth)
 
         train = subprocess.run(
             [str(BIN / "alight"), "train", str(write_config(tmp_path)), "--quiet", "--server", server,
@@ -91,7 +91,9 @@ def test_alight_train_runs_against_servers_the_user_started(tmp_path: Path) -> N
         assert policy["current"] == summary["policy_version"] == trained_steps
         health = httpx.get(f"{inference}/health", timeout=10).json()
         assert health["policy_version"] == trained_steps
-        assert probe(inference) != before, "the inference process still serves the untrained weights"
+        assert probe(inference, services.inference_auth) != before, (
+            "the inference process still serves the untrained weights"
+        )
 
         # every rollout ran through the external server and controller: gateway-recorded token ids, agent logs
         listed = httpx.get(f"{server}/api/rollouts", params={"limit": 100}, headers=admin, timeout=10).json()

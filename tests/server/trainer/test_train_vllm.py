@@ -37,11 +37,15 @@ pytestmark = [
 PROBE = [1, 85, 91, 85, 86, 71, 79, 201]  # token ids of a short prompt: a fixed question to vLLM between steps
 
 
-def greedy(url: str, model: str, prompt: list[int], max_tokens: int) -> tuple[list[int], list[float]]:
-    """(token ids, their logprobs) vLLM generates for `prompt` at temperature 0, asked directly."""
+def greedy(url: str, key: str, model: str, prompt: list[int], max_tokens: int) -> tuple[list[int], list[float]]:
+    """(token ids, their logprobs) vLLM generates for `prompt` at temperature 0, asked directly (with `key`)."""
     body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "logprobs": 0,
             "return_token_ids": True}  # fmt: skip
-    choice = httpx.post(f"{url}/v1/completions", json=body, timeout=120).raise_for_status().json()["choices"][0]
+    choice = (
+        httpx.post(f"{url}/v1/completions", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=120)
+        .raise_for_status()
+        .json()["choices"][0]
+    )
     return choice["token_ids"], choice["logprobs"]["token_logprobs"]
 
 
@@ -59,10 +63,11 @@ def test_two_steps_through_vllm_update_its_weights_in_place_and_record_its_own_t
 
     def recording_push(self: WeightSync, *args: Any, **kwargs: Any) -> tuple[int, float]:
         target: Any = self.target
-        seen["probes"].append(greedy(target.url, config.model, PROBE, 6))
+        key = target.http.headers["authorization"].removeprefix("Bearer ")  # the weight updater's: opens every route
+        seen["probes"].append(greedy(target.url, key, config.model, PROBE, 6))
         result = original_push(self, *args, **kwargs)
         seen["versions"].append((result[0], target.weight_version()))
-        seen["probes"].append(greedy(target.url, config.model, PROBE, 6))
+        seen["probes"].append(greedy(target.url, key, config.model, PROBE, 6))
         return result
 
     def checking_close(self: EmbeddedStack) -> None:
@@ -72,7 +77,7 @@ def test_two_steps_through_vllm_update_its_weights_in_place_and_record_its_own_t
             for rollout in store.list_rollouts(RolloutQuery(limit=1000)):
                 for call in store.list_model_calls(rollout.id):
                     if rollout.mode == Mode.VAL and call.policy_version == 2:
-                        direct = greedy(self.vllm.server.url, config.model, call.prompt_token_ids,
+                        direct = greedy(self.vllm.server.url, self.vllm.api_key, config.model, call.prompt_token_ids,
                                         len(call.response_token_ids))  # fmt: skip
                         seen["direct"].append((call.response_token_ids, call.response_logprobs, *direct))
             store.close()

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from alight_server.inference.engine import InferenceEngine
 from alight_server.inference.generation import TokenEvent
+from alight_server.inference.guard.alight_keyguard import KeyGuard
 from alight_server.inference.logprobs import LogprobFormatter
 from alight_server.inference.protocol import ChatCompletionRequest, CompletionRequest, chat_messages
 from alight_server.inference.sampling import InvalidRequest
@@ -97,8 +98,11 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-def create_inference_app(engine: InferenceEngine, admin_key: str | None = None) -> FastAPI:
-    """The app serves `engine` (starting it if needed); `admin_key` guards /admin/* when given."""
+def create_inference_app(engine: InferenceEngine, api_key: str, admin_key: str | None = None) -> FastAPI:
+    """The app serves `engine` (starting it if needed). Every route but /health needs a key (KeyGuard):
+    `api_key` opens /v1/*, `admin_key` (default: `api_key`) every route, /admin/weights included."""
+    if not api_key or admin_key == "":
+        raise ValueError("the inference server needs a non-empty api_key (and admin_key, when given)")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -109,6 +113,7 @@ def create_inference_app(engine: InferenceEngine, admin_key: str | None = None) 
             engine.stop()
 
     app = FastAPI(title="alight inference", lifespan=lifespan)
+    app.add_middleware(KeyGuard, api_key=api_key, admin_key=admin_key or api_key, open_paths=("/health", "/healthz"))
     tokenizer = engine.tokenizer
     fmt = LogprobFormatter(tokenizer)
 
@@ -300,11 +305,7 @@ def create_inference_app(engine: InferenceEngine, admin_key: str | None = None) 
         return JSONResponse(body, headers=headers(engine.version))
 
     @app.post("/admin/weights")
-    async def load_weights(update: WeightsUpdate, request: Request) -> Any:
-        if admin_key is not None and request.headers.get("authorization") != f"Bearer {admin_key}":
-            raise _HttpError(
-                401, "POST /admin/weights needs 'Authorization: Bearer <admin key>'", "authentication_error"
-            )
+    async def load_weights(update: WeightsUpdate) -> Any:
         version = await asyncio.to_thread(engine.update_weights, update.path)
         return JSONResponse({"policy_version": version}, headers=headers(version))
 

@@ -58,6 +58,16 @@ class VllmPolicy:
         return f"{self.base_model}-lora" if self.adapter is not None else self.base_model
 
     @property
+    def api_key(self) -> str:
+        """The key that opens vLLM's /v1 routes: the gateway's (the upstream registration carries it)."""
+        return self.server.launch.api_key
+
+    @property
+    def admin_key(self) -> str:
+        """The key that opens every route, the weight-update ones included: only this process holds it."""
+        return self.server.launch.admin_key
+
+    @property
     def weights(self) -> VllmWeights:
         assert self._weights is not None, "start() first"
         return self._weights
@@ -69,7 +79,9 @@ class VllmPolicy:
     def start(self) -> str:
         url = self.server.start()
         try:
-            self._weights = VllmWeights(url, self.weights_dir, adapter=self.adapter, adapter_name=self.model)
+            self._weights = VllmWeights(
+                url, self.weights_dir, adapter=self.adapter, adapter_name=self.model, api_key=self.admin_key
+            )
             if self.adapter is not None:
                 self._weights.load_initial_adapter()
         except BaseException:

@@ -5,6 +5,11 @@ vLLM pins its own torch and transformers, so it runs from its own interpreter (b
 `VLLM_SERVER_DEV_MODE=1`, which adds the routes in-place weight updates need (`/collective_rpc`,
 `/pause`, `/resume`, `/reset_prefix_cache`, `/update_weight_version`), and, for LoRA, with
 `VLLM_ALLOW_RUNTIME_LORA_UPDATING` so `/v1/load_lora_adapter` can replace the adapter in place.
+Those routes are outside vLLM's own `--api-key` check, so the server also runs behind alight's key guard
+(`--middleware alight_keyguard.KeyGuard`, inference/guard/): nothing but /health answers without a key.
+The API key (`VLLM_API_KEY`, also vLLM's own /v1 key) goes to the gateway, the admin key
+(`ALIGHT_VLLM_ADMIN_KEY`, every route) to the trainer's weight updater; both are generated per launch and
+passed in the environment, not on the command line, which every local user can read.
 A start that fails ends with one `VllmStartError` sentence naming the cause, and the whole process group
 (vLLM's engine core is a second process) is killed: nothing is left behind.
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -25,6 +31,13 @@ import httpx
 
 SETUP_COMMAND = "ALIGHT_VLLM=1 bash scripts/setup.sh"
 _REPO_VENV = Path(__file__).resolve().parents[4] / ".venv-vllm" / "bin" / "python"
+# Put on vLLM's PYTHONPATH: the guard is standard library only, and alight is not installed there.
+GUARD_DIR = Path(__file__).resolve().parent / "guard"
+GUARD_MIDDLEWARE = "alight_keyguard.KeyGuard"
+
+
+def new_key() -> str:
+    return secrets.token_urlsafe(32)
 
 
 class VllmStartError(RuntimeError):
@@ -53,6 +66,8 @@ class VllmLaunch:
     tool_call_parser: str | None = "hermes"
     lora_rank: int | None = None  # set: serve LoRA adapters of at most this rank (one at a time)
     extra_args: list[str] = field(default_factory=list)
+    api_key: str = field(default_factory=new_key, repr=False)  # opens /v1: the gateway's
+    admin_key: str = field(default_factory=new_key, repr=False)  # opens every route: the weight updater's
 
     @property
     def url(self) -> str:
@@ -69,6 +84,7 @@ class VllmLaunch:
             "--gpu-memory-utilization", str(self.gpu_memory_utilization),
             # The gateway already limits what agents send; vLLM's own request log would drown its output.
             "--disable-uvicorn-access-log",
+            "--middleware", GUARD_MIDDLEWARE,
         ]  # fmt: skip
         if self.enforce_eager:
             cmd.append("--enforce-eager")
@@ -84,6 +100,9 @@ class VllmLaunch:
             VLLM_SERVER_DEV_MODE="1",
             VLLM_CPU_KVCACHE_SPACE=str(self.kv_cache_gb),
             PYTHONUNBUFFERED="1",
+            PYTHONPATH=os.pathsep.join(p for p in (str(GUARD_DIR), env.get("PYTHONPATH", "")) if p),
+            VLLM_API_KEY=self.api_key,
+            ALIGHT_VLLM_ADMIN_KEY=self.admin_key,
         )
         if self.lora_rank is not None:
             env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"

@@ -108,6 +108,11 @@ class VllmWeights:
             response = self.http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise VllmWeightError(f"could not {what}: vLLM at {self.url} did not answer {path} ({exc})") from exc
+        if response.status_code == 401:
+            raise VllmWeightError(
+                f"could not {what}: vLLM at {self.url} refused the key for {path}: give the trainer the key its "
+                "key guard opens every route with (ALIGHT_VLLM_ADMIN_KEY there, server.inference_admin_key here)"
+            )
         if response.status_code == 404 and path in ("/pause", "/collective_rpc", "/weight_info"):
             raise VllmWeightError(
                 f"vLLM at {self.url} has no {path} route: start it with VLLM_SERVER_DEV_MODE=1 "

@@ -60,6 +60,7 @@ class Services:
     server: str  # `alight serve`'s base URL
     inference: str  # the inference server's base URL (its OpenAI API under /v1)
     admin: dict[str, str]  # the server's admin Authorization header
+    inference_auth: dict[str, str]  # the Authorization header the inference server's /v1 opens with
 
 
 @contextmanager
@@ -67,18 +68,23 @@ def served_tiny_model(folder: Path, admin_key: str, inference_key: str) -> Itera
     """`alight serve` and an inference server for the tiny model, with it registered as the policy upstream.
 
     As docs/training.md starts them: two processes, logs in `folder/serve.log` and `folder/inference.log`.
+    The inference server generates its API key into folder/keys, the one folder the server reads upstream
+    keys from, and the upstream is registered with that file.
     """
     server, inference = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
+    keys = folder / "keys"
     serve = [str(BIN / "alight"), "serve", "--port", server.rsplit(":", 1)[1], "--db", str(folder / "srv.db"),
-             "--admin-key", admin_key, "--log-level", "warning"]  # fmt: skip
+             "--admin-key", admin_key, "--log-level", "warning", "--upstream-key-dir", str(keys)]  # fmt: skip
     model_server = [sys.executable, "-m", "alight_server.inference", "--model", "tiny", "--device", "cpu",
-                    "--port", inference.rsplit(":", 1)[1], "--threads", "1", "--admin-key", inference_key]  # fmt: skip
+                    "--port", inference.rsplit(":", 1)[1], "--threads", "1", "--admin-key", inference_key,
+                    "--key-dir", str(keys)]  # fmt: skip
     admin = {"Authorization": f"Bearer {admin_key}"}
     with ExitStack() as stack:
         serving = stack.enter_context(process(serve, folder / "serve.log"))
         serving_model = stack.enter_context(process(model_server, folder / "inference.log"))  # both start at once
         wait_ready(f"{server}/readyz", serving, folder / "serve.log")
         wait_ready(f"{inference}/health", serving_model, folder / "inference.log")
-        upstream = {"id": "policy", "url": f"{inference}/v1", "model": "tiny"}
+        upstream = {"id": "policy", "url": f"{inference}/v1", "model": "tiny", "api_key_file": str(keys / "api.key")}
         httpx.post(f"{server}/api/upstreams", json=upstream, headers=admin, timeout=10).raise_for_status()
-        yield Services(server=server, inference=inference, admin=admin)
+        auth = {"Authorization": f"Bearer {(keys / 'api.key').read_text().strip()}"}
+        yield Services(server=server, inference=inference, admin=admin, inference_auth=auth)

