@@ -28,6 +28,9 @@ def _pipe(source: socket.socket, sink: socket.socket) -> None:
 
 
 def _connection(client: socket.socket, path: str) -> None:
+    # Each piece goes out as it comes: with Nagle's algorithm a reply written in two pieces waited for
+    # the client's delayed ACK, 40 ms per call (benchmarks/forwarder.py).
+    client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     with client, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as upstream:
         try:
             upstream.connect(path)
