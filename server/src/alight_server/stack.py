@@ -152,7 +152,7 @@ class EmbeddedStack:
         with os.fdopen(fd, "w") as f:
             f.write(key)
         os.replace(tmp, path)
-        return str(path)
+        return str(path.resolve())  # a registration names an absolute path; output_dir may be relative
 
     def _stop_policy(self) -> None:
         if self.vllm is not None:

@@ -235,13 +235,16 @@ def _wait_healthy(url: str, proc: subprocess.Popen[str], timeout_s: float = 120)
     pytest.fail(f"no /health at {url} within {timeout_s}s")
 
 
-def test_the_embedded_stack_hands_the_gateway_its_key_as_a_private_file(tmp_path: Path) -> None:
+def test_the_embedded_stack_hands_the_gateway_its_key_as_a_private_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # output_dir is often relative: the registration still names an absolute file
     engine = InferenceEngine.from_model_name(MODEL, device="cpu")
-    with EmbeddedStack(engine, tmp_path / "run", concurrency=1) as stack:
+    with EmbeddedStack(engine, Path("run"), concurrency=1) as stack:
         assert stack.client is not None
         (upstream,) = stack.client.list_upstreams()
         key_file = Path(upstream.api_key_file or "")
-        assert key_file.parent == tmp_path / "run" / KEY_DIR
+        assert key_file.parent == (tmp_path / "run" / KEY_DIR).resolve()
         assert upstream.id == UPSTREAM_ID and not upstream.api_key_encrypted
         assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
         inference = upstream.url.removesuffix("/v1")
