@@ -96,12 +96,38 @@ def test_the_job_template_renders_to_a_valid_job_whose_pods_the_network_policy_s
     assert pod_labels[names.ROLE_LABEL] == names.ROLE_AGENT
 
 
+def test_an_agent_pod_from_the_deployed_template_runs_with_least_privilege() -> None:
+    template = JobTemplate.load(KUBE / "job-template.yaml")
+    job, secret = build_job(template, sample_start(image=None), JobSettings("k8s@alight", "alight"), "http://s:8700")
+    validate_job(job)
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 10001
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "privileged": False,
+                                            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}  # fmt: skip
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounted = {m["mountPath"]: volumes[m["name"]] for m in container["volumeMounts"]}
+    assert set(mounted) == {"/workspace", "/tmp"} and all(v["emptyDir"]["sizeLimit"] for v in mounted.values())
+    assert len(pod["volumes"]) == 2  # the runner added none over the template's own
+    assert set(container["resources"]["limits"]) == {"cpu", "memory"}
+    assert "preflight-token" in secret.values() and "preflight-token" not in str(job)
+
+
+def test_the_agent_image_runs_as_the_user_the_job_template_names() -> None:
+    dockerfile = (KUBE.parent / "images" / "agent.Dockerfile").read_text()
+    pod = JobTemplate.load(KUBE / "job-template.yaml").body["spec"]["template"]["spec"]
+    assert f"USER {pod['securityContext']['runAsUser']}" in dockerfile
+    assert JobSettings("k8s@alight", "alight").run_as_user == pod["securityContext"]["runAsUser"]
+
+
 def test_agents_may_reach_only_the_server_port_and_dns() -> None:
     policy = one("NetworkPolicy", "alight-agents")["spec"]
     assert policy["policyTypes"] == ["Ingress", "Egress"] and policy["ingress"] == []
     server_pod = one("Deployment", "alight-server")["spec"]["template"]
     server_port = server_pod["spec"]["containers"][0]["ports"][0]["containerPort"]
-    to_server, to_dns = policy["egress"]
+    to_server, to_dns = policy["egress"]  # exactly two rules: nothing else, the internet included
     assert to_server["to"] == [{"podSelector": {"matchLabels": server_pod["metadata"]["labels"]}}]
     assert to_server["ports"] == [{"protocol": "TCP", "port": server_port}]
     assert {p["port"] for p in to_dns["ports"]} == {53}
