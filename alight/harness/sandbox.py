@@ -60,11 +60,12 @@ def host_env() -> dict[str, str]:
 
 
 def _install_root(executable: Path) -> Path:
-    """The folder a CLI needs whole: the node_modules it lives in (its native parts are sibling packages)."""
+    """What of a CLI's install to mount: the node_modules it lives in (its native parts are sibling packages),
+    else the executable alone (a self-contained binary; never the folder around it, which may be a home)."""
     for parent in executable.parents:
         if parent.name == "node_modules":
             return parent
-    return executable.parent
+    return executable
 
 
 def _system_path(path: Path) -> bool:
