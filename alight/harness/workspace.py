@@ -26,6 +26,7 @@ from alight.harness.sandbox import CliLaunch, base_policy, host_env, run_cli_san
 from alight.schemas import EventCreate
 
 CHECK_ENV = "ALIGHT_HARNESS_CHECK"  # the check command when the task names none
+CHECK_PYTHON_ENV = "ALIGHT_HARNESS_CHECK_PYTHON"  # an interpreter (a venv's python) the check sees, read-only
 ARGS_ENV = "ALIGHT_HARNESS_ARGS"  # extra CLI arguments, shell-quoted, replacing the harness's defaults
 WORKSPACE_ROOT_ENV = "ALIGHT_WORKSPACE_ROOT"  # where workspaces are made (default: $TMPDIR/alight-workspaces)
 
@@ -115,7 +116,8 @@ CHECK_CLAMPED = "check_reward_clamped"
 
 
 def check_reward(task: CliTask, workspace: Workspace) -> float | None:
-    """The check's verdict, run in the sandbox (no network, the workspace at /workspace).
+    """The check's verdict, run in the sandbox (no network, the workspace at /workspace, the system's tools, and
+    the interpreter $ALIGHT_HARNESS_CHECK_PYTHON names, first on PATH, with its venv).
 
     A number on its last output line is the reward, clamped to the task's `reward_range`; a last line that
     reads as a number but is not a finite decimal (nan, inf, 1e999, 1_0) gives no reward and a
@@ -127,6 +129,8 @@ def check_reward(task: CliTask, workspace: Workspace) -> float | None:
         return None
     argv = ["bash", "-c", check] if isinstance(check, str) else list(check)
     policy = base_policy(workspace.root, workspace.work, cpu_s=600, memory_mb=4096, timeout_s=task.check_timeout_s)
+    if python := os.environ.get(CHECK_PYTHON_ENV):
+        policy.python = os.path.abspath(python)
     done = run_command(policy, argv, env=host_env(), streams="split")
     if done.timed_out:
         print(f"alight harness: the check ran past {task.check_timeout_s:g}s: reward 0", file=sys.stderr)

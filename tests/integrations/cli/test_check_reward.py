@@ -14,6 +14,7 @@ import pytest
 
 from alight.harness.workspace import CliTask, check_reward, make_workspace
 
+ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 
@@ -67,6 +68,13 @@ def test_the_checks_writes_outside_the_workspace_stay_in_the_sandbox(tmp_path, m
     outside = tmp_path / "outside.txt"
     assert verdict(tmp_path, monkeypatch, check=f"echo x > {outside}; echo 0.5") == 0.5
     assert not outside.exists()
+
+
+def test_a_check_runs_the_interpreter_the_setting_names(tmp_path, monkeypatch):
+    python = ROOT / ".venv" / "bin" / "python"  # pytest is installed there, not in the system's python3
+    monkeypatch.setenv("ALIGHT_HARNESS_CHECK_PYTHON", str(python))
+    check = "python -c 'import pytest, sys; print(0.5 if sys.prefix.endswith(\".venv\") else 0)'"
+    assert verdict(tmp_path, monkeypatch, check=check) == 0.5
 
 
 def test_a_check_past_its_timeout_gives_reward_zero(tmp_path, monkeypatch):
