@@ -1,10 +1,14 @@
 """Task cleaning before training: drop broken or useless tasks in stages, probe difficulty, split train/val.
 
 Stages, in order (each task is dropped at the first it fails, and the report counts why):
-1. `empty_problem_statement`: no text to act on;
+1. `empty_problem_statement`: the statement field is there but holds no text to act on (a task schema without
+   that field, such as `{"question": ..., "answer": ...}`, has nothing to check here);
 2. `too_many_tests`: FAIL_TO_PASS + PASS_TO_PASS over the limit (slow to grade, rarely a clean task);
-3. `does_not_reproduce`: a checker (the task's own: does the bug show?) says no;
-4. difficulty probe (k rollouts of the current policy per task): all solved -> `too_easy`; all failed ->
+3. `quotes_hidden_assertion`: given the hidden tests' sources, the statement quotes an assertion of a
+   FAIL_TO_PASS test (alight.quoting says what that means), so a policy could special-case it instead of
+   fixing the bug; always reported with the evidence, dropped only when asked;
+4. `does_not_reproduce`: a checker (the task's own: does the bug show?) says no;
+5. difficulty probe (k rollouts of the current policy per task): all solved -> `too_easy`; all failed ->
    kept for a `keep_failed` share of them (the policy may learn them later), else `too_hard`; mixed kept;
    tasks whose probe rollouts all failed for infra reasons -> `probe_failed`.
 Then a seeded train/val split.
@@ -18,7 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from alight.quoting import hidden_assertions, quoted_assertions
+
+STATEMENT_FIELD = "problem_statement"  # SWE-bench's name, which the coding example's tasks use
+MAX_EVIDENCE = 10  # quoted assertions listed per task in the report
 Checker = Callable[[dict[str, Any]], bool]
+HiddenTests = Callable[[dict[str, Any]], dict[str, str]]  # task -> {path of a test file it hides: its source}
 Probe = Callable[[list[dict[str, Any]]], list[list[float | None]]]  # tasks -> k scores each (None: infra)
 
 
@@ -27,6 +36,7 @@ class CleanReport:
     tasks_in: int = 0
     dropped: dict[str, Counter[str]] = field(default_factory=dict)  # stage -> reason -> count
     probe: dict[str, int] = field(default_factory=dict)  # mixed / all_failed_kept / ...
+    quoting: list[dict[str, Any]] = field(default_factory=list)  # {instance_id, dropped, evidence} per task
     train: int = 0
     val: int = 0
 
@@ -38,6 +48,7 @@ class CleanReport:
             "tasks_in": self.tasks_in,
             "dropped": {stage: dict(reasons) for stage, reasons in self.dropped.items()},
             "probe": self.probe,
+            "quotes_hidden_assertion": self.quoting,
             "train": self.train,
             "val": self.val,
         }
@@ -46,10 +57,34 @@ class CleanReport:
         out = [f"tasks in: {self.tasks_in}"]
         for stage, reasons in self.dropped.items():
             out += [f"  dropped at {stage}: {n} {reason}" for reason, n in sorted(reasons.items())]
+        if self.quoting:
+            fate = "dropped" if self.quoting[0]["dropped"] else "kept (--drop-quoting drops them)"
+            out.append(f"  statement quotes a hidden assertion: {len(self.quoting)}, {fate}")
+            out += [f"    {q['instance_id']}: {q['evidence'][0]}" for q in self.quoting[:5]]
         if self.probe:
             out.append("  probe: " + ", ".join(f"{k} {v}" for k, v in sorted(self.probe.items())))
         out.append(f"kept: {self.train} train, {self.val} val")
         return out
+
+
+def _empty_statement(task: dict[str, Any], statement_field: str) -> bool:
+    return statement_field in task and not str(task[statement_field] or "").strip()
+
+
+def _quotes(
+    task: dict[str, Any], statement_field: str, hidden_tests: HiddenTests | None, drop: bool, report: CleanReport
+) -> bool:
+    """Does the statement quote a hidden assertion? Each one that does goes in the report with its evidence.
+
+    A task without a statement or FAIL_TO_PASS tests quotes nothing; without `hidden_tests` nothing is checked.
+    """
+    statement, fail_to_pass = task.get(statement_field), task.get("FAIL_TO_PASS")
+    if hidden_tests is None or not isinstance(statement, str) or not fail_to_pass:
+        return False
+    evidence = quoted_assertions(statement, hidden_assertions(list(fail_to_pass), hidden_tests(task)))[:MAX_EVIDENCE]
+    if evidence:
+        report.quoting.append({"instance_id": task.get("instance_id"), "dropped": drop, "evidence": evidence})
+    return bool(evidence)
 
 
 def _test_count(task: dict[str, Any]) -> int:
@@ -83,6 +118,9 @@ def clean_tasks(
     tasks: Sequence[dict[str, Any]],
     *,
     max_tests: int = 2000,
+    statement_field: str = STATEMENT_FIELD,
+    hidden_tests: HiddenTests | None = None,
+    drop_quoting: bool = False,
     reproduces: Checker | None = None,
     probe: Probe | None = None,
     keep_failed: float = 0.1,
@@ -94,10 +132,12 @@ def clean_tasks(
     rng = random.Random(seed)
     kept = []
     for task in tasks:
-        if not str(task.get("problem_statement") or "").strip():
+        if _empty_statement(task, statement_field):
             report.drop("statement", "empty_problem_statement")
         elif _test_count(task) > max_tests:
             report.drop("size", "too_many_tests")
+        elif _quotes(task, statement_field, hidden_tests, drop_quoting, report) and drop_quoting:
+            report.drop("quoting", "quotes_hidden_assertion")
         elif reproduces is not None and not reproduces(task):
             report.drop("reproduce", "does_not_reproduce")
         else:

@@ -5,16 +5,19 @@ policy special-case them (return the expected value for that input) instead of f
 
 1. A test's *assertions* are the `assert` statements and `self.assert*(...)` calls in its function's body
    (the function the node id names, in its class if it has one; helpers it calls are not followed).
-2. A *case* is one row of its `parametrize` decorators (function or class), or the function alone. The
-   case's *literals* are the constants in its assertions (strings, numbers, bytes, and containers of them
-   as Python prints them) and the constants in the row's values. Booleans and None are not literals: they
-   say nothing about a particular input.
-3. A literal *appears* in a text as a whole token: not inside a longer word or number. A string also
-   appears as its repr; a bare string or number under two characters long is not evidence (any text has
-   them by chance), but a quoted one (`'x'`) is.
+2. A *case* is one row of its `parametrize` decorators (function or class, tables named by a module
+   constant included), or the function alone. The case's *literals* are the constants in its assertions
+   (strings, numbers, bytes, and containers of them as Python prints them), in what the test's body
+   assigned to the names they use, and in the row's values. Booleans and None are not literals: they say
+   nothing about a particular input. Where an assertion compares a computed value with a plain one (a
+   literal, or a name), the plain side's literals are the case's *expected value*.
+3. A literal *appears* in a text as a whole token: not inside a longer word or number. A string appears
+   bare or quoted; a bare string or number under two characters long is not evidence (any text has them by
+   chance), but a quoted one (`'x'`) is.
 4. A statement *quotes* an assertion when it contains the assertion's source text and that text holds a
    literal, or two of the case's literals (an input and the expected value, typically), or the case's only
-   literal.
+   literal, or its expected value (with the wrong value the code gives, that is enough to special-case),
+   a string one quoted (`'that'`, not the word `that`).
 
 The generator masks every literal of its hidden tests out of the failure messages it quotes (`mask`), with
 the same matcher the check uses, so what one removes the other would have found.
@@ -36,7 +39,8 @@ class Assertion:
     test: str  # the FAIL_TO_PASS node id it belongs to, case brackets removed
     source: str  # the asserted expression (or the assert call) as written
     source_has_literal: bool
-    case: tuple[str, ...]  # the case's literals, as text: this assertion's constants and its row's values
+    case: tuple[str, ...]  # the case's literals, as reprs: this assertion's constants and its row's values
+    expected: tuple[str, ...] = ()  # those of the side compared with the computed one, when there is one
 
 
 def test_function(node_id: str) -> str:
@@ -64,7 +68,11 @@ def hidden_assertions(fail_to_pass: Sequence[str], sources: Mapping[str, str]) -
         for node in _assertion_nodes(function):
             own = _literals(node) + _operand_literals(node, assigned)
             source = ast.get_source_segment(sources[path], node) or ast.unparse(node)
-            found += [Assertion(test, source, bool(own), _unique(own + row)) for row in rows]
+            side = _expected_side(node)
+            for row in rows:
+                values = [lit for literals in row.values() for lit in literals]
+                expected = [] if side is None else _side_literals(side, assigned, row)
+                found.append(Assertion(test, source, bool(own), _unique(own + values), _unique(expected)))
     return found
 
 
@@ -80,7 +88,8 @@ def quotes(statement: str, assertion: Assertion) -> list[str]:
     shown = [lit for lit in assertion.case if appears(lit, statement)]
     if len(shown) >= 2 or (shown and len(assertion.case) == 1):
         return shown
-    return []
+    # Alone, an expected string must appear quoted: a bare word such as 'that' is in any English sentence.
+    return [lit for lit in assertion.expected if lit in shown and _pattern(lit, bare_strings=False).search(statement)]
 
 
 def quoted_assertions(statement: str, assertions: Sequence[Assertion]) -> list[str]:
@@ -100,8 +109,8 @@ def mask(text: str, literals: Sequence[str]) -> str:
     return text
 
 
-def _pattern(literal: str) -> re.Pattern[str]:
-    """A whole-token match of a literal (given as its repr); a string also matches bare, inside its quotes."""
+def _pattern(literal: str, *, bare_strings: bool = True) -> re.Pattern[str]:
+    """A whole-token match of a literal (given as its repr); a string quoted, or bare too with `bare_strings`."""
     try:
         value: object = ast.literal_eval(literal)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -109,7 +118,7 @@ def _pattern(literal: str) -> re.Pattern[str]:
     if isinstance(value, str | bytes):
         inner = value if isinstance(value, str) else value.decode("ascii", "backslashreplace")
         forms = [f"'{re.escape(inner)}'", f'"{re.escape(inner)}"']
-        bare = inner
+        bare = inner if bare_strings else ""
     else:
         forms, bare = [], literal
     if len(bare) >= _SHORTEST_BARE:
@@ -155,10 +164,20 @@ def _inherited(
 
 
 def _assignments(function: ast.AST) -> dict[str, list[ast.AST]]:
-    """What the test's body binds to each local name (assignments and `for` loops)."""
+    """What the test's body binds to each local name (assignments, `for` loops, calls of helpers it defines)."""
     bound: dict[str, list[ast.AST]] = {}
+    helpers = {
+        node.name: [a.arg for a in node.args.posonlyargs + node.args.args]
+        for node in ast.walk(function)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node is not function
+    }
     for node in ast.walk(function):
         pairs: list[tuple[ast.AST, ast.AST | None]] = []
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in helpers:
+            # a helper defined in the test (`def y(fmt, s, e): ... assert ...`): its calls bind its parameters
+            params = helpers[node.func.id]
+            pairs = [(ast.Name(name), arg) for name, arg in zip(params, node.args, strict=False)]
+            pairs += [(ast.Name(k.arg), k.value) for k in node.keywords if k.arg in params]
         if isinstance(node, ast.Assign):
             pairs = [(target, node.value) for target in node.targets]
         elif isinstance(node, ast.AnnAssign | ast.AugAssign | ast.NamedExpr):
@@ -219,25 +238,68 @@ def _table(values: ast.expr | None, constants: dict[str, ast.expr], depth: int =
     return []
 
 
-def _rows(scopes: list[ast.AST], constants: dict[str, ast.expr]) -> list[list[str]]:
-    """Each parametrize row's literals over the scopes' decorators; one empty row where there are none."""
-    rows: list[list[str]] = []
+def _rows(scopes: list[ast.AST], constants: dict[str, ast.expr]) -> list[dict[str, list[str]]]:
+    """Each parametrize row's literals by argument name, over the scopes' decorators; one empty row if none."""
+    rows: list[dict[str, list[str]]] = []
     for scope in scopes:
         if not isinstance(scope, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         for decorator in scope.decorator_list:
-            if not (_is_parametrize(decorator) and isinstance(decorator, ast.Call)):
+            if not isinstance(decorator, ast.Call) or _call_name(decorator) != "parametrize":
                 continue
-            named = [k.value for k in decorator.keywords if k.arg == "argvalues"]
-            values = decorator.args[1] if len(decorator.args) >= 2 else (named or [None])[0]
-            rows += [_literals(row) for row in _table(values, constants)]
-    return rows or [[]]
+            named = {k.arg: k.value for k in decorator.keywords}
+            argnames = decorator.args[0] if decorator.args else named.get("argnames")
+            values = decorator.args[1] if len(decorator.args) >= 2 else named.get("argvalues")
+            names = _argnames(argnames)
+            rows += [_row(names, row) for row in _table(values, constants)]
+    return rows or [{}]
 
 
-def _is_parametrize(decorator: ast.expr) -> bool:
-    func = decorator.func if isinstance(decorator, ast.Call) else decorator
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    return name == "parametrize"
+def _argnames(node: ast.expr | None) -> list[str]:
+    """`"a, b"` or `("a", "b")` -> ["a", "b"]."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [name.strip() for name in node.value.split(",") if name.strip()]
+    if isinstance(node, ast.List | ast.Tuple):
+        return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return []
+
+
+def _row(names: list[str], row: ast.expr) -> dict[str, list[str]]:
+    """One row's literals by argument name (under "" when the names cannot be matched to the values)."""
+    if isinstance(row, ast.Call) and _call_name(row) == "param":
+        values: list[ast.expr] = list(row.args)
+    elif len(names) == 1:
+        values = [row]
+    else:
+        values = list(row.elts) if isinstance(row, ast.List | ast.Tuple) else [row]
+    if len(values) != len(names):
+        return {"": [lit for value in values for lit in _literals(value)]}
+    return {name: _literals(value) for name, value in zip(names, values, strict=True)}
+
+
+def _call_name(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _expected_side(node: ast.AST) -> ast.expr | None:
+    """In `computed == expected` (or `assertEqual(computed, expected)`), the expected side, when one is plain: a
+    literal or a name, compared with a side that is neither."""
+    if isinstance(node, ast.Compare) and len(node.comparators) == 1:
+        sides = [node.left, node.comparators[0]]
+    elif isinstance(node, ast.Call) and len(node.args) >= 2:
+        sides = list(node.args[:2])
+    else:
+        return None
+    plain = [side for side in sides if isinstance(side, ast.Name) or _text(side) is not None]
+    return plain[0] if len(plain) == 1 else None
+
+
+def _side_literals(side: ast.expr, assigned: dict[str, list[ast.AST]], row: dict[str, list[str]]) -> list[str]:
+    """The literals of the expected side: its own, those its name was assigned, or its parametrize value."""
+    if isinstance(side, ast.Name) and side.id in row:
+        return row[side.id]
+    return _literals(side) + _operand_literals(side, assigned)
 
 
 def _literals(node: ast.AST) -> list[str]:

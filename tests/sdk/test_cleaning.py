@@ -37,9 +37,8 @@ def test_each_stage_drops_its_tasks_and_the_report_says_why() -> None:
 
 
 def test_the_probe_keeps_mixed_tasks_and_a_share_of_all_failed_ones() -> None:
-    outcomes = {"mixed": [0.0, 1.0], "easy": [1.0, 1.0], "infra": [None, None]} | {
-        f"hard{i}": [0.0, 0.0] for i in range(4)
-    }
+    outcomes: dict[str, list[float | None]] = {"mixed": [0.0, 1.0], "easy": [1.0, 1.0], "infra": [None, None]}
+    outcomes |= {f"hard{i}": [0.0, 0.0] for i in range(4)}
     tasks = [task(i, instance_id=name) for i, name in enumerate(outcomes)]
     train, _, report = clean_tasks(
         tasks, probe=lambda ts: [outcomes[t["instance_id"]] for t in ts], keep_failed=0.5, val_fraction=0.0
@@ -94,3 +93,92 @@ def test_the_command_reads_gzipped_tasks(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert len((tmp_path / "o" / "train.jsonl").read_text().splitlines()) == 3
+
+
+# -- the statement: any task schema, and statements that quote a hidden assertion -----------------------------------
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+HIDDEN_TEST = """import pytest
+
+from slugs import slugify
+
+CASES = [("Hello World", "hello-world"), ("  Many   spaces ", "many-spaces")]
+
+
+@pytest.mark.parametrize(("text", "slug"), CASES)
+def test_slugify(text, slug):
+    assert slugify(text) == slug
+"""
+
+
+def _clean(source: Path, out: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    argv = [ALIGHT, "data", "clean", str(source), "--out-dir", str(out), "--val-fraction", "0", *options]
+    return subprocess.run(argv, capture_output=True, text=True)
+
+
+def _quoting_tasks(tmp_path: Path) -> Path:
+    """Two slugify tasks over a real hidden test file: one statement quotes a case, one describes the failure."""
+    (tmp_path / "test_slugs.py").write_text(HIDDEN_TEST)
+    hook = tmp_path / "hidden.py"
+    hook.write_text(
+        "from pathlib import Path\n\n"
+        "def sources(task):\n"
+        f"    return {{f: (Path({str(tmp_path)!r}) / f).read_text() for f in task['hidden_tests']}}\n"
+    )
+    failing = ["test_slugs.py::test_slugify[Hello World-hello-world]"]
+    quoting = "test_slugify fails: AssertionError: assert 'hello world' == 'hello-world'"
+    describing = "test_slugify fails: slugify keeps the spaces between words instead of joining them with a dash."
+    rows = [
+        task(0, statement=quoting, FAIL_TO_PASS=failing, hidden_tests=["test_slugs.py"]),
+        task(1, statement=describing, FAIL_TO_PASS=failing, hidden_tests=["test_slugs.py"]),
+    ]
+    source = tmp_path / "tasks.jsonl"
+    source.write_text("".join(json.dumps(t) + "\n" for t in rows))
+    return source
+
+
+def test_task_sets_without_a_statement_field_are_kept_whole(tmp_path: Path) -> None:
+    for name in ("quickstart/tasks_train.jsonl", "claude_code/tasks.jsonl", "codex/tasks.jsonl"):
+        result = _clean(EXAMPLES / name, tmp_path / name)
+        assert result.returncode == 0, result.stderr
+        report = json.loads((tmp_path / name / "clean_report.json").read_text())
+        assert report["dropped"] == {} and report["train"] == report["tasks_in"] > 0, name
+
+
+def test_the_statement_field_is_the_one_named(tmp_path: Path) -> None:
+    rows = [json.loads(line) for line in (EXAMPLES / "claude_code" / "tasks.jsonl").read_text().splitlines()[:3]]
+    rows[1]["prompt"] = " \n"
+    source = tmp_path / "tasks.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    result = _clean(source, tmp_path / "o", "--statement-field", "prompt")
+    assert result.returncode == 0, result.stderr
+    assert "dropped at statement: 1 empty_problem_statement" in result.stdout
+    assert [json.loads(line)["id"] for line in (tmp_path / "o" / "train.jsonl").read_text().splitlines()] == [
+        "arith-000",
+        "arith-002",
+    ]
+
+
+def test_a_statement_quoting_a_hidden_assertion_is_reported_with_its_evidence_and_kept(tmp_path: Path) -> None:
+    result = _clean(_quoting_tasks(tmp_path), tmp_path / "o", "--hidden-tests", f"{tmp_path / 'hidden.py'}:sources")
+    assert result.returncode == 0, result.stderr
+    assert "statement quotes a hidden assertion: 1, kept" in result.stdout
+    report = json.loads((tmp_path / "o" / "clean_report.json").read_text())
+    (quoted,) = report["quotes_hidden_assertion"]
+    assert quoted["instance_id"] == "t0" and not quoted["dropped"]
+    assert quoted["evidence"] == ["test_slugs.py::test_slugify: `slugify(text) == slug` quoted as 'hello-world'"]
+    assert report["train"] == 2
+
+
+def test_drop_quoting_drops_the_statements_that_quote_and_keeps_the_others(tmp_path: Path) -> None:
+    hook = f"{tmp_path / 'hidden.py'}:sources"
+    result = _clean(_quoting_tasks(tmp_path), tmp_path / "o", "--hidden-tests", hook, "--drop-quoting")
+    assert result.returncode == 0, result.stderr
+    assert "dropped at quoting: 1 quotes_hidden_assertion" in result.stdout
+    kept = [json.loads(line)["instance_id"] for line in (tmp_path / "o" / "train.jsonl").read_text().splitlines()]
+    assert kept == ["t1"]
+
+
+def test_drop_quoting_without_the_hidden_tests_is_a_usage_error(tmp_path: Path) -> None:
+    result = _clean(EXAMPLES / "quickstart" / "tasks_train.jsonl", tmp_path / "o", "--drop-quoting")
+    assert result.returncode == 2
+    assert "--hidden-tests" in result.stderr

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from alight.cleaning import Probe, clean_tasks
+from alight.cleaning import STATEMENT_FIELD, Probe, clean_tasks
 
 data_app = typer.Typer(help="Prepare task sets for training.", no_args_is_help=True)
 
@@ -52,11 +52,32 @@ def _probe(config: Path, k: int, settings: list[str]) -> Probe:
     return probe
 
 
+def _hook(target: str | None, option: str) -> Any:
+    """The function a FILE.py:FUNCTION option names, or None when it is not given."""
+    from alight.entry import load_target
+
+    try:
+        return load_target(target) if target else None
+    except (ValueError, ImportError, AttributeError) as exc:
+        raise typer.BadParameter(str(exc), param_hint=option) from exc
+
+
 @data_app.command("clean")
 def clean(
     tasks: Path = typer.Argument(..., help="Tasks as JSONL, one JSON object a line (gzipped if it ends in .gz)."),
     out_dir: Path = typer.Option(..., "--out-dir", help="Writes train.jsonl, val.jsonl and clean_report.json here."),
     max_tests: int = typer.Option(2000, "--max-tests", min=1, help="Drop tasks with more FAIL_TO_PASS + PASS_TO_PASS."),
+    statement_field: str = typer.Option(
+        STATEMENT_FIELD, "--statement-field", help="The task field the agent reads; a task without it is kept."
+    ),
+    hidden_tests: str | None = typer.Option(
+        None,
+        "--hidden-tests",
+        help="path/to/file.py:function (task -> {test file: source}): report statements quoting a hidden assertion.",
+    ),
+    drop_quoting: bool = typer.Option(
+        False, "--drop-quoting", help="Drop the tasks whose statement quotes a hidden assertion (needs --hidden-tests)."
+    ),
     reproduce: str | None = typer.Option(
         None, "--reproduce", help="path/to/file.py:function (task -> bool): does the task's bug show?"
     ),
@@ -67,18 +88,21 @@ def clean(
     seed: int = typer.Option(0, "--seed"),
     settings: list[str] = typer.Option([], "--set", help="Override a key of the --probe config."),
 ) -> None:
-    """Drop empty, oversized and non-reproducing tasks, probe difficulty, write a train/val split and a report."""
-    from alight.entry import load_target
-
+    """Drop empty, oversized, statement-quoting and non-reproducing tasks, probe difficulty, write a split and a report."""
     rows = _read_jsonl(tasks)
-    try:
-        checker = load_target(reproduce) if reproduce else None
-    except (ValueError, ImportError, AttributeError) as exc:
-        raise typer.BadParameter(str(exc), param_hint="--reproduce") from exc
+    if drop_quoting and not hidden_tests:
+        raise typer.BadParameter(
+            "needs --hidden-tests FILE.py:FUNCTION to find the quotes", param_hint="--drop-quoting"
+        )
+    checker = _hook(reproduce, "--reproduce")
+    sources = _hook(hidden_tests, "--hidden-tests")
     probe = _probe(probe_config, k, settings) if probe_config else None
     train, val, report = clean_tasks(
         rows,
         max_tests=max_tests,
+        statement_field=statement_field,
+        hidden_tests=sources,
+        drop_quoting=drop_quoting,
         reproduces=checker,
         probe=probe,
         keep_failed=keep_failed,
