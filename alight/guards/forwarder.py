@@ -89,7 +89,7 @@ class Forwarder:
         self.max_head_bytes, self.max_body_bytes = max_head_bytes, max_body_bytes
         self._auth = f"Bearer {token}".encode()
         # No read timeout: a model call may think for minutes; the attempt's own timeout bounds it.
-        self._client = httpx.Client(timeout=httpx.Timeout(30.0, read=None), trust_env=False)
+        self._client = httpx.Client(timeout=httpx.Timeout(30.0, read=None))
         self._server: socketserver.ThreadingUnixStreamServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -154,6 +154,8 @@ class Forwarder:
             conn.receive_data(sock.recv(CHUNK))
 
     def _body(self, conn: h11.Connection, sock: socket.socket) -> bytes:
+        if conn.they_are_waiting_for_100_continue:  # curl's way with large bodies: it waits to be asked
+            sock.sendall(conn.send(h11.InformationalResponse(status_code=100, headers=[])) or b"")
         parts: list[bytes] = []
         size = 0
         while True:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -38,6 +39,8 @@ def _episode(harness: str, binary: str, task: dict, upstream_url: str, tmp_path:
     exe = BIN / binary
     if not exe.exists():
         pytest.skip(f"{binary} is not installed: {INSTALL}")
+    if shutil.which("bwrap") is None:
+        pytest.skip("the CLIs run in a bubblewrap sandbox: apt-get install -y bubblewrap")
     env = {**os.environ, f"ALIGHT_{binary.upper()}_BIN": str(exe), "ALIGHT_WORKSPACE_ROOT": str(tmp_path)}
     done = subprocess.run(
         [ALIGHT, "run", f"alight.harness.{harness}:episode", "--task", json.dumps(task), "--upstream", upstream_url,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -94,6 +95,15 @@ def loopback_service() -> Iterator[int]:
     server.close()
 
 
+def installed(binary: str) -> Path:
+    """The CLI's executable; the test skips, naming the install step, where it or bubblewrap is missing."""
+    if not (BIN / binary).exists():
+        pytest.skip(f"{binary} is not installed: {INSTALL}")
+    if shutil.which("bwrap") is None:
+        pytest.skip("the CLIs run in a bubblewrap sandbox: apt-get install -y bubblewrap")
+    return BIN / binary
+
+
 def _tool_results(request: dict) -> str:
     texts = []
     for message in request.get("messages") or []:
@@ -106,9 +116,7 @@ def _tool_results(request: dict) -> str:
 @pytest.fixture(scope="module", params=CLIS)
 def probe(request, loopback_service, tmp_path_factory) -> Iterator[Probe]:
     harness, binary, tool, argument = request.param
-    exe = BIN / binary
-    if not exe.exists():
-        pytest.skip(f"{binary} is not installed: {INSTALL}")
+    exe = installed(binary)
     tmp = tmp_path_factory.mktemp(binary)
     command = PROBE.format(port=loopback_service, relay=RELAY_PORT)
     task = {
@@ -188,9 +196,7 @@ def test_the_sandboxed_episode_still_reaches_the_gateway_with_every_call_capture
 
 
 def test_a_not_finite_check_score_is_refused_with_a_rollout_event(tmp_path):
-    exe = BIN / "claude"
-    if not exe.exists():
-        pytest.skip(f"claude is not installed: {INSTALL}")
+    exe = installed("claude")
     task = {"prompt": "say hello", "check": "echo nan"}
     app = create_fake_upstream(model="policy")
     env = {**os.environ, "ALIGHT_CLAUDE_BIN": str(exe), "ALIGHT_WORKSPACE_ROOT": str(tmp_path)}

@@ -203,6 +203,18 @@ def test_a_request_smuggled_behind_an_allowed_one_is_refused(forwarder):
     assert [target for _, target, _, _ in gateway.seen] == [f"{ATTEMPT}/models"]
 
 
+def test_a_client_waiting_for_100_continue_is_asked_for_its_body(forwarder):
+    path, gateway = forwarder
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(10)
+        sock.connect(str(path))
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 100 ")
+        sock.sendall(b"{}")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+    assert [body for _, _, _, body in gateway.seen] == [b"{}"]
+
+
 def test_an_unreachable_gateway_is_a_502_from_the_forwarder(tmp_path):
     with Forwarder(tmp_path / "gw.sock", "http://127.0.0.1:9/gw/r1/1/v1", TOKEN), client(tmp_path / "gw.sock") as http:
         answer = http.get("/v1/models")
