@@ -7,6 +7,7 @@ isolated runner, and their outcome sources must agree (testrun.py) or the grade 
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,14 @@ def _restore_tests(original: Path, graded: Path) -> None:
         shutil.copy2(original / rel, graded / rel, follow_symlinks=False)
 
 
+def _not_copied(folder: str, names: list[str]) -> set[str]:
+    """IGNORED, plus pipes, sockets and devices the agent left: copying a named pipe would wait for a writer."""
+    special = {
+        n for n in names if not (os.path.islink(p := os.path.join(folder, n)) or os.path.isfile(p) or os.path.isdir(p))
+    }
+    return set(IGNORED(folder, names)) | special
+
+
 def _loose_test_file(rel: str) -> bool:
     """A test module, conftest.py or test settings file outside the test folders (those are restored whole)."""
     return (is_test_path(rel) or Path(rel).name in TEST_CONFIG_FILES) and not test_folders([rel])
@@ -92,7 +101,7 @@ def grade_episode(
     report = finish_episode(episode, max_diff_lines=max_diff_lines, pythonpath=[*pythonpath] or ["."])
     grading = episode.session / "grade"
     # Links stay links: inside the grading sandbox they resolve as they did in the agent's, never on the host.
-    shutil.copytree(episode.workspace, grading / "workspace", symlinks=True, ignore=IGNORED)
+    shutil.copytree(episode.workspace, grading / "workspace", symlinks=True, ignore=_not_copied)
     _restore_tests(original, grading / "workspace")
     (grading / "tmp").mkdir()
     policy = SandboxPolicy(

@@ -197,18 +197,21 @@ def run_tests(
     finally:
         streamed = pipe.close()
         pipes.cleanup()
-    report_file = scratch / f"outcomes-{name}.json"
-    report = _read_report(report_file)
-    forged = [] if result.timed_out else disagreements(report, streamed, result.returncode)
+    report = _read_report(scratch / f"outcomes-{name}.json")
     lines = scratch / f"coverage-{name}.json"
+    if result.timed_out:
+        # Killed: its reports are not checked against an exit status, so none is believed (a forger could
+        # write one and then wait out the clock). Every test of a run that did not finish fails.
+        lines.unlink(missing_ok=True)
+        return TestRun(outcomes={}, output=result.output, timed_out=True)
+    forged = disagreements(report, streamed, result.returncode)
     if report is None:
-        return TestRun(outcomes={}, output=result.output, timed_out=result.timed_out, disagreements=forged)
+        return TestRun(outcomes={}, output=result.output, disagreements=forged)
     outcomes, messages = report.get("outcomes"), report.get("messages")
     return TestRun(
         outcomes={str(k): str(v) for k, v in outcomes.items()} if isinstance(outcomes, dict) else {},  # pyright: ignore[reportUnknownVariableType]
         messages={str(k): str(v) for k, v in messages.items()} if isinstance(messages, dict) else {},  # pyright: ignore[reportUnknownVariableType]
         output=result.output,
-        timed_out=result.timed_out,
         coverage=json.loads(lines.read_text()) if lines.exists() else {},
         disagreements=forged,
     )

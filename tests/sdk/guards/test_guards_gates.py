@@ -217,6 +217,14 @@ def test_a_daemon_an_agent_leaves_running_dies_with_its_command(episode: Episode
     assert len(beats.read_text().splitlines()) == count
 
 
+def test_a_named_pipe_left_in_the_workspace_does_not_stall_grading(
+    episode: Episode, checkout: Path, agent: Agent
+) -> None:
+    agent(f"mkfifo pipe && {FIX}")
+    result = grade(episode, checkout)
+    assert (result.reward, result.violations) == (1.0, [])
+
+
 def test_a_command_past_its_time_limit_is_killed_and_counted(episode: Episode, checkout: Path, agent: Agent) -> None:
     episode.policy.timeout_s = 1.0
     episode.policy.save(episode.session / "policy.json")

@@ -101,6 +101,13 @@ def test_an_exit_status_forced_to_0_disagrees_with_the_report(tmp_path: Path) ->
     assert "the outcomes report says exit status 1; the process exited 0" in run.disagreements
 
 
+def test_a_report_forged_before_the_clock_runs_out_is_not_believed(tmp_path: Path) -> None:
+    forge_then_wait = HIDDEN_FORGE.replace("    os._exit(0)", "    import time\n    time.sleep(60)")
+    policy = project(tmp_path, FIXED.replace("a + b", "a - b") + forge_then_wait)
+    run = run_tests(policy, SELECT, pythonpath=["."], timeout_s=8)
+    assert (run.timed_out, run.outcomes) == (True, {})
+
+
 def test_a_report_without_a_junit_stream_is_a_disagreement() -> None:
     report = {"outcomes": {"t.py::a": "passed"}, "messages": {}, "exitstatus": 0}
     assert disagreements(report, None, 0) == ["pytest's JUnit stream is missing while the other exists (exit status 0)"]
