@@ -71,7 +71,8 @@ class Probe:
     output: str  # the tool result the policy got back
 
     def section(self, name: str) -> str:
-        match = re.search(rf"=={name}==\n(.*?)(?:\n)?==", self.output, re.S)
+        # Markers count only on lines of their own: the command's text (in a leaked task variable) has them too.
+        match = re.search(rf"^=={name}==\n(.*?)\n?^==[a-z-]+==$", self.output, re.S | re.M)
         assert match, f"no =={name}== section in the tool output:\n{self.output[:3000]}"
         return match.group(1)
 
