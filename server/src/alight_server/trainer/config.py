@@ -116,15 +116,13 @@ class TrainConfig(Section):
         )
 
     def public_dump(self) -> dict[str, Any]:
-        """The config as JSON for run.json and the trackers' params, with keys and secret-looking env values hidden."""
+        """The config as JSON for run.json and the trackers' params, with keys and every agent env value hidden
+        (as the server answers them: a value handed to an agent on purpose is a secret until shown otherwise)."""
         data = self.model_dump(mode="json")
         for key in ("admin_key", "inference_admin_key"):
             if data["server"].get(key):
                 data["server"][key] = "***"
-        env = data["agent"].get("env") or {}
-        for name in env:
-            if any(word in name.upper() for word in ("KEY", "TOKEN", "SECRET", "PASSWORD")):
-                env[name] = "***"
+        data["agent"]["env"] = dict.fromkeys(data["agent"].get("env") or {}, "***")
         return data
 
 
