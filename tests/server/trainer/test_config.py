@@ -115,3 +115,19 @@ def test_async_rollout_needs_more_groups_in_flight_than_a_step_takes(tmp_path: P
         load_config(write(tmp_path, GOOD + "async_rollout: {enabled: true, stale: skip}\n"))
     # off, the setting is not checked against tasks_per_step
     assert not load_config(write(tmp_path, GOOD + "async_rollout: {active_groups: 2}\n")).async_rollout.enabled
+
+
+def test_the_public_dump_hides_every_agent_env_value_but_keeps_the_names(tmp_path: Path) -> None:
+    agent = (
+        "agent: {entrypoint: agent.py:main, env: {DB_URL: 'postgres://u:pw@h/db', MODE: fast}, inherit_env: [HF_TOKEN]}"
+    )
+    config = load_config(write(tmp_path, GOOD.replace("agent: {entrypoint: agent.py:main}", agent)))
+    dumped = config.public_dump()["agent"]
+    assert dumped["env"] == {"DB_URL": "***", "MODE": "***"} and dumped["inherit_env"] == ["HF_TOKEN"]
+    assert config.agent.env["DB_URL"] == "postgres://u:pw@h/db"  # the run itself still has it
+
+
+def test_the_agent_config_refuses_to_inherit_alight_variables(tmp_path: Path) -> None:
+    agent = "agent: {entrypoint: agent.py:main, inherit_env: [ALIGHT_ADMIN_KEY]}"
+    with pytest.raises(ConfigError, match=r"agent.inherit_env.*ALIGHT_\* variables .* agent.env"):
+        load_config(write(tmp_path, GOOD.replace("agent: {entrypoint: agent.py:main}", agent)))
