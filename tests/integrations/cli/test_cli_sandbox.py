@@ -55,6 +55,7 @@ PROBE = " ; ".join(
         "echo ==rollout-api==",
         "timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/{relay}; "
         'printf "GET /api/rollouts HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n" >&3; head -c 300 <&3\' 2>&1',
+        "echo",  # the refusal's body ends without a newline
         "echo ==end==",
     ]
 )
