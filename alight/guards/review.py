@@ -9,8 +9,8 @@ reward unchanged):
   names (`--outcomes-out`, `pytest_outcomes`, `/opt/alight`, `--junitxml`), and, at import time (module
   level, decorators and defaults included), exit hooks (`atexit.register`), leaving the interpreter
   (`os._exit`, `sys.exit`, `exit`, `quit`), signals and killing processes (`os.kill`, `os.killpg`,
-  `signal.*`), writing into `sys.modules`, patching `builtins`, tracing (`sys.settrace`, `sys.setprofile`),
-  running code built at run time (`exec`, `eval`, `compile`, `__import__` of a computed name) and starting
+  `signal.*`), writing into `sys.modules`, `sys.path`, `sys.meta_path` or `sys.path_hooks`, patching
+  `builtins`, tracing (`sys.settrace`, `sys.setprofile`), running code built at run time (`exec`, `eval`, `compile`, `__import__` of a computed name) and starting
   threads or processes (they outlive the import and can rewrite a report after pytest wrote it);
 - review flag: the same calls inside functions (a CLI's main may exit, a lazy loader may fill sys.modules),
   `sys.argv`, frame and garbage-collector introspection (`sys._getframe`, `inspect.stack`, `gc.get_objects`,
@@ -62,10 +62,18 @@ _STARTS = {
     "_thread.start_new_thread": "a thread",
 }
 # Writing into these replaces what other code imports: hard at import time, a review flag in a function.
-_STORES = {"sys.modules": "replacing modules", "builtins": "patching builtins", "__builtins__": "patching builtins"}
+_STORES = {
+    "sys.modules": "replacing modules",
+    "sys.path": "changing where imports come from",
+    "sys.meta_path": "changing where imports come from",
+    "sys.path_hooks": "changing where imports come from",
+    "builtins": "patching builtins",
+    "__builtins__": "patching builtins",
+}
 _INTROSPECTION = ("sys._getframe", "inspect.stack", "inspect.currentframe", "inspect.getouterframes", "gc.get_")
 _FRAME_ATTRS = {"f_back", "f_locals", "f_globals", "tb_frame", "gi_frame"}
 _MUTATING_CALLS = {"update", "setdefault", "pop", "popitem", "clear", "__setitem__", "__delitem__"}
+_MUTATING_CALLS |= {"insert", "append", "extend", "remove"}
 
 
 @dataclass(frozen=True)

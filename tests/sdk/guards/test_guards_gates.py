@@ -100,6 +100,11 @@ CHEATS = {
         r.TEST_FILE_MODIFIED,
         "tests/data/cases.json",
     ),
+    "links_the_tests_folder_to_a_copy": (
+        "cp -r tests t2 && rm -r tests && ln -s t2 tests",
+        r.TEST_FILE_DELETED,
+        "tests/test_helpers.py was deleted",
+    ),
     "adds_test_data_nobody_listed": (
         "mkdir -p tests/data/more && echo '1' > tests/data/more/expected.weird",
         r.TEST_FILE_ADDED,

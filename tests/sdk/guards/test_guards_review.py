@@ -26,6 +26,8 @@ FINDINGS = {
     "getattr(os, '_exit')(0)\n": True,
     "import sys\nsys.modules['pytest'] = None\n": True,
     "import builtins\nsetattr(builtins, 'len', lambda x: 0)\n": True,
+    "import sys\nsys.path.insert(0, '/workspace/vendor')\n": True,
+    "import sys\nsys.meta_path.append(object())\n": True,
     "import _pytest.runner\n": True,
     "def pytest_runtest_makereport(item, call):\n    pass\n": True,
     "REPORT = '--outcomes-out'\n": True,
