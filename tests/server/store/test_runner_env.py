@@ -8,6 +8,7 @@ from cryptography.fernet import Fernet
 
 from alight.api_models import RolloutFilter
 from alight.schemas import RolloutCreate, RunnerSpec
+from alight_server.store.base import Conflict
 from alight_server.store.runner_env import MASK
 from alight_server.store.sql import SqlStore
 from alight_server.upstream_keys import SECRET_KEY_ENV
@@ -97,3 +98,27 @@ def test_a_value_sealed_under_another_key_fails_its_attempt_as_infra_naming_the_
         assert not any(value in attempt.message for value in SECRETS.values())
     finally:
         restarted.close()
+
+
+def test_a_retried_create_is_idempotent_and_a_changed_value_is_a_conflict(any_store: SqlStore, secret_key: str) -> None:
+    create(any_store)
+    create(any_store)  # the identical body: the stored rollout again
+    changed = RunnerSpec(command=["agent"], env={**SECRETS, "DB_PASSWORD": "another"}, inherit_env=["AWS_*"])
+    with pytest.raises(Conflict, match="different body"):
+        any_store.create_rollouts([RolloutCreate(id="r-env", task={"q": 1}, runner=changed)])
+    twice = [RolloutCreate(id="dup", runner=RunnerSpec(command=["a"], env={"K": v})) for v in ("one", "two")]
+    with pytest.raises(Conflict, match="different body"):
+        any_store.create_rollouts(twice)  # one id twice in a batch, with different values
+
+
+def test_no_stored_hash_depends_on_an_env_value(any_store: SqlStore, store_url: str, secret_key: str) -> None:
+    for rollout_id, value in (("a", "guess-1"), ("b", "guess-2")):
+        runner = RunnerSpec(command=["agent"], env={"DB_PASSWORD": value})
+        any_store.create_rollouts([RolloutCreate(id=rollout_id, task={"q": 1}, runner=runner)])
+    engine = sa.create_engine(store_url)
+    try:
+        with engine.connect() as conn:
+            hashes = [row[0] for row in conn.execute(sa.text("SELECT body_hash FROM rollouts ORDER BY id"))]
+    finally:
+        engine.dispose()
+    assert hashes[0] == hashes[1]  # a guessed value cannot be checked against the row

@@ -15,11 +15,12 @@ attempt fails as infra with a message naming ALIGHT_SECRET_KEY.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
 
-from alight.schemas import Rollout, RunnerSpec
+from alight.schemas import Rollout, RolloutCreate, RunnerSpec
 from alight_server import upstream_keys
 from alight_server.store.base import StoreError
 
@@ -44,6 +45,17 @@ class RunnerEnvBox:
         data = runner.model_dump(mode="json")
         data["env"] = {name: SEALED + self._seal(value) for name, value in runner.env.items()}
         return data
+
+    def same_values(self, rollout_id: str, stored: str | None, runner: RunnerSpec | None) -> bool:
+        """Whether the runner column `stored` holds exactly `runner`'s env values (a retried create's check)."""
+        stored_env: dict[str, str] = ((json.loads(stored) if stored else None) or {}).get("env") or {}
+        given = runner.env if runner is not None else {}
+        if set(stored_env) != set(given):
+            return False
+        try:
+            return all(self._open(rollout_id, name, value) == given[name] for name, value in stored_env.items())
+        except RunnerEnvError:
+            return False
 
     def opened(self, rollout: Rollout) -> Rollout:
         """The rollout with its runner env values readable again; RunnerEnvError when one cannot be opened."""
@@ -76,6 +88,16 @@ class RunnerEnvBox:
                 f"the server with the {upstream_keys.SECRET_KEY_ENV} it was created under (make one for the future "
                 f"with: {upstream_keys.MAKE_KEY}), or create the rollout again"
             ) from None
+
+
+def without_values(item: RolloutCreate) -> RolloutCreate:
+    """The create with its runner env values blanked: what the stored body hash covers, so that no hash of a
+    secret (which a guess could be checked against) is kept; `same_values` compares the values themselves."""
+    if item.runner is None or not item.runner.env:
+        return item
+    return item.model_copy(
+        update={"runner": item.runner.model_copy(update={"env": dict.fromkeys(item.runner.env, "")})}
+    )
 
 
 def masked(rollout: Rollout) -> Rollout:

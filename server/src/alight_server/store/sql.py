@@ -31,7 +31,7 @@ from alight.schemas import (
 )
 from alight_server import upstream_keys
 from alight_server.controller.base import attempt_handle
-from alight_server.store import rows
+from alight_server.store import rows, runner_env
 from alight_server.store import tables as t
 from alight_server.store.base import Conflict, NotFound
 from alight_server.store.browse import SqlRolloutListing
@@ -67,22 +67,25 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutListing):
 
     def _create_rollouts(self, items: Sequence[RolloutCreate]) -> list[Rollout]:
         ids = [item.id or uuid.uuid4().hex for item in items]
-        hashes = [rows.body_hash(item) for item in items]
+        hashes = [rows.body_hash(runner_env.without_values(item)) for item in items]
         with self._write() as conn:
+            c = t.rollouts.c
             existing = {
-                row.id: row.body_hash
-                for row in conn.execute(select(t.rollouts.c.id, t.rollouts.c.body_hash).where(t.rollouts.c.id.in_(ids)))
+                row.id: (row.body_hash, row.runner)
+                for row in conn.execute(select(c.id, c.body_hash, c.runner).where(c.id.in_(ids)))
             }
             policy, now = self.current_policy_version(conn), rows.now()
             for i, (item, rid, digest) in enumerate(zip(items, ids, hashes, strict=True)):
                 if rid in existing:
-                    if existing[rid] != digest:
+                    stored_digest, stored_runner = existing[rid]
+                    if stored_digest != digest or not self._runner_env.same_values(rid, stored_runner, item.runner):
                         raise Conflict(
                             f"rollout {rid!r} (item {i}) already exists with a different body; "
                             "reuse an id only to retry the identical create, or choose a new id"
                         )
                     continue
-                existing[rid] = digest
+                sealed = self._runner_env.sealed(item.runner)
+                existing[rid] = (digest, None if sealed is None else rows.dumps(sealed))
                 ordinal = self._bump(conn, "rollout_ordinal")
                 seq = self._bump(conn, "rollout_seq")
                 conn.execute(
@@ -90,7 +93,7 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutListing):
                         rows.values(
                             t.rollouts,
                             item,
-                            runner=self._runner_env.sealed(item.runner),
+                            runner=sealed,
                             id=rid,
                             state=RolloutState.QUEUED,
                             policy_version=policy,
