@@ -27,6 +27,7 @@ from alight_server.inference.guard.alight_keyguard import ADMIN_KEY_ENV, API_KEY
 from alight_server.inference.vllm_server import GUARD_DIR, GUARD_MIDDLEWARE, VllmLaunch
 from alight_server.serving import ServerThread, free_port
 from alight_server.stack import KEY_DIR, UPSTREAM_ID, EmbeddedStack
+from alight_server.testing.services import wait_ready
 
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
 WRONG = [
@@ -193,20 +194,20 @@ def test_vllm_starts_behind_the_guard_with_its_keys_in_the_environment_not_the_c
 
 
 def test_a_standalone_start_without_keys_generates_them_and_says_where(tmp_path: Path) -> None:
-    port = free_port()
+    port, log = free_port(), tmp_path / "inference.log"
     argv = [sys.executable, "-m", "alight_server.inference", "--model", MODEL, "--device", "cpu", "--port", str(port),
             "--key-dir", str(tmp_path / "keys"), "--threads", "1"]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("ALIGHT_INFERENCE_")}
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
-        lines = [proc.stdout.readline() for _ in range(2)] if proc.stdout else []
+        url = f"http://127.0.0.1:{port}"
+        wait_ready(f"{url}/health", proc, log)
         api_file, admin_file = tmp_path / "keys" / "api.key", tmp_path / "keys" / "admin.key"
-        assert lines == [f"api key (for /v1) (generated): {api_file}\n",
-                         f"admin key (for /admin) (generated): {admin_file}\n"]  # fmt: skip
+        assert log.read_text().splitlines()[:2] == [f"api key (for /v1) (generated): {api_file}",
+                                                    f"admin key (for /admin) (generated): {admin_file}"]  # fmt: skip
         for file in (api_file, admin_file):
             assert stat.S_IMODE(file.stat().st_mode) == 0o600
-        url = f"http://127.0.0.1:{port}"
-        _wait_healthy(url, proc)
         api = {"Authorization": f"Bearer {api_file.read_text().strip()}"}
         admin = {"Authorization": f"Bearer {admin_file.read_text().strip()}"}
         assert _status(url, "GET", "/v1/models", {}) == 401
@@ -216,23 +217,6 @@ def test_a_standalone_start_without_keys_generates_them_and_says_where(tmp_path:
     finally:
         proc.kill()
         proc.wait(timeout=10)
-        if proc.stdout:
-            proc.stdout.close()
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen[str], timeout_s: float = 120) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "the inference server exited"
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"no /health at {url} within {timeout_s}s")
 
 
 def test_the_embedded_stack_hands_the_gateway_its_key_as_a_private_file(
