@@ -87,6 +87,9 @@ def run_command(
         stdout=None if streams == "inherit" else subprocess.PIPE,
         stderr={"merged": subprocess.STDOUT, "split": subprocess.PIPE, "inherit": None}[streams],
         stdin=subprocess.DEVNULL,
+        # bwrap stays the sandbox's pid 1 with the environment it was started with, and a command inside
+        # can read /proc/1/environ: it gets PATH to find its tools and nothing else of ours (a token).
+        env={"PATH": os.environ.get("PATH", os.defpath)},
         start_new_session=True,
         preexec_fn=lambda: _limits(policy),
     )

@@ -44,6 +44,8 @@ PROBE = " ; ".join(
     [
         "echo ==env==",
         "env",
+        "echo ==proc==",  # every process's environment, the sandbox's init (bwrap) included
+        "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done 2>&1",
         "echo ==hostname==",
         "cat /etc/hostname 2>&1",
         "echo ==root==",
@@ -148,7 +150,7 @@ def probe(request, loopback_service, tmp_path_factory) -> Iterator[Probe]:
 
 def test_the_probe_ran_in_the_cli_shell_and_its_output_reached_the_policy(probe):
     assert "==end==" in probe.output
-    assert "PATH=" in probe.section("env")
+    assert "PATH=" in probe.section("env") and "PATH=" in probe.section("proc")
 
 
 def test_a_host_environment_secret_does_not_reach_the_cli_shell(probe):
