@@ -3,12 +3,14 @@
 A task hides its FAIL_TO_PASS tests; a statement that shows their literal inputs and expected values lets a
 policy special-case them (return the expected value for that input) instead of fixing the bug. Here:
 
-1. A test's *assertions* are the `assert` statements and `self.assert*(...)` calls in its function's body
-   (the function the node id names, in its class if it has one; helpers it calls are not followed).
+1. A test's *assertions* are the `assert` statements and `self.assert*(...)` calls in its function's body:
+   the function the node id names, in its class or a base class defined in the same file. A helper
+   defined inside the test is part of that body; helpers imported from elsewhere are not followed.
 2. A *case* is one row of its `parametrize` decorators (function or class, tables named by a module
    constant included), or the function alone. The case's *literals* are the constants in its assertions
    (strings, numbers, bytes, and containers of them as Python prints them), in what the test's body
-   assigned to the names they use, and in the row's values. Booleans and None are not literals: they say
+   assigned to the names they use (its helpers' parameters: the arguments of its calls), and in the row's
+   values. Booleans and None are not literals: they say
    nothing about a particular input. Where an assertion compares a computed value with a plain one (a
    literal, or a name), the plain side's literals are the case's *expected value*.
 3. A literal *appears* in a text as a whole token: not inside a longer word or number. A string appears
