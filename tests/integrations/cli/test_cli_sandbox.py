@@ -52,6 +52,9 @@ PROBE = " ; ".join(
         "ls -A /root 2>&1",
         "echo ==loopback==",
         "timeout 5 bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}; head -c 200 <&3' 2>&1",
+        "echo ==abstract==",  # an abstract Unix socket on the host: no file to hide, only the network namespace
+        'python3 -c \'import socket; s = socket.socket(socket.AF_UNIX); s.connect("\\0{abstract}"); '
+        "print(s.recv(200))' 2>&1 | tail -1",
         "echo ==write==",
         f"echo written > {OUTSIDE} && echo wrote-inside",
         "echo ==rollout-api==",
@@ -80,11 +83,7 @@ class Probe:
         return match.group(1)
 
 
-@pytest.fixture(scope="module")
-def loopback_service() -> Iterator[int]:
-    """A service on the host's loopback that greets every connection with BANNER."""
-    server = socket.create_server(("127.0.0.1", 0))
-
+def _greet_every_connection(server: socket.socket) -> None:
     def serve() -> None:
         while True:
             try:
@@ -95,7 +94,26 @@ def loopback_service() -> Iterator[int]:
                 conn.sendall(BANNER.encode() + b"\n")
 
     threading.Thread(target=serve, daemon=True).start()
+
+
+@pytest.fixture(scope="module")
+def loopback_service() -> Iterator[int]:
+    """A service on the host's loopback that greets every connection with BANNER."""
+    server = socket.create_server(("127.0.0.1", 0))
+    _greet_every_connection(server)
     yield server.getsockname()[1]
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def abstract_service() -> Iterator[str]:
+    """The same greeting on an abstract Unix socket of the host's (a name, no file)."""
+    name = f"alight-probe-{uuid.uuid4().hex}"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind("\0" + name)
+    server.listen()
+    _greet_every_connection(server)
+    yield name
     server.close()
 
 
@@ -118,11 +136,11 @@ def _tool_results(request: dict) -> str:
 
 
 @pytest.fixture(scope="module", params=CLIS)
-def probe(request, loopback_service, tmp_path_factory) -> Iterator[Probe]:
+def probe(request, loopback_service, abstract_service, tmp_path_factory) -> Iterator[Probe]:
     harness, binary, tool, argument = request.param
     exe = installed(binary)
     tmp = tmp_path_factory.mktemp(binary)
-    command = PROBE.format(port=loopback_service, relay=RELAY_PORT)
+    command = PROBE.format(port=loopback_service, relay=RELAY_PORT, abstract=abstract_service)
     task = {
         "prompt": f"call {tool} {json.dumps({argument: command})}",
         "files": {"notes.txt": "hello\n"},
@@ -182,6 +200,11 @@ def test_the_hosts_root_folder_is_absent(probe):
 def test_a_service_on_the_hosts_loopback_is_unreachable(probe):
     section = probe.section("loopback")
     assert BANNER not in section and "Connection refused" in section
+
+
+def test_an_abstract_unix_socket_on_the_host_is_unreachable(probe):
+    section = probe.section("abstract")
+    assert BANNER not in section and "ConnectionRefusedError" in section
 
 
 def test_the_rollout_api_is_refused_on_the_way_out(probe):

@@ -203,6 +203,24 @@ def test_a_request_smuggled_behind_an_allowed_one_is_refused(forwarder):
     assert [target for _, target, _, _ in gateway.seen] == [f"{ATTEMPT}/models"]
 
 
+def test_a_request_behind_a_body_framed_two_ways_is_read_as_a_request_and_refused(forwarder):
+    path, gateway = forwarder
+    framed = (
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+    )
+    hidden = b"POST /api/rollouts/r1/rewards HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+    answer = raw(path, framed + hidden)
+    assert b"HTTP/1.1 403 " in answer
+    assert [target for _, target, _, _ in gateway.seen] == [f"{ATTEMPT}/completions"]
+
+
+def test_conflicting_content_lengths_are_a_malformed_request(forwarder):
+    path, gateway = forwarder
+    answer = raw(path, b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}")
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert gateway.seen == []
+
+
 def test_a_client_waiting_for_100_continue_is_asked_for_its_body(forwarder):
     path, gateway = forwarder
     with socket.socket(socket.AF_UNIX) as sock:
