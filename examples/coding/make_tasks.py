@@ -88,13 +88,17 @@ def problem_statement(p: Project, failing: list[str], reports: dict[str, str], l
     shown = failing[:MAX_STATEMENT_TESTS]
     cases = Counter(test_function(n) for n in failing)
     functions = list(dict.fromkeys(test_function(n) for n in shown))
-    # A count that equals one of the tests' literals would read as a quote of it, so counts are masked too.
-    lines = [mask(f"Some behaviour of `{p.name}` ({p.version}) is broken: {len(failing)} of its tests fail.", literals)]
+
+    # A count that equals one of the tests' literals would read as a quote of it: such a count is masked too.
+    def count(n: int) -> str:
+        return mask(str(n), literals)
+
+    lines = [f"Some behaviour of `{p.name}` ({p.version}) is broken: {count(len(failing))} of its tests fail."]
     lines += ["", "Failing tests:"]
-    lines += [f"- {f}" + mask(f" ({cases[f]} cases)" if cases[f] > 1 else "", literals) for f in functions]
+    lines += [f"- {f}" + (f" ({count(cases[f])} cases)" if cases[f] > 1 else "") for f in functions]
     rest = len(failing) - sum(cases[f] for f in functions)
     if rest:
-        lines.append(mask(f"- ... and {rest} more", literals))
+        lines.append(f"- ... and {count(rest)} more")
     said = []
     for function in functions:
         masked = [mask(reports[n], literals) for n in shown if test_function(n) == function and n in reports]

@@ -37,3 +37,16 @@ def test_a_shipped_statement_naming_its_failing_case_by_id_would_be_dropped() ->
     train, _, report = clean_tasks([named], hidden_tests=make_tasks.hidden_tests, drop_quoting=True)
     assert train == [] and report.dropped == {"quoting": {"quotes_hidden_assertion": 1}}
     assert report.quoting[0]["instance_id"] == task["instance_id"]
+
+
+def test_a_generated_statement_names_the_failing_function_and_masks_its_cases_values() -> None:
+    import make_tasks  # pyright: ignore[reportMissingImports]
+    from sources import PROJECTS  # pyright: ignore[reportMissingImports]
+
+    p = PROJECTS["inflection"]
+    failing = [f"test_inflection.py::test_pluralize_plural[{case}]" for case in ("child-children", "man-men")]
+    reports = {failing[0]: "AssertionError: assert 'children' == 'childrens'", failing[1]: "AssertionError: x"}
+    statement = make_tasks.problem_statement(p, failing, reports, make_tasks.hidden_literals(p, failing))
+    assert "- test_inflection.py::test_pluralize_plural (2 cases)" in statement
+    assert "assert ... == 'childrens'" in statement  # what the code gave stays: the bug report needs it
+    assert "child" not in statement.replace("childrens", "") and "men" not in statement
