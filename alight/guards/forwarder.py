@@ -140,8 +140,10 @@ class Forwarder:
                 return
             try:
                 self._forward(conn, sock, request, path, body)
-            except OSError:
-                return  # the client went away mid-answer: closing the upstream stream cancels the call
+            except (OSError, httpx.HTTPError):
+                # The client went away mid-answer (closing the upstream stream cancels the call), or the
+                # gateway did: the answer is cut where it stopped, as the client would see a dropped stream.
+                return
             if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                 return
             conn.start_next_cycle()

@@ -32,6 +32,7 @@ RELAY_INSIDE = "/opt/alight/relay.py"
 # Host variables the CLI keeps (language, time zone, terminal); the rest of the host's environment stays out.
 INHERITED = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "NO_COLOR")
 INHERIT_ENV = "ALIGHT_HARNESS_INHERIT_ENV"  # comma-separated names of further host variables to pass in
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 LONG_S = 24 * 3600  # the CLI's wall clock and CPU: the attempt's own timeout is the one that ends it
 IDENTITY = {  # the sandbox's own identity files, in place of the host's
     "passwd": "agent:x:1000:1000:agent:/home/agent:/bin/bash\n",
@@ -114,14 +115,15 @@ def run_cli_sandboxed(
     """
     executable = Path(binary if os.sep in binary else shutil.which(binary) or binary).resolve()
     python, python_mounts = _relay_python()
+    path, node_mounts = _node()
     policy = base_policy(root, work, cpu_s=LONG_S, memory_mb=0, timeout_s=LONG_S)
-    policy.read_only = [str(_install_root(executable)), *python_mounts]
+    policy.read_only = [str(_install_root(executable)), *python_mounts, *node_mounts]
     policy.read_only_at[RELAY_INSIDE] = str(Path(__file__).resolve().parent.parent / "guards" / "relay.py")
     for relative, content in launch.home_files.items():
         (home / relative).parent.mkdir(parents=True, exist_ok=True)
         (home / relative).write_text(content)
         policy.read_only_at[f"{HOME}/{relative}"] = str(home / relative)
-    env = {"PATH": _search_path(policy), "SHELL": "/bin/bash", **host_env(), **launch.env}
+    env = {"PATH": path, "SHELL": "/bin/bash", **host_env(), **launch.env}
     # AF_UNIX paths are short (108 bytes): a folder of its own under the system's temp dir, not the workspace's.
     sockets = Path(tempfile.mkdtemp(prefix="alight-gw-"))
     try:
@@ -134,11 +136,10 @@ def run_cli_sandboxed(
         shutil.rmtree(sockets, ignore_errors=True)
 
 
-def _search_path(policy: SandboxPolicy) -> str:
-    """PATH inside: the system's, after the folder of a `node` installed outside it (mounted too)."""
+def _node() -> tuple[str, list[str]]:
+    """(PATH inside, what to mount): the system's PATH, after the folder of a `node` installed outside /usr."""
     node = shutil.which("node")
     if node and not _system_path(Path(node).resolve()):
         prefix = Path(node).resolve().parent.parent
-        policy.read_only.append(str(prefix))
-        return f"{prefix / 'bin'}:/usr/local/bin:/usr/bin:/bin"
-    return "/usr/local/bin:/usr/bin:/bin"
+        return f"{prefix / 'bin'}:{SYSTEM_PATH}", [str(prefix)]
+    return SYSTEM_PATH, []

@@ -39,8 +39,12 @@ def gateway_app(gateway: Gateway) -> FastAPI:
     async def stream(request: Request) -> StreamingResponse:
         gateway.seen.append(("POST", request.url.path, dict(request.headers), await request.body()))
 
+        cut = (await request.body()) == b'{"cut":true}'
+
         async def events() -> AsyncIterator[bytes]:
             yield b"data: first\n\n"
+            if cut:
+                raise RuntimeError("the gateway dies mid-stream")
             await asyncio.to_thread(gateway.release.wait, 30)  # the client reads `first` before this is set
             yield b"data: second\n\n"
 
@@ -121,6 +125,17 @@ def test_a_streamed_answer_passes_through_as_it_is_produced(forwarder):
         assert next(lines) == "data: first"  # arrived while the gateway still holds the second event
         gateway.release.set()
         assert [line for line in lines if line] == ["data: second"]
+
+
+def test_a_stream_the_gateway_cuts_is_cut_for_the_client_and_the_next_call_is_served(forwarder):
+    path, _ = forwarder
+    with client(path) as http:
+        with (
+            pytest.raises(httpx.RemoteProtocolError),
+            http.stream("POST", "/v1/chat/completions", json={"cut": True}) as a,
+        ):
+            a.read()
+        assert http.get("/v1/models").status_code == 200
 
 
 def test_one_connection_carries_several_model_calls(forwarder):
