@@ -79,12 +79,10 @@ def _real_folder(root: Path, rel: str) -> None:
 def _remove(root: Path, rel: str) -> None:
     path = root / rel
     _real_folder(root, str(Path(rel).parent))
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
+    if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
-    elif path.exists():
-        path.unlink()  # a pipe or a socket
+    else:
+        path.unlink(missing_ok=True)
 
 
 def grade_episode(
