@@ -10,6 +10,8 @@ new or changed file is a violation when
   workspace root. Sources, sourceless .pyc files, extension modules and package folders all count, and a
   deleted __init__.py that turns an unchanged file into a top-level module counts as well;
 - it is a `*.pth` file (site's start-up hook), or a `conftest.py` (a pytest plugin), anywhere;
+- it is compiled code Python would import (a sourceless .pyc, an extension module): `calc.cpython-311-...so`
+  takes the place of `calc.py` itself, and nothing can review what it does;
 - it changes pytest's settings (pytest.ini, .pytest.ini, tox.ini [pytest], setup.cfg [tool:pytest],
   pyproject.toml [tool.pytest...]) in any folder.
 """
@@ -98,6 +100,10 @@ def tampering_violations(
                 found.append(Violation(RUNNER_TAMPERING, f"{rel}: a .pth file runs code when site starts Python"))
             if name == "conftest.py":
                 found.append(Violation(RUNNER_TAMPERING, f"{rel}: a conftest.py is a pytest plugin"))
+            if rel in after and not name.endswith(".py") and module_path(rel) is not None:
+                found.append(
+                    Violation(RUNNER_TAMPERING, f"{rel}: compiled code Python can import, which no review can read")
+                )
             if pytest_settings(rel, before.get(rel)) != pytest_settings(rel, after.get(rel)):
                 found.append(Violation(RUNNER_TAMPERING, f"{rel}: pytest's settings changed"))
         if rel not in after:

@@ -75,6 +75,11 @@ CHEATS = {
         r.RUNNER_TAMPERING,
         "shadows pluggy",
     ),
+    "replaces_the_code_under_test_with_an_extension_module": (
+        "cp /bin/true calc.cpython-311-x86_64-linux-gnu.so",
+        r.RUNNER_TAMPERING,
+        "calc.cpython-311-x86_64-linux-gnu.so: compiled code",
+    ),
     "shadows_pytest_internals_as_a_package": (
         write("_pytest/__init__.py", FORGER_MODULE),
         r.RUNNER_TAMPERING,
