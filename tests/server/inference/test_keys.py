@@ -181,10 +181,11 @@ def test_the_guard_module_imports_with_the_standard_library_alone() -> None:
 
 def test_vllm_starts_behind_the_guard_with_its_keys_in_the_environment_not_the_command_line(tmp_path: Path) -> None:
     launch = VllmLaunch(model_dir=tmp_path, served_name="m", port=8000)
-    command, env = launch.command(), launch.env({"PYTHONPATH": "/elsewhere"})
+    command, env = launch.command(), launch.env({"PYTHONPATH": "/elsewhere", "VLLM_API_KEY": "operators"})
     assert command[command.index("--middleware") + 1] == GUARD_MIDDLEWARE
     assert env["PYTHONPATH"].split(os.pathsep) == [str(GUARD_DIR), "/elsewhere"]
     assert env[API_KEY_ENV] == launch.api_key and env[ADMIN_KEY_ENV] == launch.admin_key
+    assert "VLLM_API_KEY" not in env  # vLLM's own /v1 check would refuse the admin key on /v1/load_lora_adapter
     assert launch.api_key != launch.admin_key and len(launch.api_key) >= 32
     assert not {launch.api_key, launch.admin_key} & set(command) and launch.api_key not in repr(launch)
     assert VllmLaunch(model_dir=tmp_path, served_name="m", port=8000).api_key != launch.api_key  # new per launch

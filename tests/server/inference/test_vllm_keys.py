@@ -80,3 +80,5 @@ def test_the_weight_updaters_key_opens_the_dev_routes(vllm: VllmServer, tmp_path
     weights = VllmWeights(vllm.url, tmp_path, api_key=vllm.launch.admin_key)
     assert weights.weight_version() == "default"
     weights.close()
+    # /v1 too: the LoRA route is under it, and the trainer asks vLLM directly in tests
+    assert _status(vllm, "GET", "/v1/models", vllm.launch.admin_key) == 200

@@ -7,9 +7,10 @@ vLLM pins its own torch and transformers, so it runs from its own interpreter (b
 `VLLM_ALLOW_RUNTIME_LORA_UPDATING` so `/v1/load_lora_adapter` can replace the adapter in place.
 Those routes are outside vLLM's own `--api-key` check, so the server also runs behind alight's key guard
 (`--middleware alight_keyguard.KeyGuard`, inference/guard/): nothing but /health answers without a key.
-The API key (`VLLM_API_KEY`, also vLLM's own /v1 key) goes to the gateway, the admin key
-(`ALIGHT_VLLM_ADMIN_KEY`, every route) to the trainer's weight updater; both are generated per launch and
-passed in the environment, not on the command line, which every local user can read.
+The API key (`ALIGHT_VLLM_API_KEY`, /v1) goes to the gateway, the admin key (`ALIGHT_VLLM_ADMIN_KEY`,
+every route) to the trainer's weight updater; both are generated per launch and passed in the
+environment, not on the command line, which every local user can read. `VLLM_API_KEY` is removed from
+vLLM's environment: vLLM's own /v1 check would refuse the admin key on `/v1/load_lora_adapter`.
 A start that fails ends with one `VllmStartError` sentence naming the cause, and the whole process group
 (vLLM's engine core is a second process) is killed: nothing is left behind.
 """
@@ -101,9 +102,10 @@ class VllmLaunch:
             VLLM_CPU_KVCACHE_SPACE=str(self.kv_cache_gb),
             PYTHONUNBUFFERED="1",
             PYTHONPATH=os.pathsep.join(p for p in (str(GUARD_DIR), env.get("PYTHONPATH", "")) if p),
-            VLLM_API_KEY=self.api_key,
+            ALIGHT_VLLM_API_KEY=self.api_key,
             ALIGHT_VLLM_ADMIN_KEY=self.admin_key,
         )
+        env.pop("VLLM_API_KEY", None)
         if self.lora_rank is not None:
             env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
         return env

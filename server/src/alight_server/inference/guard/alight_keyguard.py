@@ -11,8 +11,9 @@ open but `/health`:
 - anything else is a 401, compared in constant time (`hmac.compare_digest` of SHA-256 digests).
 
 vLLM instantiates the class with no arguments, so it then reads its keys from the environment:
-`VLLM_API_KEY` (which also turns on vLLM's own /v1 check) and `ALIGHT_VLLM_ADMIN_KEY` (without it no
-request opens the routes outside /v1). The embedded server passes both keys as arguments.
+`ALIGHT_VLLM_API_KEY` and `ALIGHT_VLLM_ADMIN_KEY` (without it no request opens the routes outside /v1).
+Not `VLLM_API_KEY`: that turns on vLLM's own /v1 check, which knows only that one key and would refuse
+the admin key on `/v1/load_lora_adapter`. The embedded server passes both keys as arguments.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import posixpath
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-API_KEY_ENV = "VLLM_API_KEY"
+API_KEY_ENV = "ALIGHT_VLLM_API_KEY"
 ADMIN_KEY_ENV = "ALIGHT_VLLM_ADMIN_KEY"
 
 Scope = MutableMapping[str, Any]
