@@ -82,3 +82,31 @@ def test_the_weight_updaters_key_opens_the_dev_routes(vllm: VllmServer, tmp_path
     weights.close()
     # /v1 too: the LoRA route is under it, and the trainer asks vLLM directly in tests
     assert _status(vllm, "GET", "/v1/models", vllm.launch.admin_key) == 200
+
+
+def test_a_lora_adapter_loads_through_the_guard_with_the_admin_key_only(tmp_path: Path) -> None:
+    """`/v1/load_lora_adapter` sits under /v1 but is the weight updater's: the admin key must open it."""
+    from peft import LoraConfig, get_peft_model
+
+    from alight_server.inference.models import load_policy
+
+    model_dir = build_tiny_vllm_model(tmp_path / "tiny-vllm")
+    launch = VllmLaunch(model_dir=model_dir, served_name="tiny", port=free_port(), dtype="float32",
+                        max_model_len=512, lora_rank=8)  # fmt: skip
+    server = VllmServer(launch, log_path=tmp_path / "vllm.log")
+    server.start()
+    try:
+        model, _ = load_policy(model_dir, device="cpu")
+        adapter = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
+        weights = VllmWeights(server.url, tmp_path / "w", adapter=adapter, adapter_name="tiny-lora",
+                              api_key=launch.admin_key)  # fmt: skip
+        weights.load_initial_adapter()
+        weights.load(lambda: {}, 1)  # pause, adapter in place, reset cache, version, resume
+        assert weights.weight_version() == "1"
+        weights.close()
+        body = {"model": "tiny-lora", "prompt": [1, 2, 3], "max_tokens": 2}
+        assert _status(server, "POST", "/v1/completions", launch.api_key, body) == 200
+        gateway = {"lora_name": "x", "lora_path": str(tmp_path / "w" / "lora")}
+        assert _status(server, "POST", "/v1/load_lora_adapter", None, gateway) == 401
+    finally:
+        server.stop()
