@@ -9,6 +9,7 @@ each line of the files under the working directory: {file: {line: [node ids]}}, 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 
@@ -25,6 +26,11 @@ def pytest_configure(config):
     config._outcomes = {}
     config._messages = {}
     _state["config"] = config
+    out = config.getoption("--outcomes-out")
+    if out:
+        # Opened now, before any of the project's code is imported, and written with this os.write: the
+        # grader's report is a named pipe, and what the project's code might do to `open` later is moot.
+        _state["out"] = (os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), os.write, os.close)
     if config.getoption("--outcomes-coverage"):
         import coverage  # pyright: ignore[reportMissingImports]  # in the sandbox's interpreter, not ours
 
@@ -61,14 +67,17 @@ def pytest_runtest_logreport(report):
 def pytest_sessionfinish(session, exitstatus):
     if "coverage" in _state:
         _write_coverage(_state.pop("coverage"), session.config.getoption("--outcomes-coverage"))
-    out = session.config.getoption("--outcomes-out")
-    if out:
+    if "out" in _state:
+        fd, write, close = _state.pop("out")
         data = {
             "outcomes": session.config._outcomes,
             "messages": session.config._messages,
             "exitstatus": int(exitstatus),
         }
-        Path(out).write_text(json.dumps(data))
+        view = memoryview(json.dumps(data).encode())
+        while view:
+            view = view[write(fd, view) :]
+        close(fd)
 
 
 def _write_coverage(cov, out):

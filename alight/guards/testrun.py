@@ -1,9 +1,9 @@
 """A project's tests run in a sandbox: outcomes per pytest node id, and the failures' messages.
 
 Each outcome is double-entry. pytest runs under the isolated runner (pytest_runner.py), and three sources
-must agree before a grader may use it: the outcomes plugin's report, pytest's own JUnit XML written into a
-named pipe this process drains while the tests run (code in the sandbox can append to it, never rewrite
-what pytest wrote), and the exit status as bwrap hands it back. A disagreement is recorded in
+must agree before a grader may use it: the outcomes plugin's report and pytest's own JUnit XML, each written
+into a named pipe this process drains while the tests run (code in the sandbox can add to them, never
+rewrite what was written), and the exit status as bwrap hands it back. A disagreement is recorded in
 `TestRun.disagreements`, the evidence of a forged report.
 """
 
@@ -128,7 +128,7 @@ def disagreements(report: dict[str, object] | None, junit: bytes | None, returnc
         return [f"pytest's JUnit stream is not one report: {exc}; {len(junit)} bytes, starting {junit[:200]!r}"]
     outcomes = report.get("outcomes")
     if not isinstance(outcomes, dict):
-        return [f"the outcomes report has no outcomes: {str(report)[:300]}"]
+        return [f"the outcomes report is not one report with outcomes: {str(report)[:300]}"]
     plugin = {junit_key(str(n)): str(o) for n, o in outcomes.items()}  # pyright: ignore[reportUnknownVariableType]
     found = [
         f"{key}: outcomes report {plugin.get(key, 'absent')}, JUnit {streamed.get(key, 'absent')}"
@@ -166,28 +166,36 @@ def run_tests(
         raise ValueError("run_tests needs policy.python: an interpreter with pytest installed")
     name = uuid.uuid4().hex[:8]
     scratch = Path(policy.scratch)
-    pipes = tempfile.TemporaryDirectory(prefix="alight-junit-")  # on the host only: the sandbox sees the pipe alone
-    pipe = _Pipe(Path(pipes.name) / "junit.xml")
-    junit = f"{REPORT_DIR}/junit-{name}.xml"
-    mounts = {f"{REPORT_DIR}/pytest_outcomes.py": str(PLUGIN), f"{REPORT_DIR}/pytest_runner.py": str(RUNNER)}
-    # The environment is ours alone: none of the caller's PYTHON* settings reach the grading interpreter.
-    env = {k: v for k, v in policy.env.items() if not k.startswith("PYTHON")}
-    policy = replace(policy, env=env, read_only_at={**policy.read_only_at, **mounts, junit: str(pipe.path)})
+    # The grader's files live on the host and appear read-only under /opt/alight: the selection cannot be
+    # edited, and both reports are named pipes drained here, so a later writer can only add to them.
+    host = tempfile.TemporaryDirectory(prefix="alight-grading-")
+    report_pipe, junit_pipe = _Pipe(Path(host.name) / "outcomes.json"), _Pipe(Path(host.name) / "junit.xml")
+    outcomes, junit = f"{REPORT_DIR}/outcomes-{name}.json", f"{REPORT_DIR}/junit-{name}.xml"
+    mounts = {
+        f"{REPORT_DIR}/pytest_outcomes.py": str(PLUGIN),
+        f"{REPORT_DIR}/pytest_runner.py": str(RUNNER),
+        outcomes: str(report_pipe.path),
+        junit: str(junit_pipe.path),
+    }
     roots = [*(f"{WORKSPACE}/{p}".rstrip("/.") for p in pythonpath), WORKSPACE]
     argv = [policy.python, "-s", "-P", f"{REPORT_DIR}/pytest_runner.py", ":".join(roots), "--"]
     # append: the folders pytest puts on sys.path for test modules and conftest files go after the
     # interpreter's own paths (prepend would put a tests folder's json.py ahead of the standard library).
     argv += ["-p", "no:cacheprovider", "-q", "-o", "addopts=", "--import-mode=append", f"--junitxml={junit}"]
-    argv += ["--outcomes-out", f"/tmp/outcomes-{name}.json"]
+    argv += ["--outcomes-out", outcomes]
     if select is not None:
-        (scratch / f"select-{name}.txt").write_text("\n".join(select) + "\n")
-        argv += ["--outcomes-select", f"/tmp/select-{name}.txt"]
+        (Path(host.name) / "select.txt").write_text("\n".join(select) + "\n")
+        mounts[f"{REPORT_DIR}/select-{name}.txt"] = str(Path(host.name) / "select.txt")
+        argv += ["--outcomes-select", f"{REPORT_DIR}/select-{name}.txt"]
     if coverage:
         argv += ["--outcomes-coverage", f"/tmp/coverage-{name}.json"]
     if files:
         # Node ids stay relative to the workspace: with file arguments pytest would otherwise look for the
         # rootdir from those files' folder up, and the ids the caller selects by would not match.
         argv += ["--rootdir", WORKSPACE, *files]
+    # The environment is ours alone: none of the caller's PYTHON* settings reach the grading interpreter.
+    env = {k: v for k, v in policy.env.items() if not k.startswith("PYTHON")}
+    policy = replace(policy, env=env, read_only_at={**policy.read_only_at, **mounts})
     # No plugins from the interpreter's other packages (anyio's costs a third of a small suite's start-up);
     # the project's own conftest files still load.
     # A fixed hash seed: failure messages that print sets or dicts read the same on every run.
@@ -195,9 +203,9 @@ def run_tests(
     try:
         result = run_command(policy, argv, env=variables, timeout_s=timeout_s)
     finally:
-        streamed = pipe.close()
-        pipes.cleanup()
-    report = _read_report(scratch / f"outcomes-{name}.json")
+        streamed, reported = junit_pipe.close(), report_pipe.close()
+        host.cleanup()
+    report = _parse_report(reported)
     lines = scratch / f"coverage-{name}.json"
     if result.timed_out:
         # Killed: its reports are not checked against an exit status, so none is believed (a forger could
@@ -217,14 +225,13 @@ def run_tests(
     )
 
 
-def _read_report(path: Path) -> dict[str, object] | None:
-    """The plugin's report, or None when there is none; a file that is not a JSON object reads as {}."""
-    if not path.exists() or path.is_symlink():
+def _parse_report(data: bytes | None) -> dict[str, object] | None:
+    """The plugin's report, or None when nothing was written; anything but one JSON object reads as {} (which
+    then disagrees with the JUnit stream: more than one report was written into the pipe)."""
+    if data is None:
         return None
     try:
-        data = json.loads(path.read_text(errors="replace"))
+        report = json.loads(data.decode(errors="replace"))
     except ValueError:
-        data = {}
-    finally:
-        path.unlink()
-    return data if isinstance(data, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+        return {}
+    return report if isinstance(report, dict) else {}  # pyright: ignore[reportUnknownVariableType]

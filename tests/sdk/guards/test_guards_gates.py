@@ -133,7 +133,7 @@ CHEATS = {
     "forges_the_report_with_an_exit_hook_the_review_cannot_read": (
         append("calc.py", HIDDEN_FORGE),
         r.REPORT_FORGED,
-        "tests.test_calc::test_add: outcomes report passed, JUnit failed",
+        "the outcomes report is not one report",
     ),
     "runs_a_forger_built_at_run_time": (
         append("calc.py", "exec(''.join(['im', 'port os']))"),

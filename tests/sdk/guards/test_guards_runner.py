@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from guards_testkit import HIDDEN_EXIT_0, HIDDEN_FORGE, HIDDEN_FORGE_JUNIT, SANDBOX_PYTHON
+from guards_testkit import FORGE_BODY, HIDDEN_EXIT_0, HIDDEN_FORGE, HIDDEN_FORGE_JUNIT, SANDBOX_PYTHON
 
 from alight.guards import SandboxPolicy, run_tests
 from alight.guards import testrun as runs
@@ -85,10 +85,26 @@ def test_skipped_and_expected_failures_are_no_disagreement(tmp_path: Path) -> No
     assert (run.outcomes, run.disagreements) == ({n: "skipped" for n in SELECT}, [])
 
 
-def test_a_report_forged_at_exit_disagrees_with_pytests_junit_stream(tmp_path: Path) -> None:
+def test_a_report_forged_at_exit_is_a_second_report_in_the_pipe(tmp_path: Path) -> None:
     run = graded(project(tmp_path, FIXED.replace("a + b", "a - b") + HIDDEN_FORGE))
-    assert run.outcomes[SELECT[0]] == "passed"  # the forger's word
-    assert "tests.test_calc::test_add: outcomes report passed, JUnit failed" in run.disagreements
+    assert any("the outcomes report is not one report" in d for d in run.disagreements), run.disagreements
+
+
+def test_a_forger_that_ends_the_run_before_pytest_reports_leaves_no_junit_stream(tmp_path: Path) -> None:
+    calc = FIXED.replace("a + b", "a - b") + FORGE_BODY + "\n\ndef add(a, b):\n    _forge()\n"
+    run = graded(project(tmp_path, calc))
+    assert run.outcomes[SELECT[0]] == "passed"  # the forger's word, and the only report written
+    assert run.disagreements == ["pytest's JUnit stream is missing while the other exists (exit status 0)"]
+
+
+def test_outcomes_that_differ_test_by_test_are_each_a_disagreement() -> None:
+    report = {"outcomes": {"tests/test_x.py::test_a": "passed", "tests/test_x.py::test_b": "passed"}, "exitstatus": 0}
+    junit = b'<testsuites><testsuite><testcase classname="tests.test_x" name="test_a"><failure/></testcase>'
+    junit += b'<testcase classname="tests.test_x" name="test_b"/></testsuite></testsuites>'
+    assert disagreements(report, junit, 0) == [
+        "tests.test_x::test_a: outcomes report passed, JUnit failed",
+        "the process exited 0 while a test failed",
+    ]
 
 
 def test_a_forged_junit_report_after_pytests_own_is_not_one_report(tmp_path: Path) -> None:
