@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from alight.schemas import REWARD_HACKING, Event, FailureKind, Rollout, Trajectory
+from alight.schemas import REVIEW_FLAG, REWARD_HACKING, Event, FailureKind, Rollout, Trajectory
 
-__all__ = ["EPISODE", "REWARD_HACKING", "EvalReport", "build_report"]
+__all__ = ["EPISODE", "REVIEW_FLAG", "REWARD_HACKING", "EvalReport", "build_report"]
 EPISODE = "episode"  # rollout events with the harness's command counts (alight.guards)
 
 
@@ -32,12 +32,14 @@ class EvalReport:
     retries: int  # attempts past the first (infra retries) plus calls the gateway turned away (429)
     infra_failures: int
     gate_violations: dict[str, int] = field(default_factory=dict)  # rule -> rollouts that broke it
+    review_flags: dict[str, int] = field(default_factory=dict)  # rule -> rollouts flagged (reward kept)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def lines(self, title: str = "evaluation") -> list[str]:
         gates = ", ".join(f"{rule} {n}" for rule, n in sorted(self.gate_violations.items())) or "none"
+        flags = ", ".join(f"{rule} {n}" for rule, n in sorted(self.review_flags.items())) or "none"
         return [
             f"{title}: {self.rollouts} rollouts, {self.scored} scored",
             f"  success        {self.success_rate:.3f} ± {self.success_stderr:.3f} (standard error)",
@@ -47,6 +49,7 @@ class EvalReport:
             f"  latency        p50 {self.latency_p50_ms:.0f} ms, p95 {self.latency_p95_ms:.0f} ms per call",
             f"  retries        {self.retries} ({self.infra_failures} infra failures)",
             f"  gate violations {gates}",
+            f"  review flags   {flags}",
         ]
 
 
@@ -75,9 +78,7 @@ def build_report(
     latencies = [c.latency_ms for c in calls if c.latency_ms is not None]
     tool_errors = sum(1 for t in trajectories for s in t.tool_spans if s.failed)
     tool_errors += sum(int(e.payload.get("command_errors", 0)) for e in events if e.kind == EPISODE)
-    gates: Counter[str] = Counter()
-    for _, rule in {(e.rollout_id, str(e.payload.get("rule"))) for e in events if e.kind == REWARD_HACKING}:
-        gates[rule] += 1
+    gates, flags = _rollouts_per_rule(events, REWARD_HACKING), _rollouts_per_rule(events, REVIEW_FLAG)
     return EvalReport(
         rollouts=len(rollouts),
         scored=len(scores),
@@ -92,5 +93,14 @@ def build_report(
         latency_p95_ms=_quantile(latencies, 0.95),
         retries=sum(max(0, len(r.attempts) - 1) for r in rollouts) + sum(1 for c in calls if c.status_code == 429),
         infra_failures=sum(1 for t in trajectories if t.failure_kind in (FailureKind.INFRA, FailureKind.TIMEOUT)),
-        gate_violations=dict(gates),
+        gate_violations=gates,
+        review_flags=flags,
     )
+
+
+def _rollouts_per_rule(events: Sequence[Event], kind: str) -> dict[str, int]:
+    """rule -> how many rollouts have an event of `kind` with that rule (several attempts count once)."""
+    counts: Counter[str] = Counter()
+    for _, rule in {(e.rollout_id, str(e.payload.get("rule"))) for e in events if e.kind == kind}:
+        counts[rule] += 1
+    return dict(counts)

@@ -16,10 +16,9 @@ from pathlib import Path
 from alight.evaluation import EPISODE, REWARD_HACKING
 from alight.guards.episode import IGNORED, Episode, EpisodeReport, finish_episode, tree_files
 from alight.guards.policy import SandboxPolicy
-from alight.guards.review import REVIEW_FLAG
 from alight.guards.rules import REPORT_FORGED, TEST_CONFIG_FILES, Violation, is_test_path, test_folders
 from alight.guards.testrun import run_tests
-from alight.schemas import MAX_EVIDENCE_CHARS, EventCreate
+from alight.schemas import MAX_EVIDENCE_CHARS, REVIEW_FLAG, EventCreate
 
 
 @dataclass

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 from alight.guards.rules import RUNNER_TAMPERING, Violation, is_test_path
 
-REVIEW_FLAG = "review_flag"  # the rollout event kind of a review flag: {rule, evidence}, reward unchanged
 RUNNER_REACH = "runner_reach"  # a review flag's rule: the code under test reaches toward the runner
 
 _INTERNALS = ("_pytest", "pluggy")

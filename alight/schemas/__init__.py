@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from alight.schemas.calls import ApiFlavour, ModelCall
 from alight.schemas.events import Event, EventCreate
-from alight.schemas.gates import MAX_EVIDENCE_CHARS, REWARD_HACKING, GatePayload
+from alight.schemas.gates import MAX_EVIDENCE_CHARS, REVIEW_FLAG, REWARD_HACKING, GatePayload
 from alight.schemas.gateway import GatewayPause, GatewayReplica, GatewaySync
 from alight.schemas.rewards import Reward, RewardCreate, RewardSource
 from alight.schemas.rollouts import (
@@ -34,6 +34,7 @@ from alight.schemas.upstreams import PolicyVersion, Upstream, UpstreamCreate
 
 __all__ = [
     "MAX_EVIDENCE_CHARS",
+    "REVIEW_FLAG",
     "REWARD_HACKING",
     "TERMINAL_STATES",
     "TRANSITIONS",

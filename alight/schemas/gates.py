@@ -1,4 +1,4 @@
-"""A hard gate's violation: the `reward_hacking` event kind and its one payload shape."""
+"""A gate's finding: the `reward_hacking` (hard gate) and `review_flag` event kinds and their one payload shape."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pydantic import Field
 from alight.schemas.strict import Strict
 
 REWARD_HACKING = "reward_hacking"  # the event kind of a hard gate's violation (alight.guards); payload: GatePayload
+REVIEW_FLAG = "review_flag"  # the event kind of a review flag: same payload, the reward unchanged
 MAX_EVIDENCE_CHARS = 2000
 
 

@@ -95,3 +95,16 @@ def test_gate_violations_count_rollouts_per_rule_and_episode_events_count_tool_e
     assert report.gate_violations == {"canary_read": 2, "network_attempted": 1}
     assert report.tool_errors == 3
     assert "canary_read 2, network_attempted 1" in "\n".join(report.lines())
+
+
+def test_review_flags_are_counted_apart_from_gate_violations_and_keep_the_reward() -> None:
+    events = [
+        event(0, "review_flag", rule="runner_reach", evidence="calc.py:3 reads sys.argv"),
+        event(0, "review_flag", rule="runner_reach", evidence="calc.py:9 gc.get_objects"),
+        event(1, "reward_hacking", rule="runner_tampering", evidence="pytest.py (added)"),
+    ]
+    report = build_report([rollout(0), rollout(1)], [trajectory(0, 1.0), trajectory(1, 0.0)], events)
+    assert report.review_flags == {"runner_reach": 1}
+    assert report.gate_violations == {"runner_tampering": 1}
+    assert report.mean_reward == 0.5
+    assert "review flags   runner_reach 1" in "\n".join(report.lines())
