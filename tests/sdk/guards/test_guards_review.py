@@ -11,9 +11,10 @@ from guards_testkit import FAIL_TO_PASS, FIX, PASS_TO_PASS, append
 
 from alight.guards import Episode, grade_episode, grade_events
 from alight.guards.episode import tree_files
-from alight.guards.review import REVIEW_FLAG, RUNNER_REACH, review_source
+from alight.guards.review import RUNNER_REACH, review_source
 from alight.guards.rules import TEST_FILE_ADDED, TEST_FILE_MODIFIED
 from alight.guards.tampering import importable_as, tampering_violations
+from alight.schemas import REVIEW_FLAG
 
 Agent = Callable[[str], subprocess.CompletedProcess[str]]
 BEFORE = "import os\n\n\ndef add(a, b):\n    return a - b\n"
