@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from alight_server.config import ServerConfig
-from alight_server.nesting import ApiNestingLimit
+from alight_server.json_depth import TooDeep, check_raw_depth
 from alight_server.store.base import Conflict, InvalidValue, NotFound, StoreError
 
 log = logging.getLogger("alight.server")
@@ -133,12 +133,7 @@ class BodyLimit:
                 return
             if not message.get("more_body", False):
                 break
-        replay: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
-
-        async def replayed() -> Message:
-            return replay.pop() if replay else await receive()
-
-        await self.app(scope, replayed, send)
+        await self.app(scope, _replaying(b"".join(chunks), receive), send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: str) -> None:
         message = (
@@ -146,6 +141,46 @@ class BodyLimit:
             "(max_body_bytes in the server config)"
         )
         await error_response(413, message, headers={"Connection": "close"})(scope, receive, send)
+
+
+class ApiNestingLimit:
+    """ASGI middleware: a 400 for an `/api` JSON body past the depth limit (json_depth.py), before FastAPI parses it.
+
+    Installed inside BodyLimit, so the body it buffers is already known to be under the size limit.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/api/") or scope["method"] == "GET":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        raw = b"".join(chunks)
+        try:
+            check_raw_depth(raw, "the request body")
+        except TooDeep as exc:
+            await error_response(400, str(exc))(scope, receive, send)
+            return
+        await self.app(scope, _replaying(raw, receive), send)
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands the app the body a middleware already read, then the rest of the connection."""
+    replay: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Message:
+        return replay.pop() if replay else await receive()
+
+    return replayed
 
 
 def install_error_handlers(app: FastAPI, config: ServerConfig) -> None:

@@ -23,7 +23,7 @@ from alight import semconv
 from alight.schemas import RewardCreate, RewardSource, SpanRecord
 from alight_server.auth import AttemptClaims
 from alight_server.deps import AttemptTokenDep, ConfigDep, StoreDep
-from alight_server.nesting import check_raw_depth
+from alight_server.json_depth import check_raw_depth
 from alight_server.store.base import NotFound, Store
 
 router = APIRouter()

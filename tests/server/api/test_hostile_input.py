@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from alight.schemas import RolloutCreate, UpstreamCreate
 from alight_server.auth import issue_attempt_token
-from alight_server.nesting import MAX_JSON_DEPTH
+from alight_server.json_depth import MAX_JSON_DEPTH
 from alight_server.serving import ServerThread
 from alight_server.testing.fake_upstream import create_fake_upstream
 from tests.conftest import ADMIN_KEY

@@ -21,7 +21,7 @@ from alight_server.gateway.request.relay import StreamRelay
 from alight_server.gateway.request.reply import EVENT_STREAM, Reply
 from alight_server.gateway.upstream.pool import Target
 from alight_server.gateway.upstream.proxy import UpstreamReply
-from alight_server.nesting import TooDeep, check_depth, may_be_deep
+from alight_server.json_depth import TooDeep, check_depth, may_be_deep
 
 MAX_TOKENS_CAP = "alight_max_tokens_cap"  # in a recorded request: the gateway lowered its output budget
 

@@ -1,4 +1,4 @@
-"""The one JSON nesting limit, checked where request bodies are parsed (gateway, API, OTLP JSON).
+"""The JSON depth limit: how deep a request body may nest, checked where bodies are parsed (gateway, API, OTLP JSON).
 
 Deeper bodies parse, then fail later in a serialiser or a recursive walk
 (orjson refuses to write past 254 levels; protobuf's JSON parser recurses per
@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # Far past anything an agent, a framework or an OTLP exporter sends; well inside every parser used here.
 MAX_JSON_DEPTH = 64
@@ -55,40 +54,3 @@ def check_raw_depth(raw: bytes, where: str) -> None:
             raise TooDeep(where) from None
         return
     check_depth(parsed, where)
-
-
-class ApiNestingLimit:
-    """ASGI middleware: a 400 for an `/api` JSON body past the limit, before FastAPI parses it.
-
-    Installed inside BodyLimit, so the body it buffers is already known to be under the size limit.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/api/") or scope["method"] == "GET":
-            await self.app(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        raw = b"".join(chunks)
-        try:
-            check_raw_depth(raw, "the request body")
-        except TooDeep as exc:
-            from alight_server.errors import error_response
-
-            await error_response(400, str(exc))(scope, receive, send)
-            return
-        replay: list[Message] = [{"type": "http.request", "body": raw, "more_body": False}]
-
-        async def replayed() -> Message:
-            return replay.pop() if replay else await receive()
-
-        await self.app(scope, replayed, send)
