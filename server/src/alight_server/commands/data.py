@@ -36,7 +36,7 @@ def _probe(config: Path, k: int, settings: list[str]) -> Probe:
     from alight_server.commands.train import parse_settings
 
     try:
-        from alight_server.evaluate import run_rollouts
+        from alight_server.policy_eval import run_rollouts
         from alight_server.trainer.config import load_config
     except ImportError as exc:
         raise typer.BadParameter(

@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
         """Run the validation tasks once each (validation.samples_per_task times) and print the baseline:
         success with its standard error, tool errors, tokens, latency, retries, gate violations by rule."""
         try:
-            from alight_server.evaluate import run_eval
+            from alight_server.policy_eval import run_eval
             from alight_server.trainer.config import ConfigError, load_config
         except ImportError as exc:
             typer.echo(f"alight eval needs the server with its train extra ({exc}): pip install 'alight-server[train]'")

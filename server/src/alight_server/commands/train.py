@@ -33,7 +33,7 @@ def parse_settings(settings: list[str]) -> dict[str, Any]:
 
 def print_validation_reports(run_dir: Path) -> None:
     """The evaluation report of the run's first and last validation (as `alight eval` prints it)."""
-    from alight_server.evaluate import validation_reports
+    from alight_server.policy_eval import validation_reports
 
     reports = validation_reports(run_dir)
     if not reports:

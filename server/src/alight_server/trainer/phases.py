@@ -15,10 +15,18 @@ from typing import Any
 
 from alight.client import AlightClient
 from alight.schemas import Mode
-from alight_server.trainer import rollouts as phase_ops
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.dataset import TaskCursor, TaskSplits
 from alight_server.trainer.display import RunDisplay
+from alight_server.trainer.rollouts import (
+    Progress,
+    RolloutPhase,
+    collect,
+    create_group_rollouts,
+    score_and_error,
+    scored,
+    wait_all,
+)
 
 log = logging.getLogger("alight.trainer")
 
@@ -52,7 +60,7 @@ class RunPhases:
     def start(self, prefix: str, tasks: list[Any], n: int, mode: Mode, step: int) -> StartedPhase:
         cfg = self.config
         started = time.monotonic()
-        created = phase_ops.create_group_rollouts(
+        created = create_group_rollouts(
             self.client, prefix, tasks, n, mode, cfg.agent, cfg.rollout_timeout_s, cfg.max_attempts,
             {"step": step, "run_dir": str(self.run_dir)},
         )  # fmt: skip
@@ -71,10 +79,10 @@ class RunPhases:
         n = self.config.validation.samples_per_task
         return self.start(f"{self.run_id}-val{step:05d}", tasks, n, Mode.VAL, step)
 
-    def wait(self, phase: StartedPhase, display: RunDisplay) -> phase_ops.RolloutPhase:
+    def wait(self, phase: StartedPhase, display: RunDisplay) -> RolloutPhase:
         label = "validating" if phase.mode == Mode.VAL else "rollouts"
 
-        def show(p: phase_ops.Progress) -> None:
+        def show(p: Progress) -> None:
             display.status(f"{label}: {p.finished}/{p.total} done, {p.total - p.finished} running, {p.failed} failed")
 
         server_url = self.client.base_url
@@ -88,16 +96,16 @@ class RunPhases:
             else:
                 log.warning(hint)
 
-        finished = phase_ops.wait_all(self.client, phase.ids, show, on_unclaimed=unclaimed)
-        return phase_ops.collect(self.client, finished, phase.started)
+        finished = wait_all(self.client, phase.ids, show, on_unclaimed=unclaimed)
+        return collect(self.client, finished, phase.started)
 
     def validate(self, display: RunDisplay, step: int, started: StartedPhase | None = None) -> dict[str, float]:
         """Run (or finish, when `started`) the validation at `step`; its metrics, {} without held-out tasks."""
         if started is None and (started := self.start_validation(step)) is None:
             return {}
         phase = self.wait(started, display)
-        scores = [s for s in map(phase_ops.scored, phase.trajectories) if s is not None]
-        score, error = phase_ops.score_and_error(phase.trajectories)
+        scores = [s for s in map(scored, phase.trajectories) if s is not None]
+        score, error = score_and_error(phase.trajectories)
         return {
             "val/score": score,
             "val/score_se": error,

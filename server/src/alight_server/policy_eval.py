@@ -12,8 +12,8 @@ from alight.client import AlightClient
 from alight.evaluation import EvalReport, build_report
 from alight.schemas import Mode, Rollout, RolloutState
 from alight_server.store import Store, open_store
-from alight_server.trainer import rollouts as phase_ops
 from alight_server.trainer.config import TrainConfig
+from alight_server.trainer.rollouts import create_group_rollouts, scored, wait_all
 from alight_server.trajectory import build_trajectory
 
 
@@ -96,15 +96,15 @@ def run_rollouts(
         client = stack.client
         assert client is not None
         prefix = f"{label}-{time.strftime('%Y%m%d-%H%M%S')}"
-        created = phase_ops.create_group_rollouts(
+        created = create_group_rollouts(
             client, prefix, tasks, n, mode, config.agent, config.rollout_timeout_s, config.max_attempts, {label: prefix},
         )  # fmt: skip
-        finished = phase_ops.wait_all(client, [r.id for r in created])
+        finished = wait_all(client, [r.id for r in created])
         report = report_from_client(client, finished)
         scores: list[list[float | None]] = [[] for _ in tasks]
         for rollout in finished:
             index = int(rollout.metadata["task_index"])
-            scores[index].append(phase_ops.scored(client.trajectory(rollout.id)) if rollout.attempts else None)
+            scores[index].append(scored(client.trajectory(rollout.id)) if rollout.attempts else None)
         return report, scores
 
 
