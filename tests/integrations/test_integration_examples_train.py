@@ -29,8 +29,7 @@ from alight_server.store import open_store
 from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint
 from alight_server.trainer.config import load_config
 from alight_server.trainer.dataset import read_tasks
-from alight_server.trainer.loop import sample_config_for
-from alight_server.trainer.samples import build_samples
+from alight_server.trainer.samples import SampleConfig, build_samples
 from alight_server.trajectory import build_trajectory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,7 +86,7 @@ def test_example_agent_started_from_its_config_finishes_a_rollout_on_the_tiny_mo
     for tc in trajectory.calls:  # the tiny model answered every call the framework made, through the gateway
         assert tc.call.status_code == 200 and tc.call.response_token_ids and tc.call.response_logprobs, tc.call
     assert trajectory.final_reward is not None and 0.0 <= trajectory.final_reward <= 1.0, trajectory.rewards
-    batch, report = build_samples([trajectory], sample_config_for(config, pad_token_id=0))
+    batch, report = build_samples([trajectory], SampleConfig.from_section(config.samples))
     assert batch.row_calls, report  # what the trainer would train on
 
 

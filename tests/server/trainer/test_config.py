@@ -73,11 +73,11 @@ def test_the_quickstart_config_is_valid() -> None:
 
 
 def test_the_agent_filter_reaches_the_sample_builder(tmp_path: Path) -> None:
-    from alight_server.trainer.loop import sample_config_for
+    from alight_server.trainer.samples import SampleConfig
 
     config = load_config(write(tmp_path, GOOD + "samples: {agents: [solver]}\n"))
-    assert sample_config_for(config, pad_token_id=0).agents == ("solver",)
-    assert sample_config_for(load_config(write(tmp_path, GOOD)), pad_token_id=0).agents == ()
+    assert SampleConfig.from_section(config.samples).agents == ("solver",)
+    assert SampleConfig.from_section(load_config(write(tmp_path, GOOD)).samples).agents == ()
 
 
 def test_sample_builder_keys_under_algorithm_point_to_the_samples_section(tmp_path: Path) -> None:
@@ -89,11 +89,41 @@ def test_sample_builder_keys_under_algorithm_point_to_the_samples_section(tmp_pa
 
 
 def test_the_samples_section_reaches_the_sample_builder(tmp_path: Path) -> None:
-    from alight_server.trainer.loop import sample_config_for
+    from alight_server.trainer.samples import SampleConfig
 
     config = load_config(write(tmp_path, GOOD + "samples: {mode: transition, max_prompt_tokens: 9, overlong: drop}\n"))
-    built = sample_config_for(config, pad_token_id=0)
+    built = SampleConfig.from_section(config.samples, pad_token_id=0)
     assert (built.mode, built.max_prompt_tokens, built.overlong) == ("transition", 9, "drop")
+
+
+# The section's settings the trajectory filter applies before the builder (trainer/filters.py).
+FILTER_SETTINGS = {"max_prefix_breaks", "max_truncated_share"}
+
+
+def test_every_samples_setting_is_the_builder_s_or_the_filter_s() -> None:
+    from dataclasses import fields
+
+    from alight_server.trainer.config_sections import SamplesConfig
+    from alight_server.trainer.samples import SampleConfig
+
+    builder = {f.name for f in fields(SampleConfig)}
+    assert set(SamplesConfig.model_fields) - builder == FILTER_SETTINGS
+
+
+def test_every_builder_setting_of_the_samples_section_reaches_the_builder_unchanged() -> None:
+    from alight_server.trainer.config_sections import SamplesConfig
+    from alight_server.trainer.samples import SampleConfig
+
+    section = SamplesConfig(
+        mode="transition", max_prompt_tokens=9, max_response_tokens=17, overlong="drop",
+        agents=["solver"], exclude_models=["*haiku*", "*mini*"],
+    )  # fmt: skip
+    assert set(section.model_fields_set) | FILTER_SETTINGS == set(SamplesConfig.model_fields)  # every one set
+    built = SampleConfig.from_section(section, pad_token_id=3)
+    for name in section.model_fields_set:
+        value = getattr(section, name)
+        assert getattr(built, name) == (tuple(value) if isinstance(value, list) else value), name
+    assert built.pad_token_id == 3
 
 
 def test_algorithm_settings_are_the_algorithms_own_definition(tmp_path: Path) -> None:

@@ -16,8 +16,7 @@ from alight_server.trainer.algorithm import AlgorithmConfig
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.config_sections import LoraConfig, OptimizerConfig
 from alight_server.trainer.embedded import EmbeddedBackend, micro_batches, token_logprobs
-from alight_server.trainer.loop import sample_config_for
-from alight_server.trainer.samples import build_samples
+from alight_server.trainer.samples import SampleConfig, build_samples
 
 
 def test_logprobs_from_a_later_position_match_the_full_computation() -> None:
@@ -92,7 +91,7 @@ def test_step_rewards_linked_to_calls_change_the_advantages_by_the_configured_co
     tiny_config: Callable[..., TrainConfig], coef: float, expected: list[list[float]]
 ) -> None:
     config = tiny_config(algorithm={"step_reward_coef": coef})
-    batch, _ = build_samples(two_rollouts_with_a_step_reward(), sample_config_for(config, pad_token_id=0))
+    batch, _ = build_samples(two_rollouts_with_a_step_reward(), SampleConfig.from_section(config.samples))
     model, _ = load_policy("tiny", device="cpu")
     backend = EmbeddedBackend(model, config.optimizer, config.algorithm)
     assert torch.allclose(backend.token_advantages(batch), torch.tensor(expected), atol=1e-4)

@@ -6,27 +6,19 @@ counted in the step's metrics as `filter/<reason>`.
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Sequence
 
 from alight.client import AlightClient
 from alight.evaluation import REWARD_HACKING
 from alight.schemas import FailureKind, Trajectory
+from alight_server.trainer.samples.build import SampleConfig, prefix_breaks
 
 # The capture-problem thresholds are off unless a config sets them (samples.max_prefix_breaks,
 # samples.max_truncated_share): a small policy's calls are often cut at max_tokens, and its group
 # would lose the rollouts that carry its signal. The coding example sets 2 and 0.5.
-
-
-def prefix_breaks(trajectory: Trajectory) -> int:
-    """Calls whose prompt does not start with the previous call's prompt + response tokens."""
-    calls = sorted((tc.call for tc in trajectory.calls), key=lambda c: c.seq)
-    breaks = 0
-    for previous, call in itertools.pairwise(calls):
-        history = previous.prompt_token_ids + previous.response_token_ids
-        breaks += call.prompt_token_ids[: len(history)] != history
-    return breaks
+# A prefix break is what the sample builder counts as one (`samples.build.prefix_breaks`), under the run's
+# own sample settings: a retry, a sub-agent's interleaved calls or an excluded side model's call is no break.
 
 
 def truncated_share(trajectory: Trajectory) -> float:
@@ -42,6 +34,7 @@ def truncated_share(trajectory: Trajectory) -> float:
 def drop_reason(
     trajectory: Trajectory,
     flagged: set[str],
+    samples: SampleConfig,
     max_prefix_breaks: int | None = None,
     max_truncated_share: float | None = None,
 ) -> str | None:
@@ -49,7 +42,7 @@ def drop_reason(
         return "infra"
     if trajectory.rollout_id in flagged:
         return "gate_flagged"
-    if max_prefix_breaks is not None and prefix_breaks(trajectory) > max_prefix_breaks:
+    if max_prefix_breaks is not None and prefix_breaks(trajectory, samples) > max_prefix_breaks:
         return "prefix_breaks"
     if max_truncated_share is not None and truncated_share(trajectory) > max_truncated_share:
         return "truncated"
@@ -59,6 +52,7 @@ def drop_reason(
 def filter_for_training(
     client: AlightClient,
     trajectories: Sequence[Trajectory],
+    samples: SampleConfig,
     max_prefix_breaks: int | None = None,
     max_truncated_share: float | None = None,
 ) -> tuple[list[Trajectory], dict[str, float]]:
@@ -67,7 +61,7 @@ def filter_for_training(
     kept: list[Trajectory] = []
     dropped: Counter[str] = Counter()
     for trajectory in trajectories:
-        reason = drop_reason(trajectory, flagged, max_prefix_breaks, max_truncated_share)
+        reason = drop_reason(trajectory, flagged, samples, max_prefix_breaks, max_truncated_share)
         if reason is None:
             kept.append(trajectory)
         else:

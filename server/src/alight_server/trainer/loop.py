@@ -169,9 +169,13 @@ class TrainingRun:
             display.line(f"step {self.step + 1}: [yellow]{hint}[/]") if display.enabled else log.warning(hint)
         display.status("building samples and training")
         started = time.monotonic()
-        sample_config = sample_config_for(cfg, pad_token_id=int(tokenizer.pad_token_id or 0))
+        sample_config = SampleConfig.from_section(cfg.samples, pad_token_id=int(tokenizer.pad_token_id or 0))
         trajectories, dropped = filter_for_training(
-            self.client, phase.trajectories, cfg.samples.max_prefix_breaks, cfg.samples.max_truncated_share
+            self.client,
+            phase.trajectories,
+            sample_config,
+            cfg.samples.max_prefix_breaks,
+            cfg.samples.max_truncated_share,
         )
         metrics.update(dropped)
         batch, report = build_samples(trajectories, sample_config, decode=tokenizer.decode)
@@ -345,19 +349,6 @@ class TrainingRun:
             self.history, self.run_dir, self.config.model, self.step, self.policy_version,
             val_task_count(self.config, self.splits), display, metrics_log,
         )  # fmt: skip
-
-
-def sample_config_for(cfg: TrainConfig, pad_token_id: int) -> SampleConfig:
-    """The sample builder's settings from a training config's `samples:` section."""
-    return SampleConfig(
-        mode=cfg.samples.mode,
-        max_prompt_tokens=cfg.samples.max_prompt_tokens,
-        max_response_tokens=cfg.samples.max_response_tokens,
-        overlong=cfg.samples.overlong,
-        agents=tuple(cfg.samples.agents),
-        exclude_models=tuple(cfg.samples.exclude_models),
-        pad_token_id=pad_token_id,
-    )
 
 
 def _lora_model(backend: TrainerBackend) -> Any:

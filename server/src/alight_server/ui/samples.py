@@ -9,6 +9,7 @@ from typing import Any
 
 from alight.schemas import Rollout
 from alight_server.store import NotFound, Store
+from alight_server.trainer.config_sections import SamplesConfig
 
 log = logging.getLogger("alight.server")
 
@@ -31,7 +32,7 @@ def run_of(store: Store, rollout: Rollout) -> Any:
 
 
 def sample_config(run_config: dict[str, Any] | None) -> Any:
-    """The sample builder's settings the run trained with (its samples section); the defaults without a run."""
+    """The sample builder's settings the run trained with: its own `samples:` section; the defaults without a run."""
     try:
         from alight_server.trainer.samples import SampleConfig
     except ImportError as exc:
@@ -40,14 +41,9 @@ def sample_config(run_config: dict[str, Any] | None) -> Any:
     if samples is None:  # runs recorded before the sample builder got its own section kept it under algorithm
         old = (run_config or {}).get("algorithm") or {}
         samples = {**old, "mode": old.get("sample_mode", "trajectory")}
-    return SampleConfig(
-        mode=samples.get("mode", "trajectory"),
-        max_prompt_tokens=samples.get("max_prompt_tokens"),
-        max_response_tokens=samples.get("max_response_tokens"),
-        overlong=samples.get("overlong", "truncate"),
-        agents=tuple(samples.get("agents") or ()),
-        max_break_examples=1_000_000,  # every break, so each row can say why it started
-    )
+    known = {key: value for key, value in samples.items() if key in SamplesConfig.model_fields}
+    # every break, so each row can say why it started
+    return SampleConfig.from_section(SamplesConfig.model_validate(known), max_break_examples=1_000_000)
 
 
 def model_name(store: Store, run_config: dict[str, Any] | None, upstream_ids: Sequence[str | None] = ()) -> str | None:

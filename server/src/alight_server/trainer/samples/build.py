@@ -22,12 +22,13 @@ import fnmatch
 import gc
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Literal
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
 
 import numpy as np
 
 from alight.schemas import FailureKind, Trajectory, TrajectoryCall
+from alight_server.trainer.config_sections import SamplesConfig
 from alight_server.trainer.samples.batch import SampleBatch, pad_rows
 from alight_server.trainer.samples.breaks import Decode
 from alight_server.trainer.samples.merge import AttemptRows, Segment
@@ -59,6 +60,17 @@ class SampleConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be a positive number of tokens or None, got {value}")
+
+    @classmethod
+    def from_section(cls, section: SamplesConfig, **settings: Any) -> SampleConfig:
+        """The builder's settings from a training config's `samples:` section: the trainer's and the dashboard's.
+
+        Every section key the builder also has is taken by name, so a setting added to both cannot be
+        forgotten on one side; `settings` are the rest (the tokenizer's pad id, how many break examples).
+        """
+        named = {f.name for f in fields(cls)} & set(SamplesConfig.model_fields)
+        taken = {name: getattr(section, name) for name in named}
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in taken.items()}, **settings)
 
 
 def build_samples(
@@ -106,9 +118,7 @@ def _build(
         rollout_ids.append(trajectory.rollout_id)
         rollout_rewards.append(reward)
         rollout_groups.append(trajectory.group_id or f"rollout:{trajectory.rollout_id}")
-        attempt_rows = AttemptRows(report, decode, config.max_break_examples)
-        for segment in _kept_segments(trajectory, config, report):
-            attempt_rows.add(segment)
+        attempt_rows = merge_attempt(trajectory, config, report, decode)
         if config.mode == "trajectory":
             rows.extend((len(rollout_ids) - 1, row.segments) for row in attempt_rows.rows)
         else:
@@ -120,6 +130,26 @@ def _build(
     report.rows, report.calls_used = batch.num_rows, sum(len(segments) for _, segments in rows)
     report.tokens, report.trained_tokens = int(batch.attention_mask.sum()), int(batch.loss_mask.sum())
     return batch, report
+
+
+def merge_attempt(
+    trajectory: Trajectory, config: SampleConfig, report: BuildReport, decode: Decode | None = None
+) -> AttemptRows:
+    """One attempt's kept calls merged into rows (merge.py); `report` counts the drops, conversations and breaks."""
+    rows = AttemptRows(report, decode, config.max_break_examples)
+    for segment in _kept_segments(trajectory, config, report):
+        rows.add(segment)
+    return rows
+
+
+def prefix_breaks(trajectory: Trajectory, config: SampleConfig, decode: Decode | None = None) -> int:
+    """Prefix breaks in one attempt as the builder counts them: calls that start a row without being a new
+    conversation. The trajectory filter's `samples.max_prefix_breaks` counts with this, so a rollout it drops
+    for breaks is one the builder would have split.
+    """
+    report = BuildReport(mode=config.mode)
+    merge_attempt(trajectory, config, report, decode)
+    return report.total_breaks
 
 
 def _reward_or_drop_reason(trajectory: Trajectory) -> tuple[float | None, str]:
