@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -11,16 +12,28 @@ import pytest
 
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.loop import TrainingRun
+from tests.server.trainer.conftest import WORDS
 
 pytestmark = [pytest.mark.timeout(1200), pytest.mark.slow]
 
 RUNS = 2
+# Validation asks about words no training task names (the training tasks are conftest's WORDS): a rise there is
+# the policy's, not a memorised reply to a prompt it was trained on.
+HELD_OUT = ["cloud", "forest"]
 # The tool agent's plain-httpx variant: 192 agent processes per run, each spared the openai import (~1.5 CPU-s).
 AGENT = "main_http"
 
 
+def held_out_tasks(folder: Path) -> Path:
+    """A validation file of the held-out words (disjoint from every training task's word)."""
+    assert not set(HELD_OUT) & set(WORDS)
+    val = folder / "val.jsonl"
+    val.write_text("".join(json.dumps({"word": w}) + "\n" for w in HELD_OUT))
+    return val
+
+
 def test_vowel_reward_rises_by_a_clear_margin(tiny_config: Callable[..., TrainConfig], tmp_path: Path) -> None:
-    """Train reward and validation both rise by a clear margin, in one of two independent runs.
+    """Train reward and validation on held-out words both rise by a clear margin, in one of two independent runs.
 
     RL on the tiny random model varies from run to run: in full-suite runs one
     run in several learned too slowly to clear the margins (train +0.02) or, at
@@ -29,6 +42,7 @@ def test_vowel_reward_rises_by_a_clear_margin(tiny_config: Callable[..., TrainCo
     seed (data order and split, LoRA initialisation, sampling): with the first's it
     would replay much of the same run rather than be an independent one.
     """
+    val = held_out_tasks(tmp_path)
     seen: list[dict[str, Any]] = []
     for run in range(RUNS):
         config = tiny_config(
@@ -37,6 +51,7 @@ def test_vowel_reward_rises_by_a_clear_margin(tiny_config: Callable[..., TrainCo
             steps=10,
             tasks_per_step=2,
             group_size=8,
+            dataset={"val": str(val), "val_size": 0},
             optimizer={"lr": 1.5e-2},
             # Measured in 10 steps over four runs: train (last 3 vs first 3 steps) +0.13/+0.20/+0.18 and
             # +0.02 once; val +0.14/+0.40/+0.30. lr 1e-2 with per_rollout_mean learned nothing in 8 steps
@@ -62,6 +77,7 @@ def test_vowel_reward_rises_by_a_clear_margin(tiny_config: Callable[..., TrainCo
 def test_vowel_reward_rises_in_asynchronous_mode(tiny_config: Callable[..., TrainConfig], tmp_path: Path) -> None:
     """The same learning check with groups carried over across updates (staleness <= 1, TIS on); as above, the
     second run has its own seed."""
+    val = held_out_tasks(tmp_path)
     seen: list[dict[str, Any]] = []
     for run in range(RUNS):
         config = tiny_config(
@@ -70,6 +86,7 @@ def test_vowel_reward_rises_in_asynchronous_mode(tiny_config: Callable[..., Trai
             steps=10,
             tasks_per_step=2,
             group_size=8,
+            dataset={"val": str(val), "val_size": 0},
             optimizer={"lr": 1.5e-2},
             algorithm={"aggregation": "token_mean", "tis_cap": 2.0},
             async_rollout={"enabled": True, "active_groups": 3, "max_staleness": 1},

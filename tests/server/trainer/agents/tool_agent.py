@@ -30,7 +30,14 @@ TOOLS: list[Any] = [
         },
     }
 ]
-GLOSSARY = {"apple": "a fruit", "river": "flowing water", "stone": "a hard rock"}
+GLOSSARY = {
+    "apple": "a fruit",
+    "river": "flowing water",
+    "stone": "a hard rock",
+    # never trained on: the learning test's held-out validation words
+    "cloud": "water in the sky",
+    "forest": "many trees",
+}
 VOWELS = set("aeiouAEIOU")
 MAX_PAUSED_RETRIES = 60  # x Retry-After (1 s): an update pauses the gateway for well under a minute
 
