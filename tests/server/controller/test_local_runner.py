@@ -33,6 +33,13 @@ def test_exit_code_and_output_are_captured(logs_dir: Path) -> None:
     assert runner.log_tail(handle, 8) == "bye now\n"
 
 
+@pytest.mark.parametrize("rollout_id", ["r1", "..", "."])
+def test_the_runner_writes_each_attempt_s_output_where_alight_logs_reads_it(logs_dir: Path, rollout_id: str) -> None:
+    runner = LocalRunner(logs_dir)
+    finished(runner, runner.start(make_start(rollout_id, attempt=2, task={"say": "found me"})))
+    assert "found me" in attempt_log_path(logs_dir, rollout_id, 2).read_text()  # `..` is a folder name, not a way up
+
+
 def test_child_gets_the_attempt_environment(logs_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "env.json"
     spec = RunnerSpec(command=SCRIPTED, env={"MY_FLAG": "on", "ALIGHT_TOKEN": "not-this-one"})

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from alight import envvars
-from alight.attempt_logs import DEFAULT_LOGS_DIR, attempt_dir
+from alight.attempt_logs import DEFAULT_LOGS_DIR, attempt_dir, attempt_log_path
 from alight.schemas import AttemptStart
 from alight_server.controller.base import RunPhase, RunStatus, SpawnError, attempt_handle, parse_handle
 from alight_server.controller.preload import Preloader
@@ -82,7 +82,8 @@ class LocalRunner:
     def _paths(self, handle: str) -> tuple[Path, Path, Path]:
         _, rollout_id, attempt = parse_handle(handle)
         folder = attempt_dir(self.logs_dir, rollout_id)
-        return folder / f"{attempt}.log", folder / f"{attempt}.state.json", folder / f"{attempt}.exit.json"
+        log = attempt_log_path(self.logs_dir, rollout_id, attempt)  # where `alight logs` reads it
+        return log, folder / f"{attempt}.state.json", folder / f"{attempt}.exit.json"
 
     def _state(self, handle: str) -> dict[str, object] | None:
         try:
