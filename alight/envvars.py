@@ -1,5 +1,5 @@
 # pyright: strict
-"""The agent environment contract (DESIGN §4): the variables an attempt's process starts with."""
+"""The agent environment contract (docs/sdk.md, "The environment contract"): the variables an attempt's process starts with."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ class RolloutState(enum.StrEnum):
     CANCELLED = "cancelled"
 
 
-# The rollout state machine (DESIGN §3), enforced by the store and nowhere else.
+# The rollout state machine (docs/api.md), enforced by the store and nowhere else.
 TRANSITIONS: dict[RolloutState, frozenset[RolloutState]] = {
     RolloutState.QUEUED: frozenset({RolloutState.RUNNING, RolloutState.CANCELLED, RolloutState.FAILED}),
     RolloutState.RUNNING: frozenset({RolloutState.SUCCEEDED, RolloutState.FAILED, RolloutState.CANCELLED}),

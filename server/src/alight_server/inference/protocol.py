@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -129,6 +129,3 @@ def chat_messages(raw: list[Any]) -> list[dict[str, Any]]:
             out["tool_call_id"] = message["tool_call_id"]
         messages.append(out)
     return messages
-
-
-FinishReason = Literal["stop", "length", "tool_calls"]

@@ -1,4 +1,4 @@
-"""The RL algorithm in one place: group advantages and the clipped policy loss (DESIGN §5).
+"""The RL algorithm in one place: group advantages and the clipped policy loss (docs/algorithm.md).
 
 Every trainer backend calls these functions; they take plain tensors (shapes
 in the comments: U rollouts, G groups, R rows, T tokens) and know nothing of

@@ -1,4 +1,4 @@
-"""The trainer backend seam: what the training loop asks of whatever runs the RL update (DESIGN §5).
+"""The trainer backend seam: what the training loop asks of whatever runs the RL update (docs/training.md).
 
 `TrainingRun` (trainer/loop.py) talks to a `TrainerBackend` only; `make_backend(config)` picks one by
 `trainer.backend`:

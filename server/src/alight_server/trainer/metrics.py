@@ -77,9 +77,3 @@ class MetricsLog:
         while self.trackers:
             _, tracker = self.trackers.popitem()
             tracker.close(ok)
-
-
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -15,7 +15,7 @@ The agent container is the one named `agent`, else the first. alight then
 sets what it owns, overriding the template: the Job's name, namespace and
 labels, `backoffLimit: 0` (retries are new attempts, decided by alight),
 `activeDeadlineSeconds` (the rollout's timeout), `ttlSecondsAfterFinished`,
-`restartPolicy: Never`, and the attempt environment of DESIGN §4. The
+`restartPolicy: Never`, and the attempt environment (alight/envvars.py). The
 attempt token (and the OTLP header that carries it), the runner spec's `env`
 values and the controller variables its `inherit_env` names go into a Secret
 named like the Job and reach the container through `secretKeyRef`; none of

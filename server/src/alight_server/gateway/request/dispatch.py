@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from alight.semconv import HEADER_TRACEPARENT
 from alight_server.gateway.container import Gateway
 from alight_server.gateway.errors import GatewayError
 from alight_server.gateway.flavours.base import Flavour
@@ -39,7 +40,8 @@ FLAVOURS: dict[str, Flavour] = {
     "messages": MessagesFlavour(),
 }
 MODELS = "models"
-_WANTED = frozenset({b"authorization", b"x-api-key", b"traceparent", b"content-length"})
+_TRACEPARENT = HEADER_TRACEPARENT.encode()
+_WANTED = frozenset({b"authorization", b"x-api-key", _TRACEPARENT, b"content-length"})
 
 
 def match(path: str) -> tuple[str, str | None, int | None] | None:
@@ -109,7 +111,7 @@ class AgentEndpoint:
                 reply = await self._models(token, rollout, attempt)
             else:
                 read = watch.after(_body_reader(receive, headers.get(b"content-length"), self.gateway.max_body_bytes))
-                reply = await self.pipeline.handle(flavour, read, token, headers.get(b"traceparent"), rollout, attempt)
+                reply = await self.pipeline.handle(flavour, read, token, headers.get(_TRACEPARENT), rollout, attempt)
         except asyncio.CancelledError:
             if not watch.gone:
                 raise
