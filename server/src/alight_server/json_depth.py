@@ -10,6 +10,7 @@ limit (nearly every real request); only the rest are walked.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import orjson
@@ -43,14 +44,22 @@ def check_depth(value: Any, where: str) -> None:
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
+def loads_within_depth(raw: bytes, where: str) -> Any:
+    """`raw` parsed; TooDeep past the limit (ours, or orjson's own 1024), orjson.JSONDecodeError if not JSON."""
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "depth limit" in str(exc):
+            raise TooDeep(where) from None
+        raise
+    if may_be_deep(raw):
+        check_depth(parsed, where)
+    return parsed
+
+
 def check_raw_depth(raw: bytes, where: str) -> None:
     """TooDeep for a raw JSON body past the limit; bodies that are not JSON are left to their parser."""
     if not may_be_deep(raw):
         return
-    try:
-        parsed = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        if "depth limit" in str(exc):  # orjson's own limit (1024) is past ours
-            raise TooDeep(where) from None
-        return
-    check_depth(parsed, where)
+    with contextlib.suppress(orjson.JSONDecodeError):
+        loads_within_depth(raw, where)

@@ -21,7 +21,7 @@ from alight_server.gateway.request.relay import StreamRelay
 from alight_server.gateway.request.reply import EVENT_STREAM, Reply
 from alight_server.gateway.upstream.pool import Target
 from alight_server.gateway.upstream.proxy import UpstreamReply
-from alight_server.json_depth import TooDeep, check_depth, may_be_deep
+from alight_server.json_depth import TooDeep, loads_within_depth
 
 MAX_TOKENS_CAP = "alight_max_tokens_cap"  # in a recorded request: the gateway lowered its output budget
 
@@ -40,18 +40,13 @@ class Call:
 def parse_body(raw: bytes) -> dict[str, Any]:
     """The agent's JSON object (the body reader already enforced the size limit)."""
     try:
-        body = orjson.loads(raw)
+        body = loads_within_depth(raw, "request body")  # only bodies with many brackets are walked
+    except TooDeep as exc:
+        raise GatewayError(400, str(exc)) from None
     except orjson.JSONDecodeError as exc:
-        if "depth limit" in str(exc):  # orjson's own limit (1024)
-            raise GatewayError(400, str(TooDeep("request body"))) from None
         raise GatewayError(400, f"request body is not valid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise GatewayError(400, f"request body must be a JSON object, got {type(body).__name__}")
-    if may_be_deep(raw):  # two bytes.count calls; only bodies with many brackets are walked
-        try:
-            check_depth(body, "request body")
-        except TooDeep as exc:
-            raise GatewayError(400, str(exc)) from None
     return body
 
 
