@@ -53,9 +53,8 @@ def _stack(config: TrainConfig) -> Any:
     """The stack the config names: your server (server.url), else the embedded one on the config's model."""
     import torch
 
-    from alight_server.inference.models import load_policy
     from alight_server.stack import EmbeddedStack, ExternalStack
-    from alight_server.trainer.devices import pick_device, pick_dtype
+    from alight_server.trainer.policy_engine import policy_engine
 
     run_dir = Path(config.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -63,20 +62,8 @@ def _stack(config: TrainConfig) -> Any:
         torch.set_num_threads(config.inference.torch_threads)
     if config.server.url is not None:
         return ExternalStack(config.server, config.model, run_dir)
-    from alight_server.inference.engine import InferenceEngine
-
-    device = pick_device(config.inference.device)
-    model, tokenizer = load_policy(config.model, device=device, dtype=pick_dtype(config.inference.dtype, device))
-    engine = InferenceEngine(
-        model,
-        tokenizer,
-        model_name=config.model,
-        max_batch_size=config.inference.max_batch_size,
-        prefix_cache_tokens=config.inference.prefix_cache_tokens,
-        overlap_prefill=config.inference.overlap_prefill,
-    )
     return EmbeddedStack(
-        engine,
+        policy_engine(config.model, config.inference),
         run_dir,
         concurrency=config.controller.concurrency,
         train_temperature=config.inference.train_temperature,

@@ -32,18 +32,18 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from alight.client import AlightClient
-from alight_server.inference.models import load_policy, resolve_model
+from alight_server.inference.models import resolve_model
 from alight_server.trainer.algorithm import uniform_groups
 from alight_server.trainer.async_pool import GroupPool, merge_phases, weigh_rows
 from alight_server.trainer.backend import TrainerBackend, make_backend
 from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.dataset import TaskCursor, load_splits
-from alight_server.trainer.devices import pick_device, pick_dtype
 from alight_server.trainer.display import RunDisplay
 from alight_server.trainer.filters import filter_for_training
 from alight_server.trainer.metrics import MetricsLog
 from alight_server.trainer.phases import RunPhases, StartedPhase, val_task_count
+from alight_server.trainer.policy_engine import policy_engine
 from alight_server.trainer.run_report import RunReporter
 from alight_server.trainer.samples import SampleConfig, build_samples
 from alight_server.trainer.summary import RunResult, finish_run
@@ -255,19 +255,7 @@ class TrainingRun:
                 if vllm is not None:
                     vllm.adapter = _lora_model(self.backend)
                 else:
-                    from alight_server.inference.engine import InferenceEngine
-
-                    device = pick_device(cfg.inference.device)
-                    dtype = pick_dtype(cfg.inference.dtype, device)
-                    served, _ = load_policy(cfg.model, device=device, dtype=dtype)
-                    engine = InferenceEngine(
-                        served,
-                        tokenizer,
-                        model_name=cfg.model,
-                        max_batch_size=cfg.inference.max_batch_size,
-                        prefix_cache_tokens=cfg.inference.prefix_cache_tokens,
-                        overlap_prefill=cfg.inference.overlap_prefill,
-                    )
+                    engine = policy_engine(cfg.model, cfg.inference)
                 stack = EmbeddedStack(engine, self.run_dir, vllm=vllm, **options).start()
             self.client = stack.client
             assert self.client is not None
