@@ -25,6 +25,8 @@ from alight.schemas.rollouts import (
     RolloutCreate,
     RolloutState,
     RunnerSpec,
+    attempt_handle,
+    parse_handle,
 )
 from alight.schemas.runs import Run, RunReport, RunStatus, RunStep, RunStepReport
 from alight.schemas.spans import SpanRecord
@@ -74,4 +76,6 @@ __all__ = [
     "TrajectoryCall",
     "Upstream",
     "UpstreamCreate",
+    "attempt_handle",
+    "parse_handle",
 ]

@@ -150,3 +150,22 @@ class AttemptFinish(Strict):
     exit_code: int | None = None
     message: str | None = Field(default=None, max_length=20000)
     runner_handle: str | None = None
+
+
+HANDLE_SEPARATOR = "/"
+
+
+def attempt_handle(runner_name: str, rollout_id: str, attempt: int) -> str:
+    """`local@host/rollout-id/2`, an attempt's `runner_handle`: rollout ids never contain '/', so it parses back.
+
+    One format for the runner that makes handles and the store that records one when it claims an attempt."""
+    return f"{runner_name}{HANDLE_SEPARATOR}{rollout_id}{HANDLE_SEPARATOR}{attempt}"
+
+
+def parse_handle(handle: str) -> tuple[str, str, int]:
+    """(runner name, rollout id, attempt) of a handle made by `attempt_handle`."""
+    try:
+        name, rollout_id, attempt = handle.rsplit(HANDLE_SEPARATOR, 2)
+        return name, rollout_id, int(attempt)
+    except ValueError as exc:
+        raise ValueError(f"runner handle {handle!r} is not 'runner/rollout-id/attempt'") from exc

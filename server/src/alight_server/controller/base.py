@@ -19,7 +19,7 @@ nothing and reports success:
 
     class NoopRunner:
         name = "noop"
-        def handle_for(self, rollout_id, attempt): return attempt_handle(self.name, rollout_id, attempt)
+        def handle_for(self, rollout_id, attempt): return attempt_handle(self.name, rollout_id, attempt)  # alight.schemas
         def start(self, start): return self.handle_for(start.rollout.id, start.attempt)
         def poll(self, handle): return RunStatus(RunPhase.EXITED, exit_code=0)
         def kill(self, handle, grace_s): pass
@@ -63,23 +63,6 @@ class RunStatus:
 
 class SpawnError(Exception):
     """The runner could not start the attempt at all (an infra failure, retried as a new attempt)."""
-
-
-HANDLE_SEPARATOR = "/"
-
-
-def attempt_handle(runner_name: str, rollout_id: str, attempt: int) -> str:
-    """`local@host/rollout-id/2`: rollout ids never contain '/', so the handle parses back."""
-    return f"{runner_name}{HANDLE_SEPARATOR}{rollout_id}{HANDLE_SEPARATOR}{attempt}"
-
-
-def parse_handle(handle: str) -> tuple[str, str, int]:
-    """(runner name, rollout id, attempt) of a handle made by `attempt_handle`."""
-    try:
-        name, rollout_id, attempt = handle.rsplit(HANDLE_SEPARATOR, 2)
-        return name, rollout_id, int(attempt)
-    except ValueError as exc:
-        raise ValueError(f"runner handle {handle!r} is not 'runner/rollout-id/attempt'") from exc
 
 
 class Runner(Protocol):

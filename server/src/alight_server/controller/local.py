@@ -30,8 +30,8 @@ from pathlib import Path
 
 from alight import envvars
 from alight.attempt_logs import DEFAULT_LOGS_DIR, attempt_dir, attempt_log_path
-from alight.schemas import AttemptStart
-from alight_server.controller.base import RunPhase, RunStatus, SpawnError, attempt_handle, parse_handle
+from alight.schemas import AttemptStart, attempt_handle, parse_handle
+from alight_server.controller.base import RunPhase, RunStatus, SpawnError
 from alight_server.controller.preload import Preloader
 
 SUPERVISOR = str(Path(__file__).with_name("supervise.py"))

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from alight.api_models import RolloutQuery
 from alight.client import AlightClient, ApiError
-from alight.schemas import Attempt, AttemptFinish, AttemptStatus, FailureKind, Rollout, RolloutState
-from alight_server.controller.base import Runner, parse_handle
+from alight.schemas import Attempt, AttemptFinish, AttemptStatus, FailureKind, Rollout, RolloutState, parse_handle
+from alight_server.controller.base import Runner
 
 PAGE = 500
 

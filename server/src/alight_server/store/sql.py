@@ -28,9 +28,9 @@ from alight.schemas import (
     RolloutState,
     Upstream,
     UpstreamCreate,
+    attempt_handle,
 )
 from alight_server import upstream_keys
-from alight_server.controller.base import attempt_handle
 from alight_server.store import rows, runner_env
 from alight_server.store import tables as t
 from alight_server.store.base import Conflict, NotFound

@@ -6,9 +6,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query
 
+from alight.attempt_logs import LOG_EVENT_KIND
 from alight.evaluation import REWARD_HACKING
 from alight.schemas import FailureKind, Mode, RolloutState
-from alight_server.controller.loop import LOG_EVENT_KIND
 from alight_server.deps import AdminDep, StoreDep
 from alight_server.store.browse import RolloutFilter
 from alight_server.trajectory import build_trajectory

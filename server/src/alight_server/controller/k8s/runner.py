@@ -23,8 +23,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from alight.schemas import AttemptStart
-from alight_server.controller.base import RunPhase, RunStatus, SpawnError, attempt_handle, parse_handle
+from alight.schemas import AttemptStart, attempt_handle, parse_handle
+from alight_server.controller.base import RunPhase, RunStatus, SpawnError
 from alight_server.controller.k8s import manifest, names
 from alight_server.controller.k8s.classify import Limits, classify
 from alight_server.controller.k8s.informer import Informer
