@@ -78,7 +78,7 @@ def follow_rank(config: TrainConfig) -> None:
             f"trainer.backend {config.trainer.backend!r} does not run under torchrun; launch one `alight train` "
             "(verl starts its own workers on Ray)"
         )
-    from alight_server.trainer.distributed import follow
+    from alight_server.trainer.follower import follow
 
     follow(config)
 

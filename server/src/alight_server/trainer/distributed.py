@@ -2,11 +2,11 @@
 
 Rank 0 runs the training loop (server, inference, agents); the other ranks only train. Each backend
 call on rank 0 is announced to the other ranks (`World.announce`: a command and its payload, the whole
-batch for a step), which run the same method (`follow`), so every collective is entered by every rank.
+batch for a step), which run the same method (trainer/follower.py), so every collective is entered by every rank.
 
 Two ways to get N ranks, both for `alight train`:
 - `trainer.world_size: N` in the config: rank 0 (the `alight train` process) starts ranks 1..N-1 itself
-  (`python -m alight_server.trainer.distributed`, logs in OUTPUT_DIR/logs/rank-K.log);
+  (`python -m alight_server.trainer.follower`, logs in OUTPUT_DIR/logs/rank-K.log);
 - `torchrun --nproc-per-node N -m alight train CONFIG`: torchrun starts every rank; rank 0 trains,
   the others follow (`trainer.world_size`, if set, must equal torchrun's).
 gloo on CPU, NCCL on CUDA (rank k on cuda:LOCAL_RANK); commands always travel over a gloo group.
@@ -147,7 +147,7 @@ def _start_ranks(config: TrainConfig, world: World, init: str) -> None:
         }
         log = logs / f"rank-{rank}.log"
         with log.open("ab") as out:
-            command = [sys.executable, "-m", "alight_server.trainer.distributed"]
+            command = [sys.executable, "-m", "alight_server.trainer.follower"]
             world.workers.append(subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT))
         world.logs.append(log)
 
@@ -190,19 +190,3 @@ def parallelize(model: Any, world: World) -> Any:
 def unwrap(model: Any) -> Any:
     """The model under a DDP wrapper (FSDP2 shards in place: the model is its own module)."""
     return getattr(model, "module", model)
-
-
-def follow(config: TrainConfig) -> None:
-    """A rank other than 0: build the same backend and run rank 0's commands until it closes."""
-    from alight_server.trainer.embedded import make_embedded_backend
-
-    if config.inference.torch_threads:  # as rank 0 does: ranks share the machine's cores with it
-        torch.set_num_threads(config.inference.torch_threads)
-    backend = make_embedded_backend(config)
-    backend.follow()
-
-
-if __name__ == "__main__":
-    from alight_server.trainer.config import TrainConfig
-
-    follow(TrainConfig.model_validate(json.loads(os.environ[CONFIG_ENV])))
