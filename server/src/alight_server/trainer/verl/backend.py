@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from alight.client import AlightClient
 from alight_server.trainer.samples import SampleBatch
 from alight_server.trainer.sync import WeightSync
-from alight_server.trainer.verl import require_verl
+from alight_server.trainer.verl.install import require_verl
 from alight_server.trainer.verl.replicas import ReplicaUpstreams
 from alight_server.trainer.verl.settings import VerlSettings
 

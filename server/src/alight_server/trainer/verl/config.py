@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from alight_server.trainer.verl import require_verl
+from alight_server.trainer.verl.install import require_verl
 from alight_server.trainer.verl.registry import ESTIMATOR_NAMES, LOSS_NAME
 from alight_server.trainer.verl.settings import VerlSettings
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from alight_server.trainer.samples import SampleBatch
-from alight_server.trainer.verl import require_verl
+from alight_server.trainer.verl.install import require_verl
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from alight_server.trainer.algorithm import (
     policy_loss,
     token_advantages,
 )
-from alight_server.trainer.verl import require_verl
 from alight_server.trainer.verl.data import RowKey
+from alight_server.trainer.verl.install import require_verl
 
 ESTIMATOR_NAMES: dict[str, str] = {"grpo": "alight_grpo", "rloo": "alight_rloo"}
 LOSS_NAME = "alight"
