@@ -17,28 +17,16 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from alight_server import error_types
 from alight_server.config import ServerConfig
 from alight_server.json_depth import TooDeep, check_raw_depth
 from alight_server.store.base import Conflict, InvalidValue, NotFound, StoreError
 
 log = logging.getLogger("alight.server")
 
-_TYPES = {
-    400: "invalid_request",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    413: "payload_too_large",
-    422: "invalid_request",
-    429: "rate_limited",
-    503: "unavailable",
-}
-
 
 def error_body(status: int, message: str, error_type: str | None = None) -> dict[str, Any]:
-    kind = error_type or _TYPES.get(status, "invalid_request" if status < 500 else "server_error")
+    kind = error_type or error_types.error_type(status)
     return {"error": {"message": message, "type": kind, "code": status}}
 
 

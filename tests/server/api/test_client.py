@@ -69,7 +69,7 @@ def test_server_refusals_become_api_errors_with_the_message(client: AlightClient
     with pytest.raises(ApiError) as info:
         client.get_rollout("ghost")
     assert info.value.status_code == 404 and info.value.message == "no rollout with id 'ghost'"
-    assert info.value.error_type == "not_found"
+    assert info.value.error_type == "not_found_error"
     client.create_rollouts([RolloutCreate(id="r")])
     client.cancel_rollout("r")
     with pytest.raises(ApiError, match="409: rollout 'r' cannot move"):

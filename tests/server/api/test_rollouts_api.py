@@ -58,7 +58,7 @@ def test_status_moves_through_the_state_machine_and_refuses_illegal_moves(
     assert response.status_code == 409
     assert response.json()["error"] == {
         "message": "rollout 'r' cannot move from running to queued; allowed: cancelled, failed, succeeded",
-        "type": "conflict",
+        "type": "conflict_error",
         "code": 409,
     }
 

@@ -4,20 +4,8 @@ from __future__ import annotations
 
 import orjson
 
+from alight_server.error_types import error_type
 from alight_server.gateway.request.reply import Reply
-
-_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    409: "conflict_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    502: "upstream_error",
-    503: "service_unavailable",
-    504: "upstream_timeout",
-}
 
 
 class GatewayError(Exception):
@@ -38,7 +26,7 @@ class GatewayError(Exception):
         self.headers = headers or {}
 
     def body(self, anthropic: bool = False) -> dict[str, object]:
-        kind = _TYPES.get(self.status, "api_error" if self.status >= 500 else "invalid_request_error")
+        kind = error_type(self.status)
         if anthropic:
             return {"type": "error", "error": {"type": kind, "message": self.message}}
         return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.status}}

@@ -1,0 +1,27 @@
+"""The `type` of an error answer for each HTTP status: one table for the API, the gateway and their docs.
+
+Spelled as the model providers spell theirs (`invalid_request_error`, `not_found_error`, ...), because the
+gateway answers agents in those providers' shapes and their SDKs show the type; the API says the same.
+"""
+
+from __future__ import annotations
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "method_not_allowed_error",
+    409: "conflict_error",
+    413: "request_too_large",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    502: "upstream_error",
+    503: "service_unavailable",
+    504: "upstream_timeout",
+}
+
+
+def error_type(status: int) -> str:
+    """The table's type; any other 4xx is an invalid request, any other 5xx an `api_error`."""
+    return ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
