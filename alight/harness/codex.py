@@ -42,6 +42,9 @@ def codex_config(endpoint: str, gateway_url: str) -> str:
             "[history]",
             'persistence = "none"',
             "",
+            "[analytics]",  # Codex's usage events: off, as Claude Code's telemetry is
+            "enabled = false",
+            "",
         ]
     )
 
