@@ -4,6 +4,10 @@
     .venv/bin/python scripts/harness_matrix.py --check    # exits 1 if the README's table is out of date
     .venv/bin/python scripts/harness_matrix.py --last     # rewrites it from the last run's results, no tests
 
+The last run's results (.alight/harness-matrix.json) are written by this script's own run and by the whole
+suite's (scripts/test.sh sets ALIGHT_HARNESS_MATRIX to that file, then runs `--check --last` after pytest, so a
+README cell the suite no longer earns fails the test command).
+
 Each cell is a test marked `@pytest.mark.harness(harness=..., api=..., streamed=..., tools=...)` that
 asserts exact token-id capture of every call the harness made (calls counted at the upstream and in
 the store) and a valid answer at the harness. Cells no test can fill say why, below.
@@ -11,11 +15,11 @@ the store) and a valid answer at the harness. Cells no test can fill say why, be
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,13 +50,17 @@ LAST = ROOT / ".alight" / "harness-matrix.json"
 
 
 def run_tests() -> list[dict[str, object]]:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "matrix.json"
-        env = {**os.environ, "ALIGHT_HARNESS_MATRIX": str(out), "ALIGHT_TEST_GATEWAY_EMBEDDED": "0"}
-        subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "harness"], env=env, cwd=ROOT
-        )
-        return json.loads(out.read_text()) if out.exists() else []
+    LAST.parent.mkdir(exist_ok=True)
+    LAST.unlink(missing_ok=True)
+    env = {**os.environ, "ALIGHT_HARNESS_MATRIX": str(LAST), "ALIGHT_TEST_GATEWAY_EMBEDDED": "0"}
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "harness"], env=env, cwd=ROOT)
+    return json.loads(LAST.read_text()) if LAST.exists() else []
+
+
+def last_results() -> list[dict[str, object]]:
+    if not LAST.exists():
+        raise SystemExit(f"no harness results at {LAST}: run `bash scripts/test.sh` or scripts/harness_matrix.py first")
+    return json.loads(LAST.read_text())
 
 
 def render(results: list[dict[str, object]]) -> str:
@@ -94,14 +102,19 @@ def render(results: list[dict[str, object]]) -> str:
 
 
 def main() -> int:
-    table = render(json.loads(LAST.read_text()) if "--last" in sys.argv else run_tests())
+    table = render(last_results() if "--last" in sys.argv else run_tests())
     text = README.read_text()
     head, _, rest = text.partition(START)
     _, _, tail = rest.partition(END)
     updated = f"{head}{START}\n{table}\n{END}{tail}"
     if "--check" in sys.argv:
         if updated != text:
-            print("README.md's harness matrix is out of date: run scripts/harness_matrix.py", file=sys.stderr)
+            print("README.md's harness matrix differs from the tests' results (README -, results +):", file=sys.stderr)
+            diff = difflib.unified_diff(
+                text.splitlines(), updated.splitlines(), "README.md", "results", n=0, lineterm=""
+            )
+            print("\n".join(diff), file=sys.stderr)
+            print("fix the failing cells, or rewrite the table: scripts/harness_matrix.py --last", file=sys.stderr)
             return 1
         return 0
     README.write_text(updated)

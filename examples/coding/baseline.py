@@ -90,7 +90,9 @@ def baseline(p: Project, python: str, timeout_s: float, cache: Path = CACHE) -> 
     if not passed:
         raise RuntimeError(f"no test of {p.folder} passes in the sandbox; its output:\n{run.output[-3000:]}")
     if not run.coverage:
-        raise RuntimeError(f"no line map for {p.folder}: is `coverage` installed in {python}? (scripts/setup.sh)")
+        raise RuntimeError(
+            f"no line map for {p.folder}: is `coverage` installed in {python}? (bash scripts/setup.sh --coding)"
+        )
     lines = {f: run.coverage[f] for f in p.sources if f in run.coverage}
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps({"passed": passed, "lines": lines}))

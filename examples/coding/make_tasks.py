@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give --out FILE, --check FILE, or both")
     require_tools("bwrap")
     if not Path(args.python).exists():
-        parser.error(f"--python {args.python} does not exist; bash scripts/setup.sh builds .venv-coding")
+        parser.error(f"--python {args.python} does not exist; bash scripts/setup.sh --coding builds .venv-coding")
     projects = [name.strip() for name in args.projects.split(",")]
     unknown = sorted(set(projects) - set(PROJECTS))
     if unknown:

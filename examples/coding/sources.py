@@ -1,8 +1,8 @@
 """Task-source projects: pinned pure-Python PyPI sdists that ship their tests, fetched and unpacked once.
 
 A task names its project; its buggy checkout is the pristine unpacked sdist with the task's rewrite applied.
-`scripts/setup.sh` fetches these (`python examples/coding/sources.py`), so generation and grading never need
-the network afterwards.
+The first use fetches them, or `bash scripts/setup.sh --coding` ahead (`python examples/coding/sources.py`), so
+generation and grading never need the network afterwards.
 """
 
 from __future__ import annotations

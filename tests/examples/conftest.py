@@ -1,4 +1,4 @@
-"""The coding example's tests need its sandbox tools and .venv-coding (scripts/setup.sh installs both)."""
+"""The coding example's tests need its sandbox tools and .venv-coding (`bash scripts/setup.sh --coding` installs both)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ VENV = REPO / ".venv-coding"
 def coding_tools() -> None:
     for tool in ("bwrap", "strace"):
         if shutil.which(tool) is None:
-            pytest.skip(f"{tool} missing: apt-get install -y bubblewrap strace (scripts/setup.sh does)")
+            pytest.skip(
+                f"{tool} missing: bash scripts/setup.sh --coding (apt-get install -y bubblewrap strace, as root)"
+            )
     if not (VENV / "bin" / "mini").exists():
-        pytest.skip(f"{VENV}/bin/mini missing: bash scripts/setup.sh builds it")
+        pytest.skip(f"{VENV}/bin/mini missing: bash scripts/setup.sh --coding builds it")
     if str(EXAMPLE) not in sys.path:
         sys.path.insert(0, str(EXAMPLE))

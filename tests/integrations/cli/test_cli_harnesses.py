@@ -25,7 +25,7 @@ from alight_server.testing import FakeUpstreamState, create_fake_upstream
 ROOT = Path(__file__).resolve().parents[3]
 BIN = ROOT / ".tools" / "cli" / "node_modules" / ".bin"
 ALIGHT = str(Path(sys.executable).parent / "alight")
-INSTALL = "bash scripts/setup.sh (installs the pinned CLIs into .tools/cli with npm)"
+INSTALL = "bash scripts/setup.sh --cli (installs the pinned CLIs into .tools/cli with npm)"
 
 
 @pytest.fixture(scope="module")

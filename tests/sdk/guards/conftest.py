@@ -17,9 +17,9 @@ from alight.guards import Episode, prepare_episode
 def _missing() -> str | None:
     for tool in ("bwrap", "strace"):
         if shutil.which(tool) is None:
-            return f"{tool} missing: apt-get install -y bubblewrap strace (scripts/setup.sh does)"
+            return f"{tool} missing: bash scripts/setup.sh --coding (apt-get install -y bubblewrap strace, as root)"
     if not SANDBOX_PYTHON.exists():
-        return f"{SANDBOX_PYTHON} missing: bash scripts/setup.sh builds it"
+        return f"{SANDBOX_PYTHON} missing: bash scripts/setup.sh --coding builds it"
     return None
 
 

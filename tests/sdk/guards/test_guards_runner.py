@@ -15,7 +15,7 @@ from alight.guards.testrun import disagreements, junit_key
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or not SANDBOX_PYTHON.exists(),
-    reason="bwrap or .venv-coding missing: bash scripts/setup.sh",
+    reason="bwrap or .venv-coding missing: bash scripts/setup.sh --coding",
 )
 FIXED = "def add(a, b):\n    return a + b\n"
 TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_other():\n    assert True\n"

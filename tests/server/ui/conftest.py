@@ -138,8 +138,10 @@ def browser() -> Iterator[Any]:
     """Debian's headless Chromium driven by Playwright (its own browser download cannot reach the internet)."""
     executable = _chromium()
     if executable is None:
-        pytest.skip("no chromium on PATH: `apt-get install chromium` (scripts/setup.sh does it when run as root)")
-    playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]' (playwright)")
+        pytest.skip("no chromium on PATH: bash scripts/setup.sh --browser (apt-get install chromium, as root)")
+    playwright_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright missing: bash scripts/setup.sh --dev"
+    )
     with playwright_api.sync_playwright() as pw:
         chromium = pw.chromium.launch(executable_path=executable, args=["--no-sandbox", "--disable-gpu"])
         yield chromium
