@@ -10,12 +10,14 @@ import pytest
 from samples_fixtures import chat, model_call, trajectory
 
 from alight.schemas import FailureKind, Trajectory, TrajectoryCall
+from alight_server.trainer.config_sections import SamplesConfig
 from alight_server.trainer.filters import drop_reason
 from alight_server.trainer.samples import SampleConfig, build_samples
 from alight_server.trainer.samples.build import prefix_breaks
 
 CUT = {"choices": [{"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": "..."}}]}
 DEFAULTS = SampleConfig()
+NO_LIMITS = SamplesConfig()  # the thresholds are off unless a config sets them
 MAIN = {"model": "claude-opus-4-8", "messages": []}
 SIDE = {"model": "claude-haiku-4-5", "messages": []}  # Claude Code titling the session
 
@@ -23,19 +25,19 @@ SIDE = {"model": "claude-haiku-4-5", "messages": []}  # Claude Code titling the 
 def test_a_conversation_that_extends_its_history_has_no_prefix_break() -> None:
     calls = [model_call(0, [1, 2], [3]), model_call(1, [1, 2, 3, 9], [4]), model_call(2, [1, 2, 3, 9, 4, 8], [5])]
     assert prefix_breaks(trajectory(calls), DEFAULTS) == 0
-    assert drop_reason(trajectory(calls), set(), DEFAULTS, max_prefix_breaks=0) is None
+    assert drop_reason(trajectory(calls), set(), DEFAULTS, SamplesConfig(max_prefix_breaks=0)) is None
 
 
 def test_rollouts_with_rewritten_histories_are_dropped_past_the_threshold() -> None:
     calls = [model_call(i, [7, i], [3]) for i in range(4)]  # every prompt starts over
     assert prefix_breaks(trajectory(calls), DEFAULTS) == 3
-    assert drop_reason(trajectory(calls), set(), DEFAULTS, max_prefix_breaks=2) == "prefix_breaks"
-    assert drop_reason(trajectory(calls), set(), DEFAULTS) is None  # off unless the config sets a threshold
+    assert drop_reason(trajectory(calls), set(), DEFAULTS, SamplesConfig(max_prefix_breaks=2)) == "prefix_breaks"
+    assert drop_reason(trajectory(calls), set(), DEFAULTS, NO_LIMITS) is None  # off unless the config sets a threshold
 
 
 def test_a_retried_call_is_not_a_prefix_break() -> None:
     calls = [model_call(0, [1, 2], [3]), model_call(1, [1, 2], [4]), model_call(2, [1, 2, 4, 9], [5])]
-    assert drop_reason(trajectory(calls), set(), DEFAULTS, max_prefix_breaks=0) is None
+    assert drop_reason(trajectory(calls), set(), DEFAULTS, SamplesConfig(max_prefix_breaks=0)) is None
 
 
 def test_a_sub_agent_interleaving_its_calls_is_not_a_prefix_break() -> None:
@@ -46,7 +48,7 @@ def test_a_sub_agent_interleaving_its_calls_is_not_a_prefix_break() -> None:
         model_call(2, [1, 2, 10, 20], [11]),
         model_call(3, [5, 6, 50, 60], [51]),
     ]
-    assert drop_reason(trajectory(calls), set(), DEFAULTS, max_prefix_breaks=0) is None
+    assert drop_reason(trajectory(calls), set(), DEFAULTS, SamplesConfig(max_prefix_breaks=0)) is None
 
 
 def test_a_side_model_call_the_run_excludes_is_not_a_prefix_break() -> None:
@@ -56,7 +58,7 @@ def test_a_side_model_call_the_run_excludes_is_not_a_prefix_break() -> None:
         model_call(2, [1, 2, 10, 20], [11], request=MAIN),
     ]
     excluding = SampleConfig(exclude_models=("*haiku*",))
-    assert drop_reason(trajectory(calls), set(), excluding, max_prefix_breaks=0) is None
+    assert drop_reason(trajectory(calls), set(), excluding, SamplesConfig(max_prefix_breaks=0)) is None
 
 
 def _shapes() -> dict[str, Trajectory]:
@@ -105,18 +107,18 @@ def test_the_filter_counts_exactly_the_breaks_the_sample_builder_reports(shape: 
     _, report = build_samples([attempt], config)
     counted = prefix_breaks(attempt, config)
     assert counted == report.total_breaks
-    kept = drop_reason(attempt, set(), config, max_prefix_breaks=report.total_breaks) is None
-    dropped = drop_reason(attempt, set(), config, max_prefix_breaks=report.total_breaks - 1) == "prefix_breaks"
-    assert kept and (dropped or report.total_breaks == 0)
+    assert drop_reason(attempt, set(), config, SamplesConfig(max_prefix_breaks=counted)) is None
+    if counted:
+        assert drop_reason(attempt, set(), config, SamplesConfig(max_prefix_breaks=counted - 1)) == "prefix_breaks"
 
 
 def test_a_rollout_a_gate_flagged_is_dropped_whatever_its_reward() -> None:
-    assert drop_reason(trajectory([model_call(0, [1], [2])], reward=1.0), {"r1"}, DEFAULTS) == "gate_flagged"
+    assert drop_reason(trajectory([model_call(0, [1], [2])], reward=1.0), {"r1"}, DEFAULTS, NO_LIMITS) == "gate_flagged"
 
 
 def test_rollouts_mostly_cut_at_max_tokens_and_infra_failures_are_dropped() -> None:
     cut = [model_call(0, [1], [2], response_body=CUT), model_call(1, [1, 2], [3], response_body=CUT)]
-    assert drop_reason(trajectory(cut), set(), DEFAULTS, max_truncated_share=0.5) == "truncated"
-    assert drop_reason(trajectory(cut), set(), DEFAULTS) is None
+    assert drop_reason(trajectory(cut), set(), DEFAULTS, SamplesConfig(max_truncated_share=0.5)) == "truncated"
+    assert drop_reason(trajectory(cut), set(), DEFAULTS, NO_LIMITS) is None
     infra = trajectory([model_call(0, [1], [2])], reward=None, failure_kind=FailureKind.INFRA)
-    assert drop_reason(infra, set(), DEFAULTS) == "infra"
+    assert drop_reason(infra, set(), DEFAULTS, NO_LIMITS) == "infra"

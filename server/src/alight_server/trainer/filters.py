@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from alight.client import AlightClient
 from alight.evaluation import REWARD_HACKING
 from alight.schemas import FailureKind, Trajectory
+from alight_server.trainer.config_sections import SamplesConfig
 from alight_server.trainer.samples.build import SampleConfig, prefix_breaks
 
 # The capture-problem thresholds are off unless a config sets them (samples.max_prefix_breaks,
@@ -31,37 +32,28 @@ def truncated_share(trajectory: Trajectory) -> float:
     return cut / len(trajectory.calls)
 
 
-def drop_reason(
-    trajectory: Trajectory,
-    flagged: set[str],
-    samples: SampleConfig,
-    max_prefix_breaks: int | None = None,
-    max_truncated_share: float | None = None,
-) -> str | None:
+def drop_reason(trajectory: Trajectory, flagged: set[str], samples: SampleConfig, limits: SamplesConfig) -> str | None:
+    """Why the trainer leaves `trajectory` out, or None; `limits`: the run's samples section (its thresholds)."""
     if trajectory.failure_kind in (FailureKind.INFRA, FailureKind.TIMEOUT):
         return "infra"
     if trajectory.rollout_id in flagged:
         return "gate_flagged"
-    if max_prefix_breaks is not None and prefix_breaks(trajectory, samples) > max_prefix_breaks:
+    if limits.max_prefix_breaks is not None and prefix_breaks(trajectory, samples) > limits.max_prefix_breaks:
         return "prefix_breaks"
-    if max_truncated_share is not None and truncated_share(trajectory) > max_truncated_share:
+    if limits.max_truncated_share is not None and truncated_share(trajectory) > limits.max_truncated_share:
         return "truncated"
     return None
 
 
 def filter_for_training(
-    client: AlightClient,
-    trajectories: Sequence[Trajectory],
-    samples: SampleConfig,
-    max_prefix_breaks: int | None = None,
-    max_truncated_share: float | None = None,
+    client: AlightClient, trajectories: Sequence[Trajectory], samples: SampleConfig, limits: SamplesConfig
 ) -> tuple[list[Trajectory], dict[str, float]]:
     """(the trajectories to train on, `filter/<reason>` counts for the step metrics)."""
     flagged = {t.rollout_id for t in trajectories if client.list_events(t.rollout_id, kind=REWARD_HACKING)}
     kept: list[Trajectory] = []
     dropped: Counter[str] = Counter()
     for trajectory in trajectories:
-        reason = drop_reason(trajectory, flagged, samples, max_prefix_breaks, max_truncated_share)
+        reason = drop_reason(trajectory, flagged, samples, limits)
         if reason is None:
             kept.append(trajectory)
         else:

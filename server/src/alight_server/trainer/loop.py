@@ -170,13 +170,7 @@ class TrainingRun:
         display.status("building samples and training")
         started = time.monotonic()
         sample_config = SampleConfig.from_section(cfg.samples, pad_token_id=int(tokenizer.pad_token_id or 0))
-        trajectories, dropped = filter_for_training(
-            self.client,
-            phase.trajectories,
-            sample_config,
-            cfg.samples.max_prefix_breaks,
-            cfg.samples.max_truncated_share,
-        )
+        trajectories, dropped = filter_for_training(self.client, phase.trajectories, sample_config, cfg.samples)
         metrics.update(dropped)
         batch, report = build_samples(trajectories, sample_config, decode=tokenizer.decode)
         if taken is not None:
