@@ -54,7 +54,10 @@ class Dashboard:
 
 def _train(folder: Path) -> tuple[Path, LiveView]:
     tasks = [{"word": w} for w in ["apple", "river", "stone"] * 4]
-    raw = tiny_run_config(folder, f"{AGENT}:main", tasks, validation={"samples_per_task": 2})
+    # The agent's side-model call is left out, as the Claude Code recipe leaves out `*haiku*`.
+    raw = tiny_run_config(
+        folder, f"{AGENT}:main", tasks, validation={"samples_per_task": 2}, samples={"exclude_models": ["*haiku*"]}
+    )
     stderr = Tee(sys.stderr)
     probe = LiveProbe(stderr, folder / "run" / "alight.db")
     with contextlib.redirect_stderr(stderr):  # type: ignore[type-var]

@@ -11,6 +11,7 @@ import pytest
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode, RolloutState
+from alight_server.trainer.config_sections import SamplesConfig
 from alight_server.trainer.samples import SampleConfig, build_samples
 from alight_server.trajectory import build_trajectory
 from alight_server.ui import summaries
@@ -134,6 +135,12 @@ def test_a_step_shows_its_groups_with_their_reward_spread(page: Any, dashboard: 
     assert page.errors == []
 
 
+def _trained_with(dashboard: Dashboard) -> SampleConfig:
+    """The sample builder's settings as the trainer took them from the run's config (it excludes `*haiku*`)."""
+    section = SamplesConfig.model_validate(dashboard.store.get_run(dashboard.run_id).config["samples"])
+    return SampleConfig.from_section(section)
+
+
 def _first_train_rollout(dashboard: Dashboard) -> str:
     return next(
         r.id
@@ -146,14 +153,14 @@ def test_trajectory_page_shows_calls_tool_spans_rewards_and_log(page: Any, dashb
     rid = _first_train_rollout(dashboard)
     trajectory = build_trajectory(dashboard.store, rid)
     _goto(page, dashboard, f"/rollout/{rid}", "#timeline")
-    assert page.locator("#timeline .call").count() == len(trajectory.calls) == 2
+    assert page.locator("#timeline .call").count() == len(trajectory.calls) == 3  # the side-model call too
     tool = page.locator("#timeline .tool")
     assert tool.count() == 1
     word = trajectory.calls[0].call.request["messages"][0]["content"].split()[-1].rstrip(".")
     assert f'"word": "{word}"' in tool.inner_text()
     # the tool sits between the two calls, under the rollout's root span
     order = page.locator("#timeline > div").evaluate_all("els => els.map(e => e.className)")
-    assert order == ["call", "tool", "call"]
+    assert order == ["call", "tool", "call", "call"]
     assert "alight.rollout" in page.locator("#timeline .call .path").first.inner_text()
     rewards = page.locator("#rewards tbody tr").all_inner_texts()
     assert any(r.split("\t")[:3] == ["0.5", "first_call", "step"] for r in rewards), rewards
@@ -165,7 +172,9 @@ def test_trajectory_page_shows_calls_tool_spans_rewards_and_log(page: Any, dashb
 def test_token_view_colours_exactly_the_tokens_the_sample_builder_trains_on(page: Any, dashboard: Dashboard) -> None:
     rid = _first_train_rollout(dashboard)
     trajectory = build_trajectory(dashboard.store, rid)
-    batch, _ = build_samples([trajectory], SampleConfig())
+    batch, _ = build_samples([trajectory], _trained_with(dashboard))
+    side = [tc.call.seq for tc in trajectory.calls if "haiku" in tc.call.request["model"]]
+    assert side and not {seq for seqs in batch.row_calls for seq in seqs} & set(side)  # the run left it out
     _goto(page, dashboard, f"/rollout/{rid}", "#token-view .token-row")
     rows = page.locator("#token-view .token-row").all()
     assert len(rows) == batch.num_rows
@@ -197,7 +206,7 @@ def test_capture_health_counts_match_the_store(page: Any, dashboard: Dashboard) 
         ]
         trajectories = [build_trajectory(store, r.id) for r in rollouts]
         calls = [tc.call for t in trajectories for tc in t.calls]
-        batch, _ = build_samples([t for t in trajectories if t.final_reward is not None], SampleConfig())
+        batch, _ = build_samples([t for t in trajectories if t.final_reward is not None], _trained_with(dashboard))
         cell = functools.partial(_health_cell, page, step)
         assert cell("rollouts") == str(len(rollouts))
         assert cell("calls") == f"{sum(len(s) for s in batch.row_calls)}/{len(calls)}"

@@ -1,4 +1,5 @@
-"""Dashboard test agent: two model calls around a traced tool (arguments and result), a step reward, a log line."""
+"""Dashboard test agent: two model calls around a traced tool (arguments and result), a step reward, a log line,
+then a side-model call the run leaves out of training (`samples.exclude_models`, as Claude Code's titles are)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from opentelemetry import trace
 import alight
 from alight import semconv
 
+SIDE_MODEL = "side-haiku"
 GLOSSARY = {"apple": "a fruit", "river": "flowing water", "stone": "a hard rock"}
 
 
@@ -38,5 +40,7 @@ def main(task: dict[str, Any]) -> float:
     messages.append({"role": "user", "content": f"lookup result: {lookup(task['word'])}"})
     second = client.chat.completions.create(model="policy", messages=messages, max_tokens=6)
     text = second.choices[0].message.content or ""
+    title: list[Any] = [{"role": "user", "content": f"A title for: {text}"}]
+    client.chat.completions.create(model=SIDE_MODEL, messages=title, max_tokens=2)
     letters = [c for c in text if c.isalpha()]
     return sum(c in "aeiou" for c in letters) / len(letters) if letters else 0.0
