@@ -9,13 +9,16 @@ from __future__ import annotations
 import pytest
 from samples_fixtures import chat, model_call, trajectory
 
-from alight.schemas import FailureKind, Trajectory, TrajectoryCall
+from alight.schemas import ApiFlavour, FailureKind, Trajectory, TrajectoryCall
 from alight_server.trainer.config_sections import SamplesConfig
 from alight_server.trainer.filters import drop_reason
 from alight_server.trainer.samples import SampleConfig, build_samples
 from alight_server.trainer.samples.build import prefix_breaks
 
 CUT = {"choices": [{"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": "..."}}]}
+# The same cut as the other flavours record it: Anthropic Messages (Claude Code) and Responses (Codex).
+CUT_MESSAGES = {"type": "message", "content": [{"type": "text", "text": "..."}], "stop_reason": "max_tokens"}
+CUT_RESPONSES = {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": []}
 DEFAULTS = SampleConfig()
 NO_LIMITS = SamplesConfig()  # the thresholds are off unless a config sets them
 MAIN = {"model": "claude-opus-4-8", "messages": []}
@@ -122,3 +125,11 @@ def test_rollouts_mostly_cut_at_max_tokens_and_infra_failures_are_dropped() -> N
     assert drop_reason(trajectory(cut), set(), DEFAULTS, NO_LIMITS) is None
     infra = trajectory([model_call(0, [1], [2])], reward=None, failure_kind=FailureKind.INFRA)
     assert drop_reason(infra, set(), DEFAULTS, NO_LIMITS) == "infra"
+
+
+@pytest.mark.parametrize(
+    ("flavour", "body"), [(ApiFlavour.MESSAGES, CUT_MESSAGES), (ApiFlavour.RESPONSES, CUT_RESPONSES)]
+)
+def test_calls_cut_at_their_limit_count_as_truncated_in_every_flavour(flavour: ApiFlavour, body: dict) -> None:
+    cut = [model_call(i, [1] * (i + 1), [2], flavour=flavour, request={}, response_body=body) for i in range(2)]
+    assert drop_reason(trajectory(cut), set(), DEFAULTS, SamplesConfig(max_truncated_share=0.5)) == "truncated"

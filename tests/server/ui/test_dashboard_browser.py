@@ -11,11 +11,11 @@ import pytest
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode, RolloutState
+from alight_server.call_output import call_output
 from alight_server.trainer.config_sections import SamplesConfig
 from alight_server.trainer.samples import SampleConfig, build_samples
 from alight_server.trajectory import build_trajectory
 from alight_server.ui import summaries
-from alight_server.ui.health import finish_reason
 from tests.server.ui.conftest import ADMIN_KEY, GATE_VIOLATIONS, SCRIPT, XSS_ROLLOUT, Dashboard, screenshot
 
 pytestmark = pytest.mark.timeout(600)
@@ -212,7 +212,7 @@ def test_capture_health_counts_match_the_store(page: Any, dashboard: Dashboard) 
         assert cell("calls") == f"{sum(len(s) for s in batch.row_calls)}/{len(calls)}"
         assert cell("merged_rows") == str(sum(len(s) > 1 for s in batch.row_calls))
         assert cell("single_call_rows") == str(sum(len(s) == 1 for s in batch.row_calls))
-        assert cell("truncated_calls") == str(sum(finish_reason(c) == "length" for c in calls))
+        assert cell("truncated_calls") == str(sum(call_output(c).finish_reason == "length" for c in calls))
         kinds = sorted(a.failure_kind.value for r in rollouts for a in r.attempts if a.failure_kind)
         assert cell("failures") == (", ".join(f"{k} 1" for k in kinds) if kinds else "0")
     assert page.locator("#health tr[data-step='2'] td[data-k='failures']").inner_text() == "infra 1, task 1"

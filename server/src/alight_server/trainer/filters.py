@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from alight.client import AlightClient
 from alight.evaluation import REWARD_HACKING
 from alight.schemas import FailureKind, Trajectory
+from alight_server.call_output import call_output
 from alight_server.trainer.config_sections import SamplesConfig
 from alight_server.trainer.samples.build import SampleConfig, prefix_breaks
 
@@ -23,12 +24,10 @@ from alight_server.trainer.samples.build import SampleConfig, prefix_breaks
 
 
 def truncated_share(trajectory: Trajectory) -> float:
+    """The share of the attempt's calls cut at their token limit, in whichever flavour they were recorded."""
     if not trajectory.calls:
         return 0.0
-    cut = 0
-    for tc in trajectory.calls:
-        choices = (tc.call.response or {}).get("choices") or [{}]
-        cut += choices[0].get("finish_reason") == "length"
+    cut = sum(call_output(tc.call).finish_reason == "length" for tc in trajectory.calls)
     return cut / len(trajectory.calls)
 
 

@@ -13,7 +13,8 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from alight.evaluation import REWARD_HACKING
-from alight.schemas import Mode, ModelCall, Rollout, RolloutState
+from alight.schemas import Mode, Rollout, RolloutState
+from alight_server.call_output import call_output
 from alight_server.store import Store
 from alight_server.store.browse import RolloutFilter
 from alight_server.trajectory import build_trajectory
@@ -61,7 +62,7 @@ def step_health(store: Store, step: int, rollouts: list[Rollout], config: Any, d
         "dropped_calls": _nonzero(report.dropped_calls),
         "logprob_mismatches": report.dropped_calls.get("logprob_length_mismatch", 0),
         "flagged_calls": dict(Counter(flag for c in calls for flag in c.flags)),
-        "truncated_calls": sum(finish_reason(c) == "length" for c in calls),
+        "truncated_calls": sum(call_output(c).finish_reason == "length" for c in calls),
         "truncated_rows": report.truncated_rows,
         "trained_tokens": report.trained_tokens,
         "gate_violations": dict(sorted(Counter(rule for rules in gates.values() for rule in rules).items())),
@@ -76,14 +77,3 @@ def gate_rules(store: Store, rollout_id: str) -> set[str]:
 
 def _nonzero(counts: Counter[str]) -> dict[str, int]:
     return {k: v for k, v in counts.items() if v}  # the builder adds a reason with 0 for a rollout with no calls
-
-
-def finish_reason(call: ModelCall) -> str | None:
-    """Why generation stopped, in chat terms, whatever the flavour recorded (`length` = cut at the limit)."""
-    body = call.response or {}
-    choices = body.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        return choices[0].get("finish_reason")
-    if body.get("stop_reason") == "max_tokens" or body.get("status") == "incomplete":  # messages, responses
-        return "length"
-    return body.get("stop_reason") or body.get("status")
