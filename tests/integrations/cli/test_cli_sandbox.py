@@ -45,7 +45,9 @@ PROBE = " ; ".join(
         "echo ==env==",
         "env",
         "echo ==proc==",  # every process's environment, the sandbox's init (bwrap) included
-        "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done 2>&1",
+        # (only the lines that matter: a CLI cuts a long tool output in the middle, which could hide a leak)
+        "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done 2>&1 | sort -u"
+        " | grep -E '^(PATH|HOST_SECRET_CANARY|ALIGHT_[A-Z_]*|[A-Z_]*API_KEY)='",
         "echo ==hostname==",
         "cat /etc/hostname 2>&1",
         "echo ==root==",
@@ -172,7 +174,8 @@ def test_the_probe_ran_in_the_cli_shell_and_its_output_reached_the_policy(probe)
 
 
 def test_a_host_environment_secret_does_not_reach_the_cli_shell(probe):
-    assert "HOST_SECRET_CANARY" not in probe.output and CANARY not in probe.output
+    sections = probe.section("env") + probe.section("proc")  # both came back whole (a cut output fails here)
+    assert "HOST_SECRET_CANARY" not in sections and CANARY not in probe.output
 
 
 def test_the_attempt_token_does_not_reach_the_cli_shell(probe):
