@@ -8,7 +8,7 @@ import time
 import httpx
 
 from alight.schemas import AttemptFinish
-from alight_server.gateway.request.callers import LIVE_STATE_TTL_S
+from alight_server.gateway.callers import LIVE_STATE_TTL_S
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 

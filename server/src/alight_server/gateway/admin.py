@@ -11,7 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 
 from alight_server.deps import AdminDep
-from alight_server.gateway.request.pipeline import Gateway
+from alight_server.gateway.container import Gateway
 
 router = APIRouter(tags=["gateway admin"])
 

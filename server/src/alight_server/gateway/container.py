@@ -9,12 +9,12 @@ import anyio.to_thread
 import orjson
 
 from alight_server.config import GatewayConfig
+from alight_server.gateway.callers import AttemptResolver
 from alight_server.gateway.capture.recorder import Recorder
 from alight_server.gateway.capture.writer import CaptureWriter
 from alight_server.gateway.metrics import GatewayMetrics
 from alight_server.gateway.pause.gate import PauseGate
 from alight_server.gateway.pause.replica_sync import Replicas
-from alight_server.gateway.request.callers import AttemptResolver
 from alight_server.gateway.store_sync import StoreSync
 from alight_server.gateway.upstream.http import UpstreamHttp
 from alight_server.gateway.upstream.pool import REFRESH_S, UpstreamPool

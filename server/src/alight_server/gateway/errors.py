@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 
 from alight_server.error_types import error_type
-from alight_server.gateway.request.reply import Reply
+from alight_server.gateway.reply import Reply
 
 
 class GatewayError(Exception):

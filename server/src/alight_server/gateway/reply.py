@@ -13,6 +13,8 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 JSON = b"application/json"
 EVENT_STREAM = b"text/event-stream"
+CLIENT_GONE = "client_gone"  # the call's flag (trainers skip flagged calls) and the error's prefix
+CLIENT_GONE_STATUS = 499  # nginx's "client closed request": no reply was sent
 
 
 @dataclass(slots=True)

@@ -10,8 +10,8 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response
 
 from alight_server.config import ServerConfig
+from alight_server.gateway import admin
 from alight_server.gateway.container import Gateway
-from alight_server.gateway.pause import admin
 from alight_server.gateway.request.dispatch import FLAVOURS, MODELS, AgentEndpoint, GatewayDispatch
 
 

@@ -26,8 +26,8 @@ from collections.abc import Callable
 import anyio.to_thread
 
 from alight.schemas import GatewaySync
+from alight_server.gateway.callers import AttemptResolver
 from alight_server.gateway.pause.replica_sync import Replicas
-from alight_server.gateway.request.callers import AttemptResolver
 from alight_server.gateway.upstream.pool import REFRESH_S, UpstreamPool
 from alight_server.store.base import Store
 

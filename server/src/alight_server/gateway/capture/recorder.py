@@ -12,8 +12,7 @@ from alight_server.gateway.capture.record import SPANNED_WEIGHT_UPDATE, CallReco
 from alight_server.gateway.capture.writer import CaptureWriter
 from alight_server.gateway.errors import GatewayError
 from alight_server.gateway.metrics import GatewayMetrics
-from alight_server.gateway.request.client_gone import CLIENT_GONE, CLIENT_GONE_STATUS
-from alight_server.gateway.request.reply import Reply
+from alight_server.gateway.reply import CLIENT_GONE, CLIENT_GONE_STATUS, Reply
 
 _GONE = f"{CLIENT_GONE}: the agent disconnected before the answer was complete; the upstream request was cancelled"
 

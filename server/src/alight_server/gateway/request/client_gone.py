@@ -13,10 +13,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from alight_server.gateway.request.reply import Receive
-
-CLIENT_GONE = "client_gone"  # the call's flag (trainers skip flagged calls) and the error's prefix
-CLIENT_GONE_STATUS = 499  # nginx's "client closed request": no reply was sent
+from alight_server.gateway.reply import CLIENT_GONE, Receive
 
 
 class DisconnectWatch:

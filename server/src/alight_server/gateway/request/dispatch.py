@@ -17,17 +17,17 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from alight.semconv import HEADER_TRACEPARENT
+from alight_server.gateway.callers import presented_token
 from alight_server.gateway.container import Gateway
 from alight_server.gateway.errors import GatewayError
 from alight_server.gateway.flavours.base import Flavour
 from alight_server.gateway.flavours.messages import MessagesFlavour
 from alight_server.gateway.flavours.passthrough import ChatFlavour, CompletionsFlavour
 from alight_server.gateway.flavours.responses import ResponsesFlavour
+from alight_server.gateway.reply import Receive, Reply, Send, send_reply
 from alight_server.gateway.request.arrival import arrived_at
-from alight_server.gateway.request.callers import presented_token
 from alight_server.gateway.request.client_gone import DisconnectWatch
 from alight_server.gateway.request.pipeline import CallPipeline
-from alight_server.gateway.request.reply import Receive, Reply, Send, send_reply
 
 log = logging.getLogger("alight.gateway")
 

@@ -11,14 +11,14 @@ from typing import Any
 import orjson
 
 from alight.schemas import Mode
+from alight_server.gateway.callers import CallerAttempt
 from alight_server.gateway.capture.record import CallRecord, Tokens, parse_traceparent, tokens_of
 from alight_server.gateway.container import Gateway
 from alight_server.gateway.errors import GatewayError
 from alight_server.gateway.flavours.base import Flavour
-from alight_server.gateway.request.callers import CallerAttempt
+from alight_server.gateway.reply import EVENT_STREAM, Reply
 from alight_server.gateway.request.checks import check_upstream_body
 from alight_server.gateway.request.relay import StreamRelay
-from alight_server.gateway.request.reply import EVENT_STREAM, Reply
 from alight_server.gateway.upstream.pool import Target
 from alight_server.gateway.upstream.proxy import UpstreamReply
 from alight_server.json_depth import TooDeep, loads_within_depth
