@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from alight_server.testing.fake_model import Choice, FakeTokenizer, Piece, top_alternatives
@@ -104,6 +105,15 @@ def _tool_delta(c: Choice, p: Piece) -> dict[str, Any]:
     return {}  # tokens that frame a tool call carry ids and logprobs but no visible delta
 
 
+def interleaved(choices: list[Choice]) -> Iterator[tuple[Choice, int, Piece]]:
+    """(choice, position, piece) in vLLM's streaming order: token by token, each choice in turn at each position."""
+    longest = max((len(c.pieces) for c in choices), default=0)
+    for pos in range(longest):
+        for c in choices:
+            if pos < len(c.pieces):
+                yield c, pos, c.pieces[pos]
+
+
 def chat_chunk(
     rid: str, model: str, prompt_ids: list[int], choices: list[Choice], body: dict[str, Any], tok: FakeTokenizer
 ) -> list[dict[str, Any]]:
@@ -128,28 +138,23 @@ def chat_chunk(
             chunk["prompt_token_ids"] = prompt_ids
             chunk["prompt_text"] = None  # vLLM >= 0.11 sends it (null unless return_prompt_text)
         chunks.append(chunk)
-    longest = max((len(c.pieces) for c in choices), default=0)
-    for pos in range(longest):
-        for c in choices:
-            if pos >= len(c.pieces):
-                continue
-            p = c.pieces[pos]
-            last = pos == len(c.pieces) - 1
-            if p.tool_index is not None:
-                delta = _tool_delta(c, p)
-            else:
-                delta = {"reasoning": p.reasoning} if p.reasoning is not None else {"content": p.content}
-            choice: dict[str, Any] = {
-                "index": c.index,
-                "delta": delta,
-                "logprobs": _chat_logprobs(tok, [p], body),
-                "finish_reason": c.finish_reason if last else None,
-            }
-            if last:
-                choice["stop_reason"] = c.stop_reason
-            if ids:
-                choice["token_ids"] = [p.token_id]
-            chunks.append({**head, "choices": [choice]})
+    for c, pos, p in interleaved(choices):
+        last = pos == len(c.pieces) - 1
+        if p.tool_index is not None:
+            delta = _tool_delta(c, p)
+        else:
+            delta = {"reasoning": p.reasoning} if p.reasoning is not None else {"content": p.content}
+        choice: dict[str, Any] = {
+            "index": c.index,
+            "delta": delta,
+            "logprobs": _chat_logprobs(tok, [p], body),
+            "finish_reason": c.finish_reason if last else None,
+        }
+        if last:
+            choice["stop_reason"] = c.stop_reason
+        if ids:
+            choice["token_ids"] = [p.token_id]
+        chunks.append({**head, "choices": [choice]})
     return chunks
 
 
@@ -190,23 +195,18 @@ def completion_chunk(
     head = {"id": rid, "object": "text_completion", "created": int(time.time()), "model": model}
     chunks: list[dict[str, Any]] = []
     offsets = [0] * len(choices)
-    longest = max((len(c.pieces) for c in choices), default=0)
-    for pos in range(longest):
-        for c in choices:
-            if pos >= len(c.pieces):
-                continue
-            p = c.pieces[pos]
-            last = pos == len(c.pieces) - 1
-            choice: dict[str, Any] = {
-                "index": c.index,
-                "text": p.text,
-                "logprobs": _completion_logprobs(tok, [p], body, offsets[c.index]),
-                "finish_reason": c.finish_reason if last else None,
-                "stop_reason": c.stop_reason if last else None,
-            }
-            offsets[c.index] += len(p.text)
-            if ids:
-                choice["prompt_token_ids"] = prompt_ids if pos == 0 else None
-                choice["token_ids"] = [p.token_id]
-            chunks.append({**head, "choices": [choice]})
+    for c, pos, p in interleaved(choices):
+        last = pos == len(c.pieces) - 1
+        choice: dict[str, Any] = {
+            "index": c.index,
+            "text": p.text,
+            "logprobs": _completion_logprobs(tok, [p], body, offsets[c.index]),
+            "finish_reason": c.finish_reason if last else None,
+            "stop_reason": c.stop_reason if last else None,
+        }
+        offsets[c.index] += len(p.text)
+        if ids:
+            choice["prompt_token_ids"] = prompt_ids if pos == 0 else None
+            choice["token_ids"] = [p.token_id]
+        chunks.append({**head, "choices": [choice]})
     return chunks
