@@ -15,6 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from alight.client import AlightClient
+from alight.schemas import Trajectory
+from alight_server.commands.embedded import embedded_server
+
 ALIGHT = str(Path(sys.executable).parent / "alight")
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 REPORT = """#!/bin/bash
@@ -23,7 +27,9 @@ env > /workspace/env.txt
 """
 
 
-def run_stand_in(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def run_stand_in(
+    tmp_path: Path, *, check: str = "test -f env.txt && echo 1", server: tuple[str, str] | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
     tools = tmp_path / "tools"
     tools.mkdir()
     (tools / "secret.txt").write_text("next to the CLI, not part of it\n")
@@ -31,9 +37,11 @@ def run_stand_in(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]
     cli.write_text(REPORT)
     cli.chmod(0o755)
     variables = {**os.environ, "ALIGHT_CLAUDE_BIN": str(cli), "ALIGHT_WORKSPACE_ROOT": str(tmp_path), **env}
-    task = {"prompt": "report", "check": "test -f env.txt && echo 1"}
+    task = {"prompt": "report", "check": check}
+    on = ["--server", server[0], "--admin-key", server[1]] if server else []
     return subprocess.run(
-        [ALIGHT, "run", "alight.harness.claude_code:episode", "--task", json.dumps(task), "--json", "--timeout", "60"],
+        [ALIGHT, "run", "alight.harness.claude_code:episode", "--task", json.dumps(task), "--json", "--timeout", "60",
+         *on],
         capture_output=True, text=True, env=variables, timeout=120, cwd=tmp_path,
     )  # fmt: skip
 
@@ -63,3 +71,14 @@ def test_naming_an_alight_variable_for_the_cli_fails_the_attempt_naming_the_sett
     done = run_stand_in(tmp_path, ALIGHT_HARNESS_INHERIT_ENV="LANG,ALIGHT_TOKEN")
     assert done.returncode != 0
     assert "ALIGHT_HARNESS_INHERIT_ENV names ['ALIGHT_TOKEN']" in done.stderr
+
+
+def test_a_score_outside_the_range_is_clamped_with_a_rollout_event_that_says_so(tmp_path):
+    with embedded_server(tmp_path) as (url, key):
+        done = run_stand_in(tmp_path, check="echo 7", server=(url, key))
+        assert done.returncode == 0, done.stderr[-3000:]
+        trajectory = Trajectory.model_validate_json(done.stdout)
+        with AlightClient(url, key) as client:
+            [event] = client.list_events(trajectory.rollout_id, kind="check_reward_clamped")
+    assert trajectory.final_reward == 1.0
+    assert event.payload == {"value": 7.0, "reward": 1.0, "range": [0.0, 1.0]}
