@@ -14,20 +14,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from alight_server.inference.vllm_server import SETUP_COMMAND, VllmLaunch, VllmServer, default_python
+from alight_server.inference.vllm_server import VllmLaunch, VllmServer
 from alight_server.inference.vllm_weights import VllmWeightError, VllmWeights
 from alight_server.serving import free_port
 from alight_server.testing.tiny_model import build_tiny_vllm_model
+from tests.server.vllm_env import needs_vllm
 
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.timeout(1200),
-    pytest.mark.skipif(
-        not Path(default_python()).is_file(),
-        reason=f"no vLLM environment at {default_python()}: `{SETUP_COMMAND}`, then "
-        "`.venv/bin/pytest -m vllm tests/server/inference/test_vllm_keys.py`",
-    ),
-]
+pytestmark = needs_vllm(__file__, timeout_s=1200)
 DEV_ROUTES = [
     ("POST", "/collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": "/nonexistent"}}),
     ("POST", "/pause", None),

@@ -17,23 +17,15 @@ import pytest
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode
-from alight_server.inference.vllm_server import SETUP_COMMAND, default_python
 from alight_server.stack import EmbeddedStack
 from alight_server.store import open_store
 from alight_server.testing.tiny_model import build_tiny_vllm_model
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.loop import TrainingRun
 from alight_server.trainer.sync import WeightSync
+from tests.server.vllm_env import needs_vllm
 
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.timeout(1800),
-    pytest.mark.skipif(
-        not Path(default_python()).is_file(),
-        reason=f"no vLLM environment at {default_python()}: `{SETUP_COMMAND}`, then "
-        "`.venv/bin/pytest -m vllm tests/server/trainer/test_train_vllm.py`",
-    ),
-]
+pytestmark = needs_vllm(__file__, timeout_s=1800)
 PROBE = [1, 85, 91, 85, 86, 71, 79, 201]  # token ids of a short prompt: a fixed question to vLLM between steps
 
 
