@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 import torch
-from typer.testing import CliRunner
 
-from alight.cli import app as cli
 from alight_server.inference.vllm_policy import VllmPolicy
 from alight_server.inference.vllm_weights import VllmWeightError, VllmWeights
 from alight_server.serving import ServerThread
@@ -21,6 +17,7 @@ from alight_server.trainer.config import ConfigError, parse_config
 from alight_server.trainer.config_sections import ServerSettings
 from tests.conftest import LiveServer
 from tests.server.inference.vllm_double import VllmDouble
+from tests.server.train_cli import alight_train
 
 BASE = {"model": "tiny", "dataset": {"train": "t.jsonl"}, "agent": {"entrypoint": "a.py:main"}}
 
@@ -91,18 +88,9 @@ def test_an_external_vllm_without_dev_mode_is_refused_at_the_start(live_server: 
 
 
 def test_alight_train_without_the_vllm_environment_says_how_to_build_it(tmp_path: Path) -> None:
-    config = tmp_path / "config.yaml"
     missing = tmp_path / "no-venv" / "bin" / "python"
-    config.write_text(
-        "model: tiny\ndataset: {train: t.jsonl}\nagent: {entrypoint: a.py:main}\n"
-        f"inference: {{device: cpu, backend: vllm, vllm: {{python: '{missing}'}}}}\noutput_dir: run\n"
-    )
-    (tmp_path / "t.jsonl").write_text('{"word": "apple"}\n')
-    handler = signal.getsignal(signal.SIGTERM)
-    try:
-        result: Any = CliRunner().invoke(cli, ["train", str(config), "--quiet"])
-    finally:
-        signal.signal(signal.SIGTERM, handler)  # `alight train` installs its own
+    settings = f"inference: {{device: cpu, backend: vllm, vllm: {{python: '{missing}'}}}}\noutput_dir: run\n"
+    result = alight_train(tmp_path, settings)
     assert result.exit_code == 1, result.output
     sentence = f"alight train: no vLLM interpreter at {missing}: build it with `ALIGHT_VLLM=1 bash scripts/setup.sh`"
     assert sentence in " ".join(result.output.split())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,9 +9,7 @@ from typing import Any
 import httpx
 import pytest
 import torch
-from typer.testing import CliRunner
 
-from alight.cli import app as cli
 from alight.client import AlightClient
 from alight.schemas import RolloutCreate, RolloutState
 from alight_server.inference.engine import InferenceEngine
@@ -23,6 +20,7 @@ from alight_server.stack import ExternalStack
 from alight_server.trainer.config import ConfigError, parse_config
 from alight_server.trainer.config_sections import ServerSettings
 from alight_server.trainer.rollouts import wait_all
+from tests.server.train_cli import alight_train
 
 INFERENCE_KEY = "inference-key"
 BASE = {"model": "tiny", "dataset": {"train": "t.jsonl"}, "agent": {"entrypoint": "a.py:main"}}
@@ -122,18 +120,8 @@ def test_a_config_evaluator_the_server_does_not_run_is_refused_with_the_fix(
 
 
 def test_alight_train_prints_the_problem_and_exits_1(tmp_path: Path) -> None:
-    config = tmp_path / "config.yaml"
     url = f"http://127.0.0.1:{free_port()}"
-    config.write_text(
-        "model: tiny\ndataset: {train: t.jsonl}\nagent: {entrypoint: a.py:main}\n"
-        f"server: {{url: '{url}', inference_url: 'http://127.0.0.1:9', admin_key: k}}\n"
-    )
-    (tmp_path / "t.jsonl").write_text('{"word": "apple"}\n')
-    handler = signal.getsignal(signal.SIGTERM)
-    try:
-        result = CliRunner().invoke(cli, ["train", str(config), "--quiet"])
-    finally:
-        signal.signal(signal.SIGTERM, handler)  # `alight train` installs its own
+    result = alight_train(tmp_path, f"server: {{url: '{url}', inference_url: 'http://127.0.0.1:9', admin_key: k}}\n")
     assert result.exit_code == 1, result.output
     assert f"alight train: no alight server answers at {url}/readyz" in result.output
 
