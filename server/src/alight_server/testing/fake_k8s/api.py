@@ -14,15 +14,12 @@ import base64
 import json
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
-from alight_server.testing.fake_k8s.objects import ApiError, Obj
-
-if TYPE_CHECKING:
-    from alight_server.testing.fake_k8s.cluster import FakeCluster
+from alight_server.testing.fake_k8s.objects import ApiError, Obj, ObjectStore
 
 # kind (the URL's resource) -> (URL prefix under /namespaces/{ns}, apiVersion, Kind)
 KINDS = {
@@ -66,7 +63,21 @@ def validate(kind: str, obj: Obj) -> None:
         )
 
 
-def create_api(cluster: FakeCluster) -> FastAPI:
+class Cluster(Protocol):
+    """What the API serves from (cluster.py's FakeCluster): its objects, namespaces, denials, Pod logs."""
+
+    store: ObjectStore
+    namespaces: set[str]
+    denied: set[tuple[str, str, str]]
+    requests: list[tuple[str, str]]
+    watch_generation: int
+
+    def delete(self, kind: str, namespace: str, name: str, propagation: str = "Background") -> Obj: ...
+
+    def log(self, namespace: str, name: str, tail_lines: int | None) -> str: ...
+
+
+def create_api(cluster: Cluster) -> FastAPI:
     app = FastAPI(title="fake kubernetes")
 
     @app.exception_handler(ApiError)
@@ -106,7 +117,7 @@ def _with_kind(obj: Obj, api_version: str, kind_name: str) -> Obj:
     return {"apiVersion": api_version, "kind": kind_name, **obj}
 
 
-def _register(app: FastAPI, cluster: FakeCluster, kind: str, path: str, api_version: str, kind_name: str) -> None:
+def _register(app: FastAPI, cluster: Cluster, kind: str, path: str, api_version: str, kind_name: str) -> None:
     store = cluster.store
 
     def check_namespace(namespace: str) -> None:
@@ -158,7 +169,7 @@ def _register(app: FastAPI, cluster: FakeCluster, kind: str, path: str, api_vers
 
 
 def _watch(
-    cluster: FakeCluster,
+    cluster: Cluster,
     kind: str,
     namespace: str,
     selector: str | None,

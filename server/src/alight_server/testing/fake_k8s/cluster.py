@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from alight_server.serving import ServerThread, free_port
+from alight_server.testing.fake_k8s.api import create_api
 from alight_server.testing.fake_k8s.kubelet import TICK_S, PodRun
 from alight_server.testing.fake_k8s.objects import ApiError, Obj, ObjectStore, now_rfc3339, owned_by
 
@@ -116,8 +117,6 @@ class FakeCluster:
 
     def up(self) -> None:
         """Serve the API (again, on the same port)."""
-        from alight_server.testing.fake_k8s.api import create_api
-
         self._server = ServerThread(
             create_api(self), port=self.port, log_level="critical"
         )  # cut watches log tracebacks

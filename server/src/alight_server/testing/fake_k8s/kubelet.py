@@ -21,12 +21,9 @@ import signal
 import subprocess
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from alight_server.testing.fake_k8s.objects import Obj, now_rfc3339
-
-if TYPE_CHECKING:
-    from alight_server.testing.fake_k8s.cluster import FakeCluster
+from alight_server.testing.fake_k8s.objects import Obj, ObjectStore, now_rfc3339
 
 NODE = "fake-node-1"
 # A reference docker accepts: lowercase path components, optional tag or digest.
@@ -34,10 +31,22 @@ IMAGE_REF = re.compile(r"^[a-z0-9]+([._/-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-
 TICK_S = 0.05
 
 
+class Node(Protocol):
+    """What a Pod's run reads of the cluster it runs on (cluster.py's FakeCluster)."""
+
+    store: ObjectStore
+    images: set[str]
+    node_capacity: dict[str, str]
+    workdir: Path
+    path: str
+
+    def pod_gone(self, namespace: str, name: str, run: PodRun) -> None: ...
+
+
 class PodRun:
     """One Pod's life on the fake node, on its own thread."""
 
-    def __init__(self, cluster: FakeCluster, namespace: str, name: str) -> None:
+    def __init__(self, cluster: Node, namespace: str, name: str) -> None:
         self.cluster, self.namespace, self.name = cluster, namespace, name
         self.stop = threading.Event()  # set when the Pod is being deleted
         self.injected: str | None = None  # OOMKilled | Evicted | NodeLost, set by a test before the kill
