@@ -41,15 +41,20 @@ def chat_call(seq, prompt, response, messages, reply):
     return model_call(seq, prompt, response, messages=messages, response_body=body)
 
 
-def test_turns_rendered_by_the_chat_template_merge_into_one_row(tokenizer):
-    first_prompt = render(tokenizer, [SYSTEM, USER])
-    answer = generated(tokenizer, "Hello")
+def hello_then_again(tokenizer, first_prompt, answer):
+    """Two calls: the model answers "Hello" with the ids `answer`, then the user says "again"."""
     reply = {"role": "assistant", "content": "Hello"}
     second_messages = [SYSTEM, USER, reply, {"role": "user", "content": "again"}]
-    calls = [
+    return [
         chat_call(0, first_prompt, answer, [SYSTEM, USER], reply),
         chat_call(1, render(tokenizer, second_messages), generated(tokenizer, "5"), second_messages, reply),
     ]
+
+
+def test_turns_rendered_by_the_chat_template_merge_into_one_row(tokenizer):
+    first_prompt = render(tokenizer, [SYSTEM, USER])
+    answer = generated(tokenizer, "Hello")
+    calls = hello_then_again(tokenizer, first_prompt, answer)
     batch, report = build_samples([trajectory(calls)], decode=tokenizer.decode)
     assert (report.rows, report.total_breaks) == (1, 0)
     start = len(first_prompt)
@@ -62,12 +67,7 @@ def test_text_generated_in_other_pieces_than_the_tokenizer_makes_is_retokenizati
     # The model sampled "Hello" as "Hel" + "lo"; the template re-encodes it as the tokenizer would.
     answer = tokenizer.encode("Hel") + tokenizer.encode("lo") + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
     assert answer != generated(tokenizer, "Hello")
-    reply = {"role": "assistant", "content": "Hello"}
-    second_messages = [SYSTEM, USER, reply, {"role": "user", "content": "again"}]
-    calls = [
-        chat_call(0, first_prompt, answer, [SYSTEM, USER], reply),
-        chat_call(1, render(tokenizer, second_messages), generated(tokenizer, "5"), second_messages, reply),
-    ]
+    calls = hello_then_again(tokenizer, first_prompt, answer)
     batch, report = build_samples([trajectory(calls)], decode=tokenizer.decode)
     assert report.breaks == {"retokenization": 1}
     assert report.break_examples[0].position == len(first_prompt) + 1  # "H" agrees, then "el" vs "ello"
