@@ -13,9 +13,9 @@ import asyncio
 import hashlib
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from fastapi import FastAPI, Request
@@ -145,6 +145,18 @@ def vllm_refusal(body: dict[str, Any], vocab_size: int) -> tuple[str, str] | Non
     return None
 
 
+class Reply(NamedTuple):
+    """What the fake model answered one call with: the response id, the prompt's ids, the choices."""
+
+    rid: str
+    prompt_ids: list[int]
+    choices: list[Choice]
+
+
+# A wire format: (response id, model, prompt ids, choices, request body, tokenizer) -> the JSON sent.
+Wire = Callable[[str, str, list[int], list[Choice], dict[str, Any], FakeTokenizer], Any]
+
+
 def create_fake_upstream(
     model: str = "fake",
     *,
@@ -194,6 +206,18 @@ def create_fake_upstream(
         if body.get("model") not in (None, state.model):
             return _error(404, f"The model `{body.get('model')}` does not exist.", "model")
         return body
+
+    def respond(logged: LoggedCall, body: dict[str, Any], reply: Reply, whole: Wire, chunked: Wire) -> Response:
+        """The reply in one body, or streamed as chunks when the body asks; the call logs the whole one either way."""
+        rid, prompt_ids, choices = reply
+        logged.response = whole(rid, state.model, prompt_ids, choices, body, tokenizer)
+        logged.streamed = bool(body.get("stream"))
+        if not logged.streamed:
+            return Response(orjson.dumps(logged.response), media_type="application/json")
+        chunks = chunked(rid, state.model, prompt_ids, choices, body, tokenizer)
+        return StreamingResponse(
+            _stream(chunks, body, usage(len(prompt_ids), choices), rid), media_type="text/event-stream"
+        )
 
     def sampling(body: dict[str, Any]) -> dict[str, Any]:
         stop = body.get("stop")
@@ -249,14 +273,7 @@ def create_fake_upstream(
         prompt_ids = tokenizer.encode(prompt)
         choices = chat_choices(body, prompt)
         rid = "chatcmpl-" + hashlib.sha256(prompt.encode()).hexdigest()[:24]
-        logged.response = chat_response(rid, state.model, prompt_ids, choices, body, tokenizer)
-        logged.streamed = bool(body.get("stream"))
-        if not logged.streamed:
-            return Response(orjson.dumps(logged.response), media_type="application/json")
-        chunks = chat_chunk(rid, state.model, prompt_ids, choices, body, tokenizer)
-        return StreamingResponse(
-            _stream(chunks, body, usage(len(prompt_ids), choices), rid), media_type="text/event-stream"
-        )
+        return respond(logged, body, Reply(rid, prompt_ids, choices), chat_response, chat_chunk)
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
@@ -278,14 +295,7 @@ def create_fake_upstream(
         n = int(body.get("n") or 1)
         choices = [state.fake.reply(prompt_text, answer, index=i, **sampling(body)) for i in range(n)]
         rid = "cmpl-" + hashlib.sha256(prompt_text.encode()).hexdigest()[:24]
-        logged.response = completion_response(rid, state.model, prompt_ids, choices, body, tokenizer)
-        logged.streamed = bool(body.get("stream"))
-        if not logged.streamed:
-            return Response(orjson.dumps(logged.response), media_type="application/json")
-        chunks = completion_chunk(rid, state.model, prompt_ids, choices, body, tokenizer)
-        return StreamingResponse(
-            _stream(chunks, body, usage(len(prompt_ids), choices), rid), media_type="text/event-stream"
-        )
+        return respond(logged, body, Reply(rid, prompt_ids, choices), completion_response, completion_chunk)
 
     @app.post("/fake/faults")
     async def set_faults(request: Request) -> dict[str, Any]:
