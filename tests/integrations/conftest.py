@@ -92,6 +92,15 @@ class SpanTree:
 
 
 @pytest.fixture
+def instrumented(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The test module's `INTEGRATION` instrumented for the test and uninstrumented after it (reversible)."""
+    integration = request.module.INTEGRATION
+    integration.instrument()
+    yield
+    integration.uninstrument()
+
+
+@pytest.fixture
 def tree(spans: InMemorySpanExporter) -> Any:
     """Call it after the run: `tree()` is a SpanTree of what finished so far."""
     return lambda: SpanTree(spans.get_finished_spans())

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
-import pytest
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.conditions import MaxMessageTermination
 from autogen_agentchat.teams import RoundRobinGroupChat
@@ -26,11 +24,7 @@ async def add(a: int, b: int) -> int:
     return a + b
 
 
-@pytest.fixture
-def instrumented() -> Any:
-    alight_autogen.instrument()
-    yield
-    alight_autogen.uninstrument()
+INTEGRATION = alight_autogen  # instrumented by the `instrumented` fixture (tests/integrations/conftest.py)
 
 
 def _client(base_url: str) -> OpenAIChatCompletionClient:

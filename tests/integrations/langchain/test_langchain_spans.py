@@ -6,7 +6,6 @@ import json
 import warnings
 from typing import Any
 
-import pytest
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
@@ -27,11 +26,7 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-@pytest.fixture
-def instrumented() -> Any:
-    alight_langchain.instrument()
-    yield
-    alight_langchain.uninstrument()
+INTEGRATION = alight_langchain  # instrumented by the `instrumented` fixture (tests/integrations/conftest.py)
 
 
 def _llm(base_url: str) -> ChatOpenAI:

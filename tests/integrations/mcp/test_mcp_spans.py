@@ -13,12 +13,7 @@ import alight_mcp
 from alight import semconv
 from alight_mcp.calculator import create_calculator, evaluate
 
-
-@pytest.fixture
-def instrumented() -> Any:
-    alight_mcp.instrument()
-    yield
-    alight_mcp.uninstrument()
+INTEGRATION = alight_mcp  # instrumented by the `instrumented` fixture (tests/integrations/conftest.py)
 
 
 def _client_spans(spans: Any) -> Any:

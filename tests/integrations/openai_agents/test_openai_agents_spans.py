@@ -28,11 +28,7 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-@pytest.fixture
-def instrumented() -> Any:
-    alight_openai_agents.instrument()
-    yield
-    alight_openai_agents.uninstrument()
+INTEGRATION = alight_openai_agents  # instrumented by the `instrumented` fixture (tests/integrations/conftest.py)
 
 
 def _model(base_url: str) -> OpenAIChatCompletionsModel:
