@@ -178,6 +178,14 @@ class AlightStack:
         assert response.status_code == 200, response.text
         return Trajectory.model_validate(response.json())
 
+    def trainable_trajectory(self, target: str, task: Any, calls: int) -> Trajectory:
+        """Run `target` on `task` to success; its trajectory, checked to hold `calls` trainable model calls."""
+        run = self.run_agent(target, task)
+        assert run.returncode == 0, run.output
+        trajectory = self.trajectory(run)
+        self.assert_calls_trainable(trajectory, calls)
+        return trajectory
+
     @staticmethod
     def assert_calls_trainable(trajectory: Trajectory, count: int) -> None:
         """`count` model calls, each answered, with the token ids and logprobs the trainer needs."""

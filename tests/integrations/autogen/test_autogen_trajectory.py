@@ -7,10 +7,7 @@ import json
 
 def test_assistant_with_mcp_tool_trajectory_has_structure_and_the_servers_reward(alight_stack) -> None:
     task = {"question": 'call calculate {"expression": "12 * 7 + 5"}', "answer": 89}
-    run = alight_stack.run_agent("examples/autogen/agent.py:main", task)
-    assert run.returncode == 0, run.output
-    trajectory = alight_stack.trajectory(run)
-    alight_stack.assert_calls_trainable(trajectory, 2)
+    trajectory = alight_stack.trainable_trajectory("examples/autogen/agent.py:main", task, calls=2)
     for tc in trajectory.calls:
         assert tc.agent_name == "calculator"
         assert tc.span_path[-2:] == ["invoke_agent calculator", "chat policy"]

@@ -8,12 +8,9 @@ from alight_server.trainer.samples import SampleConfig, build_samples
 
 
 def test_react_agent_trajectory_has_calls_under_the_agent_tool_between_and_reward(alight_stack) -> None:
-    run = alight_stack.run_agent(
-        "examples/langchain/agent.py:main", {"question": 'call add {"a": 2, "b": 3}', "answer": 5}
+    trajectory = alight_stack.trainable_trajectory(
+        "examples/langchain/agent.py:main", {"question": 'call add {"a": 2, "b": 3}', "answer": 5}, calls=2
     )
-    assert run.returncode == 0, run.output
-    trajectory = alight_stack.trajectory(run)
-    alight_stack.assert_calls_trainable(trajectory, 2)
     for tc in trajectory.calls:
         assert tc.agent_name == "calculator"
         assert tc.span_path[:4] == ["alight.rollout", "invoke_agent calculator", "node agent", "chat policy"]
@@ -28,10 +25,9 @@ def test_react_agent_trajectory_has_calls_under_the_agent_tool_between_and_rewar
 
 
 def test_agent_filter_keeps_only_the_solver_nodes_calls(alight_stack) -> None:
-    run = alight_stack.run_agent("tests/integrations/langchain/two_node_agent.py:main", {"question": "what is 2 + 3?"})
-    assert run.returncode == 0, run.output
-    trajectory = alight_stack.trajectory(run)
-    alight_stack.assert_calls_trainable(trajectory, 2)
+    trajectory = alight_stack.trainable_trajectory(
+        "tests/integrations/langchain/two_node_agent.py:main", {"question": "what is 2 + 3?"}, calls=2
+    )
     assert [tc.span_path[2] for tc in trajectory.calls] == ["node planner", "node solver"]
     batch, report = build_samples([trajectory], SampleConfig(agents=("solver",)))
     assert [seqs for seqs in batch.row_calls] == [(trajectory.calls[1].call.seq,)]

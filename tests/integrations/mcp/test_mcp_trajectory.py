@@ -10,10 +10,7 @@ import pytest
 @pytest.mark.harness(harness="MCP tools (openai client loop)", api="chat", streamed=False, tools=True)
 def test_mcp_tool_spans_sit_between_calls_and_the_tool_result_reward_is_linked(alight_stack) -> None:
     task = {"question": 'call calculate {"expression": "(3 + 4) * 12"}', "answer": 84}
-    run = alight_stack.run_agent("examples/mcp/agent.py:main", task)
-    assert run.returncode == 0, run.output
-    trajectory = alight_stack.trajectory(run)
-    alight_stack.assert_calls_trainable(trajectory, 2)
+    trajectory = alight_stack.trainable_trajectory("examples/mcp/agent.py:main", task, calls=2)
     (calculate,) = alight_stack.tool_spans_named(trajectory, "execute_tool calculate")
     assert calculate.after_call == 0
     assert json.loads(calculate.arguments) == {"expression": "(3 + 4) * 12"}

@@ -10,10 +10,7 @@ from alight_server.trainer.samples import SampleConfig, build_samples
 def test_responses_agent_trajectory_has_calls_under_the_agent_tool_between_and_reward(alight_stack) -> None:
     # The example uses the SDK's default model: the Responses API, which the gateway serves from chat upstreams.
     task = {"question": 'call multiply {"a": 12, "b": 7}', "answer": 84}
-    run = alight_stack.run_agent("examples/openai_agents/agent.py:main", task)
-    assert run.returncode == 0, run.output
-    trajectory = alight_stack.trajectory(run)
-    alight_stack.assert_calls_trainable(trajectory, 2)
+    trajectory = alight_stack.trainable_trajectory("examples/openai_agents/agent.py:main", task, calls=2)
     assert [tc.call.flavour.value for tc in trajectory.calls] == ["responses", "responses"]
     for turn, tc in enumerate(trajectory.calls, start=1):
         assert tc.agent_name == "calculator"
@@ -28,12 +25,9 @@ def test_responses_agent_trajectory_has_calls_under_the_agent_tool_between_and_r
 
 
 def test_handoff_calls_belong_to_their_agents_and_the_filter_keeps_one(alight_stack) -> None:
-    run = alight_stack.run_agent(
-        "tests/integrations/openai_agents/handoff_agent.py:main", {"question": "call transfer_to_math"}
+    trajectory = alight_stack.trainable_trajectory(
+        "tests/integrations/openai_agents/handoff_agent.py:main", {"question": "call transfer_to_math"}, calls=2
     )
-    assert run.returncode == 0, run.output
-    trajectory = alight_stack.trajectory(run)
-    alight_stack.assert_calls_trainable(trajectory, 2)
     assert [tc.agent_name for tc in trajectory.calls] == ["triage", "math"]
     assert trajectory.final_reward == 1.0
     batch, report = build_samples([trajectory], SampleConfig(agents=("math",)))
