@@ -29,6 +29,7 @@ from async_agent import SIGMA, STRAGGLER_FACTOR, draw
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode
+from alight_server.run_stacks import TrainingStacks
 from alight_server.store.sql import SqlStore
 from alight_server.trainer.config import parse_config
 from alight_server.trainer.loop import TrainingRun
@@ -62,7 +63,7 @@ def run(label: str, args: argparse.Namespace, folder: Path, async_rollout: dict[
     }
     config = parse_config(raw, folder)
     started = time.monotonic()
-    result = TrainingRun(config, train_tasks=tasks, val_tasks=[], show_progress=False).run()
+    result = TrainingRun(config, stacks=TrainingStacks(), train_tasks=tasks, val_tasks=[], show_progress=False).run()
     total = time.monotonic() - started
     steps = [r for r in result.history if "train/reward_mean" in r]
     return {

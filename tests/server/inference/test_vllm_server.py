@@ -168,6 +168,7 @@ def test_a_server_spawned_early_is_the_one_start_waits_for(
 def test_a_run_whose_trainer_fails_after_vllm_was_spawned_leaves_no_vllm_behind(
     tmp_path: Path, fake_python: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from alight_server.run_stacks import TrainingStacks
     from alight_server.trainer.config import parse_config
     from alight_server.trainer.loop import TrainingRun
 
@@ -183,7 +184,7 @@ def test_a_run_whose_trainer_fails_after_vllm_was_spawned_leaves_no_vllm_behind(
     (tmp_path / "t.jsonl").write_text('{"prompt": "1 + 1"}\n')
     # The trainer fails to load that folder after the spawn.
     with pytest.raises(Exception, match=r"tokenizer|no-such-architecture"):
-        TrainingRun(parse_config(raw, tmp_path), show_progress=False).run()
+        TrainingRun(parse_config(raw, tmp_path), stacks=TrainingStacks(), show_progress=False).run()
     assert (tmp_path / "run" / "logs" / "vllm.log").is_file()  # vLLM had been spawned
     assert not _serving_on(port)  # (and the fake_python fixture checks that its child is gone)
 

@@ -9,8 +9,8 @@ import httpx
 import pytest
 import torch
 
-from alight_server.inference.vllm_policy import VllmPolicy
 from alight_server.inference.vllm_weights import VllmWeightError, VllmWeights
+from alight_server.run_stacks import vllm_policy
 from alight_server.serving import ServerThread
 from alight_server.stack import ExternalStack
 from alight_server.trainer.config import ConfigError, parse_config
@@ -33,7 +33,7 @@ def test_an_unknown_backend_is_a_config_error_naming_the_choices(tmp_path: Path)
 
 def test_a_run_with_lora_launches_vllm_for_one_adapter_of_its_rank(tmp_path: Path) -> None:
     raw = {**BASE, "lora": {"enabled": True, "r": 8}, "inference": {"backend": "vllm", "vllm": {"port": 8123}}}
-    policy = VllmPolicy.for_run(parse_config(raw, tmp_path), tmp_path / "run", adapter=object())
+    policy = vllm_policy(parse_config(raw, tmp_path), tmp_path / "run", adapter=object())
     launch = policy.server.launch
     assert (launch.model_dir / "config.json").is_file() and launch.served_name == "tiny" and launch.port == 8123
     assert launch.lora_rank == 8 and policy.model == "tiny-lora"
@@ -41,7 +41,7 @@ def test_a_run_with_lora_launches_vllm_for_one_adapter_of_its_rank(tmp_path: Pat
 
 
 def test_a_run_without_lora_serves_the_base_model_under_its_name(tmp_path: Path) -> None:
-    policy = VllmPolicy.for_run(parse_config({**BASE, "inference": {"backend": "vllm"}}, tmp_path), tmp_path)
+    policy = vllm_policy(parse_config({**BASE, "inference": {"backend": "vllm"}}, tmp_path), tmp_path)
     assert policy.server.launch.lora_rank is None and policy.model == "tiny"
 
 

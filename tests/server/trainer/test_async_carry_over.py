@@ -20,6 +20,7 @@ import pytest
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode
+from alight_server.run_stacks import TrainingStacks
 from alight_server.store.sql import SqlStore
 from alight_server.testing.tiny_run import tiny_run_config
 from alight_server.trainer.checkpoint import load_checkpoint
@@ -72,14 +73,14 @@ def carried(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CarriedRun]:
         checkpoint={"every": 1, "keep_last": 5},
     )
     config = parse_config(raw, folder)
-    first = TrainingRun(config, train_tasks=tasks, val_tasks=[], show_progress=False)
+    first = TrainingRun(config, stacks=TrainingStacks(), train_tasks=tasks, val_tasks=[], show_progress=False)
     first_result = first.run()
     assert first.pool is not None
     saved = load_checkpoint(checkpoints / "step-000001")
     store = SqlStore(f"sqlite:///{folder / 'run' / 'alight.db'}")
     try:
         before = rollout_groups(store)
-        resumed = TrainingRun(config.model_copy(update={"steps": 2}), resume=True, train_tasks=tasks, val_tasks=[],
+        resumed = TrainingRun(config.model_copy(update={"steps": 2}), stacks=TrainingStacks(), resume=True, train_tasks=tasks, val_tasks=[],
                               show_progress=False)  # fmt: skip
         resumed_result = resumed.run()
         assert resumed.pool is not None

@@ -17,6 +17,7 @@ import pytest
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode, Rollout
+from alight_server.run_stacks import TrainingStacks
 from alight_server.store.sql import SqlStore
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.loop import TrainingRun
@@ -58,7 +59,9 @@ def train_rollouts(store: SqlStore) -> list[Rollout]:
 
 def test_a_slow_group_carries_over_and_is_trained_later_with_its_staleness(tiny_config) -> None:
     config = async_config(tiny_config, steps=3)
-    run = TrainingRun(config, train_tasks=held_tasks(config), val_tasks=[], show_progress=False)
+    run = TrainingRun(
+        config, stacks=TrainingStacks(), train_tasks=held_tasks(config), val_tasks=[], show_progress=False
+    )
     result = run.run()
     assert run.pool is not None
     steps = {r["step"]: r for r in result.history if "train/reward_mean" in r}

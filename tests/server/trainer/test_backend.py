@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from alight_server.run_stacks import TrainingStacks
 from alight_server.trainer.backend import make_backend
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.embedded import EmbeddedBackend
@@ -45,7 +46,7 @@ def test_alight_train_on_verl_without_verl_names_the_pip_fix_and_stops_its_serve
 ) -> None:
     config = tiny_config(trainer={"backend": "verl"})
     with pytest.raises(RuntimeError, match=r"the verl backend needs verl: pip install 'alight-server\[verl\]'"):
-        TrainingRun(config, show_progress=False).run()
+        TrainingRun(config, stacks=TrainingStacks(), show_progress=False).run()
     # the run's server (ReplicaStack) was up before the backend was built, and is gone again
     port = json.loads((Path(config.output_dir) / "stack.json").read_text())["server_port"]
     with pytest.raises(httpx.ConnectError):

@@ -59,10 +59,11 @@ def test_two_cpu_ranks_take_the_same_step_as_one_process(
 
 
 def test_alight_train_with_two_ranks_trains_and_serves_the_new_weights(tiny_config: Callable[..., TrainConfig]) -> None:
+    from alight_server.run_stacks import TrainingStacks
     from alight_server.trainer.loop import TrainingRun
 
     config = tiny_config(steps=1, validation={"every": 0, "max_tasks": 1}, trainer={"world_size": 2})
-    run = TrainingRun(config, show_progress=False)
+    run = TrainingRun(config, stacks=TrainingStacks(), show_progress=False)
     result = run.run()
     assert result.policy_version == 1  # one step, its weights pushed into inference once
     assert [r["step"] for r in result.history if "train/reward_mean" in r] == [1]

@@ -11,6 +11,7 @@ import torch
 from alight.api_models import RolloutQuery
 from alight.schemas import TERMINAL_STATES, Mode
 from alight_server.inference.models import load_policy
+from alight_server.run_stacks import TrainingStacks
 from alight_server.store import open_store
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.embedded import EmbeddedBackend
@@ -36,7 +37,7 @@ def test_two_steps_train_the_served_policy_on_gateway_token_ids(
         return original_step(self, batch)
 
     monkeypatch.setattr(EmbeddedBackend, "step", recording_step)
-    run = TrainingRun(config, show_progress=False)
+    run = TrainingRun(config, stacks=TrainingStacks(), show_progress=False)
     result = run.run()
 
     # the weights changed, and inference was told twice: two new policy versions

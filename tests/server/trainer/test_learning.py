@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from alight_server.run_stacks import TrainingStacks
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.loop import TrainingRun
 from tests.server.trainer.conftest import WORDS
@@ -63,7 +64,7 @@ def test_vowel_reward_rises_by_a_clear_margin(tiny_config: Callable[..., TrainCo
             checkpoint={"every": 0},
             output_dir=str(tmp_path / f"run{run}"),
         )
-        result = TrainingRun(config, show_progress=False).run()
+        result = TrainingRun(config, stacks=TrainingStacks(), show_progress=False).run()
         rewards = [r["train/reward_mean"] for r in result.history if "train/reward_mean" in r]
         assert len(rewards) == 10 and result.val_before is not None and result.val_after is not None
         first, last = statistics.fmean(rewards[:3]), statistics.fmean(rewards[-3:])
@@ -96,7 +97,7 @@ def test_vowel_reward_rises_in_asynchronous_mode(tiny_config: Callable[..., Trai
             checkpoint={"every": 0},
             output_dir=str(tmp_path / f"async{run}"),
         )
-        result = TrainingRun(config, show_progress=False).run()
+        result = TrainingRun(config, stacks=TrainingStacks(), show_progress=False).run()
         rewards = [r["train/reward_mean"] for r in result.history if "train/reward_mean" in r]
         assert len(rewards) == 10 and result.val_before is not None and result.val_after is not None
         assert any("train/tis_ratio_mean" in r for r in result.history)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from alight_server.run_stacks import TrainingStacks
 from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.embedded import EmbeddedBackend
@@ -17,16 +18,16 @@ pytestmark = pytest.mark.timeout(300)
 
 def test_resume_continues_from_the_last_checkpoint(tiny_config: Callable[..., TrainConfig]) -> None:
     first = tiny_config(steps=1, validation={"every": 0, "max_tasks": 1})
-    TrainingRun(first, show_progress=False).run()
+    TrainingRun(first, stacks=TrainingStacks(), show_progress=False).run()
     saved = load_checkpoint(latest_checkpoint(first.run_dir_checkpoints()) or first.run_dir_checkpoints())
     assert saved["step"] == 1
 
     # Without --resume an existing run is never overwritten.
     with pytest.raises(RuntimeError, match="pass --resume"):
-        TrainingRun(first, show_progress=False).run()
+        TrainingRun(first, stacks=TrainingStacks(), show_progress=False).run()
 
     resumed_config = first.model_copy(update={"steps": 2})
-    resumed = TrainingRun(resumed_config, resume=True, show_progress=False)
+    resumed = TrainingRun(resumed_config, stacks=TrainingStacks(), resume=True, show_progress=False)
     result = resumed.run()
 
     assert isinstance(resumed.backend, EmbeddedBackend)
@@ -46,4 +47,4 @@ def test_resume_continues_from_the_last_checkpoint(tiny_config: Callable[..., Tr
 
 def test_resume_without_a_checkpoint_says_so(tiny_config: Callable[..., TrainConfig]) -> None:
     with pytest.raises(RuntimeError, match="no checkpoint"):
-        TrainingRun(tiny_config(), resume=True, show_progress=False).run()
+        TrainingRun(tiny_config(), stacks=TrainingStacks(), resume=True, show_progress=False).run()

@@ -17,6 +17,7 @@ import pytest
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode
+from alight_server.run_stacks import TrainingStacks
 from alight_server.stack import EmbeddedStack
 from alight_server.store import open_store
 from alight_server.testing.tiny_model import build_tiny_vllm_model
@@ -77,7 +78,7 @@ def test_two_steps_through_vllm_update_its_weights_in_place_and_record_its_own_t
 
     monkeypatch.setattr(WeightSync, "push", recording_push)
     monkeypatch.setattr(EmbeddedStack, "close", checking_close)
-    result = TrainingRun(config, show_progress=False).run()
+    result = TrainingRun(config, stacks=TrainingStacks(), show_progress=False).run()
 
     # vLLM's own weight version follows the gateway's policy version, one step at a time
     assert seen["versions"] == [(1, "1"), (2, "2")] and result.policy_version == 2

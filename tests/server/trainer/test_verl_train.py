@@ -27,6 +27,7 @@ import httpx
 import pytest
 from verl_fixtures import require_verl
 
+from alight_server.run_stacks import TrainingStacks
 from alight_server.serving import ServerThread
 from alight_server.testing import create_fake_upstream
 from alight_server.trainer.config import TrainConfig
@@ -67,7 +68,7 @@ def test_alight_train_with_verl_on_a_machine_without_gpus_stops_at_verls_gpu_che
         original(self)
 
     VerlBackend._start_workers = recording  # type: ignore[method-assign]
-    run = TrainingRun(verl_run_config(), show_progress=False)
+    run = TrainingRun(verl_run_config(), stacks=TrainingStacks(), show_progress=False)
     try:
         with pytest.raises(RuntimeError, match=r"needs 1 GPU\(s\).*Total available GPUs 0 is less than total desired"):
             run.run()
@@ -155,7 +156,7 @@ def test_alight_train_on_verl_trains_the_recorded_ids_and_serves_each_new_policy
     seen = replace_verls_gpu_side(monkeypatch)
     config = verl_run_config(validation={"every": 0})
     try:
-        result = TrainingRun(config, show_progress=False).run()
+        result = TrainingRun(config, stacks=TrainingStacks(), show_progress=False).run()
     finally:
         if "backend" in seen:
             seen["backend"].replicas[0].thread.stop()
@@ -212,7 +213,7 @@ def test_asynchronous_rollouts_on_verl_carry_a_held_group_across_an_update(
     )
     # Group 0 makes its first call, then waits for the first update after step 1; the others run through.
     tasks = [{"word": "apple", "hold_until": str(tmp_path / "updated-1")}, *({"word": w} for w in ["river"] * 6)]
-    run = TrainingRun(config, train_tasks=tasks, val_tasks=[], show_progress=False)
+    run = TrainingRun(config, stacks=TrainingStacks(), train_tasks=tasks, val_tasks=[], show_progress=False)
     try:
         result = run.run()
     finally:

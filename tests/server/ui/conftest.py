@@ -27,6 +27,7 @@ from alight.evaluation import REWARD_HACKING
 from alight.schemas import AttemptFinish, EventCreate, FailureKind, RewardCreate, RolloutCreate, UpstreamCreate
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
+from alight_server.run_stacks import TrainingStacks
 from alight_server.serving import ServerThread, free_port
 from alight_server.store import Store, open_store
 from alight_server.testing import create_fake_upstream
@@ -63,7 +64,10 @@ def _train(folder: Path) -> tuple[Path, LiveView]:
     with contextlib.redirect_stderr(stderr):  # type: ignore[type-var]
         probe.start()
         try:
-            db = TrainingRun(parse_config(raw, folder), show_progress=False).run().run_dir / "alight.db"
+            db = (
+                TrainingRun(parse_config(raw, folder), stacks=TrainingStacks(), show_progress=False).run().run_dir
+                / "alight.db"
+            )
         finally:
             view = probe.stop()
     return db, view

@@ -66,6 +66,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Train the policy on the agent's rollouts; prints a before/after table and the plot path."""
         try:
+            from alight_server.run_stacks import TrainingStacks
             from alight_server.trainer.config import ConfigError, load_config
             from alight_server.trainer.loop import TrainingRun
         except ImportError as exc:
@@ -102,7 +103,7 @@ def register(app: typer.Typer) -> None:
             follow_rank(train_config)
             return
         try:
-            result = TrainingRun(train_config, resume=resume, show_progress=not quiet).run()
+            result = TrainingRun(train_config, stacks=TrainingStacks(), resume=resume, show_progress=not quiet).run()
         except KeyboardInterrupt:
             typer.echo("interrupted: the stack is down; continue with --resume", err=True)
             raise typer.Exit(130) from None

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from alight_server.inference.vllm_server import VllmLaunch, VllmServer, default_python
+from alight_server.inference.vllm_server import VllmServer
 from alight_server.inference.vllm_weights import VllmWeights
-from alight_server.serving import free_port
-
-if TYPE_CHECKING:
-    from alight_server.trainer.config import TrainConfig
 
 
 class VllmPolicy:
@@ -22,35 +18,6 @@ class VllmPolicy:
         self.weights_dir = weights_dir
         self.adapter = adapter
         self._weights: VllmWeights | None = None
-
-    @classmethod
-    def for_run(cls, cfg: TrainConfig, run_dir: Path, adapter: Any = None) -> VllmPolicy:
-        """From `inference.vllm` of a training config; `adapter` is the trainer's PEFT model when LoRA is on.
-
-        The launch depends only on the config (LoRA on: one adapter of rank lora.r), so the server can be
-        spawned before the trainer exists and `adapter` set once it does.
-        """
-        from alight_server.inference.models import resolve_model
-
-        settings = cfg.inference.vllm
-        launch = VllmLaunch(
-            model_dir=resolve_model(cfg.model),
-            served_name=cfg.model,
-            port=settings.port or free_port(),
-            python=settings.python or default_python(),
-            dtype=cfg.inference.dtype,
-            max_model_len=settings.max_model_len,
-            kv_cache_gb=settings.kv_cache_gb,
-            gpu_memory_utilization=settings.gpu_memory_utilization,
-            enforce_eager=settings.enforce_eager,
-            tool_call_parser=settings.tool_call_parser,
-            lora_rank=cfg.lora.r if cfg.lora.enabled else None,
-            extra_args=list(settings.extra_args),
-        )
-        server = VllmServer(
-            launch, log_path=run_dir / "logs" / "vllm.log", startup_timeout_s=settings.startup_timeout_s
-        )
-        return cls(server, cfg.model, run_dir / "vllm-weights", adapter=adapter)
 
     @property
     def model(self) -> str:

@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -43,14 +43,11 @@ from alight_server.trainer.display import RunDisplay
 from alight_server.trainer.filters import filter_for_training
 from alight_server.trainer.metrics import MetricsLog
 from alight_server.trainer.phases import RunPhases, StartedPhase, val_task_count
-from alight_server.trainer.policy_engine import policy_engine
 from alight_server.trainer.run_report import RunReporter
 from alight_server.trainer.samples import SampleConfig, build_samples
+from alight_server.trainer.servers import RunStack, StackOpener
 from alight_server.trainer.summary import RunResult, finish_run
 from alight_server.trainer.sync import WeightSync
-
-if TYPE_CHECKING:
-    from alight_server.inference.vllm_policy import VllmPolicy
 
 log = logging.getLogger("alight.trainer")
 
@@ -76,12 +73,14 @@ class TrainingRun:
         self,
         config: TrainConfig,
         *,
+        stacks: StackOpener,
         resume: bool = False,
         train_tasks: Any = None,
         val_tasks: Any = None,
         show_progress: bool = True,
     ) -> None:
         self.config = config
+        self.stacks = stacks  # the servers it runs against (run_stacks.py for `alight train`)
         self.resume = resume
         self.run_dir = Path(config.output_dir)
         self.splits = load_splits(config.dataset, config.seed, train_tasks, val_tasks)
@@ -206,10 +205,6 @@ class TrainingRun:
     def _run(self) -> RunResult:
         from transformers import AutoTokenizer
 
-        from alight_server.stack import EmbeddedStack, ExternalStack, ReplicaStack
-        from alight_server.stack_state import STATE_FILE
-        from alight_server.ui import run_link
-
         cfg = self.config
         if int(os.environ.get("RANK", "0")) > 0:
             raise RuntimeError(
@@ -219,44 +214,22 @@ class TrainingRun:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         torch.manual_seed(cfg.seed)
         self.run_id = self._run_id()
-        stack: EmbeddedStack | ExternalStack | None = None
-        vllm: VllmPolicy | None = None  # spawned early; owned by the stack once that exists
+        stack: RunStack | None = None
         metrics_log: MetricsLog | None = None
         ok = False
-        options: dict[str, Any] = dict(
-            concurrency=cfg.controller.concurrency, train_temperature=cfg.inference.train_temperature,
-            val_temperature=cfg.inference.val_temperature, evaluator=cfg.evaluator,
-            max_output_tokens=cfg.inference.max_output_tokens, preload=cfg.controller.preload,
-        )  # fmt: skip
         try:
-            if cfg.server.url is not None:  # check the servers first: a wrong URL or key fails in seconds
-                stack = ExternalStack(
-                    cfg.server, cfg.model, self.run_dir, cfg.evaluator, vllm=cfg.inference.backend == "vllm"
-                ).start()
-            elif cfg.trainer.backend == "verl":  # the backend's rollout replicas register with this server
-                stack = ReplicaStack(self.run_dir, **options).start()
-            if stack is None and cfg.inference.backend == "vllm":
-                from alight_server.inference.vllm_policy import VllmPolicy
-
-                vllm = VllmPolicy.for_run(cfg, self.run_dir)
-                vllm.spawn()  # vLLM's start-up (minutes on a CPU) runs while the trainer loads
+            stack = self.stacks.open_servers(cfg, self.run_dir)
             self.backend = make_backend(cfg, stack.client if stack is not None else None)
             tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model))
             self._restore()
             metrics_log = MetricsLog(self.run_dir, cfg.metrics, cfg.public_dump(), resume=self.resume)
             if stack is None:
-                engine = None
-                if vllm is not None:
-                    vllm.adapter = _lora_model(self.backend)
-                else:
-                    engine = policy_engine(cfg.model, cfg.inference)
-                stack = EmbeddedStack(engine, self.run_dir, vllm=vllm, **options).start()
+                stack = self.stacks.open_local(cfg, self.run_dir, self.backend)
             self.client = stack.client
             assert self.client is not None
             self.phases = RunPhases(self.client, cfg, self.run_id, self.run_dir, self.splits, self.cursor)
             self.reporter = RunReporter(self.client, self.run_id, cfg.public_dump(), cfg.steps).start()
-            key_file = self.run_dir / STATE_FILE if isinstance(stack, EmbeddedStack) else None
-            print(run_link(stack.url, self.run_id, key_file), file=sys.stderr, flush=True)
+            print(self.stacks.link(stack, self.run_id), file=sys.stderr, flush=True)
             sync = stack.weight_sync()
             if cfg.async_rollout.enabled:
                 sync.allow_late_calls(cfg.async_rollout.drain_timeout_s)
@@ -278,8 +251,8 @@ class TrainingRun:
                 metrics_log.close(ok=ok)
             if stack is not None:
                 stack.close()
-            elif vllm is not None:  # the run failed between spawning vLLM and building its stack
-                vllm.stop()
+            else:
+                self.stacks.abandon()
             if self.backend is not None:
                 self.backend.close()
 
@@ -331,11 +304,3 @@ class TrainingRun:
             self.history, self.run_dir, self.config.model, self.step, self.policy_version,
             val_task_count(self.config, self.splits), display, metrics_log,
         )  # fmt: skip
-
-
-def _lora_model(backend: TrainerBackend) -> Any:
-    """The trainer's PEFT model when LoRA is on (vLLM then loads only its adapter), else None."""
-    if getattr(backend, "lora", None) is None:
-        return None
-    model = getattr(backend, "model", None)
-    return getattr(model, "module", model)  # under DDP the PEFT model is the wrapper's module
