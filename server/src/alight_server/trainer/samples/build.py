@@ -1,4 +1,4 @@
-"""Sample builder: trajectories in, padded training tensors out (DESIGN §5).
+"""Sample builder: trajectories in, padded training tensors out (docs/samples.md).
 
 1. Each trajectory (one attempt of one rollout) needs a final reward and must
    not have failed for infrastructure reasons; otherwise it is dropped whole.
