@@ -193,6 +193,12 @@ def create_fake_upstream(
             return Response(b"<html>502 upstream garbage", status_code=200, media_type="application/json")
         return None
 
+    def log_call(request: Request) -> LoggedCall:
+        """Every call is logged as it arrives, before anything can refuse it."""
+        logged = LoggedCall(path=request.url.path, request={}, headers=dict(request.headers))
+        state.calls.append(logged)
+        return logged
+
     async def read_body(request: Request, logged: LoggedCall) -> dict[str, Any] | Response:
         try:
             body = orjson.loads(await request.body())
@@ -260,8 +266,7 @@ def create_fake_upstream(
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
-        logged = LoggedCall(path="/v1/chat/completions", request={}, headers=dict(request.headers))
-        state.calls.append(logged)
+        logged = log_call(request)
         body = await read_body(request, logged)
         if isinstance(body, Response):
             return body
@@ -277,8 +282,7 @@ def create_fake_upstream(
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
-        logged = LoggedCall(path="/v1/completions", request={}, headers=dict(request.headers))
-        state.calls.append(logged)
+        logged = log_call(request)
         body = await read_body(request, logged)
         if isinstance(body, Response):
             return body
