@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 
 from alight import envvars
 from alight.schemas import AttemptFinish, AttemptStart, FailureKind, Mode, RolloutCreate, RunnerSpec, UpstreamCreate
@@ -66,6 +67,20 @@ def runner_for(agent: list[str]) -> RunnerSpec:
     return RunnerSpec(command=agent, cwd=os.getcwd())
 
 
+def with_environment(runner: RunnerSpec, env: list[str], inherit_env: list[str]) -> RunnerSpec:
+    """`runner` with the --env NAME=VALUE pairs and the --inherit-env patterns; a malformed one is a usage error."""
+    values: dict[str, str] = {}
+    for pair in env:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise typer.BadParameter(f"{pair!r} must look like NAME=VALUE", param_hint="--env")
+        values[name] = value
+    try:
+        return RunnerSpec.model_validate({**runner.model_dump(), "env": values, "inherit_env": inherit_env})
+    except ValidationError as exc:
+        raise typer.BadParameter("; ".join(e["msg"] for e in exc.errors()), param_hint="--inherit-env") from None
+
+
 def check_target(target: str) -> str:
     """A file target becomes absolute (the agent may run elsewhere); a module one is checked by the agent."""
     module_ref, sep, attr = target.rpartition(":")
@@ -93,7 +108,8 @@ def run_attempt(
 
     `quiet_stdout` sends the agent's stdout to stderr, keeping ours for machine-readable output.
     """
-    env = {k: v for k, v in os.environ.items() if k not in envvars.ALL}
+    # As every runner does: the host variables the spec names (and a few harmless defaults), its env, the contract.
+    env = envvars.inherited_env(os.environ, runner.inherit_env)
     env.update(runner.env)
     env.update(envvars.attempt_env(start, server_url, task_dir=workdir))
     argv = envvars.agent_argv(runner, sys.executable)
@@ -112,6 +128,11 @@ def run_attempt(
     if code == 0:
         return AttemptFinish(status="succeeded", exit_code=0, runner_handle=handle)
     message = f"agent exited with code {code}"
+    print(
+        f"alight run: the agent got only {', '.join(envvars.DEFAULT_INHERIT_ENV)} of this shell's variables; "
+        "if it needs another, pass it with --inherit-env NAME or --env NAME=VALUE",
+        file=sys.stderr,
+    )
     return AttemptFinish(
         status="failed", failure_kind=FailureKind.TASK, exit_code=code, message=message, runner_handle=handle
     )
@@ -137,12 +158,20 @@ def register(app: typer.Typer) -> None:
         evaluator: str | None = typer.Option(
             None, "--evaluator", help="Score the attempt with this module:function / file.py:function (embedded)."
         ),
+        env: list[str] = typer.Option(
+            [], "--env", help="NAME=VALUE for the agent's environment (repeatable; as agent.env in a config)."
+        ),
+        inherit_env: list[str] = typer.Option(
+            [],
+            "--inherit-env",
+            help="A variable of this shell (name or glob pattern) the agent also gets (repeatable; as agent.inherit_env).",
+        ),
     ) -> None:
         """Run one rollout of AGENT and print its trajectory: calls, span paths, tool spans, rewards."""
         from alight.client import AlightClient, ApiError
         from alight.commands.trajectory_view import render_trajectory
 
-        runner = runner_for(agent)
+        runner = with_environment(runner_for(agent), env, inherit_env)
         if evaluator and server:
             raise typer.BadParameter("--evaluator is for the embedded server; yours runs its own (its --config)")
         task_value = parse_task(task, task_file)

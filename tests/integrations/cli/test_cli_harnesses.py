@@ -9,7 +9,6 @@ with token ids like vLLM does and logs what it produced, so every call can be co
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -41,11 +40,12 @@ def _episode(harness: str, binary: str, task: dict, upstream_url: str, tmp_path:
         pytest.skip(f"{binary} is not installed: {INSTALL}")
     if shutil.which("bwrap") is None:
         pytest.skip("the CLIs run in a bubblewrap sandbox: apt-get install -y bubblewrap")
-    env = {**os.environ, f"ALIGHT_{binary.upper()}_BIN": str(exe), "ALIGHT_WORKSPACE_ROOT": str(tmp_path)}
+    # The harness's settings go in as the agent's env (as agent.env in a config): no shell variable reaches it.
+    settings = [f"--env=ALIGHT_{binary.upper()}_BIN={exe}", f"--env=ALIGHT_WORKSPACE_ROOT={tmp_path}"]
     done = subprocess.run(
         [ALIGHT, "run", f"alight.harness.{harness}:episode", "--task", json.dumps(task), "--upstream", upstream_url,
-         "--model", "policy", "--json", "--timeout", "240"],
-        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path,
+         "--model", "policy", "--json", "--timeout", "240", *settings],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     return Trajectory.model_validate_json(done.stdout)

@@ -7,7 +7,6 @@ run where the real CLIs are not installed; the real CLIs' boundary is test_cli_s
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -36,13 +35,13 @@ def run_stand_in(
     cli = tools / "claude"
     cli.write_text(REPORT)
     cli.chmod(0o755)
-    variables = {**os.environ, "ALIGHT_CLAUDE_BIN": str(cli), "ALIGHT_WORKSPACE_ROOT": str(tmp_path), **env}
+    settings = {"ALIGHT_CLAUDE_BIN": str(cli), "ALIGHT_WORKSPACE_ROOT": str(tmp_path), **env}
     task = {"prompt": "report", "check": check}
     on = ["--server", server[0], "--admin-key", server[1]] if server else []
     return subprocess.run(
         [ALIGHT, "run", "alight.harness.claude_code:episode", "--task", json.dumps(task), "--json", "--timeout", "60",
-         *on],
-        capture_output=True, text=True, env=variables, timeout=120, cwd=tmp_path,
+         *on, *(f"--env={name}={value}" for name, value in settings.items())],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )  # fmt: skip
 
 

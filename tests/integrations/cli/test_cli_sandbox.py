@@ -149,16 +149,12 @@ def probe(request, loopback_service, abstract_service, tmp_path_factory) -> Iter
         "check": "test -f notes.txt && echo 0.75",
     }
     app = create_fake_upstream(model="policy")
-    env = {
-        **os.environ,
-        "HOST_SECRET_CANARY": CANARY,  # where `alight run` was started: the policy must not see it
-        f"ALIGHT_{binary.upper()}_BIN": str(exe),
-        "ALIGHT_WORKSPACE_ROOT": str(tmp),
-    }
+    env = {**os.environ, "HOST_SECRET_CANARY": CANARY}  # where `alight run` was started: the policy must not see it
+    settings = [f"--env=ALIGHT_{binary.upper()}_BIN={exe}", f"--env=ALIGHT_WORKSPACE_ROOT={tmp}"]
     with ServerThread(app) as url:
         done = subprocess.run(
             [ALIGHT, "run", f"alight.harness.{harness}:episode", "--task", json.dumps(task), "--upstream",
-             url + "/v1", "--model", "policy", "--json", "--timeout", "240"],
+             url + "/v1", "--model", "policy", "--json", "--timeout", "240", *settings],
             capture_output=True, text=True, env=env, timeout=300, cwd=tmp,
         )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
@@ -229,13 +225,13 @@ def test_a_not_finite_check_score_is_refused_with_a_rollout_event(tmp_path):
     exe = installed("claude")
     task = {"prompt": "say hello", "check": "echo nan"}
     app = create_fake_upstream(model="policy")
-    env = {**os.environ, "ALIGHT_CLAUDE_BIN": str(exe), "ALIGHT_WORKSPACE_ROOT": str(tmp_path)}
+    settings = [f"--env=ALIGHT_CLAUDE_BIN={exe}", f"--env=ALIGHT_WORKSPACE_ROOT={tmp_path}"]
     with ServerThread(app) as upstream, embedded_server(tmp_path) as (server, key):
         done = subprocess.run(
             [ALIGHT, "run", "alight.harness.claude_code:episode", "--task", json.dumps(task), "--upstream",
              upstream + "/v1", "--model", "policy", "--json", "--timeout", "240", "--server", server,
-             "--admin-key", key],
-            capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path,
+             "--admin-key", key, *settings],
+            capture_output=True, text=True, timeout=300, cwd=tmp_path,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-4000:]
         trajectory = Trajectory.model_validate_json(done.stdout)

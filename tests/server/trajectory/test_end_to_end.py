@@ -167,3 +167,30 @@ def test_alight_run_previews_a_command_agent_scored_by_an_evaluator(stack, tmp_p
     t = Trajectory.model_validate_json(proc.stdout)
     assert len(t.calls) == 1 and t.calls[0].span_path == []  # captured with no span: the script has none
     assert t.calls[0].output.text and t.final_reward == 5.0 and t.task == TASK
+
+
+ENV_REPORT = """
+import os, sys
+print(" ".join(f"{k}={os.environ.get(k)}" for k in ("SHELL_SECRET", "NAMED_VAR", "GIVEN_VAR", "ALIGHT_ADMIN_KEY")))
+sys.exit(3)
+"""
+
+
+def test_alight_run_gives_the_agent_only_the_shell_variables_it_names(tmp_path):
+    (tmp_path / "report.py").write_text(ENV_REPORT)
+    env = {**os.environ, "SHELL_SECRET": "s3cret", "NAMED_VAR": "named", "ALIGHT_ADMIN_KEY": "the-admin-key"}
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "alight"), "run", "--task", "{}", "--inherit-env", "NAMED_*",
+         "--env", "GIVEN_VAR=given", "--", sys.executable, str(tmp_path / "report.py")],
+        capture_output=True, text=True, env=env, timeout=90,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    assert "SHELL_SECRET=None NAMED_VAR=named GIVEN_VAR=given ALIGHT_ADMIN_KEY=None" in proc.stdout
+    assert "pass it with --inherit-env NAME or --env NAME=VALUE" in proc.stderr
+
+
+def test_alight_run_refuses_an_alight_variable_to_inherit_and_a_malformed_env():
+    proc = run_cli("run", AGENT, "--task", "{}", "--inherit-env", "ALIGHT_ADMIN_KEY")
+    assert proc.returncode == 2 and "agent.env" in proc.stderr
+    proc = run_cli("run", AGENT, "--task", "{}", "--env", "NO_EQUALS_SIGN")
+    assert proc.returncode == 2 and "NAME=VALUE" in proc.stderr
