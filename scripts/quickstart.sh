@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's first command: install the workspace, then train the quickstart calculator agent.
+# The README's first command: install what the quickstart runs (scripts/setup.sh with no part), then train
+# the quickstart calculator agent.
 # Prints a before/after table and the path of the training plot. Extra arguments go to `alight train`
 # (e.g. --seed 1, --steps 4, --output-dir runs/try2).
 set -euo pipefail
