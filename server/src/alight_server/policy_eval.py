@@ -53,6 +53,7 @@ def _stack(config: TrainConfig) -> Any:
     """The stack the config names: your server (server.url), else the embedded one on the config's model."""
     import torch
 
+    from alight_server.run_stacks import stack_options
     from alight_server.stack import EmbeddedStack, ExternalStack
     from alight_server.trainer.policy_engine import policy_engine
 
@@ -61,15 +62,8 @@ def _stack(config: TrainConfig) -> Any:
     if config.inference.torch_threads:
         torch.set_num_threads(config.inference.torch_threads)
     if config.server.url is not None:
-        return ExternalStack(config.server, config.model, run_dir)
-    return EmbeddedStack(
-        policy_engine(config.model, config.inference),
-        run_dir,
-        concurrency=config.controller.concurrency,
-        train_temperature=config.inference.train_temperature,
-        val_temperature=config.inference.val_temperature,
-        preload=config.controller.preload,
-    )
+        return ExternalStack(config.server, config.model, run_dir, config.evaluator)
+    return EmbeddedStack(policy_engine(config.model, config.inference), run_dir, **stack_options(config))
 
 
 def run_rollouts(

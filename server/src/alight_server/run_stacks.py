@@ -34,7 +34,7 @@ class TrainingStacks:
             vllm = config.inference.backend == "vllm"
             return ExternalStack(config.server, config.model, run_dir, config.evaluator, vllm=vllm).start()
         if config.trainer.backend == "verl":  # the backend's rollout replicas register with this server
-            return ReplicaStack(run_dir, **_options(config)).start()
+            return ReplicaStack(run_dir, **stack_options(config)).start()
         if config.inference.backend == "vllm":
             self._vllm = vllm_policy(config, run_dir)
             self._vllm.spawn()  # vLLM's start-up runs while the trainer loads
@@ -46,7 +46,7 @@ class TrainingStacks:
             self._vllm.adapter = _lora_model(backend)
         else:
             engine = policy_engine(config.model, config.inference)
-        stack = EmbeddedStack(engine, run_dir, vllm=self._vllm, **_options(config)).start()
+        stack = EmbeddedStack(engine, run_dir, vllm=self._vllm, **stack_options(config)).start()
         self._vllm = None
         return stack
 
@@ -85,8 +85,8 @@ def vllm_policy(config: TrainConfig, run_dir: Path, adapter: Any = None) -> Vllm
     return VllmPolicy(server, config.model, run_dir / "vllm-weights", adapter=adapter)
 
 
-def _options(config: TrainConfig) -> dict[str, Any]:
-    """The embedded stack's settings from a training config."""
+def stack_options(config: TrainConfig) -> dict[str, Any]:
+    """The embedded stack's settings from a training config: for training and for `alight eval` alike."""
     return dict(
         concurrency=config.controller.concurrency, train_temperature=config.inference.train_temperature,
         val_temperature=config.inference.val_temperature, evaluator=config.evaluator,
