@@ -23,7 +23,7 @@ run() { # NAME SECONDS COMMAND...
   [ "$rc" -eq 0 ] || failed=1
 }
 
-# -- embedded backend (trainer/embedded.py, trainer/distributed.py) ---------------------------------------
+# -- embedded backend (trainer/embedded_backend.py, trainer/distributed.py) ---------------------------------------
 # bf16, one step on 1 rank and on 2 ranks (NCCL) where the machine has 2 GPUs, DDP then FSDP2; the
 # dry run is float32 on CPU with gloo and 2 ranks.
 embedded_check() {

@@ -20,7 +20,7 @@ import torch
 from alight_server.inference.models import load_policy
 from alight_server.testing.batches import batch_for
 from alight_server.trainer.config import parse_config
-from alight_server.trainer.embedded import make_embedded_backend
+from alight_server.trainer.embedded_backend import make_embedded_backend
 
 
 def one_step(

@@ -14,7 +14,7 @@ import pytest
 from alight_server.run_stacks import TrainingStacks
 from alight_server.trainer.backend import make_backend
 from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.embedded import EmbeddedBackend
+from alight_server.trainer.embedded_backend import EmbeddedBackend
 from alight_server.trainer.loop import TrainingRun
 
 

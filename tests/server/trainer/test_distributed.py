@@ -11,7 +11,7 @@ from alight_server.inference.models import load_policy
 from alight_server.testing.batches import batch_for
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.distributed import shard_rows
-from alight_server.trainer.embedded import EmbeddedBackend, make_embedded_backend
+from alight_server.trainer.embedded_backend import EmbeddedBackend, make_embedded_backend
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -14,7 +14,7 @@ from alight_server.inference.models import load_policy
 from alight_server.run_stacks import TrainingStacks
 from alight_server.store import open_store
 from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.embedded import EmbeddedBackend
+from alight_server.trainer.embedded_backend import EmbeddedBackend
 from alight_server.trainer.loop import TrainingRun
 from alight_server.trainer.samples import SampleBatch
 

@@ -15,7 +15,7 @@ from alight_server.testing.batches import batch_for
 from alight_server.trainer.algorithm import AlgorithmConfig
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.config_sections import LoraConfig, OptimizerConfig
-from alight_server.trainer.embedded import EmbeddedBackend, micro_batches, token_logprobs
+from alight_server.trainer.embedded_backend import EmbeddedBackend, micro_batches, token_logprobs
 from alight_server.trainer.samples import SampleConfig, build_samples
 
 

@@ -10,7 +10,7 @@ import torch
 from alight_server.run_stacks import TrainingStacks
 from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint
 from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.embedded import EmbeddedBackend
+from alight_server.trainer.embedded_backend import EmbeddedBackend
 from alight_server.trainer.loop import TrainingRun
 
 pytestmark = pytest.mark.timeout(300)

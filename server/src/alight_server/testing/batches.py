@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from alight_server.trainer.embedded import token_logprobs
+from alight_server.trainer.embedded_backend import token_logprobs
 from alight_server.trainer.samples import SampleBatch
 
 

@@ -3,7 +3,7 @@
 `TrainingRun` (trainer/loop.py) talks to a `TrainerBackend` only; `make_backend(config)` picks one by
 `trainer.backend`:
 
-- `embedded` (trainer/embedded.py): a transformers policy in this process tree, CPU or GPUs, LoRA optional,
+- `embedded` (trainer/embedded_backend.py): a transformers policy in this process tree, CPU or GPUs, LoRA optional,
   data-parallel over torch.distributed when `trainer.world_size` > 1 or under torchrun (trainer/distributed.py);
 - `verl` (trainer/verl/, `pip install 'alight-server[verl]'`): verl's FSDP actor and rollout replicas on Ray.
 
@@ -66,7 +66,7 @@ def make_backend(config: TrainConfig, client: AlightClient | None = None) -> Tra
     """
     if config.trainer.backend == "verl":
         return _verl_module().make_backend(config, client)
-    from alight_server.trainer.embedded import make_embedded_backend
+    from alight_server.trainer.embedded_backend import make_embedded_backend
 
     return make_embedded_backend(config)
 

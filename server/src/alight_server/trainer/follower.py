@@ -13,7 +13,7 @@ import torch
 
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.distributed import CONFIG_ENV
-from alight_server.trainer.embedded import make_embedded_backend
+from alight_server.trainer.embedded_backend import make_embedded_backend
 
 
 def follow(config: TrainConfig) -> None:
