@@ -16,7 +16,7 @@ import pytest
 
 from alight.client import AlightClient
 from alight.schemas import Trajectory
-from alight_server.commands.embedded import embedded_server
+from alight_server.commands.embedded_server import embedded_server
 
 ALIGHT = str(Path(sys.executable).parent / "alight")
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")

@@ -27,7 +27,7 @@ import pytest
 from alight.client import AlightClient
 from alight.harness.sandbox import PLACEHOLDER_KEY, RELAY_PORT
 from alight.schemas import Trajectory
-from alight_server.commands.embedded import embedded_server
+from alight_server.commands.embedded_server import embedded_server
 from alight_server.serving import ServerThread
 from alight_server.testing import FakeUpstreamState, create_fake_upstream
 
