@@ -14,7 +14,7 @@ CANARY_MOUNT = f"{HOME}/.netrc"  # a credentials file an agent snooping for secr
 REPORT_DIR = "/opt/alight"  # read-only helper files (the pytest outcome plugin) for graders
 BWRAP_HINT = "bubblewrap is missing: apt-get install -y bubblewrap strace (Debian/Ubuntu)"
 # The /etc entries programs need to load and tell the time, and nothing that names the host or its users
-# (hostname, passwd, shadow, machine-id) or configures its services: the sandbox's choice for `etc=MINIMAL_ETC`.
+# (hostname, passwd, shadow, machine-id) or configures its services: every sandbox's default.
 MINIMAL_ETC = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf")
 
 
@@ -35,7 +35,8 @@ class SandboxPolicy:
     read_only: list[str] = field(default_factory=list)  # extra host paths, mounted at the same path
     read_only_at: dict[str, str] = field(default_factory=dict)  # sandbox path -> host path, read-only
     binds: dict[str, str] = field(default_factory=dict)  # sandbox path -> host path, writable (a Unix socket)
-    etc: list[str] | None = None  # None: the host's /etc; else only these entries of it (see MINIMAL_ETC)
+    # Only these entries of the host's /etc (no shadow, passwd, hostname or service config); None: all of it.
+    etc: list[str] | None = field(default_factory=lambda: list(MINIMAL_ETC))
     env: dict[str, str] = field(default_factory=dict)
     cpu_s: int = 600  # RLIMIT_CPU per process
     memory_mb: int = 4096  # RLIMIT_AS per process; 0: none (runtimes that reserve address space up front)

@@ -27,3 +27,12 @@ def test_an_interpreter_under_the_hosts_tmp_runs_in_the_sandbox(tmp_path: Path) 
     )
     result = run_command(policy, ["python", "-c", "import sys; print(sys.prefix)"], timeout_s=60)
     assert (result.returncode, result.output.strip()) == (0, str(venv)), result.output
+
+
+def test_the_sandbox_sees_no_host_accounts_or_identity_in_etc(tmp_path: Path) -> None:
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "scratch").mkdir()
+    policy = SandboxPolicy(workspace=str(tmp_path / "workspace"), scratch=str(tmp_path / "scratch"))
+    probe = "for f in shadow passwd hostname machine-id gitconfig; do test -e /etc/$f && echo seen:$f; done; echo done"
+    result = run_command(policy, ["bash", "-c", probe], timeout_s=60)
+    assert result.output.split() == ["done"], result.output
