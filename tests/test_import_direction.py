@@ -47,7 +47,8 @@ ROOMS: dict[str, Floors] = {
         ["app"],
         ["stack_state"],
         ["stack"],
-        ["run_stacks", "policy_eval"],  # the stacks a training run is handed; the policy on the validation tasks
+        ["run_stacks"],  # the stacks a training run (or an evaluation) is handed
+        ["policy_eval"],
         ["testing", "commands"],
     ],
     "alight_server.gateway": [
