@@ -26,6 +26,7 @@ from alight_server.testing.tiny_run import tiny_run_config
 from alight_server.trainer.checkpoint import load_checkpoint
 from alight_server.trainer.config import TrainConfig, parse_config
 from alight_server.trainer.loop import TrainingRun
+from alight_server.trainer.rollout_source import PoolGroups
 from tests.server.trainer.conftest import AGENT
 
 pytestmark = pytest.mark.timeout(600)
@@ -75,7 +76,7 @@ def carried(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CarriedRun]:
     config = parse_config(raw, folder)
     first = TrainingRun(config, stacks=TrainingStacks(), train_tasks=tasks, val_tasks=[], show_progress=False)
     first_result = first.run()
-    assert first.pool is not None
+    assert isinstance(first.rollouts, PoolGroups)
     saved = load_checkpoint(checkpoints / "step-000001")
     store = SqlStore(f"sqlite:///{folder / 'run' / 'alight.db'}")
     try:
@@ -83,7 +84,7 @@ def carried(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CarriedRun]:
         resumed = TrainingRun(config.model_copy(update={"steps": 2}), stacks=TrainingStacks(), resume=True, train_tasks=tasks, val_tasks=[],
                               show_progress=False)  # fmt: skip
         resumed_result = resumed.run()
-        assert resumed.pool is not None
+        assert isinstance(resumed.rollouts, PoolGroups)
         after = rollout_groups(store)
         held_versions = [
             [c.policy_version for c in store.list_model_calls(rollout_id)]
@@ -101,11 +102,11 @@ def carried(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CarriedRun]:
     yield CarriedRun(
         config=config,
         first_history=first_result.history,
-        first_used=list(first.pool.used),
+        first_used=list(first.rollouts.pool.used),
         checkpoint_groups=[g["number"] for g in saved["async_pool"]["groups"]],
         rollouts_before=before,
         resumed_history=resumed_result.history,
-        resumed_used=list(resumed.pool.used),
+        resumed_used=list(resumed.rollouts.pool.used),
         rollouts_after=after,
         held_versions=held_versions,
         replacement=replacement,

@@ -21,6 +21,7 @@ from alight_server.run_stacks import TrainingStacks
 from alight_server.store.sql import SqlStore
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.loop import TrainingRun
+from alight_server.trainer.rollout_source import PoolGroups
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.async_e2e]
 
@@ -63,10 +64,10 @@ def test_a_slow_group_carries_over_and_is_trained_later_with_its_staleness(tiny_
         config, stacks=TrainingStacks(), train_tasks=held_tasks(config), val_tasks=[], show_progress=False
     )
     result = run.run()
-    assert run.pool is not None
+    assert isinstance(run.rollouts, PoolGroups)
     steps = {r["step"]: r for r in result.history if "train/reward_mean" in r}
 
-    used = {group: (step, staleness) for step, group, staleness in run.pool.used}
+    used = {group: (step, staleness) for step, group, staleness in run.rollouts.pool.used}
     held = next(g for g in used if "-g000000-" in g)
     first = [g for g, (step, _) in used.items() if step == 1]
     assert held not in first and steps[1]["async/carry_over_out"] >= 1

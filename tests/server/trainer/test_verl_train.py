@@ -32,6 +32,7 @@ from alight_server.serving import ServerThread
 from alight_server.testing import create_fake_upstream
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.loop import TrainingRun
+from alight_server.trainer.rollout_source import PoolGroups
 
 pytestmark = pytest.mark.verl
 require_verl()
@@ -221,8 +222,8 @@ def test_asynchronous_rollouts_on_verl_carry_a_held_group_across_an_update(
             seen["backend"].replicas[0].thread.stop()
     backend: VerlBackend = seen["backend"]
     assert isinstance(backend.workers, RecordingWorkers) and result.policy_version == 3
-    assert run.pool is not None
-    used = {group: (step, staleness) for step, group, staleness in run.pool.used}
+    assert isinstance(run.rollouts, PoolGroups)
+    used = {group: (step, staleness) for step, group, staleness in run.rollouts.pool.used}
     held = next(g for g in used if "-g000000-" in g)
     step, staleness = used[held]
     assert step > 1 and staleness >= 1, used  # trained after the update it waited for, its staleness counted

@@ -5,7 +5,7 @@ Per step:
 2. wait for all of them (server long-poll) and fetch their trajectories (trainer/phases.py); with
    `async_rollout.enabled` up to `active_groups` groups stay in flight instead and the step takes the first
    `tasks_per_step` complete, fresh enough ones, the rest carrying over across the weight update
-   (trainer/async_pool.py);
+   (trainer/async_pool.py); the loop asks either through one interface (trainer/rollout_source.py);
 3. build samples from the recorded token ids; groups whose rewards are all equal carry no signal
    and are reported and skipped;
 4. one RL step on the trainer backend (`trainer.backend`: embedded or verl; trainer/backend.py), then the
@@ -34,7 +34,7 @@ import torch
 from alight.client import AlightClient
 from alight_server.inference.models import resolve_model
 from alight_server.trainer.algorithm import uniform_groups
-from alight_server.trainer.async_pool import GroupPool, merge_phases, weigh_rows
+from alight_server.trainer.async_pool import GroupPool, weigh_rows
 from alight_server.trainer.backend import TrainerBackend, make_backend
 from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
 from alight_server.trainer.config import TrainConfig
@@ -42,7 +42,8 @@ from alight_server.trainer.dataset import TaskCursor, load_splits
 from alight_server.trainer.display import RunDisplay
 from alight_server.trainer.filters import filter_for_training
 from alight_server.trainer.metrics import MetricsLog
-from alight_server.trainer.phases import RunPhases, StartedPhase, val_task_count
+from alight_server.trainer.phases import RunPhases, val_task_count
+from alight_server.trainer.rollout_source import PoolGroups, RolloutSource, StepGroups
 from alight_server.trainer.run_report import RunReporter
 from alight_server.trainer.samples import SampleConfig, build_samples
 from alight_server.trainer.servers import RunStack, StackOpener
@@ -93,8 +94,8 @@ class TrainingRun:
         self.phases: RunPhases | None = None  # the step's and the validations' rollouts, once the client is up
         self.policy_version = 0
         self.reporter: RunReporter | None = None  # the run and its steps, to the server's dashboard
-        self.pool: GroupPool | None = None  # async_rollout: the groups in flight
-        self.pool_state: dict[str, Any] | None = None  # ... as the checkpoint resumed from left them
+        self.rollouts: RolloutSource | None = None  # each step's own groups, or (async_rollout) the groups in flight
+        self.pool_state: dict[str, Any] | None = None  # the async groups in flight, as the checkpoint resumed left them
 
     # -- setup ---------------------------------------------------------------------------------
     def _run_id(self) -> str:
@@ -130,24 +131,16 @@ class TrainingRun:
     def _checkpoint(self) -> None:
         assert self.backend is not None
         payload = {"trainer": self.backend.state_dict(), "cursor": self.cursor.state(), "history": self.history}
-        if self.pool is not None:
-            payload["async_pool"] = self.pool.state()
+        if self.rollouts is not None:
+            payload.update(self.rollouts.checkpoint())
         save_checkpoint(self.config.run_dir_checkpoints(), self.step, payload, self.config.checkpoint.keep_last)
 
     # -- the step ------------------------------------------------------------------------------
-    def _train_step(
-        self, display: RunDisplay, tokenizer: Any, sync: WeightSync, ahead: StartedPhase | None = None
-    ) -> dict[str, float]:
-        """One step; `ahead`: its rollouts, when they were created ahead (alongside the first validation)."""
+    def _train_step(self, display: RunDisplay, tokenizer: Any, sync: WeightSync) -> dict[str, float]:
         cfg = self.config
-        assert self.backend is not None and self.client is not None and self.phases is not None
-        taken = None
-        if self.pool is not None:
-            taken = self.pool.take(self.step, self.policy_version, display.status)
-            self.pool.top_up(self.step + 1)  # the taken groups' places run while this step trains and updates
-            phase = merge_phases([g.phase for g in taken.groups if g.phase is not None], taken.metrics["time/wait_s"])
-        else:
-            phase = self.phases.wait(ahead or self.phases.start_train(self.step), display)
+        assert self.backend is not None and self.client is not None and self.rollouts is not None
+        taken = self.rollouts.take(self.step, self.policy_version, display)
+        phase = taken.phase
         metrics: dict[str, float] = {
             "train/reward_mean": statistics.fmean(phase.rewards) if phase.rewards else float("nan"),
             "train/reward_std": statistics.pstdev(phase.rewards) if len(phase.rewards) > 1 else 0.0,
@@ -162,7 +155,7 @@ class TrainingRun:
             "perf/tokens_per_s": phase.generated_tokens / max(phase.seconds, 1e-9),
             "perf/generated_tokens": float(phase.generated_tokens),
             "time/rollouts_s": phase.seconds,
-            **(taken.metrics if taken is not None else {}),
+            **taken.metrics,
         }
         if hint := phase.no_reward_hint():
             display.line(f"step {self.step + 1}: [yellow]{hint}[/]") if display.enabled else log.warning(hint)
@@ -172,7 +165,7 @@ class TrainingRun:
         trajectories, dropped = filter_for_training(self.client, phase.trajectories, sample_config, cfg.samples)
         metrics.update(dropped)
         batch, report = build_samples(trajectories, sample_config, decode=tokenizer.decode)
-        if taken is not None:
+        if taken.weights is not None:
             weigh_rows(batch, taken.weights)
         uniform = uniform_groups(batch.rollout_reward, batch.rollout_group) if batch.rollout_ids else torch.zeros(0)
         metrics["train/uniform_groups"] = float(uniform.sum())
@@ -181,7 +174,7 @@ class TrainingRun:
         metrics["samples/breaks"] = float(report.total_breaks)
         keep = [r for r in range(batch.num_rows) if not bool(uniform[int(batch.row_group[r])])]
         if keep:
-            with _torch_threads(cfg.trainer.torch_threads if self.pool is None else None):
+            with _torch_threads(None if self.rollouts.runs_during_training else cfg.trainer.torch_threads):
                 metrics.update({f"train/{k}": v for k, v in self.backend.step(batch.select(keep)).items()})
             metrics["time/train_s"] = time.monotonic() - started
             display.status("syncing weights")
@@ -231,12 +224,13 @@ class TrainingRun:
             self.reporter = RunReporter(self.client, self.run_id, cfg.public_dump(), cfg.steps).start()
             print(self.stacks.link(stack, self.run_id), file=sys.stderr, flush=True)
             sync = stack.weight_sync()
+            self.rollouts = StepGroups(self.phases)
             if cfg.async_rollout.enabled:
                 sync.allow_late_calls(cfg.async_rollout.drain_timeout_s)
-                metadata = {"run_dir": str(self.run_dir)}
-                self.pool = GroupPool(self.client, cfg, self.run_id, self.cursor, metadata)
+                pool = GroupPool(self.client, cfg, self.run_id, self.cursor, {"run_dir": str(self.run_dir)})
                 if self.pool_state is not None:
-                    self.pool.restore(self.pool_state)
+                    pool.restore(self.pool_state)
+                self.rollouts = PoolGroups(pool)
             # Inference must serve the trainer's weights: after a resume, or when it holds an earlier run's.
             if self.step > 0 or stack.serves_other_weights:
                 why = {"resumed_at": self.step} if self.step else {"replaced": "weights of an earlier run"}
@@ -259,22 +253,20 @@ class TrainingRun:
     def _loop(self, tokenizer: Any, sync: WeightSync, metrics_log: MetricsLog) -> RunResult:
         cfg = self.config
         every = cfg.validation.every
-        phases = self.phases
-        assert phases is not None
+        phases, rollouts = self.phases, self.rollouts
+        assert phases is not None and rollouts is not None
         with RunDisplay(cfg.steps, enabled=self.show_progress) as display:
             display.status("starting", completed=self.step)
-            ahead = None
             if self.step == 0 and not any("val/score" in r for r in self.history):
                 val = phases.start_validation(self.step)
                 # The first step's rollouts are served by the same weights as this validation: created right
                 # behind it, they keep the engine's batch full through the validation's tail instead of
                 # starting after it (their time/rollouts_s counts from here).
-                if val is not None and self.pool is None and cfg.steps > 0:
-                    ahead = phases.start_train(self.step)
+                if val is not None and cfg.steps > 0:
+                    rollouts.start_ahead(self.step)
                 self._record(0, phases.validate(display, self.step, val), metrics_log, display)
             while self.step < cfg.steps:
-                metrics = self._train_step(display, tokenizer, sync, ahead)
-                ahead = None
+                metrics = self._train_step(display, tokenizer, sync)
                 self.step += 1
                 if (every and self.step % every == 0) or self.step == cfg.steps:
                     metrics.update(phases.validate(display, self.step))

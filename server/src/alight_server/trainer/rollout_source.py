@@ -1,0 +1,88 @@
+"""Where a training step's rollouts come from, behind one interface the loop asks.
+
+- `StepGroups`: each step creates its own groups and waits for all of them (trainer/phases.py); the first
+  step's can be created ahead, right behind the first validation;
+- `PoolGroups`: asynchronous training (`async_rollout.enabled`): groups stay in flight across steps and a
+  step takes the first complete, fresh enough ones (trainer/async_pool.py); their rows carry a weight, and
+  the pool's state goes into each checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from alight_server.trainer.async_pool import GroupPool, merge_phases
+from alight_server.trainer.display import RunDisplay
+from alight_server.trainer.phases import RunPhases, StartedPhase
+from alight_server.trainer.rollouts import RolloutPhase
+
+
+@dataclass(frozen=True)
+class StepRollouts:
+    """One step's finished rollouts, the source's own metrics, and each group's loss weight (None: all 1)."""
+
+    phase: RolloutPhase
+    metrics: dict[str, float] = field(default_factory=dict[str, float])
+    weights: dict[str, float] | None = None
+
+
+class RolloutSource(Protocol):
+    """What the loop asks for rollouts."""
+
+    # True when rollouts keep running while the step trains: training then leaves torch's threads as they are,
+    # so the engine keeps decoding.
+    runs_during_training: bool
+
+    def start_ahead(self, step: int) -> None:
+        """Start `step`'s rollouts now (behind the first validation) where the source can; else nothing."""
+        ...
+
+    def take(self, step: int, version: int, display: RunDisplay) -> StepRollouts:
+        """`step`'s rollouts, finished, while inference serves policy `version`."""
+        ...
+
+    def checkpoint(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the source (merged into its payload); {} when nothing."""
+        ...
+
+
+class StepGroups:
+    """Each step's own groups, created and awaited whole."""
+
+    runs_during_training = False
+
+    def __init__(self, phases: RunPhases) -> None:
+        self.phases = phases
+        self._ahead: StartedPhase | None = None
+
+    def start_ahead(self, step: int) -> None:
+        self._ahead = self.phases.start_train(step)
+
+    def take(self, step: int, version: int, display: RunDisplay) -> StepRollouts:
+        started, self._ahead = self._ahead or self.phases.start_train(step), None
+        return StepRollouts(self.phases.wait(started, display))
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {}
+
+
+class PoolGroups:
+    """The groups in flight of asynchronous training."""
+
+    runs_during_training = True
+
+    def __init__(self, pool: GroupPool) -> None:
+        self.pool = pool
+
+    def start_ahead(self, step: int) -> None:
+        pass  # the pool keeps its groups in flight itself
+
+    def take(self, step: int, version: int, display: RunDisplay) -> StepRollouts:
+        taken = self.pool.take(step, version, display.status)
+        self.pool.top_up(step + 1)  # the taken groups' places run while this step trains and updates
+        phase = merge_phases([g.phase for g in taken.groups if g.phase is not None], taken.metrics["time/wait_s"])
+        return StepRollouts(phase, taken.metrics, taken.weights)
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {"async_pool": self.pool.state()}
