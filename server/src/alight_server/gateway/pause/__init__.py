@@ -1,1 +1,1 @@
-"""Pause for weight updates: the in-flight gate, its sync across replicas, and the admin routes."""
+"""Pause for weight updates: the in-flight gate and its sync across replicas (the admin routes are admin.py)."""

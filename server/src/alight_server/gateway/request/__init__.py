@@ -1,1 +1,1 @@
-"""The request path: one agent call from the socket to its reply (dispatch, callers, checks, pipeline, reply)."""
+"""The request path: one agent call from the socket to its reply (dispatch, checks, pipeline, relay, client gone)."""
