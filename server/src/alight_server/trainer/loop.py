@@ -26,6 +26,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,20 @@ def _torch_threads(threads: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+@dataclass(frozen=True)
+class Started:
+    """What a started run works with, each part built once what it needs exists (`TrainingRun._run`)."""
+
+    backend: TrainerBackend
+    client: AlightClient
+    phases: RunPhases  # the step's and the validations' rollouts
+    rollouts: RolloutSource  # each step's own groups, or (async_rollout) the groups in flight
+    sync: WeightSync
+    tokenizer: Any
+    metrics_log: MetricsLog
+    reporter: RunReporter  # the run and its steps, to the server's dashboard
+
+
 class TrainingRun:
     """One `alight train`. `train_tasks` / `val_tasks` (lists or `datasets.Dataset`) override the files."""
 
@@ -89,13 +104,7 @@ class TrainingRun:
         self.history: list[dict[str, Any]] = []
         self.step = 0
         self.show_progress = show_progress
-        self.backend: TrainerBackend | None = None
-        self.client: AlightClient | None = None
-        self.phases: RunPhases | None = None  # the step's and the validations' rollouts, once the client is up
         self.policy_version = 0
-        self.reporter: RunReporter | None = None  # the run and its steps, to the server's dashboard
-        self.rollouts: RolloutSource | None = None  # each step's own groups, or (async_rollout) the groups in flight
-        self.pool_state: dict[str, Any] | None = None  # the async groups in flight, as the checkpoint resumed left them
 
     # -- setup ---------------------------------------------------------------------------------
     def _run_id(self) -> str:
@@ -106,7 +115,8 @@ class TrainingRun:
         path.write_text(json.dumps({"run_id": run_id, "config": self.config.public_dump()}, indent=2))
         return run_id
 
-    def _restore(self) -> None:
+    def _restore(self, backend: TrainerBackend) -> dict[str, Any] | None:
+        """Continue from the latest checkpoint with --resume (refuse one without it); the async pool's state."""
         checkpoints = self.config.run_dir_checkpoints()
         found = latest_checkpoint(checkpoints)
         if not self.resume:
@@ -115,31 +125,27 @@ class TrainingRun:
                     f"{self.run_dir} already holds checkpoints (latest {found.name}); pass --resume to continue "
                     "that run, or set output_dir to a new folder"
                 )
-            return
+            return None
         if found is None:
             raise RuntimeError(f"--resume: no checkpoint under {checkpoints}; start without --resume")
         state = load_checkpoint(found)
-        assert self.backend is not None
-        self.backend.load_state_dict(state["trainer"])
+        backend.load_state_dict(state["trainer"])
         self.cursor.restore(state["cursor"])
         self.history = state["history"]
         self.step = int(state["step"])
-        self.pool_state = state.get("async_pool")
         restore_rng(state["rng"])
         log.info("resumed from %s at step %d", found, self.step)
+        return state.get("async_pool")
 
-    def _checkpoint(self) -> None:
-        assert self.backend is not None
-        payload = {"trainer": self.backend.state_dict(), "cursor": self.cursor.state(), "history": self.history}
-        if self.rollouts is not None:
-            payload.update(self.rollouts.checkpoint())
+    def _checkpoint(self, live: Started) -> None:
+        payload = {"trainer": live.backend.state_dict(), "cursor": self.cursor.state(), "history": self.history}
+        payload.update(live.rollouts.checkpoint())
         save_checkpoint(self.config.run_dir_checkpoints(), self.step, payload, self.config.checkpoint.keep_last)
 
     # -- the step ------------------------------------------------------------------------------
-    def _train_step(self, display: RunDisplay, tokenizer: Any, sync: WeightSync) -> dict[str, float]:
-        cfg = self.config
-        assert self.backend is not None and self.client is not None and self.rollouts is not None
-        taken = self.rollouts.take(self.step, self.policy_version, display)
+    def _train_step(self, live: Started, display: RunDisplay) -> dict[str, float]:
+        cfg, tokenizer, sync = self.config, live.tokenizer, live.sync
+        taken = live.rollouts.take(self.step, self.policy_version, display)
         phase = taken.phase
         metrics: dict[str, float] = {
             "train/reward_mean": statistics.fmean(phase.rewards) if phase.rewards else float("nan"),
@@ -162,7 +168,7 @@ class TrainingRun:
         display.status("building samples and training")
         started = time.monotonic()
         sample_config = SampleConfig.from_section(cfg.samples, pad_token_id=int(tokenizer.pad_token_id or 0))
-        trajectories, dropped = filter_for_training(self.client, phase.trajectories, sample_config, cfg.samples)
+        trajectories, dropped = filter_for_training(live.client, phase.trajectories, sample_config, cfg.samples)
         metrics.update(dropped)
         batch, report = build_samples(trajectories, sample_config, decode=tokenizer.decode)
         if taken.weights is not None:
@@ -174,11 +180,11 @@ class TrainingRun:
         metrics["samples/breaks"] = float(report.total_breaks)
         keep = [r for r in range(batch.num_rows) if not bool(uniform[int(batch.row_group[r])])]
         if keep:
-            with _torch_threads(None if self.rollouts.runs_during_training else cfg.trainer.torch_threads):
-                metrics.update({f"train/{k}": v for k, v in self.backend.step(batch.select(keep)).items()})
+            with _torch_threads(None if live.rollouts.runs_during_training else cfg.trainer.torch_threads):
+                metrics.update({f"train/{k}": v for k, v in live.backend.step(batch.select(keep)).items()})
             metrics["time/train_s"] = time.monotonic() - started
             display.status("syncing weights")
-            self.policy_version, metrics["time/sync_s"] = self.backend.push_weights(sync, {"step": self.step + 1})
+            self.policy_version, metrics["time/sync_s"] = live.backend.push_weights(sync, {"step": self.step + 1})
             if sync.last_drain is not None:
                 metrics["sync/in_flight_at_pause"] = float(sync.last_drain.in_flight_at_pause)
                 metrics["sync/drain_s"] = sync.last_drain.seconds
@@ -208,53 +214,62 @@ class TrainingRun:
         torch.manual_seed(cfg.seed)
         self.run_id = self._run_id()
         stack: RunStack | None = None
+        backend: TrainerBackend | None = None
         metrics_log: MetricsLog | None = None
+        reporter: RunReporter | None = None
         ok = False
         try:
             stack = self.stacks.open_servers(cfg, self.run_dir)
-            self.backend = make_backend(cfg, stack.client if stack is not None else None)
+            # self.backend and self.rollouts stay set after the run, for a caller (a test) to look at.
+            backend = self.backend = make_backend(cfg, stack.client if stack is not None else None)
             tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model))
-            self._restore()
+            pool_state = self._restore(backend)
             metrics_log = MetricsLog(self.run_dir, cfg.metrics, cfg.public_dump(), resume=self.resume)
             if stack is None:
-                stack = self.stacks.open_local(cfg, self.run_dir, self.backend)
-            self.client = stack.client
-            assert self.client is not None
-            self.phases = RunPhases(self.client, cfg, self.run_id, self.run_dir, self.splits, self.cursor)
-            self.reporter = RunReporter(self.client, self.run_id, cfg.public_dump(), cfg.steps).start()
+                stack = self.stacks.open_local(cfg, self.run_dir, backend)
+            client = stack.client
+            assert client is not None, "a started stack has its client"
+            phases = RunPhases(client, cfg, self.run_id, self.run_dir, self.splits, self.cursor)
+            reporter = RunReporter(client, self.run_id, cfg.public_dump(), cfg.steps).start()
             print(self.stacks.link(stack, self.run_id), file=sys.stderr, flush=True)
             sync = stack.weight_sync()
-            self.rollouts = StepGroups(self.phases)
-            if cfg.async_rollout.enabled:
-                sync.allow_late_calls(cfg.async_rollout.drain_timeout_s)
-                pool = GroupPool(self.client, cfg, self.run_id, self.cursor, {"run_dir": str(self.run_dir)})
-                if self.pool_state is not None:
-                    pool.restore(self.pool_state)
-                self.rollouts = PoolGroups(pool)
+            self.rollouts = self._rollout_source(client, phases, sync, pool_state)
             # Inference must serve the trainer's weights: after a resume, or when it holds an earlier run's.
             if self.step > 0 or stack.serves_other_weights:
                 why = {"resumed_at": self.step} if self.step else {"replaced": "weights of an earlier run"}
-                self.policy_version, _ = self.backend.push_weights(sync, why)
-            result = self._loop(tokenizer, sync, metrics_log)
+                self.policy_version, _ = backend.push_weights(sync, why)
+            live = Started(backend, client, phases, self.rollouts, sync, tokenizer, metrics_log, reporter)
+            result = self._loop(live)
             ok = True
             return result
         finally:
-            if self.reporter is not None:
-                self.reporter.finish(ok)
+            if reporter is not None:
+                reporter.finish(ok)
             if metrics_log is not None:
                 metrics_log.close(ok=ok)
             if stack is not None:
                 stack.close()
             else:
                 self.stacks.abandon()
-            if self.backend is not None:
-                self.backend.close()
+            if backend is not None:
+                backend.close()
 
-    def _loop(self, tokenizer: Any, sync: WeightSync, metrics_log: MetricsLog) -> RunResult:
+    def _rollout_source(
+        self, client: AlightClient, phases: RunPhases, sync: WeightSync, pool_state: dict[str, Any] | None
+    ) -> RolloutSource:
+        """Each step's own groups; with `async_rollout.enabled`, the groups in flight (as a checkpoint left them)."""
         cfg = self.config
+        if not cfg.async_rollout.enabled:
+            return StepGroups(phases)
+        sync.allow_late_calls(cfg.async_rollout.drain_timeout_s)
+        pool = GroupPool(client, cfg, self.run_id, self.cursor, {"run_dir": str(self.run_dir)})
+        if pool_state is not None:
+            pool.restore(pool_state)
+        return PoolGroups(pool)
+
+    def _loop(self, live: Started) -> RunResult:
+        cfg, phases = self.config, live.phases
         every = cfg.validation.every
-        phases, rollouts = self.phases, self.rollouts
-        assert phases is not None and rollouts is not None
         with RunDisplay(cfg.steps, enabled=self.show_progress) as display:
             display.status("starting", completed=self.step)
             if self.step == 0 and not any("val/score" in r for r in self.history):
@@ -263,29 +278,28 @@ class TrainingRun:
                 # behind it, they keep the engine's batch full through the validation's tail instead of
                 # starting after it (their time/rollouts_s counts from here).
                 if val is not None and cfg.steps > 0:
-                    rollouts.start_ahead(self.step)
-                self._record(0, phases.validate(display, self.step, val), metrics_log, display)
+                    live.rollouts.start_ahead(self.step)
+                self._record(live, 0, phases.validate(display, self.step, val), display)
             while self.step < cfg.steps:
-                metrics = self._train_step(display, tokenizer, sync)
+                metrics = self._train_step(live, display)
                 self.step += 1
                 if (every and self.step % every == 0) or self.step == cfg.steps:
                     metrics.update(phases.validate(display, self.step))
-                self._record(self.step, metrics, metrics_log, display)
+                self._record(live, self.step, metrics, display)
                 display.status("checkpointing", completed=self.step)
                 ck = cfg.checkpoint.every
                 if (ck and self.step % ck == 0) or self.step == cfg.steps:
-                    self._checkpoint()
+                    self._checkpoint(live)
             display.status("done", completed=self.step)
-        return self._finish(display, metrics_log)
+        return self._finish(display, live.metrics_log)
 
-    def _record(self, step: int, metrics: dict[str, float], metrics_log: MetricsLog, display: RunDisplay) -> None:
+    def _record(self, live: Started, step: int, metrics: dict[str, float], display: RunDisplay) -> None:
         if not metrics:
             return
         clean = {k: v for k, v in metrics.items() if not (isinstance(v, float) and math.isnan(v))}
         self.history.append({"step": step, **clean})
-        metrics_log.log(step, clean)
-        if self.reporter is not None:
-            self.reporter.step(step, clean)
+        live.metrics_log.log(step, clean)
+        live.reporter.step(step, clean)
         if "train/reward_mean" in metrics:
             display.step_line(step, metrics)
         elif "val/score" in metrics:
