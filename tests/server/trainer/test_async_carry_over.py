@@ -3,7 +3,7 @@ an update is carried over it, the run stops mid-carry-over, and --resume trains 
 
 One shared run of two steps (one step, then a resume to two) read by every test here. Which group a step can
 take is fixed by the tasks, not by timing: group 0's agents make their first call, then wait for the step-1
-checkpoint; group 1 runs straight through; every later group waits for the step-2 checkpoint. So step 1 can
+checkpoint; group 1 runs through once group 0's first calls are made; every later group waits for the step-2 checkpoint. So step 1 can
 only take group 1, and the resumed step 2 only group 0 (tool_agent's `hold_until`). The longer runs (three
 steps in one process, the refill before an update, learning in asynchronous mode) are in
 test_async_training.py and test_learning.py, marked `async_e2e`.
@@ -44,7 +44,8 @@ class CarriedRun:
     resumed_history: list[dict[str, Any]]
     resumed_used: list[tuple[int, str, int]]
     rollouts_after: dict[str, str]
-    held_versions: list[list[int | None]]  # per rollout of the held group: the policy version of each call
+    # per rollout of the held group, its latest attempt (the one trained): the policy version of each call
+    held_versions: list[list[int | None]]
     replacement: list[tuple[datetime, int]]  # group 2's rollouts (the first top-up): created at, policy version
     first_update_at: datetime  # when policy version 1 (step 1's update) was published
 
@@ -53,13 +54,22 @@ def rollout_groups(store: SqlStore) -> dict[str, str]:
     return {r.id: r.group_id or "" for r in store.list_rollouts(RolloutQuery(mode=Mode.TRAIN, limit=1000))}
 
 
+def latest_attempt_versions(store: SqlStore, rollout_id: str) -> list[int | None]:
+    calls = store.list_model_calls(rollout_id)
+    last = max(c.attempt for c in calls)
+    return [c.policy_version for c in calls if c.attempt == last]
+
+
 @pytest.fixture(scope="module")
 def carried(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CarriedRun]:
     folder = tmp_path_factory.mktemp("carry-over")
     checkpoints = folder / "run" / "checkpoints"
+    first_calls = folder / "first-calls"
     tasks = [
-        {"word": "apple", "hold_until": str(checkpoints / "step-000001")},
-        {"word": "river"},
+        {"word": "apple", "hold_until": str(checkpoints / "step-000001"), "mark_dir": str(first_calls)},
+        # group 1 finishes only once both of group 0's rollouts made their first call, so step 1 (which takes
+        # group 1) never stops the run before group 0 has a call to count its staleness from
+        {"word": "river", "hold_until_marks": {"dir": str(first_calls), "count": 2}},
         *({"word": w, "hold_until": str(checkpoints / "step-000002")} for w in ("stone", "apple", "river", "stone")),
     ]
     raw = tiny_run_config(
@@ -87,9 +97,7 @@ def carried(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CarriedRun]:
         assert isinstance(resumed.rollouts, PoolGroups)
         after = rollout_groups(store)
         held_versions = [
-            [c.policy_version for c in store.list_model_calls(rollout_id)]
-            for rollout_id, group in after.items()
-            if HELD in group
+            latest_attempt_versions(store, rollout_id) for rollout_id, group in after.items() if HELD in group
         ]
         replacement = [
             (r.created_at, r.policy_version)
@@ -130,11 +138,16 @@ def test_the_resumed_run_trains_the_carried_group_with_the_staleness_of_its_firs
     step_2 = step_metrics(carried.resumed_history, 2)
     trained_at = int(step_2["policy_version"]) - 1  # the version step 2 trained from (its own update adds one)
     assert step == 2 and HELD in group
-    assert staleness == trained_at - 0 >= 1  # counted from its first call's version, 0
-    assert step_2["async/staleness_max"] == staleness and step_2["async/carry_over_in"] >= 1
     assert len(carried.held_versions) == carried.config.group_size
-    for versions in carried.held_versions:  # each call with the version that served it: before and after the update
-        assert versions[0] == 0 and (versions[-1] or 0) >= 1
+    # Counted from the group's first call. The held rollouts made it at version 0 and finish after step 1's
+    # update; if the first run stopped before one finished, that attempt died with it and its retry on resume
+    # starts again at the resumed version (docs/api.md: a killed run's attempts are retried), so the first call
+    # of the attempt that trained is what counts.
+    first_call = min(versions[0] or 0 for versions in carried.held_versions)
+    assert staleness == trained_at - first_call
+    assert step_2["async/staleness_max"] == staleness and step_2["async/carry_over_in"] >= 1
+    for versions in carried.held_versions:  # each call with the version that served it, never ahead of training
+        assert versions == sorted(versions) and (versions[-1] or 0) <= trained_at
 
 
 def test_resume_continues_the_carried_rollouts_instead_of_starting_them_again(carried: CarriedRun) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -62,8 +63,15 @@ Complete = Callable[[list[Any], int, "list[Any] | None"], str]
 def episode(task: dict[str, Any], complete: Complete) -> float:
     messages: list[Any] = [{"role": "user", "content": f"Define {task['word']}."}]
     messages.append({"role": "assistant", "content": complete(messages, 4, TOOLS)})
+    if task.get("mark_dir"):  # async tests: say this rollout has made its first call (one file per rollout)
+        marks = Path(task["mark_dir"])
+        marks.mkdir(parents=True, exist_ok=True)
+        (marks / uuid.uuid4().hex).touch()
     if task.get("hold_until"):  # a deliberately slow rollout (async tests): wait until the path exists
-        _wait_for(Path(task["hold_until"]))
+        _wait_for(lambda: Path(task["hold_until"]).exists())
+    if task.get("hold_until_marks"):  # {"dir": ..., "count": n}: wait until n rollouts made their first call
+        marks, count = Path(task["hold_until_marks"]["dir"]), int(task["hold_until_marks"]["count"])
+        _wait_for(lambda: marks.is_dir() and len(list(marks.iterdir())) >= count)
     messages.append({"role": "user", "content": f"lookup result: {lookup(task['word'])}"})
     return vowel_share(complete(messages, int(task.get("max_tokens", 8)), None))
 
@@ -112,7 +120,7 @@ def main_http(task: dict[str, Any]) -> float:
         return episode(task, complete)
 
 
-def _wait_for(path: Path, timeout_s: float = 300.0) -> None:
+def _wait_for(ready: Callable[[], bool], timeout_s: float = 300.0) -> None:
     deadline = time.monotonic() + timeout_s
-    while not path.exists() and time.monotonic() < deadline:
+    while not ready() and time.monotonic() < deadline:
         time.sleep(0.1)
