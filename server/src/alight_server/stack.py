@@ -52,7 +52,6 @@ class EmbeddedStack:
         concurrency: int = 8,
         train_temperature: float = 1.0,
         val_temperature: float = 0.0,
-        agent_env: dict[str, str] | None = None,
         vllm: VllmPolicy | None = None,
         evaluator: str | list[str] | None = None,
         max_output_tokens: int | None = None,
@@ -81,7 +80,6 @@ class EmbeddedStack:
             evaluator=evaluator,
             upstream_key_dir=run_dir / KEY_DIR,
         )
-        self.agent_env = agent_env or {}
         self._threads: list[ServerThread] = []
         self.controller: Any = None
         self.client: AlightClient | None = None
@@ -113,7 +111,6 @@ class EmbeddedStack:
             # reaped here, so the controller settles their attempts as infra losses and retries them.
             runner = self._runner = LocalRunner(
                 logs_dir=self.run_dir / "logs",
-                base_env={**os.environ, **self.agent_env},
                 die_with_parent=True,
                 preload=self.preload,
             )
