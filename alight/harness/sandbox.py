@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from alight import envvars
 from alight.guards.forwarder import Forwarder
 from alight.guards.policy import HOME, MINIMAL_ETC, SandboxPolicy, require_tools
 from alight.guards.run import CommandResult, run_command
@@ -56,12 +57,19 @@ class CliLaunch:
 
 
 def host_env() -> dict[str, str]:
-    """The host variables a sandboxed command keeps: INHERITED, plus those $ALIGHT_HARNESS_INHERIT_ENV names."""
+    """The host variables a sandboxed command keeps: INHERITED, plus those $ALIGHT_HARNESS_INHERIT_ENV names.
+
+    Selected as a runner selects an agent's (envvars.inherited_env): the attempt contract's variables never
+    pass, and naming one is an error, since OPENAI_API_KEY and the OTLP headers carry the token as ALIGHT_TOKEN does.
+    """
     named = [n.strip() for n in os.environ.get(INHERIT_ENV, "").split(",") if n.strip()]
-    leaked = [n for n in named if n.startswith("ALIGHT_")]
+    leaked = [n for n in named if envvars.reserved(n)]
     if leaked:
-        raise ValueError(f"{INHERIT_ENV} names {leaked}: alight's own variables (the attempt token) never enter")
-    return {n: os.environ[n] for n in [*INHERITED, *named] if n in os.environ}
+        raise ValueError(
+            f"{INHERIT_ENV} names {leaked}: alight's own variables and the attempt contract's (they carry the "
+            "attempt token) never enter the sandbox"
+        )
+    return envvars.inherited_env(os.environ, [*INHERITED, *named], defaults=False)
 
 
 def _install_root(executable: Path) -> Path:

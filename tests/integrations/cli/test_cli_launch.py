@@ -66,10 +66,22 @@ def test_a_host_variable_reaches_the_cli_only_when_the_setting_names_it(tmp_path
     assert not [line for line in env if line.startswith(("UNNAMED_SETTING=", "ALIGHT_"))]
 
 
-def test_naming_an_alight_variable_for_the_cli_fails_the_attempt_naming_the_setting(tmp_path):
-    done = run_stand_in(tmp_path, ALIGHT_HARNESS_INHERIT_ENV="LANG,ALIGHT_TOKEN")
+# Every variable that carries the attempt token in the agent's process, not only those named ALIGHT_*.
+@pytest.mark.parametrize(
+    "name", ["ALIGHT_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"]
+)
+def test_naming_a_variable_of_the_attempt_contract_for_the_cli_fails_the_attempt_naming_the_setting(tmp_path, name):
+    done = run_stand_in(tmp_path, ALIGHT_HARNESS_INHERIT_ENV=f"LANG,{name}")
     assert done.returncode != 0
-    assert "ALIGHT_HARNESS_INHERIT_ENV names ['ALIGHT_TOKEN']" in done.stderr
+    assert f"ALIGHT_HARNESS_INHERIT_ENV names ['{name}']" in done.stderr
+
+
+def test_a_glob_that_matches_the_attempt_contracts_variables_passes_none_of_them(tmp_path):
+    done = run_stand_in(tmp_path, NAMED_SETTING="passed", ALIGHT_HARNESS_INHERIT_ENV="*")
+    assert done.returncode == 0, done.stderr[-3000:]
+    env = seen(tmp_path, "env.txt")
+    assert "NAMED_SETTING=passed" in env.splitlines()
+    assert "alt1." not in env  # every attempt token starts so (alight_server.auth.TOKEN_PREFIX)
 
 
 def test_a_score_outside_the_range_is_clamped_with_a_rollout_event_that_says_so(tmp_path):
