@@ -36,7 +36,7 @@ def check_depth(value: Any, where: str) -> None:
     """Raise TooDeep when parsed JSON `value` nests deeper than the limit (iterative: no recursion).
 
     One level at a time, the containers of the next collected in one comprehension per container: a
-    wide body (a long agent conversation) costs a third of a walk that stacks (child, depth) pairs.
+    wide body (a long agent conversation) costs under half of a walk that stacks (child, depth) pairs.
     `type(...) is` is exact here: orjson makes plain dicts and lists.
     """
     level = [value]
