@@ -155,6 +155,19 @@ def test_vllms_dev_routes_are_refused_without_the_admin_key_even_with_the_gatewa
     assert _status(url, method, path, ADMIN_AUTH, body) == 200
 
 
+@pytest.mark.parametrize("path", ["/v1/load_lora_adapter", "/v1/unload_lora_adapter"])
+def test_vllms_lora_routes_under_v1_need_the_admin_key_not_the_gateways(
+    guarded_double: tuple[str, VllmDouble], path: str, tmp_path: Path
+) -> None:
+    """A leaked gateway key must not swap the policy's adapter: these routes change weights, /v1 or not."""
+    url, double = guarded_double
+    body = {"lora_name": "x", "lora_path": "/tmp/planted-adapter"}
+    for headers in [*WRONG, AUTH]:
+        assert _status(url, "POST", path, headers, body) == 401, headers
+    assert double.calls == []
+    assert _status(url, "POST", "/v1/load_lora_adapter", ADMIN_AUTH, {**body, "lora_path": str(tmp_path)}) == 200
+
+
 def test_vllms_health_stays_open_behind_the_guard(guarded_double: tuple[str, VllmDouble]) -> None:
     url, _ = guarded_double
     assert _status(url, "GET", "/health", {}) == 200

@@ -101,5 +101,6 @@ def test_a_lora_adapter_loads_through_the_guard_with_the_admin_key_only(tmp_path
         assert _status(server, "POST", "/v1/completions", launch.api_key, body) == 200
         gateway = {"lora_name": "x", "lora_path": str(tmp_path / "w" / "lora")}
         assert _status(server, "POST", "/v1/load_lora_adapter", None, gateway) == 401
+        assert _status(server, "POST", "/v1/load_lora_adapter", launch.api_key, gateway) == 401
     finally:
         server.stop()

@@ -6,7 +6,8 @@ vLLM's own `--api-key` guards only paths under /v1; its development routes (`/co
 `/reset_prefix_cache`, ...) would stay open to any local process, an agent's included. Here nothing is
 open but `/health`:
 
-- the API key opens `/v1/...` (what the gateway calls; with no `.` or `..` segments);
+- the API key opens `/v1/...` (what the gateway calls; with no `.` or `..` segments), but not vLLM's
+  LoRA routes there (`/v1/load_lora_adapter`, `/v1/unload_lora_adapter`): they change weights;
 - the admin key opens every route (what the trainer's weight updater calls);
 - anything else is a 401, compared in constant time (`hmac.compare_digest` of SHA-256 digests).
 
@@ -28,6 +29,8 @@ from typing import Any
 
 API_KEY_ENV = "ALIGHT_VLLM_API_KEY"
 ADMIN_KEY_ENV = "ALIGHT_VLLM_ADMIN_KEY"
+# Under /v1 but the weight updater's (with VLLM_ALLOW_RUNTIME_LORA_UPDATING): only the admin key opens them.
+WEIGHT_ROUTES_IN_V1 = frozenset({"/v1/load_lora_adapter", "/v1/unload_lora_adapter"})
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -84,7 +87,8 @@ class KeyGuard:
         is_admin = self._admin is not None and hmac.compare_digest(given, self._admin)
         is_api = hmac.compare_digest(given, self._api)
         # The API key opens /v1/... as written, not a path that dot segments lead elsewhere from.
-        return is_admin or (is_api and path.startswith("/v1/") and posixpath.normpath(path) == path)
+        in_v1 = path.startswith("/v1/") and posixpath.normpath(path) == path and path not in WEIGHT_ROUTES_IN_V1
+        return is_admin or (is_api and in_v1)
 
 
 async def _refuse(scope: Scope, send: Send, path: str) -> None:
