@@ -30,6 +30,9 @@ FINDINGS = {
     "import sys\nsys.path.insert(0, '/workspace/vendor')\n": True,
     "import sys\nsys.meta_path.append(object())\n": True,
     "import _pytest.runner\n": True,
+    "import sys\nreports = sys.modules['_pytest.reports']\n": True,
+    "import sys\nm = sys.modules.get('pytest')\nm.TestReport.from_item_and_call = print\n": True,
+    "import sys\nT = sys.modules['pytest'].TestReport\nobject.__setattr__(T, 'from_item_and_call', print)\n": True,
     "def pytest_runtest_makereport(item, call):\n    pass\n": True,
     "REPORT = '--outcomes-out'\n": True,
     "import threading\nthreading.Thread(target=print).start()\n": True,
@@ -47,6 +50,7 @@ CLEAN = [
     "import functools\n\n\n@functools.lru_cache\ndef cached(x):\n    return x\n",
     "def run(cmd):\n    import subprocess\n    return subprocess.run(cmd, check=False)\n",
     "import re\nWORD = re.compile(r'\\w+')\n",
+    "import sys\nthis = sys.modules[__name__]\nthis.VERSION = 2\n",
 ]
 
 
