@@ -105,10 +105,10 @@ def _identity_files(folder: Path) -> dict[str, str]:
 def base_policy(root: Path, work: Path, *, cpu_s: int, memory_mb: int, timeout_s: float) -> SandboxPolicy:
     """The attempt's sandbox without the CLI: its workspace and scratch /tmp, the minimal /etc, no network."""
     require_tools("bwrap")
-    (root / "tmp").mkdir(exist_ok=True)
     return SandboxPolicy(
         workspace=str(work),
-        scratch=str(root / "tmp"),
+        # A fresh /tmp for each sandbox: what the CLI's commands left in theirs never reaches the check.
+        scratch=tempfile.mkdtemp(prefix="tmp-", dir=root),
         etc=list(MINIMAL_ETC),
         read_only_at=_identity_files(root / "etc"),
         cpu_s=cpu_s,

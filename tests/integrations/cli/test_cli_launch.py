@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewra
 REPORT = """#!/bin/bash
 ls -A "$(dirname "$0")" > /workspace/siblings.txt
 env > /workspace/env.txt
+echo forged > /tmp/left-for-the-check
 """
 
 
@@ -82,6 +83,12 @@ def test_a_glob_that_matches_the_attempt_contracts_variables_passes_none_of_them
     env = seen(tmp_path, "env.txt")
     assert "NAMED_SETTING=passed" in env.splitlines()
     assert "alt1." not in env  # every attempt token starts so (alight_server.auth.TOKEN_PREFIX)
+
+
+def test_the_check_does_not_see_what_the_cli_left_in_its_tmp(tmp_path):
+    done = run_stand_in(tmp_path, check="if test -e /tmp/left-for-the-check; then echo 1; else echo 0.25; fi")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert Trajectory.model_validate_json(done.stdout).final_reward == 0.25
 
 
 def test_a_score_outside_the_range_is_clamped_with_a_rollout_event_that_says_so(tmp_path):
