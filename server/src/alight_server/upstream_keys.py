@@ -64,22 +64,23 @@ class KeySources:
             )
         return None
 
-    def file_refusal(self, path: str) -> str | None:
-        """Why the file `path` may not hold an upstream key, or None when it may (symlinks and `..` resolved)."""
+    def key_file(self, path: str) -> tuple[Path, str | None]:
+        """The file `path` with symlinks and `..` resolved, and why it may not hold an upstream key (None when
+        it may): the one path both checked and read."""
+        real = Path(path).resolve()
         if self.folder is None:
-            return (
+            return real, (
                 f"api_key_file {path!r} is refused: this server reads upstream key files only under its "
                 f"{KEY_DIR_SETTING}, which is not set: set it to the folder holding your key files, or register "
                 "the key as api_key"
             )
         folder = self.folder.resolve()
-        real = Path(path).resolve()
         if real == folder or not real.is_relative_to(folder):
-            return (
+            return real, (
                 f"api_key_file {path!r} (resolved: {real}) is outside {folder}, the only folder this server reads "
                 f"upstream key files from ({KEY_DIR_SETTING}): move the file there, or change that setting"
             )
-        return None
+        return real, None
 
     def check(self, upstream: UpstreamCreate) -> None:
         """Refuse a registration whose key reference points where the server does not allow."""
@@ -87,7 +88,7 @@ class KeySources:
         if upstream.api_key_env is not None:
             refusal = self.env_refusal(upstream.api_key_env)
         elif upstream.api_key_file is not None:
-            refusal = self.file_refusal(upstream.api_key_file)
+            refusal = self.key_file(upstream.api_key_file)[1]
         if refusal is not None:
             raise UpstreamKeyError(refusal)
 
@@ -159,10 +160,11 @@ def resolve(upstream: Upstream, sources: KeySources) -> str | None:
             )
         return value
     if upstream.api_key_file is not None:
-        if (refusal := sources.file_refusal(upstream.api_key_file)) is not None:
+        real, refusal = sources.key_file(upstream.api_key_file)
+        if refusal is not None:
             raise UpstreamKeyError(f"upstream {upstream.id!r}: {refusal}")
-        try:  # the resolved path: a symlink swapped in after the check above is not followed out of the folder
-            value = _read_no_follow(Path(upstream.api_key_file).resolve())
+        try:  # the path checked, not resolved again: a file swapped for a symlink since is not followed
+            value = _read_no_follow(real)
         except (OSError, UnicodeDecodeError) as exc:
             raise UpstreamKeyError(
                 f"upstream {upstream.id!r} takes its api_key from {upstream.api_key_file}, which the server "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,28 @@ def test_a_stored_reference_outside_the_key_folder_reads_nothing(any_store: SqlS
         with pytest.raises(UpstreamKeyError, match="upstream_key_dir") as refused:
             resolve_with(upstream, KeySources(folder=allowed))
         assert "sk-outside" not in str(refused.value)
+
+
+def test_a_key_file_swapped_for_a_symlink_after_its_check_is_not_followed_out_of_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The path the folder check passed is the path opened: a link swapped in between reads nothing."""
+    allowed, outside = tmp_path / "keys", tmp_path / "outside"
+    allowed.mkdir()
+    outside.write_text("sk-outside")
+    key = allowed / "k"
+    key.write_text("sk-inside")
+    checked = KeySources.key_file
+
+    def check_then_swap(sources: KeySources, path: str) -> tuple[Path, str | None]:
+        answer = checked(sources, path)
+        key.unlink()
+        key.symlink_to(outside)  # the swap lands after the check, before the read
+        return answer
+
+    monkeypatch.setattr(KeySources, "key_file", check_then_swap)
+    upstream = Upstream(id="f", url="http://h:1/v1", policy_version=0, model=None, api_key_file=str(key),
+                        created_at=datetime.now(UTC))  # fmt: skip
+    with pytest.raises(UpstreamKeyError, match="cannot read") as refused:
+        resolve_with(upstream, KeySources(folder=allowed))
+    assert "sk-outside" not in str(refused.value)
