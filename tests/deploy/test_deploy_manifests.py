@@ -131,7 +131,8 @@ def test_agents_may_reach_only_the_server_port_and_dns() -> None:
     assert to_server["to"] == [{"podSelector": {"matchLabels": server_pod["metadata"]["labels"]}}]
     assert to_server["ports"] == [{"protocol": "TCP", "port": server_port}]
     assert {p["port"] for p in to_dns["ports"]} == {53}
-    assert to_dns["to"][0]["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"}
+    (dns_peer,) = to_dns["to"]  # port 53 of cluster DNS only: a second peer (an ipBlock) would open it anywhere
+    assert dns_peer["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"} and "ipBlock" not in dns_peer
 
 
 def test_the_server_uses_postgresql_and_hands_agents_its_service_address() -> None:
