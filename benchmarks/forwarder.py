@@ -29,30 +29,15 @@ import time
 from pathlib import Path
 
 import httpx
+from gateway import _claim_attempts  # the gateway benchmark's set-up, shared
 from gateway_bench.load import REALISTIC
-from gateway_bench.servers import ADMIN_KEY, MODEL, run_gateway, run_upstream, wait_until_up
+from gateway_bench.servers import MODEL, run_gateway, run_upstream, wait_until_up
 
 from alight.guards.forwarder import Forwarder
 from alight_server.serving import free_port
 
 RELAY = Path(__file__).resolve().parents[1] / "alight" / "guards" / "relay.py"
 PATHS = ("direct", "forwarder", "relay")
-
-
-def _attempt(db_url: str, up_port: int) -> tuple[str, int, str]:
-    """Register the upstream, claim one attempt: (rollout id, attempt, token)."""
-    from alight.schemas import RolloutCreate, UpstreamCreate
-    from alight_server.auth import derive_token_secret, issue_attempt_token
-    from alight_server.store.sql import SqlStore
-
-    store = SqlStore(db_url)
-    try:
-        store.add_upstream(UpstreamCreate(id="bench", url=f"http://127.0.0.1:{up_port}/v1", model=MODEL))
-        [rollout] = store.create_rollouts([RolloutCreate(task={"i": 0})])
-        [(claimed, attempt)] = store.claim_attempts(limit=1, ids=[rollout.id])
-    finally:
-        store.close()
-    return claimed.id, attempt, issue_attempt_token(derive_token_secret(ADMIN_KEY), claimed.id, attempt, ttl_s=3600)
 
 
 def _timed(client: httpx.Client, url: str, body: dict[str, object], calls: int) -> list[float]:
@@ -92,7 +77,7 @@ def main() -> None:
     wait_until_up(f"http://127.0.0.1:{gw_port}/metrics")  # the gateway made the store's tables
     servers[0].start()
     wait_until_up(f"http://127.0.0.1:{up_port}/v1/models")
-    rollout_id, attempt, token = _attempt(db_url, up_port)
+    [(rollout_id, attempt, token)] = _claim_attempts(db_url, up_port, 1)
     gateway = f"http://127.0.0.1:{gw_port}/gw/{rollout_id}/{attempt}/v1"
     socket_path = tmp / "gw.sock"
     body: dict[str, object] = {"model": MODEL, "messages": REALISTIC, "stream": args.stream}
