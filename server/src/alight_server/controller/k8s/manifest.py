@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from alight import envvars
-from alight.schemas import AttemptStart
+from alight.schemas import AttemptStart, attempt_handle
 from alight_server.controller.k8s import names
 from alight_server.controller.k8s.models import check_object
 
@@ -175,7 +175,7 @@ def build_job(
         container["resources"] = copy.deepcopy(spec.resources)
 
     labels = names.attempt_labels(settings.runner_name, rollout.id, attempt)
-    annotations = {names.HANDLE_ANNOTATION: f"{settings.runner_name}/{rollout.id}/{attempt}"}
+    annotations = {names.HANDLE_ANNOTATION: attempt_handle(settings.runner_name, rollout.id, attempt)}
     meta = job.setdefault("metadata", {})
     meta.update(name=name, namespace=settings.namespace)
     meta["labels"] = {**(meta.get("labels") or {}), **labels}
