@@ -24,6 +24,7 @@ REPORT = """#!/bin/bash
 ls -A "$(dirname "$0")" > /workspace/siblings.txt
 env > /workspace/env.txt
 echo forged > /tmp/left-for-the-check
+( setsid bash -c 'while sleep 0.1; do echo tick >> /workspace/ticks.txt; done' </dev/null >/dev/null 2>&1 & )
 """
 
 
@@ -87,6 +88,13 @@ def test_a_glob_that_matches_the_attempt_contracts_variables_passes_none_of_them
 
 def test_the_check_does_not_see_what_the_cli_left_in_its_tmp(tmp_path):
     done = run_stand_in(tmp_path, check="if test -e /tmp/left-for-the-check; then echo 1; else echo 0.25; fi")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert Trajectory.model_validate_json(done.stdout).final_reward == 0.25
+
+
+def test_a_process_the_cli_left_running_is_gone_before_the_check(tmp_path):
+    count = "cat ticks.txt 2>/dev/null | wc -l"
+    done = run_stand_in(tmp_path, check=f"a=$({count}); sleep 1; if [ $a = $({count}) ]; then echo 0.25; fi")
     assert done.returncode == 0, done.stderr[-3000:]
     assert Trajectory.model_validate_json(done.stdout).final_reward == 0.25
 
