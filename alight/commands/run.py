@@ -129,8 +129,8 @@ def run_attempt(
         return AttemptFinish(status="succeeded", exit_code=0, runner_handle=handle)
     message = f"agent exited with code {code}"
     print(
-        f"alight run: the agent got only {', '.join(envvars.DEFAULT_INHERIT_ENV)} of this shell's variables; "
-        "if it needs another, pass it with --inherit-env NAME or --env NAME=VALUE",
+        f"alight run: the agent got only {', '.join([*envvars.DEFAULT_INHERIT_ENV, *runner.inherit_env])} of this "
+        "shell's variables; if it needs another, pass it with --inherit-env NAME or --env NAME=VALUE",
         file=sys.stderr,
     )
     return AttemptFinish(

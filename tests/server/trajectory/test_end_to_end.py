@@ -187,6 +187,7 @@ def test_alight_run_gives_the_agent_only_the_shell_variables_it_names(tmp_path):
     assert proc.returncode == 3, proc.stderr
     assert "SHELL_SECRET=None NAMED_VAR=named GIVEN_VAR=given ALIGHT_ADMIN_KEY=None" in proc.stdout
     assert "pass it with --inherit-env NAME or --env NAME=VALUE" in proc.stderr
+    assert "got only PATH, LANG, LC_*, TZ, HOME, TMPDIR, NAMED_* of this shell's variables" in proc.stderr
 
 
 def test_alight_run_refuses_an_alight_variable_to_inherit_and_a_malformed_env():
