@@ -131,9 +131,9 @@ class EmbeddedStack:
         self.engine.start()  # shared with the trainer: the app must not own its lifetime
         from alight_server.inference.server import create_inference_app
 
-        # The trainer updates the engine in this process, so nobody needs /admin: its key is never kept.
-        api_key, admin_key = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
-        app = create_inference_app(self.engine, api_key=api_key, admin_key=admin_key)
+        # The trainer updates the engine in this process, so nobody needs /admin: no key opens it.
+        api_key = secrets.token_urlsafe(32)
+        app = create_inference_app(self.engine, api_key=api_key)
         inference = ServerThread(app, port=self.state.inference_port)
         inference.start()
         self._threads.append(inference)

@@ -24,6 +24,7 @@ from vllm_double import VllmDouble
 
 from alight_server.inference.engine import InferenceEngine
 from alight_server.inference.guard.alight_keyguard import ADMIN_KEY_ENV, API_KEY_ENV, KeyGuard
+from alight_server.inference.server import create_inference_app
 from alight_server.inference.vllm_server import GUARD_DIR, GUARD_MIDDLEWARE, VllmLaunch
 from alight_server.serving import ServerThread, free_port
 from alight_server.stack import KEY_DIR, UPSTREAM_ID, EmbeddedStack
@@ -81,6 +82,15 @@ def test_the_admin_key_opens_every_route(server_url: str, engine: InferenceEngin
     assert _status(server_url, "POST", "/v1/chat/completions", ADMIN_AUTH, CHAT) == 200
 
 
+def test_without_an_admin_key_the_api_key_opens_v1_and_nothing_else(server_url: str, engine: InferenceEngine) -> None:
+    """The embedded stack's server: the trainer updates the engine in-process, so no key opens /admin."""
+    del server_url  # the shared engine is started by its own app, which outlives this one
+    with ServerThread(create_inference_app(engine, api_key=API_KEY)) as url:
+        assert _status(url, "GET", "/v1/models", AUTH) == 200
+        assert _status(url, "POST", "/admin/weights", AUTH, {"path": "/nonexistent"}) == 401
+        assert _status(url, "GET", "/openapi.json", AUTH) == 401
+
+
 def test_health_answers_without_a_key(server_url: str) -> None:
     assert _status(server_url, "GET", "/health", {}) == 200 and _status(server_url, "GET", "/healthz", {}) == 200
 
@@ -113,8 +123,6 @@ def test_two_authorization_headers_are_refused_even_when_one_is_right(server_url
 
 
 def test_an_inference_app_cannot_be_built_without_a_key(engine: InferenceEngine) -> None:
-    from alight_server.inference.server import create_inference_app
-
     with pytest.raises(ValueError, match="needs a non-empty api_key"):
         create_inference_app(engine, api_key="")
 

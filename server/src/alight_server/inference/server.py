@@ -100,7 +100,7 @@ async def _disconnected(request: Request) -> None:
 
 def create_inference_app(engine: InferenceEngine, api_key: str, admin_key: str | None = None) -> FastAPI:
     """The app serves `engine` (starting it if needed). Every route but /health needs a key (KeyGuard):
-    `api_key` opens /v1/*, `admin_key` (default: `api_key`) every route, /admin/weights included."""
+    `api_key` opens /v1/*, `admin_key` every route, /admin/weights included (None: no key opens them)."""
     if not api_key or admin_key == "":
         raise ValueError("the inference server needs a non-empty api_key (and admin_key, when given)")
 
@@ -113,7 +113,7 @@ def create_inference_app(engine: InferenceEngine, api_key: str, admin_key: str |
             engine.stop()
 
     app = FastAPI(title="alight inference", lifespan=lifespan)
-    app.add_middleware(KeyGuard, api_key=api_key, admin_key=admin_key or api_key, open_paths=("/health", "/healthz"))
+    app.add_middleware(KeyGuard, api_key=api_key, admin_key=admin_key, open_paths=("/health", "/healthz"))
     tokenizer = engine.tokenizer
     fmt = LogprobFormatter(tokenizer)
 
