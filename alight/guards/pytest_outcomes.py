@@ -4,13 +4,23 @@ Standalone on purpose (no alight imports): the sandbox's interpreter has pytest 
 `python -m pytest -p pytest_outcomes --outcomes-out FILE [--outcomes-select FILE] [--outcomes-coverage FILE]`
 With --outcomes-coverage (needs `coverage` in the sandbox's interpreter) it also writes which tests execute
 each line of the files under the working directory: {file: {line: [node ids]}}, "" for import time.
+The report also names pytest's and pluggy's functions, classes and methods that hold something else at the end
+of the session than before the project's code was imported ("replaced"): an in-process forger's patch.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
+import types
 from pathlib import Path
+
+# pytest's and pluggy's own code: what no code the tests import may replace. A forger that patches
+# TestReport.from_item_and_call makes every outcome source agree, so only pytest's code itself can tell.
+_RUNNER_PACKAGES = ("pytest", "_pytest", "pluggy")
+_CODE = (types.FunctionType, type, classmethod, staticmethod, property)
+_vars, _isinstance = vars, isinstance  # taken before any project code runs, like os.write below
 
 
 def pytest_addoption(parser):
@@ -22,10 +32,38 @@ def pytest_addoption(parser):
 _state = {}  # the session's config: logreport hooks get only the report
 
 
+def _runner_code():
+    """Every function, class and method pytest's and pluggy's modules define, by dotted name."""
+    held = {}
+    for name, module in list(sys.modules.items()):
+        if name.partition(".")[0] not in _RUNNER_PACKAGES or not _isinstance(module, types.ModuleType):
+            continue
+        for attr, value in list(_vars(module).items()):
+            if not _isinstance(value, _CODE) or _package(value) not in _RUNNER_PACKAGES:
+                continue  # an import from elsewhere (os, pathlib.Path) is not pytest's to guard
+            held[f"{name}.{attr}"] = value
+            if _isinstance(value, type) and value.__module__ == name:  # its methods once, where it is defined
+                for key, member in list(_vars(value).items()):
+                    if _isinstance(member, _CODE):
+                        held[f"{name}.{attr}.{key}"] = member
+    return held
+
+
+def _package(value):
+    return str(getattr(value, "__module__", None)).partition(".")[0]
+
+
+def _replaced(held):
+    """The names in `held` that now hold something else (or nothing)."""
+    now = _runner_code()
+    return sorted(name for name, value in held.items() if now.get(name) is not value)
+
+
 def pytest_configure(config):
     config._outcomes = {}
     config._messages = {}
     _state["config"] = config
+    _state["runner_code"] = _runner_code()  # before collection imports any of the project's code
     out = config.getoption("--outcomes-out")
     if out:
         # Opened now, before any of the project's code is imported, and written with this os.write: the
@@ -73,6 +111,7 @@ def pytest_sessionfinish(session, exitstatus):
             "outcomes": session.config._outcomes,
             "messages": session.config._messages,
             "exitstatus": int(exitstatus),
+            "replaced": _replaced(_state["runner_code"]),
         }
         view = memoryview(json.dumps(data).encode())
         while view:

@@ -39,6 +39,7 @@ class TestRun:
     timed_out: bool = False
     coverage: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # file -> line -> node ids running it
     disagreements: list[str] = field(default_factory=list)  # where the outcome sources differ: a forged report
+    replaced: list[str] = field(default_factory=list)  # pytest's own functions and classes replaced during the run
 
     def passed(self, nodeids: Sequence[str]) -> int:
         return sum(self.outcomes.get(n) == "passed" for n in nodeids)
@@ -215,13 +216,14 @@ def run_tests(
     forged = disagreements(report, streamed, result.returncode)
     if report is None:
         return TestRun(outcomes={}, output=result.output, disagreements=forged)
-    outcomes, messages = report.get("outcomes"), report.get("messages")
+    outcomes, messages, replaced = report.get("outcomes"), report.get("messages"), report.get("replaced")
     return TestRun(
         outcomes={str(k): str(v) for k, v in outcomes.items()} if isinstance(outcomes, dict) else {},  # pyright: ignore[reportUnknownVariableType]
         messages={str(k): str(v) for k, v in messages.items()} if isinstance(messages, dict) else {},  # pyright: ignore[reportUnknownVariableType]
         output=result.output,
         coverage=json.loads(lines.read_text()) if lines.exists() else {},
         disagreements=forged,
+        replaced=[str(name) for name in replaced] if isinstance(replaced, list) else [],  # pyright: ignore[reportUnknownVariableType]
     )
 
 
