@@ -100,6 +100,24 @@ def test_a_value_sealed_under_another_key_fails_its_attempt_as_infra_naming_the_
         restarted.close()
 
 
+def test_a_retried_create_that_a_restarted_server_cannot_open_is_a_conflict_naming_the_key(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not "a different body": the values may well be the same; what is missing is the key."""
+    monkeypatch.delenv(SECRET_KEY_ENV, raising=False)
+    first = SqlStore(store_url)
+    create(first)
+    first.close()
+    restarted = SqlStore(store_url)
+    try:
+        with pytest.raises(Conflict, match=f"cannot compare.*{SECRET_KEY_ENV}") as refused:
+            create(restarted)
+        assert "different body" not in str(refused.value)
+        assert not any(value in str(refused.value) for value in SECRETS.values())
+    finally:
+        restarted.close()
+
+
 def test_a_retried_create_is_idempotent_and_a_changed_value_is_a_conflict(any_store: SqlStore, secret_key: str) -> None:
     create(any_store)
     create(any_store)  # the identical body: the stored rollout again

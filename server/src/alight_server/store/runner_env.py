@@ -47,15 +47,13 @@ class RunnerEnvBox:
         return data
 
     def same_values(self, rollout_id: str, stored: str | None, runner: RunnerSpec | None) -> bool:
-        """Whether the runner column `stored` holds exactly `runner`'s env values (a retried create's check)."""
+        """Whether the runner column `stored` holds exactly `runner`'s env values (a retried create's check);
+        RunnerEnvError when a stored value cannot be opened to compare."""
         stored_env: dict[str, str] = ((json.loads(stored) if stored else None) or {}).get("env") or {}
         given = runner.env if runner is not None else {}
         if set(stored_env) != set(given):
             return False
-        try:
-            return all(self._open(rollout_id, name, value) == given[name] for name, value in stored_env.items())
-        except RunnerEnvError:
-            return False
+        return all(self._open(rollout_id, name, value) == given[name] for name, value in stored_env.items())
 
     def opened(self, rollout: Rollout) -> Rollout:
         """The rollout with its runner env values readable again; RunnerEnvError when one cannot be opened."""

@@ -78,7 +78,13 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutListing):
             for i, (item, rid, digest) in enumerate(zip(items, ids, hashes, strict=True)):
                 if rid in existing:
                     stored_digest, stored_runner = existing[rid]
-                    if stored_digest != digest or not self._runner_env.same_values(rid, stored_runner, item.runner):
+                    try:
+                        same = stored_digest == digest and self._runner_env.same_values(rid, stored_runner, item.runner)
+                    except RunnerEnvError as exc:  # not known to differ: the stored values cannot be opened here
+                        raise Conflict(
+                            f"item {i} retries a create this server cannot compare with the stored one: {exc}"
+                        ) from None
+                    if not same:
                         raise Conflict(
                             f"rollout {rid!r} (item {i}) already exists with a different body; "
                             "reuse an id only to retry the identical create, or choose a new id"
