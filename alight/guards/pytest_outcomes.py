@@ -41,11 +41,11 @@ def _runner_code():
         for attr, value in list(_vars(module).items()):
             if not _isinstance(value, _CODE) or _package(value) not in _RUNNER_PACKAGES:
                 continue  # an import from elsewhere (os, pathlib.Path) is not pytest's to guard
-            held[f"{name}.{attr}"] = value
+            held[f"{name}.{attr}"] = _parts(value)
             if _isinstance(value, type) and value.__module__ == name:  # its methods once, where it is defined
                 for key, member in list(_vars(value).items()):
                     if _isinstance(member, _CODE):
-                        held[f"{name}.{attr}.{key}"] = member
+                        held[f"{name}.{attr}.{key}"] = _parts(member)
     return held
 
 
@@ -53,10 +53,18 @@ def _package(value):
     return str(getattr(value, "__module__", None)).partition(".")[0]
 
 
+def _parts(value):
+    """What must stay the very same objects: the value and, for code, the function's body and defaults (a
+    patch can swap a function's __code__ and leave the function in place)."""
+    func = getattr(value, "__func__", None) or getattr(value, "fget", None) or value  # classmethod, property
+    return (value, *(getattr(func, a, None) for a in ("__code__", "__defaults__", "__kwdefaults__")))
+
+
 def _replaced(held):
     """The names in `held` that now hold something else (or nothing)."""
     now = _runner_code()
-    return sorted(name for name, value in held.items() if now.get(name) is not value)
+    # Functions and classes compare by identity; an equal code object or defaults tuple behaves the same.
+    return sorted(name for name, parts in held.items() if now.get(name) != parts)
 
 
 def pytest_configure(config):
