@@ -46,6 +46,7 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
         log.warning("no admin key configured: generated one for this process only")
     assert config.admin_key is not None
     store = store or open_store(config.db_url)
+    store.seal_runner_env_under(config.admin_key)  # without ALIGHT_SECRET_KEY: a restart with this key opens them
     check_sealed(store.list_upstreams())  # stored keys this server cannot open: say so now, not at the first call
     app = FastAPI(
         title="alight",

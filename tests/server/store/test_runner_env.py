@@ -84,11 +84,13 @@ def test_a_value_sealed_under_another_key_fails_its_attempt_as_infra_naming_the_
     store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(SECRET_KEY_ENV, raising=False)
-    first = SqlStore(store_url)  # no key: sealed under a key only that instance holds
+    first = SqlStore(store_url)  # no ALIGHT_SECRET_KEY: sealed under a key derived from the admin key
+    first.seal_runner_env_under("alk_first-admin-key")
     create(first, "r-lost")
     create(first, "r-fresh")
     first.close()
     restarted = SqlStore(store_url)
+    restarted.seal_runner_env_under("alk_another-admin-key")
     try:
         assert restarted.claim_attempts(5) == []  # neither can be opened; neither is handed out
         rollout = restarted.get_rollout("r-lost")
@@ -106,9 +108,11 @@ def test_a_retried_create_that_a_restarted_server_cannot_open_is_a_conflict_nami
     """Not "a different body": the values may well be the same; what is missing is the key."""
     monkeypatch.delenv(SECRET_KEY_ENV, raising=False)
     first = SqlStore(store_url)
+    first.seal_runner_env_under("alk_first-admin-key")
     create(first)
     first.close()
     restarted = SqlStore(store_url)
+    restarted.seal_runner_env_under("alk_another-admin-key")
     try:
         with pytest.raises(Conflict, match=f"cannot compare.*{SECRET_KEY_ENV}") as refused:
             create(restarted)
@@ -140,3 +144,23 @@ def test_no_stored_hash_depends_on_an_env_value(any_store: SqlStore, store_url: 
     finally:
         engine.dispose()
     assert hashes[0] == hashes[1]  # a guessed value cannot be checked against the row
+
+
+def test_a_server_restarted_with_its_admin_key_opens_what_it_sealed_without_alight_secret_key(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`alight train --resume` reuses its admin key: its async pool creates its in-flight rollouts again."""
+    monkeypatch.delenv(SECRET_KEY_ENV, raising=False)
+    first = SqlStore(store_url)
+    first.seal_runner_env_under("alk_the-run-admin-key")
+    create(first)
+    first.close()
+    assert not any(value in raw_runner_column(store_url) for value in SECRETS.values())
+    restarted = SqlStore(store_url)
+    restarted.seal_runner_env_under("alk_the-run-admin-key")
+    try:
+        create(restarted)  # the same body again: the stored rollout, not a conflict
+        [(rollout, _)] = restarted.claim_attempts(1)
+        assert rollout.runner is not None and rollout.runner.env == SECRETS
+    finally:
+        restarted.close()

@@ -41,6 +41,9 @@ class SqlDatabase:
         self._runner_env = RunnerEnvBox()  # seals runner env values (store/runner_env.py)
         self._open_schema()
 
+    def seal_runner_env_under(self, secret: str) -> None:
+        self._runner_env.derive_fallback(secret)
+
     # ---- plumbing
 
     @contextmanager

@@ -8,13 +8,17 @@ carries the values themselves.
 
 The key is the server's ALIGHT_SECRET_KEY (alight_server/upstream_keys.py: the
 same key, rotation included, as stored upstream keys). A server started without
-one seals under a key it holds in memory only: nothing readable is stored
-either way, and a value sealed so cannot be opened after a restart, so its
-attempt fails as infra with a message naming ALIGHT_SECRET_KEY.
+one seals under a key derived from its admin key (`seal_runner_env_under`, as
+the attempt tokens' secret is): nothing readable is stored either way, a server
+restarted with the same admin key (`alight train --resume` reuses its own) opens
+what it sealed, and one with another admin key cannot, so the attempt fails as
+infra with a message naming ALIGHT_SECRET_KEY.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from typing import Any
 
@@ -33,10 +37,16 @@ class RunnerEnvError(StoreError):
 
 
 class RunnerEnvBox:
-    """Seals and opens runner env values for one store: ALIGHT_SECRET_KEY when set, else this instance's own key."""
+    """Seals and opens runner env values for one store: ALIGHT_SECRET_KEY when set, else the server's derived key
+    (a key of this instance's own until the server hands one over)."""
 
     def __init__(self) -> None:
         self._memory_key = Fernet(Fernet.generate_key())  # used only while ALIGHT_SECRET_KEY is unset
+
+    def derive_fallback(self, secret: str) -> None:
+        """Seal (without ALIGHT_SECRET_KEY) under a key derived from `secret`, the server's admin key."""
+        digest = hashlib.sha256(b"alight-runner-env\0" + secret.encode()).digest()
+        self._memory_key = Fernet(base64.urlsafe_b64encode(digest))
 
     def sealed(self, runner: RunnerSpec | None) -> dict[str, Any] | None:
         """The runner spec as the store keeps it: every env value sealed."""
