@@ -34,6 +34,8 @@ FINDINGS = {
     "import sys\nm = sys.modules.get('pytest')\nm.TestReport.from_item_and_call = print\n": True,
     "import sys\nT = sys.modules['pytest'].TestReport\nobject.__setattr__(T, 'from_item_and_call', print)\n": True,
     "def pytest_runtest_makereport(item, call):\n    pass\n": True,
+    "class Any(int):\n    def __eq__(self, other):\n        return True\n": True,
+    "class Any:\n    __ne__ = lambda self, *other: False\n": True,
     "REPORT = '--outcomes-out'\n": True,
     "import threading\nthreading.Thread(target=print).start()\n": True,
     "exec('import os')\n": True,
@@ -51,6 +53,8 @@ CLEAN = [
     "def run(cmd):\n    import subprocess\n    return subprocess.run(cmd, check=False)\n",
     "import re\nWORD = re.compile(r'\\w+')\n",
     "import sys\nthis = sys.modules[__name__]\nthis.VERSION = 2\n",
+    "class P:\n    def __eq__(self, other):\n        return isinstance(other, P) and self.x == other.x\n",
+    "class Q:\n    def __lt__(self, other):\n        return NotImplemented\n",
 ]
 
 
