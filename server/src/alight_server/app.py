@@ -45,7 +45,9 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
         config = config.model_copy(update={"admin_key": generate_admin_key()})
         log.warning("no admin key configured: generated one for this process only")
     assert config.admin_key is not None
-    store = store or open_store(config.db_url)
+    data_key = config.kek_source()  # the KEK that wraps the store's data keys (store/kek.py)
+    store = store or open_store(config.db_url, data_key)
+    store.use_data_key(data_key)  # a store handed in opened under its own: every replica opens the same keys
     store.seal_runner_env_under(config.admin_key)  # without ALIGHT_SECRET_KEY: a restart with this key opens them
     check_sealed(store.list_upstreams())  # stored keys this server cannot open: say so now, not at the first call
     app = FastAPI(

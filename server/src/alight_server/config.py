@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from alight_server.store.kek import KekError, KekSource
 from alight_server.upstream_keys import KeySources
 
 
@@ -52,12 +53,35 @@ class ServerConfig(BaseModel):
     # Neither by default: the admin key chooses only among what the operator allowed here.
     upstream_key_env: list[str] = Field(default_factory=list)
     upstream_key_dir: Path | None = None
+    # The key-encryption key that wraps the store's data keys (store/kek.py, docs/data.md "Keys and rotation"):
+    # `secret` (ALIGHT_SECRET_KEY, else derived from admin_key), `file: PATH` or `command: "CMD"` (a key
+    # manager's CLI printing the key); a string `file:PATH` / `command:CMD` too (env ALIGHT_DATA_KEY).
+    data_key: str = "secret"
+
+    @field_validator("data_key", mode="before")
+    @classmethod
+    def _data_key_form(cls, value: Any) -> Any:
+        """`{file: PATH}` or `{command: CMD}` as YAML gives it, to the one-string form; the form is checked."""
+        if isinstance(value, dict):
+            if len(value) != 1 or next(iter(value)) not in ("file", "command"):
+                raise ValueError("data_key must be `secret`, `file: PATH` or `command: CMD`")
+            ((kind, spec),) = value.items()
+            value = f"{kind}:{spec}"
+        if isinstance(value, str):
+            try:
+                KekSource.parse(value)
+            except KekError as exc:
+                raise ValueError(str(exc)) from exc
+        return value
 
     @field_validator("upstream_key_env", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         """ALIGHT_UPSTREAM_KEY_ENV="VLLM_*,OPENROUTER_KEY" arrives as one string."""
         return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+
+    def kek_source(self) -> KekSource:
+        return KekSource.parse(self.data_key, admin_key=self.admin_key)
 
     def key_sources(self) -> KeySources:
         folder = self.upstream_key_dir.expanduser().resolve() if self.upstream_key_dir else None

@@ -71,6 +71,7 @@ class EmbeddedStack:
             port=self.state.server_port,
             db_url=f"sqlite:///{run_dir / 'alight.db'}",
             admin_key=self.admin_key,
+            data_key=os.environ.get("ALIGHT_DATA_KEY") or "secret",  # store/kek.py; `secret`: this run's admin key
             gateway=GatewayConfig(
                 train_temperature=train_temperature,
                 val_temperature=val_temperature,

@@ -85,6 +85,12 @@ def register(app: typer.Typer) -> None:
             envvar="ALIGHT_UPSTREAM_KEY_DIR",
             help="The folder an upstream's api_key_file must be under. Default: none.",
         ),
+        data_key: str | None = typer.Option(
+            None,
+            "--data-key",
+            envvar="ALIGHT_DATA_KEY",
+            help="The key that wraps the store's data keys: secret (default), file:PATH or command:CMD.",
+        ),
     ) -> None:
         """Serve the alight API, gateway and OTLP ingest. Flags beat env vars beat the YAML file."""
         import uvicorn
@@ -96,7 +102,8 @@ def register(app: typer.Typer) -> None:
         from alight_server.store import StoreError, open_store
 
         given = {"host": host, "port": port, "db_url": db, "admin_key": admin_key, "public_url": public_url,
-                 "upstream_key_env": upstream_key_env, "upstream_key_dir": upstream_key_dir}  # fmt: skip
+                 "upstream_key_env": upstream_key_env, "upstream_key_dir": upstream_key_dir,
+                 "data_key": data_key}  # fmt: skip
         try:
             cfg = build_config(config, {**given, "log_level": log_level})
         except ValidationError as exc:
@@ -116,7 +123,7 @@ def register(app: typer.Typer) -> None:
 
         logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         try:
-            store = open_store(cfg.db_url)
+            store = open_store(cfg.db_url, cfg.kek_source())
         except StoreError as exc:
             typer.echo(f"cannot open the store: {exc}", err=True)
             raise typer.Exit(1) from exc

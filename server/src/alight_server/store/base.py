@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from alight.api_models import RolloutFilter, RolloutQuery
 from alight.schemas import (
@@ -29,6 +29,9 @@ from alight.schemas import (
     Upstream,
     UpstreamCreate,
 )
+
+if TYPE_CHECKING:
+    from alight_server.store.kek import KekSource
 
 
 class StoreError(Exception):
@@ -230,6 +233,10 @@ class Store(Protocol):
 
     def seal_runner_env_under(self, secret: str) -> None:
         """Without ALIGHT_SECRET_KEY, seal runner env values under a key derived from `secret` (the admin key)."""
+        ...
+
+    def use_data_key(self, source: KekSource) -> None:
+        """Open the data keys that seal content under `source`'s key-encryption key from now on."""
         ...
 
     def close(self) -> None: ...

@@ -22,13 +22,15 @@ from sqlalchemy.pool import StaticPool
 from alight_server import upstream_keys
 from alight_server.store import tables as t
 from alight_server.store.base import NotFound, SchemaTooNew, StoreError
+from alight_server.store.kek import KekSource
+from alight_server.store.keyring import Keyring
 from alight_server.store.runner_env import RunnerEnvBox
 
 
 class SqlDatabase:
     """Connections, transactions and counters at a SQLAlchemy URL; the store's methods build on these."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, data_key: KekSource | None = None) -> None:
         self.url = url
         parsed = make_url(url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
@@ -40,9 +42,16 @@ class SqlDatabase:
         self._unwaiting: Any = None  # `_driver_write_now`'s connection, made on first use
         self._runner_env = RunnerEnvBox()  # seals runner env values (store/runner_env.py)
         self._open_schema()
+        # The data keys that seal content cells (store/keyring.py), wrapped under `data_key`'s KEK.
+        self.keyring = Keyring.open(self.engine, data_key or KekSource.default())
 
     def seal_runner_env_under(self, secret: str) -> None:
         self._runner_env.derive_fallback(secret)
+
+    def use_data_key(self, source: KekSource) -> None:
+        """Open the data keys under `source` from now on (the server's `data_key`, once its admin key is known)."""
+        if not self.keyring.source.same_as(source):
+            self.keyring = Keyring.open(self.engine, source)
 
     # ---- plumbing
 

@@ -227,3 +227,14 @@ run_steps = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     PrimaryKeyConstraint("run_id", "step"),
 )
+
+# Data keys (store/keyring.py): random 32-byte keys that seal content cells, stored only wrapped (AES-GCM)
+# by a key-encryption key; `kek_id` is that KEK's fingerprint (a digest, not the key).
+data_keys = Table(
+    "data_keys",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("wrapped", Text, nullable=False),
+    Column("kek_id", String(64), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
