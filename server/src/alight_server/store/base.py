@@ -63,6 +63,10 @@ class InvalidValue(StoreError):
     """A value the store cannot keep faithfully (NaN or an infinity inside client JSON)."""
 
 
+class SealError(StoreError):
+    """A sealed cell or data key that does not open; the message names the table, row and column, or the key."""
+
+
 class Store(Protocol):
     """Every method is synchronous and commits before it returns.
 
