@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from alight.cleaning import STATEMENT_FIELD, Probe, clean_tasks
+from alight_server.commands import data_keys
 
 data_app = typer.Typer(help="Prepare task sets for training.", no_args_is_help=True)
 
@@ -115,6 +116,9 @@ def clean(
     (out_dir / "clean_report.json").write_text(json.dumps(report.as_dict(), indent=2))
     typer.echo("\n".join(report.lines()))
     typer.echo(f"wrote {out_dir / 'train.jsonl'}, {out_dir / 'val.jsonl'}, {out_dir / 'clean_report.json'}")
+
+
+data_app.command("rotate-key")(data_keys.rotate_key)
 
 
 def register(app: typer.Typer) -> None:

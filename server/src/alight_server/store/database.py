@@ -241,6 +241,11 @@ def _committing(conn: Any, cursor: Any = None) -> Iterator[Any]:
         cursor.close()
 
 
+def make_engine(url: str) -> Engine:
+    """An engine on `url` set up as the store's own (SQLite: WAL, busy timeout), for tools that open no store."""
+    return _sqlite_engine(url) if make_url(url).get_backend_name() == "sqlite" else _server_engine(url)
+
+
 def _server_engine(url: str) -> Engine:
     try:
         return create_engine(url, pool_pre_ping=True, pool_size=10)

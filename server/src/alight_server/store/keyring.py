@@ -48,6 +48,12 @@ def unwrap(kek: bytes, key_id: str, wrapped: str) -> bytes:
         ) from exc
 
 
+def new_data_key(kek_id: str, kek: bytes) -> tuple[dict[str, Any], bytes]:
+    """A fresh random data key and its `data_keys` row, wrapped under `kek` (fingerprint `kek_id`)."""
+    key_id, key = secrets.token_hex(8), AESGCM.generate_key(bit_length=256)
+    return {"id": key_id, "wrapped": wrap(kek, key_id, key), "kek_id": kek_id, "created_at": now()}, key
+
+
 def _bound(key_id: str) -> bytes:
     return b"alight-data-key\0" + key_id.encode()
 
@@ -116,10 +122,10 @@ class Keyring:
 
     def add_key(self) -> tuple[str, bytes]:
         """A new data key wrapped under this source's first KEK; it becomes `current`. Outside any transaction."""
-        key_id, key = secrets.token_hex(8), AESGCM.generate_key(bit_length=256)
-        row = {"id": key_id, "wrapped": wrap(self._keks[self._wrap_id], key_id, key), "kek_id": self._wrap_id}
+        row, key = new_data_key(self._wrap_id, self._keks[self._wrap_id])
         with self._engine.begin() as conn:
-            conn.execute(insert(t.data_keys).values(**row, created_at=now()))
+            conn.execute(insert(t.data_keys).values(**row))
+        key_id = row["id"]
         self._keys[key_id] = key
         self._current = (key_id, key)
         return self._current

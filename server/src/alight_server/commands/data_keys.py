@@ -1,0 +1,100 @@
+"""`alight data rotate-key --new-kek SPEC`: re-wrap the store's data keys under a new key-encryption key.
+
+It opens the database itself (`--db` / `--config`, as `alight serve` does, or an embedded run's folder with
+`--run-dir`), so it runs with the server up or down; cells are not re-encrypted (store/key_rotation.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import typer
+
+from alight_server.commands.serve import build_config
+
+KEK_HELP = "secret (ALIGHT_SECRET_KEY, else derived from the admin key), file:PATH or command:CMD"
+
+
+def _target(
+    db: str | None, config: Path | None, admin_key: str | None, run_dir: Path | None
+) -> tuple[str, str | None, str]:
+    """(database URL, admin key, the server's data_key setting) from the options given."""
+    from pydantic import ValidationError
+
+    setting = os.environ.get("ALIGHT_DATA_KEY", "").strip()
+    if run_dir is not None:
+        from alight_server.stack_state import STATE_FILE
+
+        try:
+            admin_key = admin_key or json.loads((run_dir / STATE_FILE).read_text())["admin_key"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise typer.BadParameter(
+                f"{run_dir} is not an embedded run's folder (no readable {STATE_FILE}: {exc}); give --db instead",
+                param_hint="--run-dir",
+            ) from exc
+        return f"sqlite:///{(run_dir / 'alight.db').resolve()}", admin_key, setting or "secret"
+    try:
+        cfg = build_config(config, {"db_url": db, "admin_key": admin_key})
+    except ValidationError as exc:
+        raise typer.BadParameter(f"invalid server settings: {exc}", param_hint="--config") from exc
+    return cfg.db_url, cfg.admin_key, setting or cfg.data_key
+
+
+def rotate_key(
+    new_kek: str = typer.Option(..., "--new-kek", help=f"The KEK to re-wrap every data key under: {KEK_HELP}."),
+    old_kek: str | None = typer.Option(
+        None, "--old-kek", help="The KEK the keys are wrapped under now (default: the server's data_key setting)."
+    ),
+    db: str | None = typer.Option(
+        None, "--db", envvar="ALIGHT_DB", help="SQLAlchemy URL or SQLite file (default .alight/alight.db)."
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", envvar="ALIGHT_CONFIG", help="The server's YAML settings: db_url, admin_key, data_key."
+    ),
+    admin_key: str | None = typer.Option(
+        None, "--admin-key", envvar="ALIGHT_ADMIN_KEY", help="The server's admin key (what `secret` derives from)."
+    ),
+    run_dir: Path | None = typer.Option(
+        None, "--run-dir", help="An embedded run's folder (alight train): its alight.db and the admin key it keeps."
+    ),
+    batch: int = typer.Option(50, "--batch", min=1, help="Data keys re-wrapped per transaction."),
+) -> None:
+    """Re-wrap every data key under a new key-encryption key (no cell is re-encrypted); new cells get a new key.
+
+    Safe to interrupt: run it again with the same options to finish. Then restart every server, gateway replica
+    and embedded run on the store with data_key set to the new KEK.
+    """
+    from alight_server.store.database import make_engine
+    from alight_server.store.kek import KekError, KekSource
+    from alight_server.store.key_rotation import rotate
+    from alight_server.store.keyring import SealError
+
+    url, admin, setting = _target(db, config, admin_key, run_dir)
+    try:
+        new = KekSource.parse(new_kek, admin_key=admin)
+        old = KekSource.parse(old_kek or setting, admin_key=admin)
+        new.keys()  # a new KEK that cannot be read: said before the store is touched
+    except KekError as exc:
+        typer.echo(f"cannot rotate: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+    def progress(done: int, total: int) -> None:
+        typer.echo(f"re-wrapped {done}/{total} data keys")
+
+    engine = make_engine(url)
+    try:
+        report = rotate(engine, old, new, batch=batch, progress=progress)
+    except (KekError, SealError) as exc:
+        typer.echo(f"cannot rotate: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    finally:
+        engine.dispose()
+    if report.new_key is not None:
+        typer.echo(f"new cells are sealed with data key {report.new_key}, wrapped under {new.describe()}")
+    typer.echo(
+        f"done: {report.rewrapped} data key(s) re-wrapped, {report.already} already under the new KEK"
+        + (f", {report.process_keys} of a single process left as they are" if report.process_keys else "")
+        + f". Restart every server and gateway on this store with data_key: {new_kek}"
+    )

@@ -1,0 +1,144 @@
+"""`alight data rotate-key`: every data key re-wrapped under the new KEK (cells untouched), resumable after kill -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, insert, select
+
+from alight.schemas import RolloutCreate
+from alight_server.store import tables as t
+from alight_server.store.database import make_engine
+from alight_server.store.kek import KekSource
+from alight_server.store.keyring import Keyring, new_data_key
+from alight_server.store.sql import SqlStore
+
+ALIGHT = str(Path(sys.executable).parent / "alight")
+OLD_MARKER = "task-before-rotation-6f1c"
+NEW_MARKER = "task-after-rotation-9a2e"
+
+
+def _kek(path: Path, byte: int) -> str:
+    path.write_text(bytes([byte]).hex() * 32)
+    return f"file:{path}"
+
+
+def _rotate(url: str, old: str, new: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    command = [ALIGHT, "data", "rotate-key", "--db", url, "--old-kek", old, "--new-kek", new, *extra]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+def _kek_ids(url: str) -> list[str]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(select(t.data_keys.c.kek_id)).scalars())
+    finally:
+        engine.dispose()
+
+
+def test_rows_sealed_before_and_after_a_rotation_open_with_the_new_kek_only(store_url: str, tmp_path: Path) -> None:
+    old, new = _kek(tmp_path / "old", 1), _kek(tmp_path / "new", 2)
+    store = SqlStore(store_url, KekSource.parse(old))
+    store.create_rollouts([RolloutCreate(id="before", task={"text": OLD_MARKER})])
+    old_key = store.keyring.current()
+    store.close()
+
+    done = _rotate(store_url, old, new)
+    assert done.returncode == 0, done.stderr
+    assert "1 data key(s) re-wrapped" in done.stdout
+
+    (tmp_path / "old").unlink()  # the old KEK is gone for good
+    after = SqlStore(store_url, KekSource.parse(new))
+    try:
+        assert after.keyring.current()[0] != old_key[0]  # a new data key for new cells
+        assert after.keyring.key(old_key[0]) == old_key[1]
+        after.create_rollouts([RolloutCreate(id="after", task={"text": NEW_MARKER})])
+        assert after.get_rollout("before").task == {"text": OLD_MARKER}
+        assert after.get_rollout("after").task == {"text": NEW_MARKER}
+    finally:
+        after.close()
+
+
+def test_a_rotation_killed_midway_finishes_when_run_again(sqlite_url: str, tmp_path: Path) -> None:
+    old, new = _kek(tmp_path / "old", 1), _kek(tmp_path / "new", 2)
+    source = KekSource.parse(old)
+    keys = dict([Keyring.open(make_engine(sqlite_url), source).current()])
+    rows = [new_data_key(source.ids()[0], source.keys()[0]) for _ in range(400)]
+    keys.update({row["id"]: key for row, key in rows})
+    engine = make_engine(sqlite_url)
+    with engine.begin() as conn:
+        conn.execute(insert(t.data_keys), [row for row, _ in rows])
+    engine.dispose()
+
+    command = [ALIGHT, "data", "rotate-key", "--db", sqlite_url, "--old-kek", old, "--new-kek", new, "--batch", "1"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().startswith("re-wrapped 1/")
+    blocker = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # the rotation waits at its next batch: it is killed mid-way for sure
+    under = [row[0] for row in blocker.execute("SELECT kek_id FROM data_keys")]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    blocker.rollback()
+    blocker.close()
+    new_id = KekSource.parse(new).ids()[0]
+    assert 0 < under.count(new_id) < len(under) - 1  # some re-wrapped, some not: interrupted for real
+
+    done = _rotate(sqlite_url, old, new)
+    assert done.returncode == 0, done.stderr
+    assert "already under the new KEK" in done.stdout and "new cells are sealed" not in done.stdout  # no 2nd key
+    assert set(_kek_ids(sqlite_url)) == {new_id}
+    (tmp_path / "old").unlink()
+    ring = Keyring.open(make_engine(sqlite_url), KekSource.parse(new))
+    assert all(ring.key(key_id) == key for key_id, key in keys.items())
+
+
+def test_a_wrong_old_kek_is_refused_naming_the_option_and_nothing_changes(sqlite_url: str, tmp_path: Path) -> None:
+    SqlStore(sqlite_url, KekSource.parse(_kek(tmp_path / "real", 1))).close()
+    before = _kek_ids(sqlite_url)
+    done = _rotate(sqlite_url, _kek(tmp_path / "wrong", 3), _kek(tmp_path / "new", 2))
+    assert done.returncode == 1
+    assert "--old-kek" in done.stderr and "nothing was changed" in done.stderr
+    assert _kek_ids(sqlite_url) == before
+
+
+def test_a_new_kek_that_cannot_be_read_is_refused_before_the_store_is_touched(sqlite_url: str, tmp_path: Path) -> None:
+    SqlStore(sqlite_url, KekSource.parse(_kek(tmp_path / "real", 1))).close()
+    before = _kek_ids(sqlite_url)
+    (tmp_path / "short").write_text("not a key")
+    done = _rotate(sqlite_url, f"file:{tmp_path / 'real'}", f"file:{tmp_path / 'short'}")
+    assert done.returncode == 1
+    assert "short" in done.stderr and "64 hex digits" in done.stderr
+    assert _kek_ids(sqlite_url) == before
+
+
+def test_an_embedded_runs_keys_move_from_its_admin_key_to_alight_secret_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ALIGHT_SECRET_KEY", raising=False)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "stack.json").write_text('{"server_port": 1, "inference_port": 2, "admin_key": "the-runs-admin"}')
+    url = f"sqlite:///{run_dir / 'alight.db'}"
+    store = SqlStore(url, KekSource.parse("secret", admin_key="the-runs-admin"))
+    key_id, key = store.keyring.current()
+    store.close()
+    secret = "k" * 43 + "="
+    env = {**os.environ, "ALIGHT_SECRET_KEY": secret}
+    command = [ALIGHT, "data", "rotate-key", "--run-dir", str(run_dir), "--new-kek", "secret"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    monkeypatch.setenv("ALIGHT_SECRET_KEY", secret)
+    ring = Keyring.open(make_engine(url), KekSource.parse("secret"))  # no admin key: ALIGHT_SECRET_KEY alone
+    assert ring.key(key_id) == key
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(t.data_keys)).scalar() == 2
+    engine.dispose()
