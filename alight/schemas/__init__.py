@@ -7,7 +7,7 @@ module a concept; every name is importable from `alight.schemas` itself.
 
 from __future__ import annotations
 
-from alight.schemas.calls import ApiFlavour, ModelCall
+from alight.schemas.calls import RENDERED_FLAG, ApiFlavour, ModelCall
 from alight.schemas.events import Event, EventCreate
 from alight.schemas.gates import MAX_EVIDENCE_CHARS, REVIEW_FLAG, REWARD_HACKING, GatePayload
 from alight.schemas.gateway import GatewayPause, GatewayReplica, GatewaySync
@@ -36,6 +36,7 @@ from alight.schemas.upstreams import PolicyVersion, Upstream, UpstreamCreate
 
 __all__ = [
     "MAX_EVIDENCE_CHARS",
+    "RENDERED_FLAG",
     "REVIEW_FLAG",
     "REWARD_HACKING",
     "TERMINAL_STATES",

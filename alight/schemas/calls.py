@@ -8,6 +8,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+# In `ModelCall.flags`: a call imported from logs known only as text (`alight data import`), its token ids the
+# policy's own rendering of that text and no logprobs recorded. Without it a call is `exact`: ids as served.
+RENDERED_FLAG = "fidelity:rendered"
+
 
 class ApiFlavour(enum.StrEnum):
     CHAT = "chat"
@@ -42,3 +46,8 @@ class ModelCall(BaseModel):
     # Set when token ids and logprobs disagree in length and the like: kept, not trained on.
     flags: list[str] = Field(default_factory=list)
     created_at: datetime
+
+    @property
+    def rendered(self) -> bool:
+        """Fidelity `rendered` (RENDERED_FLAG): no recorded logprobs, so never in a policy-gradient ratio."""
+        return RENDERED_FLAG in self.flags

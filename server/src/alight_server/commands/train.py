@@ -49,6 +49,12 @@ def register(app: typer.Typer) -> None:
     def train(
         config: Path = typer.Argument(..., help="Training config (YAML); see docs/training.md."),
         resume: bool = typer.Option(False, "--resume", help="Continue the run in output_dir from its last checkpoint."),
+        init_from: Path | None = typer.Option(
+            None,
+            "--init-from",
+            help="Start the policy from another run's checkpoint (a run folder or its step-N "
+            "folder); the optimizer and step start afresh, e.g. RL after fine-tuning (docs/traces.md).",
+        ),
         steps: int | None = typer.Option(None, "--steps", min=0, help="Override `steps`."),
         lr: float | None = typer.Option(None, "--lr", help="Override `optimizer.lr`."),
         seed: int | None = typer.Option(None, "--seed", help="Override `seed`."),
@@ -92,6 +98,15 @@ def register(app: typer.Typer) -> None:
         except ConfigError as exc:
             typer.echo(str(exc), err=True)
             raise typer.Exit(2) from exc
+        if init_from is not None:
+            from alight_server.trainer.init_from import init_model
+
+            try:
+                model = init_model(init_from, train_config.model, Path(train_config.output_dir))
+            except ValueError as exc:
+                typer.echo(f"alight train: {exc}", err=True)
+                raise typer.Exit(2) from exc
+            train_config = train_config.model_copy(update={"model": model})
 
         def interrupt(*_: object) -> None:
             raise KeyboardInterrupt  # SIGTERM tears the embedded stack down like Ctrl-C does

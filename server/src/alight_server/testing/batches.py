@@ -32,6 +32,7 @@ def batch_for(model: Any, rows: int = 4, prompt: int = 6, response: int = 5) -> 
         row_reward=rewards,
         row_policy_version=torch.zeros(rows, dtype=torch.long),
         row_weight=torch.ones(rows),
+        row_rendered=torch.zeros(rows, dtype=torch.bool),
         rollout_ids=[f"r{i}" for i in range(rows)],
         rollout_group=groups,
         rollout_reward=rewards,

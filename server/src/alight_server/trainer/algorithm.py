@@ -21,6 +21,10 @@ models or of how rows were built. One training step:
    separate low/high clip; optional truncated importance sampling
    min(pi_old / pi_rollout, cap) for stale samples; optional KL to a
    reference (k3 estimator). Returns the loss and a metrics dict.
+
+`estimator: sft` replaces steps 1-4 with supervised fine-tuning: `sft_loss`, the token-mean negative
+log-likelihood of the trained (loss mask 1) tokens of the rows selected for it (trainer/sft.py); no
+advantages, no ratio, so rows known only as text (`rendered`, no recorded logprobs) train as well.
 """
 
 from __future__ import annotations
@@ -28,9 +32,9 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Estimator = Literal["grpo", "rloo"]
+Estimator = Literal["grpo", "rloo", "sft"]
 Aggregation = Literal["per_rollout_mean", "token_mean", "seq_mean"]
 
 
@@ -55,6 +59,25 @@ class AlgorithmConfig(BaseModel):
     step_reward_coef: float = Field(default=0.0, ge=0, description="per-turn credit: weight of step rewards to go")
     # Optimizer updates per batch of rollouts; >1 reuses the batch with the clipped ratio doing its job.
     updates_per_batch: int = Field(default=1, ge=1, le=64)
+    # Rows of calls known only as text (imported traces of fidelity `rendered`) have no recorded logprobs to
+    # form a ratio with. refuse: a policy-gradient step on them is an error; drop: they are left out (counted);
+    # recompute: pi_old is the current policy's logprob before the step (on-policy only if the traces were
+    # sampled from these very weights; otherwise the ratio starts at 1 and corrects nothing). sft ignores it.
+    rendered_rows: Literal["refuse", "drop", "recompute"] = "refuse"
+
+    @model_validator(mode="after")
+    def _sft_has_no_ratio(self) -> AlgorithmConfig:
+        if self.estimator == "sft":
+            for key, value in (
+                ("kl_coef", self.kl_coef),
+                ("tis_cap", self.tis_cap),
+                ("step_reward_coef", self.step_reward_coef),
+            ):
+                if value:
+                    raise ValueError(
+                        f"{key}={value} has no meaning for estimator sft (no ratio, no advantage); remove it"
+                    )
+        return self
 
 
 def _group_sums(values: torch.Tensor, group: torch.Tensor, num_groups: int) -> torch.Tensor:
@@ -141,6 +164,22 @@ def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimate of KL(pi || ref) from samples of pi: exp(ref - logp) - (ref - logp) - 1 >= 0."""
     log_ratio = ref_logprobs - logprobs  # (R, T)
     return torch.exp(log_ratio) - log_ratio - 1
+
+
+def sft_loss(
+    logprobs: torch.Tensor,  # (R, T) current policy logprob of each token, with grad
+    loss_mask: torch.Tensor,  # (R, T)
+    weights: torch.Tensor,  # (R, T) token_mean weights of the whole batch (this micro-batch's slice)
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Supervised loss: the weighted negative log-likelihood of the trained tokens, and its metrics.
+
+    With `aggregation_weights(mask, rows, "token_mean")` this is the token-mean NLL of the batch.
+    """
+    mask = loss_mask > 0  # (R, T) bool
+    zero = torch.zeros_like(logprobs)
+    nll = -torch.where(mask, logprobs, zero)  # (R, T); where, not *: padding may hold -inf
+    loss = (nll * weights).sum()
+    return loss, {"loss": float(loss.detach()), "tokens": float(mask.sum())}
 
 
 def policy_loss(

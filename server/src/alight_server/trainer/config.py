@@ -22,6 +22,8 @@ from alight_server.trainer.config_sections import (
     SamplesConfig,
     Section,
     ServerSettings,
+    SftConfig,
+    TracesConfig,
     TrainerSettings,
     ValidationConfig,
 )
@@ -45,6 +47,8 @@ class TrainConfig(Section):
     lora: LoraConfig = Field(default_factory=LoraConfig)
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     samples: SamplesConfig = Field(default_factory=SamplesConfig)
+    sft: SftConfig = Field(default_factory=SftConfig)  # with algorithm.estimator: sft
+    traces: TracesConfig = Field(default_factory=TracesConfig)
     trainer: TrainerSettings = Field(default_factory=TrainerSettings)
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
@@ -62,6 +66,18 @@ class TrainConfig(Section):
     def _agent_has_something_to_run(self) -> TrainConfig:
         if not self.agent.entrypoint and not self.agent.command:
             raise ValueError("agent needs `entrypoint` ('module:function' or 'file.py:function') or `command` (argv)")
+        return self
+
+    @model_validator(mode="after")
+    def _sft_settings_with_sft(self) -> TrainConfig:
+        if self.algorithm.estimator != "sft" and self.sft.model_fields_set:
+            raise ValueError(
+                f"sft.{sorted(self.sft.model_fields_set)[0]} selects what supervised fine-tuning trains on, but "
+                f"algorithm.estimator is {self.algorithm.estimator!r}; set algorithm.estimator: sft or remove sft:"
+            )
+        if self.traces.run is not None and self.async_rollout.enabled:
+            raise ValueError("traces.run trains on imported trajectories: nothing runs in flight; "
+                             "remove async_rollout.enabled")  # fmt: skip
         return self
 
     @model_validator(mode="after")

@@ -52,6 +52,37 @@ class SamplesConfig(Section):
     max_truncated_share: float | None = Field(default=None, ge=0, le=1)
 
 
+class SftConfig(Section):
+    """Which trajectories `algorithm.estimator: sft` trains on (trainer/sft.py): those passing both; unset: all."""
+
+    # Keep a trajectory whose final reward (the agent's or the evaluator's) is at least this; one without a
+    # reward is then left out. Rejection-sampling fine-tuning is this on the policy's own rollouts.
+    min_reward: float | None = None
+    # An expression over each trajectory (simpleeval): reward, task, metadata, calls, rendered, rollout_id,
+    # e.g. "reward >= 1 and calls <= 2 and task['op'] != 'mul'"; true keeps it.
+    where: str | None = Field(default=None, min_length=1, max_length=2000)
+
+    @field_validator("where")
+    @classmethod
+    def _parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            import ast
+
+            try:
+                ast.parse(value, mode="eval")
+            except SyntaxError as exc:
+                raise ValueError(f"not an expression ({exc.msg} at column {exc.offset}): {value!r}") from None
+        return value
+
+
+class TracesConfig(Section):
+    """Train on imported trajectories (`alight data import --name NAME`, docs/traces.md) instead of sampling."""
+
+    run: str | None = Field(default=None, min_length=1, description="the imported run's NAME; unset: sample")
+    # Trajectories per step, walked epoch after epoch in a seeded order; default tasks_per_step x group_size.
+    per_step: int | None = Field(default=None, ge=1, le=100_000)
+
+
 class TrainerSettings(Section):
     """Which backend runs the RL step (trainer/backend.py), and on how many processes."""
 

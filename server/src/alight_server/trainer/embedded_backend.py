@@ -13,6 +13,9 @@ One `step(batch)`:
    With `tis_cap` set (stale samples, asynchronous training) pi_old is first recomputed by the current
    weights, and each token's loss is weighted by min(pi_old / pi_rollout, tis_cap) against the recorded
    logprobs (truncated importance sampling; decoupled PPO).
+With `estimator: sft` steps 1 and 4 are supervised instead: token-mean weights and `sft_loss` (the NLL of
+the trained tokens). Rows of fidelity `rendered` go through `rendered.refuse_rendered` first; under
+`rendered_rows: recompute` their pi_old is the current policy's logprobs, computed before the first update.
 `policy_weights()` gives plain (LoRA-merged, FSDP-gathered) tensors named like the served model's.
 """
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -36,11 +40,13 @@ from alight_server.trainer.algorithm import (
     aggregation_weights,
     group_advantages,
     policy_loss,
+    sft_loss,
     token_advantages,
 )
 from alight_server.trainer.config_sections import LoraConfig, OptimizerConfig
 from alight_server.trainer.devices import pick_dtype
 from alight_server.trainer.distributed import World, join, parallelize, shard_rows, unwrap
+from alight_server.trainer.rendered import needs_recompute, refuse_rendered
 from alight_server.trainer.samples import SampleBatch
 from alight_server.trainer.sync import WeightSync
 
@@ -141,9 +147,12 @@ class EmbeddedBackend:
         )  # (R, T)
 
     def _step(self, batch: SampleBatch) -> dict[str, float]:
+        refuse_rendered(batch, self.algorithm)
         batch = batch.to(self.device)
-        token_adv = self.token_advantages(batch)  # (R, T)
-        weights = aggregation_weights(batch.loss_mask, batch.row_rollout, self.algorithm.aggregation)  # (R, T)
+        sft = self.algorithm.estimator == "sft"
+        token_adv = torch.zeros_like(batch.loss_mask) if sft else self.token_advantages(batch)  # (R, T)
+        aggregation = "token_mean" if sft else self.algorithm.aggregation
+        weights = aggregation_weights(batch.loss_mask, batch.row_rollout, aggregation)  # (R, T)
         weights = weights * batch.row_weight[:, None]  # stale groups down-weighted (async_rollout.stale)
         # Every rank plans every rank's micro-batches, so all run the same number of passes (FSDP2 gathers
         # parameters in each forward): a rank with fewer runs zero-weight passes on row 0.
@@ -153,7 +162,12 @@ class EmbeddedBackend:
         passes = max(1, *map(len, plans))
         mine: list[list[int] | None] = [*plans[self.world.rank], *[None] * (passes - len(plans[self.world.rank]))]
         totals: dict[str, float] = {}
-        proximal = self._proximal_logprobs(batch, mine) if self.algorithm.tis_cap is not None else None
+        if needs_recompute(batch, self.algorithm):
+            # pi_old of rendered rows: the current weights', taken as if they had sampled the logged text
+            current = self._proximal_logprobs(batch, mine)  # (R, T)
+            old = torch.where(batch.row_rendered[:, None], current, batch.old_logprobs)
+            batch = replace(batch, old_logprobs=old)
+        proximal = self._proximal_logprobs(batch, mine) if self.algorithm.tis_cap is not None and not sft else None
         for _ in range(self.algorithm.updates_per_batch):
             self.optimizer.zero_grad(set_to_none=True)
             for index, rows in enumerate(mine):
@@ -194,11 +208,17 @@ class EmbeddedBackend:
         width, first = _window(micro)
         ids, attn = micro.input_ids[:, :width], micro.attention_mask[:, :width]
         logp = token_logprobs(self.model, ids, attn, first)  # (r, w)
+        index = torch.as_tensor(rows, device=self.device)
+        if self.algorithm.estimator == "sft":
+            loss, metrics = sft_loss(
+                logp, micro.loss_mask[:, :width], weights[index, :width] * (0.0 if filler else 1.0)
+            )
+            self._backward(loss, filler, rows, metrics, totals)
+            return
         ref = None
         if self.reference is not None:
             with torch.no_grad():
                 ref = token_logprobs(self.reference, ids, attn, first)  # (r, w)
-        index = torch.as_tensor(rows, device=self.device)
         recorded = micro.old_logprobs[:, :width]  # (r, w) what the gateway recorded: the behaviour policy
         loss, metrics = policy_loss(
             logp,
@@ -210,6 +230,11 @@ class EmbeddedBackend:
             ref_logprobs=ref,
             rollout_logprobs=None if proximal is None else recorded,
         )
+        self._backward(loss, filler, rows, metrics, totals)
+
+    def _backward(
+        self, loss: torch.Tensor, filler: bool, rows: list[int], metrics: dict[str, float], totals: dict[str, float]
+    ) -> None:
         # DDP and FSDP2 average gradients over ranks; the weights already sum to 1 over the whole batch.
         (loss * self.world.size).backward()
         if filler:

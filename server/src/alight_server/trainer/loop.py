@@ -6,8 +6,11 @@ Per step:
    `async_rollout.enabled` up to `active_groups` groups stay in flight instead and the step takes the first
    `tasks_per_step` complete, fresh enough ones, the rest carrying over across the weight update
    (trainer/async_pool.py); the loop asks either through one interface (trainer/rollout_source.py);
+   with `traces.run` the step reads imported trajectories instead (nothing is sampled for training);
 3. build samples from the recorded token ids; groups whose rewards are all equal carry no signal
-   and are reported and skipped;
+   and are reported and skipped; with `algorithm.estimator: sft` the trajectories `sft:` selects
+   (trainer/sft.py) are kept whatever their group, and rows imported as text follow
+   `algorithm.rendered_rows` (trainer/rendered.py);
 4. one RL step on the trainer backend (`trainer.backend`: embedded or verl; trainer/backend.py), then the
    backend hands its weights to inference (new policy version);
 5. validation on the held-out tasks (val mode) before training, every K steps and at the end;
@@ -44,10 +47,12 @@ from alight_server.trainer.display import RunDisplay
 from alight_server.trainer.filters import filter_for_training
 from alight_server.trainer.metrics import MetricsLog
 from alight_server.trainer.phases import RunPhases, val_task_count
-from alight_server.trainer.rollout_source import PoolGroups, RolloutSource, StepGroups
+from alight_server.trainer.rendered import rows_for_step
+from alight_server.trainer.rollout_source import ImportedTraces, PoolGroups, RolloutSource, StepGroups
 from alight_server.trainer.run_report import RunReporter
 from alight_server.trainer.samples import SampleConfig, build_samples
 from alight_server.trainer.servers import RunStack, StackOpener
+from alight_server.trainer.sft import select_for_sft
 from alight_server.trainer.summary import RunResult, finish_run
 from alight_server.trainer.sync import WeightSync
 
@@ -116,7 +121,7 @@ class TrainingRun:
         return run_id
 
     def _restore(self, backend: TrainerBackend) -> dict[str, Any] | None:
-        """Continue from the latest checkpoint with --resume (refuse one without it); the async pool's state."""
+        """Continue from the latest checkpoint with --resume (refuse one without it); the checkpoint's payload."""
         checkpoints = self.config.run_dir_checkpoints()
         found = latest_checkpoint(checkpoints)
         if not self.resume:
@@ -135,7 +140,7 @@ class TrainingRun:
         self.step = int(state["step"])
         restore_rng(state["rng"])
         log.info("resumed from %s at step %d", found, self.step)
-        return state.get("async_pool")
+        return state
 
     def _checkpoint(self, live: Started) -> None:
         payload = {"trainer": live.backend.state_dict(), "cursor": self.cursor.state(), "history": self.history}
@@ -170,7 +175,13 @@ class TrainingRun:
         sample_config = SampleConfig.from_section(cfg.samples, pad_token_id=int(tokenizer.pad_token_id or 0))
         trajectories, dropped = filter_for_training(live.client, phase.trajectories, sample_config, cfg.samples)
         metrics.update(dropped)
+        sft = cfg.algorithm.estimator == "sft"
+        if sft:
+            trajectories, chosen = select_for_sft(trajectories, {r.id: r for r in phase.rollouts}, cfg.sft)
+            metrics.update(chosen)
         batch, report = build_samples(trajectories, sample_config, decode=tokenizer.decode)
+        batch, rendered = rows_for_step(batch, cfg.algorithm)
+        metrics.update(rendered)
         if taken.weights is not None:
             weigh_rows(batch, taken.weights)
         uniform = uniform_groups(batch.rollout_reward, batch.rollout_group) if batch.rollout_ids else torch.zeros(0)
@@ -178,7 +189,8 @@ class TrainingRun:
         metrics["train/groups"] = float(len(batch.group_ids))
         metrics["samples/rows"] = float(batch.num_rows)
         metrics["samples/breaks"] = float(report.total_breaks)
-        keep = [r for r in range(batch.num_rows) if not bool(uniform[int(batch.row_group[r])])]
+        # sft learns from each selected row alone: a group's equal rewards take nothing away
+        keep = [r for r in range(batch.num_rows) if sft or not bool(uniform[int(batch.row_group[r])])]
         if keep:
             with _torch_threads(None if live.rollouts.runs_during_training else cfg.trainer.torch_threads):
                 metrics.update({f"train/{k}": v for k, v in live.backend.step(batch.select(keep)).items()})
@@ -190,7 +202,8 @@ class TrainingRun:
                 metrics["sync/drain_s"] = sync.last_drain.seconds
                 metrics["sync/drain_timed_out"] = float(sync.last_drain.timed_out)
         else:
-            display.line(f"step {self.step + 1}: every group had equal rewards; nothing to learn, weights unchanged")
+            why = "no trajectory was selected (sft:)" if sft else "every group had equal rewards"
+            display.line(f"step {self.step + 1}: {why}; nothing to learn, weights unchanged")
             metrics["time/train_s"] = time.monotonic() - started
         metrics["policy_version"] = float(self.policy_version)
         return metrics
@@ -223,7 +236,7 @@ class TrainingRun:
             # self.backend and self.rollouts stay set after the run, for a caller (a test) to look at.
             backend = self.backend = make_backend(cfg, stack.client if stack is not None else None)
             tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model))
-            pool_state = self._restore(backend)
+            restored = self._restore(backend)
             metrics_log = MetricsLog(self.run_dir, cfg.metrics, cfg.public_dump(), resume=self.resume)
             if stack is None:
                 stack = self.stacks.open_local(cfg, self.run_dir, backend)
@@ -233,7 +246,7 @@ class TrainingRun:
             reporter = RunReporter(client, self.run_id, cfg.public_dump(), cfg.steps).start()
             print(self.stacks.link(stack, self.run_id), file=sys.stderr, flush=True)
             sync = stack.weight_sync()
-            self.rollouts = self._rollout_source(client, phases, sync, pool_state)
+            self.rollouts = self._rollout_source(client, phases, sync, restored or {})
             # Inference must serve the trainer's weights: after a resume, or when it holds an earlier run's.
             if self.step > 0 or stack.serves_other_weights:
                 why = {"resumed_at": self.step} if self.step else {"replaced": "weights of an earlier run"}
@@ -255,16 +268,24 @@ class TrainingRun:
                 backend.close()
 
     def _rollout_source(
-        self, client: AlightClient, phases: RunPhases, sync: WeightSync, pool_state: dict[str, Any] | None
+        self, client: AlightClient, phases: RunPhases, sync: WeightSync, restored: dict[str, Any]
     ) -> RolloutSource:
-        """Each step's own groups; with `async_rollout.enabled`, the groups in flight (as a checkpoint left them)."""
+        """Each step's own groups; with `async_rollout.enabled`, the groups in flight; with `traces.run`, the
+        imported trajectories (each as a checkpoint left it)."""
         cfg = self.config
+        if cfg.traces.run is not None:
+            traces = ImportedTraces(
+                client, cfg.traces.run, cfg.traces.per_step or cfg.tasks_per_step * cfg.group_size, cfg.seed
+            )
+            if "traces_cursor" in restored:
+                traces.restore(restored["traces_cursor"])
+            return traces
         if not cfg.async_rollout.enabled:
             return StepGroups(phases)
         sync.allow_late_calls(cfg.async_rollout.drain_timeout_s)
         pool = GroupPool(client, cfg, self.run_id, self.cursor, {"run_dir": str(self.run_dir)})
-        if pool_state is not None:
-            pool.restore(pool_state)
+        if "async_pool" in restored:
+            pool.restore(restored["async_pool"])
         return PoolGroups(pool)
 
     def _loop(self, live: Started) -> RunResult:

@@ -4,18 +4,26 @@
   step's can be created ahead, right behind the first validation;
 - `PoolGroups`: asynchronous training (`async_rollout.enabled`): groups stay in flight across steps and a
   step takes the first complete, fresh enough ones (trainer/async_pool.py); their rows carry a weight, and
-  the pool's state goes into each checkpoint.
+  the pool's state goes into each checkpoint;
+- `ImportedTraces`: `traces.run` names trajectories imported from logs (`alight data import`); nothing is
+  sampled for training, each step takes the next `traces.per_step` of them, epoch after epoch.
 """
 
 from __future__ import annotations
 
+import random
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from alight.api_models import RolloutQuery
+from alight.client import AlightClient
+from alight.schemas import Rollout
 from alight_server.trainer.async_pool import GroupPool, merge_phases
+from alight_server.trainer.dataset import TaskCursor
 from alight_server.trainer.display import RunDisplay
 from alight_server.trainer.phases import RunPhases, StartedPhase
-from alight_server.trainer.rollouts import RolloutPhase
+from alight_server.trainer.rollouts import RolloutPhase, collect
 
 
 @dataclass(frozen=True)
@@ -86,3 +94,45 @@ class PoolGroups:
 
     def checkpoint(self) -> dict[str, Any]:
         return {"async_pool": self.pool.state()}
+
+
+def imported_rollouts(client: AlightClient, name: str) -> list[Rollout]:
+    """Every rollout of the imported run `name` (ids `<name>-...`, as `alight data import --name` makes them)."""
+    found: dict[str, Rollout] = {}
+    query = RolloutQuery(id_prefix=f"{name}-", limit=1000)
+    while page := client.list_rollouts_page(query).rollouts:
+        found.update((r.id, r) for r in page)
+        query = query.model_copy(update={"since_seq": page[-1].seq})
+    return sorted(found.values(), key=lambda r: r.id)
+
+
+class ImportedTraces:
+    """Trajectories imported from logs (`traces.run`): each step the next `per_step`, in a seeded order."""
+
+    runs_during_training = False
+
+    def __init__(self, client: AlightClient, name: str, per_step: int, seed: int) -> None:
+        rollouts = imported_rollouts(client, name)
+        if not rollouts:
+            raise ValueError(
+                f"traces.run {name!r}: the server holds no rollouts of that run; import them first with "
+                f"`alight data import FILE --format F --name {name}` (docs/traces.md)"
+            )
+        random.Random(seed).shuffle(rollouts)
+        self.client, self.per_step = client, per_step
+        self.cursor = TaskCursor(rollouts, seed)
+
+    def start_ahead(self, step: int) -> None:
+        pass  # nothing to sample
+
+    def take(self, step: int, version: int, display: RunDisplay) -> StepRollouts:
+        started = time.monotonic()
+        display.status(f"reading {self.per_step} imported trajectories")
+        phase = collect(self.client, self.cursor.take(self.per_step), started)
+        return StepRollouts(phase, {"traces/epoch": float(self.cursor.epoch)})
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {"traces_cursor": self.cursor.state()}
+
+    def restore(self, state: dict[str, int]) -> None:
+        self.cursor.restore(state)

@@ -29,6 +29,9 @@ class SampleBatch:
     row_policy_version: torch.Tensor  # (R,) int64, oldest policy version among the row's calls; -1 unknown
     # (R,) float32, multiplies the row's token weights in the loss: 1, or < 1 for a down-weighted stale group
     row_weight: torch.Tensor
+    # (R,) bool, True when a call of the row is of fidelity `rendered` (imported as text): its old_logprobs are
+    # not recorded, so a policy-gradient step refuses, drops or recomputes it (algorithm.rendered_rows)
+    row_rendered: torch.Tensor
     rollout_ids: list[str]  # (U,) every rollout with a reward, rows or not (all count in group statistics)
     rollout_group: torch.Tensor  # (U,) int64, index into group_ids
     rollout_reward: torch.Tensor  # (U,) float32
@@ -61,6 +64,7 @@ _ROW_TENSORS = (
     "row_reward",
     "row_policy_version",
     "row_weight",
+    "row_rendered",
 )
 
 
@@ -115,6 +119,7 @@ def pad_rows(
         row_reward=rollout_reward[row_rollout],
         row_policy_version=torch.tensor([min(v, default=-1) for v in versions], dtype=torch.long),
         row_weight=torch.ones(len(rows), dtype=torch.float32),
+        row_rendered=torch.tensor([any(s.call.rendered for s in row) for _, row in rows], dtype=torch.bool),
         rollout_ids=rollout_ids,
         rollout_group=rollout_group,
         rollout_reward=rollout_reward,

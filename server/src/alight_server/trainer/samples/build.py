@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from alight.schemas import FailureKind, Trajectory, TrajectoryCall
+from alight.schemas import RENDERED_FLAG, FailureKind, Trajectory, TrajectoryCall
 from alight_server.trainer.config_sections import SamplesConfig
 from alight_server.trainer.samples.batch import SampleBatch, pad_rows
 from alight_server.trainer.samples.breaks import Decode
@@ -176,9 +176,9 @@ def _kept_segments(trajectory: Trajectory, config: SampleConfig, report: BuildRe
             report.dropped_calls[reason] += 1
             continue
         call = tc.call
-        segments.append(
-            Segment(call, call.prompt_token_ids, call.response_token_ids, call.response_logprobs, float(step_return))
-        )
+        # A rendered call has no recorded logprobs: 0 by the padding's convention, and its row says so.
+        logprobs = [0.0] * len(call.response_token_ids) if call.rendered else call.response_logprobs
+        segments.append(Segment(call, call.prompt_token_ids, call.response_token_ids, logprobs, float(step_return)))
     return segments
 
 
@@ -189,13 +189,14 @@ def _call_drop_reason(tc: TrajectoryCall, config: SampleConfig) -> str | None:
         return "agent_filter"
     if config.exclude_models and any(fnmatch.fnmatchcase(asked, p) for p in config.exclude_models):
         return "model_filter"
-    if call.flags:
-        return "flagged:" + ",".join(sorted(call.flags))
+    flags = [flag for flag in call.flags if flag != RENDERED_FLAG]  # fidelity is no fault (SampleBatch.row_rendered)
+    if flags:
+        return "flagged:" + ",".join(sorted(flags))
     if call.status_code != 200:
         return f"http_{call.status_code}"
     if call.error:
         return "error"
-    if len(call.response_token_ids) != len(call.response_logprobs):
+    if not call.rendered and len(call.response_token_ids) != len(call.response_logprobs):
         return "logprob_length_mismatch"
     if not call.prompt_token_ids:
         return "empty_prompt"
