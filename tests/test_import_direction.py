@@ -38,7 +38,7 @@ ROOMS: dict[str, Floors] = {
         ["upstream_keys", "auth"],
         ["config"],
         ["store", "controller"],  # the controller reaches the server over HTTP, with the SDK's client
-        ["errors", "deps", "trajectory"],
+        ["errors", "deps", "trajectory", "retention"],
         ["gateway", "otlp", "evaluators", "api"],
         ["serving"],
         ["inference"],

@@ -33,7 +33,7 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
     With no admin key configured a random one is generated, so admin routes
     are never open (`alight serve` prints the key it generated).
     """
-    from alight_server import hooks, ui
+    from alight_server import hooks, retention, ui
     from alight_server.api import attempts, health, rollouts, runs, trajectory, upstreams
     from alight_server.errors import install_error_handlers
     from alight_server.evaluators import install_evaluator
@@ -75,4 +75,5 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
     ui.install(app)
     app.include_router(otlp_router)
     gateway_routes.install(app)
+    retention.install(app, config.retention)  # the periodic purge, when retention is configured
     return app

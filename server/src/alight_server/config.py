@@ -30,6 +30,23 @@ class GatewayConfig(BaseModel):
     replica_sync_s: float = Field(default=0.1, gt=0, le=5)
 
 
+class RetentionConfig(BaseModel):
+    """How long captured data is kept (alight_server/retention.py purges on a period). Off when absent: kept forever."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # A rollout's content (the rollout, its calls, spans, events, rewards, attempts, attempt logs) is purged
+    # this many days after the rollout ended; never one a running training still needs (store/retention.py).
+    content_days: float | None = Field(default=None, gt=0)
+    # Training runs' step metrics (the dashboard's curves) are deleted this many days after they were reported.
+    step_metrics_days: float | None = Field(default=None, gt=0)
+    # How often the server looks for what to purge.
+    interval_s: float = Field(default=3600.0, gt=0)
+
+    def enabled(self) -> bool:
+        return self.content_days is not None or self.step_metrics_days is not None
+
+
 class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -53,6 +70,8 @@ class ServerConfig(BaseModel):
     # Neither by default: the admin key chooses only among what the operator allowed here.
     upstream_key_env: list[str] = Field(default_factory=list)
     upstream_key_dir: Path | None = None
+    # Off unless given: nothing is ever deleted (docs/data.md, "Retention and purge").
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
     # The key-encryption key that wraps the store's data keys (store/kek.py, docs/data.md "Keys and rotation"):
     # `secret` (ALIGHT_SECRET_KEY, else derived from admin_key), `file: PATH` or `command: "CMD"` (a key
     # manager's CLI printing the key); a string `file:PATH` / `command:CMD` too (env ALIGHT_DATA_KEY).

@@ -13,6 +13,7 @@ ERROR_TYPES = {
     404: "not_found_error",
     405: "method_not_allowed_error",
     409: "conflict_error",
+    410: "not_found_error",  # a purged rollout: it was there, and is deleted
     413: "request_too_large",
     422: "invalid_request_error",
     429: "rate_limit_error",

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from alight_server import error_types
 from alight_server.config import ServerConfig
 from alight_server.json_depth import TooDeep, check_raw_depth
-from alight_server.store.base import Conflict, InvalidValue, NotFound, StoreError
+from alight_server.store.base import Conflict, InvalidValue, NotFound, Purged, StoreError
 
 log = logging.getLogger("alight.server")
 
@@ -69,7 +69,8 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(status, describe_validation(errors))
 
 
-_STORE_STATUS = ((NotFound, 404), (Conflict, 409), (InvalidValue, 422))  # AttemptEnded is a Conflict
+# Purged is a NotFound (410: the rollout existed and was deleted); AttemptEnded is a Conflict
+_STORE_STATUS = ((Purged, 410), (NotFound, 404), (Conflict, 409), (InvalidValue, 422))
 
 
 async def _store_error(request: Request, exc: Exception) -> JSONResponse:

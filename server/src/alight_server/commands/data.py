@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from alight.cleaning import STATEMENT_FIELD, Probe, clean_tasks
-from alight_server.commands import data_keys
+from alight_server.commands import data_keys, data_purge
 
 data_app = typer.Typer(help="Prepare task sets for training.", no_args_is_help=True)
 
@@ -118,6 +118,7 @@ def clean(
     typer.echo(f"wrote {out_dir / 'train.jsonl'}, {out_dir / 'val.jsonl'}, {out_dir / 'clean_report.json'}")
 
 
+data_app.command("purge")(data_purge.purge)
 data_app.command("rotate-key")(data_keys.rotate_key)
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from alight.api_models import RolloutFilter, RolloutQuery
@@ -55,6 +57,17 @@ class AttemptEnded(Conflict):
     """An agent wrote for an attempt that is no longer running (finished, failed or cancelled)."""
 
 
+class Purged(NotFound):
+    """The rollout was purged (retention or `alight data purge`): its tombstone says when and why."""
+
+    def __init__(self, rollout_id: str, purged_at: datetime, reason: str) -> None:
+        super().__init__(
+            f"rollout {rollout_id!r} was purged on {purged_at:%Y-%m-%d %H:%M} UTC ({reason}): its trajectory, "
+            "model calls, spans, events and rewards are deleted"
+        )
+        self.rollout_id, self.purged_at, self.reason = rollout_id, purged_at, reason
+
+
 class SchemaTooNew(StoreError):
     pass
 
@@ -65,6 +78,26 @@ class InvalidValue(StoreError):
 
 class SealError(StoreError):
     """A sealed cell or data key that does not open; the message names the table, row and column, or the key."""
+
+
+@dataclass(frozen=True)
+class PurgeScope:
+    """Which ended rollouts to purge; every field given narrows the set (store/retention.py)."""
+
+    before: datetime | None = None  # ended (last changed in a final state) before this time
+    run_id: str | None = None  # created by this training run (ids `<run id>-...`)
+    rollout_id: str | None = None  # this one rollout
+    reason: str = "alight data purge"  # kept in the tombstone
+
+
+@dataclass
+class PurgeReport:
+    """What a purge deleted (or, dry, would delete): rows per table, the rollouts, and what it kept and why."""
+
+    dry_run: bool = False
+    deleted: dict[str, int] = field(default_factory=dict)  # table -> rows
+    rollouts: list[tuple[str, str | None]] = field(default_factory=list)  # (rollout id, its run folder or None)
+    kept: dict[str, int] = field(default_factory=dict)  # why a matching rollout was kept -> how many
 
 
 class Store(Protocol):
@@ -233,6 +266,24 @@ class Store(Protocol):
 
     def browse_rollouts(self, where: RolloutFilter, *, offset: int = 0, limit: int = 50) -> tuple[list[Rollout], int]:
         """A page of rollouts matching `where` in creation order, and how many match in all."""
+        ...
+
+    # retention (store/retention.py)
+    def purge_rollouts(self, scope: PurgeScope, *, dry_run: bool = False) -> PurgeReport:
+        """Delete the ended rollouts in `scope` with every row under them and leave tombstones.
+
+        Never a rollout a running training still needs: one not ended, one whose group has a member not
+        ended, one of a run whose status is running. `scope.rollout_id` naming such a rollout is a Conflict
+        saying why; an unknown rollout or run is NotFound.
+        """
+        ...
+
+    def purge_run_steps(self, before: datetime, *, dry_run: bool = False) -> int:
+        """Delete the step metrics reported before `before`; how many."""
+        ...
+
+    def reclaim_space(self, *, full: bool = True) -> tuple[int, int]:
+        """Give freed pages back to the file system (SQLite); the database's bytes before and after."""
         ...
 
     def seal_runner_env_under(self, secret: str) -> None:

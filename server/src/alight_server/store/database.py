@@ -20,8 +20,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
 from alight_server import upstream_keys
+from alight_server.store import rows
 from alight_server.store import tables as t
-from alight_server.store.base import NotFound, SchemaTooNew, StoreError
+from alight_server.store.base import NotFound, Purged, SchemaTooNew, StoreError
 from alight_server.store.kek import KekSource
 from alight_server.store.keyring import Keyring
 from alight_server.store.runner_env import RunnerEnvBox
@@ -178,6 +179,10 @@ class SqlDatabase:
         # checks of concurrent event/model-call inserts (PostgreSQL; SQLite has one writer anyway).
         row = conn.execute(stmt.with_for_update(key_share=True) if lock else stmt).first()
         if row is None:
+            p = t.purged_rollouts.c
+            tombstone = conn.execute(select(p.purged_at, p.reason).where(p.rollout_id == rollout_id)).first()
+            if tombstone is not None:
+                raise Purged(rollout_id, rows.utc(tombstone.purged_at), tombstone.reason)
             raise NotFound(f"no rollout with id {rollout_id!r}")
         return row
 
@@ -281,6 +286,9 @@ def _sqlite_engine(url: str) -> Engine:
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
         if not in_memory:
+            # First, while a new file is still empty (a no-op on an existing one): a purge can then hand freed
+            # pages back to the file system a few at a time (store/retention.py), not by rewriting the file.
+            cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
             cur.execute("PRAGMA journal_mode=WAL")
         # WAL + NORMAL: a commit survives a killed process (the OS has the WAL pages);
         # only a power cut can lose the last transactions.

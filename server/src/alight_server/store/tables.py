@@ -238,3 +238,13 @@ data_keys = Table(
     Column("kek_id", String(64), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
+
+# Tombstones of purged rollouts (store/retention.py): the rollout and every row under it are deleted, and
+# this says when and why, so a read of its id answers "purged on DATE" (410) rather than "no such rollout".
+purged_rollouts = Table(
+    "purged_rollouts",
+    metadata,
+    Column("rollout_id", String(200), primary_key=True),
+    Column("purged_at", DateTime(timezone=True), nullable=False),
+    Column("reason", Text, nullable=False),
+)

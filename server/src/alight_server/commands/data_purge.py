@@ -1,0 +1,127 @@
+"""`alight data purge`: delete ended rollouts (by age, run or id) with every row and attempt log under them.
+
+It opens the store itself (`--db` / `--config`, as `alight serve` does), so it runs with the server up or down.
+What a running training still needs is never purged (store/retention.py says how that is known).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from alight_server.commands.serve import build_config
+
+DATE_HELP = "an ISO 8601 date or time, UTC unless it says otherwise (2026-11-01, 2026-11-01T12:00:00+02:00)"
+
+
+def parse_when(value: str | None, option: str) -> datetime | None:
+    """An ISO 8601 date or time; a date is its midnight, a time without an offset is UTC."""
+    if value is None:
+        return None
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise typer.BadParameter(f"takes {DATE_HELP}; got {value!r}", param_hint=option) from None
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
+
+
+def purge(
+    before: str | None = typer.Option(None, "--before", help=f"Rollouts that ended before this: {DATE_HELP}."),
+    run: str | None = typer.Option(None, "--run", help="The rollouts of this training run (its id, as /ui lists it)."),
+    rollout: str | None = typer.Option(
+        None, "--rollout", help="This one rollout, erased everywhere: store rows, attempt logs in its run folder."
+    ),
+    steps_before: str | None = typer.Option(
+        None, "--steps-before", help=f"Also the runs' step metrics reported before this: {DATE_HELP}."
+    ),
+    logs_dirs: list[Path] = typer.Option(
+        [],
+        "--logs-dir",
+        help="A controller's logs folder (alight controller --logs-dir): the purged rollouts' folders there go too. "
+        "Repeatable. The run folder's own logs/ is found from the rollout.",
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Report what would be deleted; delete nothing."),
+    vacuum: bool = typer.Option(
+        True,
+        "--vacuum/--no-vacuum",
+        help="SQLite made before incremental vacuuming: rewrite the file once to give the space back (holds the "
+        "write lock while it runs).",
+    ),
+    reason: str = typer.Option("alight data purge", "--reason", help="Kept in each tombstone; the API shows it."),
+    db: str | None = typer.Option(
+        None, "--db", envvar="ALIGHT_DB", help="SQLAlchemy URL or SQLite file (default .alight/alight.db)."
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", envvar="ALIGHT_CONFIG", help="The server's YAML settings, for its db_url."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+) -> None:
+    """Delete ended rollouts and everything under them; leave a tombstone so the API answers 'purged on DATE'."""
+    from pydantic import ValidationError
+
+    from alight_server.retention import purge as run_purge
+    from alight_server.store import NotFound, StoreError, open_store
+    from alight_server.store.base import Conflict, Purged, PurgeScope
+
+    when = parse_when(before, "--before")
+    steps = parse_when(steps_before, "--steps-before")
+    if when is None and run is None and rollout is None and steps is None:
+        raise typer.BadParameter(
+            "say what to purge: --before DATE, --run ID, --rollout ID (any together) or --steps-before DATE"
+        )
+    scope = (
+        None
+        if when is None and run is None and rollout is None
+        else PurgeScope(before=when, run_id=run, rollout_id=rollout, reason=reason)
+    )
+    try:
+        cfg = build_config(config, {"db_url": db})
+    except ValidationError as exc:
+        raise typer.BadParameter(f"invalid server settings: {exc}", param_hint="--config") from exc
+    try:
+        store = open_store(cfg.db_url)
+    except Exception as exc:  # a StoreError, a bad URL, an unreachable database, a missing driver
+        typer.echo(f"cannot open the store at {cfg.db_url}: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    try:
+        outcome = run_purge(store, scope, steps_before=steps, logs_dirs=logs_dirs, dry_run=dry_run, full_vacuum=vacuum)
+    except Purged as exc:  # erasing what is already erased: done
+        typer.echo(f"nothing to do: {exc}")
+        return
+    except (NotFound, Conflict) as exc:
+        typer.echo(f"nothing purged: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    except StoreError as exc:
+        typer.echo(f"purge failed: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    finally:
+        store.close()
+    report = outcome.report
+    deleted = {**report.deleted, "run_steps": outcome.steps}
+    summary: dict[str, Any] = {
+        "dry_run": dry_run,
+        "deleted": deleted,
+        "rollouts": [rid for rid, _ in report.rollouts],
+        "kept": report.kept,
+        "log_folders": [str(f) for f in outcome.folders],
+        "bytes_before": outcome.size[0],
+        "bytes_after": outcome.size[1],
+    }
+    typer.echo(json.dumps(summary) if as_json else "\n".join(_lines(summary)))
+
+
+def _lines(summary: dict[str, Any]) -> list[str]:
+    verb = "would delete" if summary["dry_run"] else "deleted"
+    lines = [f"{verb} {len(summary['rollouts'])} rollouts; rows per table:"]
+    lines += [f"  {table:<12} {count}" for table, count in summary["deleted"].items()]
+    for why, count in summary["kept"].items():
+        lines.append(f"kept {count} rollouts: {why}")
+    lines.append(f"{verb} {len(summary['log_folders'])} attempt log folders")
+    lines += [f"  {folder}" for folder in summary["log_folders"]]
+    if summary["bytes_before"]:
+        lines.append(f"database: {summary['bytes_before']} -> {summary['bytes_after']} bytes")
+    return lines
