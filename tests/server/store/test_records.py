@@ -20,7 +20,9 @@ from alight.schemas import (
 )
 from alight_server.store import Conflict, NotFound, SchemaTooNew, StoreError
 from alight_server.store.base import AttemptEnded
+from alight_server.store.kek import KekSource
 from alight_server.store.sql import SqlStore
+from alight_server.store.tables import SCHEMA_VERSION
 
 
 @pytest.fixture
@@ -177,6 +179,7 @@ def test_a_span_exported_again_by_the_same_attempt_changes_nothing(any_store: Sq
 
 def test_a_schema_1_store_is_migrated_with_its_spans(store_url: str) -> None:
     s = SqlStore(store_url)
+    s.use_data_keys(None)  # content in the clear, as schema 1 kept it
     s.create_rollouts([RolloutCreate(id="r")])
     s.add_spans([_span("r")])
     s.close()
@@ -194,7 +197,7 @@ def test_a_schema_1_store_is_migrated_with_its_spans(store_url: str) -> None:
     s.create_rollouts([RolloutCreate(id="r2")])
     assert s.add_spans([_span("r2")]) == 1  # the new key: the same ids under another rollout
     with s.engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT max(version) FROM schema_version")).scalar() == 3
+        assert conn.execute(sa.text("SELECT max(version) FROM schema_version")).scalar() == SCHEMA_VERSION
         assert sa.inspect(conn).get_pk_constraint("spans")["constrained_columns"] == [
             "rollout_id", "attempt", "trace_id", "span_id",
         ]  # fmt: skip
@@ -225,11 +228,13 @@ def test_a_newer_schema_version_is_refused_with_a_clear_message(store_url: str) 
 
 def test_reopening_a_sqlite_file_keeps_everything(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'nested' / 'dir' / 'alight.db'}"
-    s = SqlStore(url)
+    (tmp_path / "kek").write_text("ab" * 32)
+    kek = KekSource.parse(f"file:{tmp_path / 'kek'}")  # a lasting key: its sealed content opens again
+    s = SqlStore(url, data_key=kek)
     s.create_rollouts([RolloutCreate(id="r", task={"a": 1})])
     s.add_event("r", EventCreate(kind="log"))
     s.close()
-    s = SqlStore(url)
+    s = SqlStore(url, data_key=kek)
     assert s.get_rollout("r").task == {"a": 1} and len(s.list_events("r")) == 1
     s.close()
 

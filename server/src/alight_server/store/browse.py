@@ -70,6 +70,8 @@ class SqlRolloutListing(SqlDatabase):
         attempts: dict[str, list[Attempt]] = {row.id: [] for row in found}
         if attempts:
             for row in conn.execute(select(t.attempts).where(a.rollout_id.in_(list(attempts))).order_by(a.attempt)):
-                attempts[row.rollout_id].append(rows.from_row(Attempt, t.attempts, row))
-        stored = [rows.from_row(Rollout, t.rollouts, row, attempts=attempts[row.id]) for row in found]
+                attempts[row.rollout_id].append(rows.from_row(Attempt, t.attempts, row, sealer=self.sealer))
+        stored = [
+            rows.from_row(Rollout, t.rollouts, row, sealer=self.sealer, attempts=attempts[row.id]) for row in found
+        ]
         return stored if sealed else [runner_env.masked(r) for r in stored]

@@ -7,6 +7,7 @@ no lock upgrades mid-transaction).
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -26,6 +27,12 @@ from alight_server.store.base import NotFound, Purged, SchemaTooNew, StoreError
 from alight_server.store.kek import KekSource
 from alight_server.store.keyring import Keyring
 from alight_server.store.runner_env import RunnerEnvBox
+from alight_server.store.sealing import CellSealer, DataKeys
+
+log = logging.getLogger("alight.store")
+# A counter: 1 while the store may hold content cells in the clear (written before schema 4, or with sealing
+# off), which are then read as they are; `alight data encrypt` seals them and sets it to 0.
+CLEAR_CONTENT = "clear_content"
 
 
 class SqlDatabase:
@@ -42,9 +49,25 @@ class SqlDatabase:
         self._read_lock = self._write_lock if _in_memory(url) else None
         self._unwaiting: Any = None  # `_driver_write_now`'s connection, made on first use
         self._runner_env = RunnerEnvBox()  # seals runner env values (store/runner_env.py)
+        self._clear_content = False  # may content cells be in the clear (read as they are)? set by _open_schema
         self._open_schema()
         # The data keys that seal content cells (store/keyring.py), wrapped under `data_key`'s KEK.
         self.keyring = Keyring.open(self.engine, data_key or KekSource.default())
+        # Seals and opens content cells (store/sealing.py).
+        self.sealer = CellSealer(self.keyring, clear_allowed=self._clear_content)
+
+    def use_data_keys(self, keys: DataKeys | None) -> None:
+        """Seal content under `keys` (the store's keyring); None writes it clear (a benchmark's baseline only)."""
+        if keys is None:
+            with self._write() as conn:
+                conn.execute(update(t.counters).where(t.counters.c.name == CLEAR_CONTENT).values(value=1))
+        self.sealer = CellSealer(keys, clear_allowed=self.sealer.clear_allowed)
+
+    def holds_clear_content(self) -> bool:
+        """Whether content cells written in the clear may remain (`alight data encrypt` seals them)."""
+        with self._read() as conn:
+            found = conn.execute(select(t.counters.c.value).where(t.counters.c.name == CLEAR_CONTENT)).scalar()
+        return bool(found)
 
     def seal_runner_env_under(self, secret: str) -> None:
         self._runner_env.derive_fallback(secret)
@@ -53,6 +76,7 @@ class SqlDatabase:
         """Open the data keys under `source` from now on (the server's `data_key`, once its admin key is known)."""
         if not self.keyring.source.same_as(source):
             self.keyring = Keyring.open(self.engine, source)
+            self.sealer = CellSealer(self.keyring, clear_allowed=self.sealer.clear_allowed)
 
     # ---- plumbing
 
@@ -136,6 +160,8 @@ class SqlDatabase:
                     self._spans_keyed_by_attempt(conn)
                 if found in (1, 2):
                     _seal_upstream_keys(conn)
+            else:
+                found = None
             t.metadata.create_all(conn)
             if conn.execute(select(func.count()).select_from(t.schema_version)).scalar() == 0:
                 conn.execute(t.schema_version.insert().values(version=t.SCHEMA_VERSION))
@@ -144,6 +170,17 @@ class SqlDatabase:
             for name in ("rollout_seq", "rollout_ordinal", "policy_version", "gateway_paused", "gateway_pause_epoch"):
                 if conn.execute(select(t.counters.c.value).where(t.counters.c.name == name)).first() is None:
                     conn.execute(t.counters.insert().values(name=name, value=0))
+            clear = conn.execute(select(t.counters.c.value).where(t.counters.c.name == CLEAR_CONTENT)).scalar()
+            if clear is None:  # schema 4 begins: a store made before it holds its content in the clear
+                clear = int(found is not None and found < 4)
+                conn.execute(t.counters.insert().values(name=CLEAR_CONTENT, value=clear))
+        self._clear_content = bool(clear)
+        if clear:
+            log.warning(
+                "the store at %s may hold captured content in the clear (written before schema 4); new content is "
+                "sealed, and `alight data encrypt --store URL` seals the rest",
+                make_url(self.url).render_as_string(hide_password=True),
+            )
 
     def _spans_keyed_by_attempt(self, conn: Connection) -> None:
         """Schema 1 -> 2: the spans table's primary key gains rollout_id and attempt; every row is kept."""

@@ -10,6 +10,7 @@ from alight.schemas import TRANSITIONS, AttemptFinish, AttemptStatus, FailureKin
 from alight_server.store import rows
 from alight_server.store import tables as t
 from alight_server.store.base import Conflict, NotFound
+from alight_server.store.sealing import CellSealer
 
 # Infra and timeout failures say nothing about the policy: retry them as new attempts.
 RETRYABLE = frozenset({FailureKind.INFRA, FailureKind.TIMEOUT})
@@ -30,23 +31,27 @@ def check_transition(rollout_id: str, current: RolloutState, to: RolloutState, c
     return True
 
 
-def end_running_attempt(conn: Connection, rollout_id: str, to: RolloutState) -> None:
+def end_running_attempt(conn: Connection, rollout_id: str, to: RolloutState, sealer: CellSealer) -> None:
     """A rollout moved to a final state by hand: close its running attempt to match."""
     a = t.attempts.c
     status = AttemptStatus.SUCCEEDED if to == RolloutState.SUCCEEDED else AttemptStatus.FAILED
-    conn.execute(
-        update(t.attempts)
-        .where((a.rollout_id == rollout_id) & (a.status == AttemptStatus.RUNNING.value))
-        .values(
-            status=status.value,
-            message=f"rollout moved to {to.value} while this attempt ran",
-            ended_at=rows.now(),
-            ended_by_transition=True,
+    where = (a.rollout_id == rollout_id) & (a.status == AttemptStatus.RUNNING.value)
+    for attempt in conn.execute(select(a.attempt).where(where)).scalars().all():
+        values = {"status": status.value, "message": f"rollout moved to {to.value} while this attempt ran"}
+        conn.execute(
+            update(t.attempts)
+            .where((a.rollout_id == rollout_id) & (a.attempt == attempt))
+            .values(
+                **sealer.seal_row(t.attempts, values, (rollout_id, attempt)),
+                ended_at=rows.now(),
+                ended_by_transition=True,
+            )
         )
-    )
 
 
-def apply_finish(conn: Connection, rollout: Row[Any], attempt: int, finish: AttemptFinish) -> dict[str, Any] | None:
+def apply_finish(
+    conn: Connection, rollout: Row[Any], attempt: int, finish: AttemptFinish, sealer: CellSealer
+) -> dict[str, Any] | None:
     """Record the attempt's end; return the rollout columns to change, or None for a no-op."""
     a = t.attempts.c
     where = (a.rollout_id == rollout.id) & (a.attempt == attempt)
@@ -76,5 +81,5 @@ def apply_finish(conn: Connection, rollout: Row[Any], attempt: int, finish: Atte
     }
     if finish.runner_handle is not None:
         values["runner_handle"] = finish.runner_handle
-    conn.execute(update(t.attempts).where(where).values(**values))
+    conn.execute(update(t.attempts).where(where).values(**sealer.seal_row(t.attempts, values, (rollout.id, attempt))))
     return {"state": target.value, "claimable": retry}

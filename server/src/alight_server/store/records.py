@@ -14,10 +14,12 @@ from alight_server.store import rows
 from alight_server.store import tables as t
 from alight_server.store.base import AttemptEnded, Conflict, NotFound
 from alight_server.store.database import SqlDatabase
+from alight_server.store.sealing import CellSealer
 
 
 class CaptureSql:
-    """The capture path's statements as driver SQL for one dialect, and rows as the driver takes them."""
+    """The capture path's statements as driver SQL for one dialect, and rows as the driver takes them (content
+    sealed by the store's sealer, in the thread that builds the row)."""
 
     def __init__(self, dialect: Dialect) -> None:
         self._mark = "?" if dialect.paramstyle == "qmark" else "%s"
@@ -63,17 +65,18 @@ class CaptureSql:
         )
 
     def row(self, values: dict[str, Any]) -> tuple[Any, ...]:
+        """The driver's parameters for an insert of `values` (a row from rows.values, content already sealed)."""
         row = [values[name] for name in self.names]
         for i, proc in self._processors:
             row[i] = proc(row[i])
         return tuple(row)
 
-    def stored(self, row: Sequence[Any]) -> ModelCall:
+    def stored(self, row: Sequence[Any], sealer: CellSealer) -> ModelCall:
         """The ModelCall a `stored_calls` row holds."""
         values = list(row)
         for i, proc in self._result_processors:
             values[i] = proc(values[i])
-        return rows.from_row(ModelCall, t.model_calls, dict(zip(self.names, values, strict=True)))
+        return rows.from_row(ModelCall, t.model_calls, dict(zip(self.names, values, strict=True)), sealer=sealer)
 
 
 class SqlRecords(SqlDatabase):
@@ -85,10 +88,17 @@ class SqlRecords(SqlDatabase):
 
     def add_event(self, rollout_id: str, event: EventCreate, *, while_running: bool = False) -> Event:
         values = rows.values(
-            t.events, event, rollout_id=rollout_id, id=event.id or uuid.uuid4().hex, created_at=rows.now()
+            t.events,
+            event,
+            sealer=self.sealer,
+            rollout_id=rollout_id,
+            id=event.id or uuid.uuid4().hex,
+            created_at=rows.now(),
         )
         running = event.attempt if while_running else None
-        stored = rows.from_row(Event, t.events, self._insert_once(t.events, rollout_id, values, running))
+        stored = rows.from_row(
+            Event, t.events, self._insert_once(t.events, rollout_id, values, running), sealer=self.sealer
+        )
         if (stored.attempt, stored.kind, stored.payload) != (event.attempt, event.kind, event.payload):
             raise Conflict(f"event {stored.id!r} of rollout {rollout_id!r} already exists with a different body")
         return stored
@@ -101,7 +111,7 @@ class SqlRecords(SqlDatabase):
                 stmt = stmt.where(t.events.c.attempt == attempt)
             if kind is not None:
                 stmt = stmt.where(t.events.c.kind == kind)
-            return [rows.from_row(Event, t.events, row) for row in conn.execute(stmt)]
+            return [rows.from_row(Event, t.events, row, sealer=self.sealer) for row in conn.execute(stmt)]
 
     def add_reward(self, rollout_id: str, reward: RewardCreate, *, while_running: bool = False) -> Reward:
         values = rows.values(
@@ -187,7 +197,7 @@ class SqlRecords(SqlDatabase):
         stored: dict[str, ModelCall] = {}
         if known:  # retried ids return what was stored for them
             cursor.execute(sql.stored_calls(len(known)), known)
-            stored = {call.id: call for call in map(sql.stored, cursor.fetchall())}
+            stored = {call.id: call for call in (sql.stored(row, self.sealer) for row in cursor.fetchall())}
         keys = list(dict.fromkeys((c.rollout_id, c.attempt) for c in calls))
         cursor.execute(sql.last_seqs(len(keys)), [v for key in keys for v in key])
         next_seq = {(rid, attempt): last + 1 for rid, attempt, last in cursor.fetchall() if last is not None}
@@ -198,7 +208,7 @@ class SqlRecords(SqlDatabase):
                 key = (call.rollout_id, call.attempt)
                 seq = next_seq.get(key, 0)
                 next_seq[key] = seq + 1
-                values.append(sql.row(rows.values(t.model_calls, call, seq=seq)))
+                values.append(sql.row(rows.values(t.model_calls, call, sealer=self.sealer, seq=seq)))
                 stored[call.id] = call.model_copy(update={"seq": seq})
             out.append(stored[call.id])
         if values:
@@ -211,7 +221,7 @@ class SqlRecords(SqlDatabase):
             stmt = select(t.model_calls).where(m.rollout_id == rollout_id).order_by(m.attempt, m.seq)
             if attempt is not None:
                 stmt = stmt.where(m.attempt == attempt)
-            return [rows.from_row(ModelCall, t.model_calls, row) for row in conn.execute(stmt)]
+            return [rows.from_row(ModelCall, t.model_calls, row, sealer=self.sealer) for row in conn.execute(stmt)]
 
     # ---- OTLP spans
 
@@ -224,7 +234,7 @@ class SqlRecords(SqlDatabase):
             if missing := [rid for rid in wanted if rid not in known]:
                 raise NotFound(f"spans name unknown rollout ids {missing}")
             stmt = self._insert_ignore(t.spans).returning(t.spans.c.span_id)
-            return len(conn.execute(stmt, [rows.values(t.spans, span) for span in spans]).all())
+            return len(conn.execute(stmt, [rows.values(t.spans, span, sealer=self.sealer) for span in spans]).all())
 
     def list_spans(self, rollout_id: str, attempt: int | None = None) -> list[SpanRecord]:
         with self._read() as conn:
@@ -232,4 +242,4 @@ class SqlRecords(SqlDatabase):
             stmt = select(t.spans).where(s.rollout_id == rollout_id).order_by(s.attempt, s.start_time_ns, s.span_id)
             if attempt is not None:
                 stmt = stmt.where(s.attempt == attempt)
-            return [rows.from_row(SpanRecord, t.spans, row) for row in conn.execute(stmt)]
+            return [rows.from_row(SpanRecord, t.spans, row, sealer=self.sealer) for row in conn.execute(stmt)]

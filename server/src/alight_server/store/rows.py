@@ -1,7 +1,8 @@
 """Conversions between stored rows and the shared schemas, derived from the tables (store/tables.py).
 
 A schema field and a column of the same name carry the same value: JSON columns (marked in the
-table) are encoded and decoded here, timestamps come back in UTC, enums go in as their values.
+table) are encoded and decoded here, timestamps come back in UTC, enums go in as their values, and
+content columns are sealed and opened by the store's sealer (store/sealing.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from sqlalchemy import DateTime, Row, Table
 
 from alight.schemas import RolloutCreate
 from alight_server.store.base import InvalidValue
+from alight_server.store.sealing import CellSealer, sealed_columns
 from alight_server.store.tables import RECORDED_JSON
 
 M = TypeVar("M", bound=BaseModel)
@@ -93,8 +95,19 @@ def _columns(table: Table) -> tuple[tuple[str, str | None, bool, bool], ...]:
     return tuple((c.name, c.info.get("json"), bool(c.nullable), isinstance(c.type, DateTime)) for c in table.columns)
 
 
-def values(table: Table, item: BaseModel | None = None, **given: Any) -> dict[str, Any]:
-    """The row for `item`: every column it has a field for, then `given` for the rest (winning over the item)."""
+def _need_sealer(table: Table, sealer: CellSealer | None) -> None:
+    if sealer is None and sealed_columns(table):
+        raise TypeError(f"table {table.name} has sealed columns {sealed_columns(table)}: pass the store's sealer")
+
+
+def values(
+    table: Table, item: BaseModel | None = None, *, sealer: CellSealer | None = None, **given: Any
+) -> dict[str, Any]:
+    """The row for `item`: every column it has a field for, then `given` for the rest (winning over the item).
+
+    Content columns come out sealed by `sealer`, which a table with such columns needs.
+    """
+    _need_sealer(table, sealer)
     fields = type(item).model_fields if item is not None else {}
     out: dict[str, Any] = {}
     for name, json_kind, nullable, _ in _columns(table):
@@ -111,15 +124,26 @@ def values(table: Table, item: BaseModel | None = None, **given: Any) -> dict[st
         elif isinstance(value, enum.Enum):
             value = value.value
         out[name] = value
-    return out
+    return sealer.seal_row(table, out) if sealer is not None else out
 
 
-def from_row(model: type[M], table: Table, row: Row[Any] | Mapping[str, Any], **given: Any) -> M:
+def from_row(
+    model: type[M],
+    table: Table,
+    row: Row[Any] | Mapping[str, Any],
+    *,
+    sealer: CellSealer | None = None,
+    **given: Any,
+) -> M:
     """The schema object a stored row holds; `given` supplies fields the row lacks (a rollout's attempts).
 
     `row` is a SQLAlchemy row, or a column -> value mapping (a driver row, values already converted).
+    Its content cells are opened by `sealer` (SealError naming the row when one does not open).
     """
+    _need_sealer(table, sealer)
     m = row._mapping if isinstance(row, Row) else row
+    if sealer is not None:
+        m = sealer.open_row(table, m)
     found: dict[str, Any] = {}
     fields = model.model_fields
     for name, json_kind, _, timestamp in _columns(table):

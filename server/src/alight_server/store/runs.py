@@ -20,7 +20,7 @@ _LATEST_STEP = (
 class SqlRuns(SqlDatabase):
     def report_run(self, report: RunReport) -> Run:
         """Insert or update: a resumed run reports its id again, with its status back to running."""
-        values = rows.values(t.runs, report, updated_at=rows.now())
+        values = rows.values(t.runs, report, sealer=self.sealer, updated_at=rows.now())
         del values["id"]
         with self._write() as conn:
             if conn.execute(update(t.runs).where(t.runs.c.id == report.id).values(**values)).rowcount == 0:
@@ -35,7 +35,7 @@ class SqlRuns(SqlDatabase):
         """Newest first."""
         with self._read() as conn:
             stmt = self._runs_select().order_by(t.runs.c.created_at.desc(), t.runs.c.id).limit(limit)
-            return [rows.from_row(Run, t.runs, row) for row in conn.execute(stmt)]
+            return [rows.from_row(Run, t.runs, row, sealer=self.sealer) for row in conn.execute(stmt)]
 
     def add_run_step(self, run_id: str, report: RunStepReport) -> RunStep:
         """A step reported again (a resumed run repeats its last step) keeps the union, new values winning."""
@@ -67,4 +67,4 @@ class SqlRuns(SqlDatabase):
         row = conn.execute(self._runs_select().where(t.runs.c.id == run_id)).first()
         if row is None:
             raise NotFound(f"no run with id {run_id!r}; a trainer reports its run with POST /api/runs")
-        return rows.from_row(Run, t.runs, row)
+        return rows.from_row(Run, t.runs, row, sealer=self.sealer)

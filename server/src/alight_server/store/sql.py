@@ -101,6 +101,7 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutListing, SqlRe
                             t.rollouts,
                             item,
                             runner=sealed,
+                            sealer=self.sealer,
                             id=rid,
                             state=RolloutState.QUEUED,
                             policy_version=policy,
@@ -127,7 +128,7 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutListing, SqlRe
             row = self._rollout_row(conn, rollout_id, lock=True)
             if check_transition(rollout_id, RolloutState(row.state), to):  # else a retried move: a no-op
                 if to in TERMINAL_STATES:
-                    end_running_attempt(conn, rollout_id, to)
+                    end_running_attempt(conn, rollout_id, to, self.sealer)
                 self._touch(conn, rollout_id, state=to.value, claimable=False)
             return self._load(conn, rollout_id)
 
@@ -171,7 +172,7 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutListing, SqlRe
                 except RunnerEnvError as exc:
                     # Retrying would not open it either: the attempt fails as infra at once, saying why.
                     finish = AttemptFinish(status="failed", failure_kind=FailureKind.INFRA, message=str(exc))
-                    changes = apply_finish(conn, self._rollout_row(conn, rid, lock=True), attempt, finish)
+                    changes = apply_finish(conn, self._rollout_row(conn, rid, lock=True), attempt, finish, self.sealer)
                     if changes is not None:
                         self._touch(conn, rid, **changes)
         return started
@@ -184,12 +185,13 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutListing, SqlRe
             if conn.execute(update(t.attempts).where(where).values(runner_handle=handle)).rowcount == 0:
                 raise NotFound(f"rollout {rollout_id!r} has no attempt {attempt}")
             self._touch(conn, rollout_id)
-            return rows.from_row(Attempt, t.attempts, conn.execute(select(t.attempts).where(where)).one())
+            row = conn.execute(select(t.attempts).where(where)).one()
+            return rows.from_row(Attempt, t.attempts, row, sealer=self.sealer)
 
     def finish_attempt(self, rollout_id: str, attempt: int, finish: AttemptFinish) -> Rollout:
         with self._write() as conn:
             row = self._rollout_row(conn, rollout_id, lock=True)
-            changes = apply_finish(conn, row, attempt, finish)
+            changes = apply_finish(conn, row, attempt, finish, self.sealer)
             if changes is not None:
                 self._touch(conn, rollout_id, **changes)
             return self._load(conn, rollout_id)

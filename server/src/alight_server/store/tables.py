@@ -21,13 +21,18 @@ from sqlalchemy import (
 
 # Bump when a table changes, and teach SqlStore to migrate from the previous version
 # (a new table needs no bump: opening the store creates the tables it lacks).
-# 2: spans keyed by rollout and attempt too; 3: upstream api keys encrypted (store/database.py migrates both)
-SCHEMA_VERSION = 3
+# 2: spans keyed by rollout and attempt too; 3: upstream api keys encrypted (store/database.py migrates both);
+# 4: content columns sealed (store/sealing.py; cells written before stay readable until `alight data encrypt`)
+SCHEMA_VERSION = 4
 
 # JSON in a text column, marked so store/rows.py encodes and decodes it: what a client sent (NaN and
 # infinities refused) or what the gateway recorded (a -inf logprob kept).
 CLIENT_JSON = {"json": "client"}
 RECORDED_JSON = {"json": "recorded"}
+# Content: each cell sealed with AES-GCM, bound to its row (store/sealing.py). docs/data.md lists them.
+SEALED = {"sealed": True}
+SEALED_CLIENT_JSON = CLIENT_JSON | SEALED
+SEALED_RECORDED_JSON = RECORDED_JSON | SEALED
 
 metadata = MetaData()
 
@@ -49,13 +54,13 @@ rollouts = Table(
     Column("id", String(200), primary_key=True),
     # Creation order, for fair claiming; `seq` moves, this does not.
     Column("ordinal", BigInteger, nullable=False),
-    Column("task", Text, nullable=False, info=CLIENT_JSON),
+    Column("task", Text, nullable=False, info=SEALED_CLIENT_JSON),
     Column("mode", String(10), nullable=False),
     Column("group_id", String(200)),
     Column("runner", Text, info=CLIENT_JSON),  # JSON or NULL
     Column("timeout_s", Float, nullable=False),
     Column("max_attempts", Integer, nullable=False),
-    Column("metadata", Text, nullable=False, info=CLIENT_JSON),
+    Column("metadata", Text, nullable=False, info=SEALED_CLIENT_JSON),
     Column("state", String(20), nullable=False),
     Column("policy_version", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
@@ -79,7 +84,7 @@ attempts = Table(
     Column("attempt", Integer, nullable=False),
     Column("status", String(20), nullable=False),
     Column("failure_kind", String(20)),
-    Column("message", Text),
+    Column("message", Text, info=SEALED),  # an agent's failure message can quote its output
     Column("exit_code", Integer),
     Column("runner_handle", String(500)),
     Column("started_at", DateTime(timezone=True), nullable=False),
@@ -97,9 +102,11 @@ events = Table(
     Column("id", String(200), nullable=False),
     Column("attempt", Integer),
     Column("kind", String(100), nullable=False),
-    Column("payload", Text, nullable=False, info=CLIENT_JSON),
+    Column("payload", Text, nullable=False, info=SEALED_CLIENT_JSON),  # gate evidence (diffs) among them
     Column("created_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("rollout_id", "id", name="uq_events_rollout_id"),
+    # A cell is bound to (rollout_id, id), which the writer knows before the insert assigns `pk`.
+    info={"identity": ("rollout_id", "id")},
 )
 
 rewards = Table(
@@ -132,17 +139,17 @@ model_calls = Table(
     Column("trace_id", String(32)),
     Column("span_id", String(16)),
     Column("flavour", String(20), nullable=False),
-    Column("request", Text, nullable=False, info=RECORDED_JSON),
-    Column("response", Text, info=RECORDED_JSON),
-    Column("prompt_token_ids", Text, nullable=False, info=RECORDED_JSON),
-    Column("response_token_ids", Text, nullable=False, info=RECORDED_JSON),
-    Column("response_logprobs", Text, nullable=False, info=RECORDED_JSON),
-    Column("extra_choices", Text, nullable=False, info=RECORDED_JSON),
+    Column("request", Text, nullable=False, info=SEALED_RECORDED_JSON),
+    Column("response", Text, info=SEALED_RECORDED_JSON),
+    Column("prompt_token_ids", Text, nullable=False, info=SEALED_RECORDED_JSON),
+    Column("response_token_ids", Text, nullable=False, info=SEALED_RECORDED_JSON),
+    Column("response_logprobs", Text, nullable=False, info=SEALED_RECORDED_JSON),
+    Column("extra_choices", Text, nullable=False, info=SEALED_RECORDED_JSON),
     Column("policy_version", Integer),
     Column("upstream", String(500)),
     Column("latency_ms", Float),
     Column("status_code", Integer, nullable=False),
-    Column("error", Text),
+    Column("error", Text, info=SEALED),  # an upstream's error can quote the request
     Column("streamed", Boolean, nullable=False),
     Column("flags", Text, nullable=False, info=RECORDED_JSON),
     Column("created_at", DateTime(timezone=True), nullable=False),
@@ -157,14 +164,14 @@ spans = Table(
     Column("parent_span_id", String(16)),
     Column("rollout_id", String(200), ForeignKey("rollouts.id", ondelete="CASCADE"), nullable=False),
     Column("attempt", Integer, nullable=False),
-    Column("name", Text, nullable=False),
+    Column("name", Text, nullable=False, info=SEALED),  # some frameworks name a span after a tool call or prompt
     Column("kind", Integer, nullable=False),
     Column("start_time_ns", BigInteger, nullable=False),
     Column("end_time_ns", BigInteger),
-    Column("attributes", Text, nullable=False, info=RECORDED_JSON),
-    Column("events", Text, nullable=False, info=RECORDED_JSON),
+    Column("attributes", Text, nullable=False, info=SEALED_RECORDED_JSON),
+    Column("events", Text, nullable=False, info=SEALED_RECORDED_JSON),
     Column("status_code", Integer, nullable=False),
-    Column("status_message", Text),
+    Column("status_message", Text, info=SEALED),
     # A span belongs to the attempt that exported it: the same ids sent by another rollout are that
     # rollout's span (stored under each), and a retried export within one attempt changes nothing.
     PrimaryKeyConstraint("rollout_id", "attempt", "trace_id", "span_id"),
@@ -212,7 +219,8 @@ runs = Table(
     metadata,
     Column("id", String(200), primary_key=True),
     Column("status", String(20), nullable=False),
-    Column("config", Text, nullable=False, info=CLIENT_JSON),
+    # A training config can carry content (a system prompt, task file paths, reward settings): sealed.
+    Column("config", Text, nullable=False, info=SEALED_CLIENT_JSON),
     Column("steps_planned", Integer),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
