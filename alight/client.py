@@ -204,6 +204,9 @@ class AlightClient:
     def report_run(self, report: RunReport) -> Run:
         return self._call(Run, "POST", "/api/runs", body=report)
 
+    def get_run(self, run_id: str) -> Run:
+        return self._call(Run, "GET", f"/api/runs/{run_id}")
+
     def report_run_step(self, run_id: str, report: RunStepReport) -> RunStep:
         return self._call(RunStep, "POST", f"/api/runs/{run_id}/steps", body=report)
 

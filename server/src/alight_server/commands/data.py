@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from alight.cleaning import STATEMENT_FIELD, Probe, clean_tasks
+from alight_server.commands import data_export
 from alight_server.commands import data_keys, data_purge
 
 data_app = typer.Typer(help="Prepare task sets for training.", no_args_is_help=True)
@@ -120,6 +121,9 @@ def clean(
 
 data_app.command("purge")(data_purge.purge)
 data_app.command("rotate-key")(data_keys.rotate_key)
+
+
+data_app.command("export")(data_export.export)
 
 
 def register(app: typer.Typer) -> None:

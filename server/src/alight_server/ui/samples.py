@@ -31,19 +31,24 @@ def run_of(store: Store, rollout: Rollout) -> Any:
         return None
 
 
+def samples_section(run_config: dict[str, Any] | None) -> SamplesConfig:
+    """The run's `samples:` section as it trained with it; the defaults without a run."""
+    samples = (run_config or {}).get("samples")
+    if samples is None:  # runs recorded before the sample builder got its own section kept it under algorithm
+        old = (run_config or {}).get("algorithm") or {}
+        samples = {**old, "mode": old.get("sample_mode", "trajectory")}
+    known = {key: value for key, value in samples.items() if key in SamplesConfig.model_fields}
+    return SamplesConfig.model_validate(known)
+
+
 def sample_config(run_config: dict[str, Any] | None) -> Any:
     """The sample builder's settings the run trained with: its own `samples:` section; the defaults without a run."""
     try:
         from alight_server.trainer.samples import SampleConfig
     except ImportError as exc:
         raise NeedsTrainExtra(TRAIN_HINT) from exc
-    samples = (run_config or {}).get("samples")
-    if samples is None:  # runs recorded before the sample builder got its own section kept it under algorithm
-        old = (run_config or {}).get("algorithm") or {}
-        samples = {**old, "mode": old.get("sample_mode", "trajectory")}
-    known = {key: value for key, value in samples.items() if key in SamplesConfig.model_fields}
     # every break, so each row can say why it started
-    return SampleConfig.from_section(SamplesConfig.model_validate(known), max_break_examples=1_000_000)
+    return SampleConfig.from_section(samples_section(run_config), max_break_examples=1_000_000)
 
 
 def model_name(store: Store, run_config: dict[str, Any] | None, upstream_ids: Sequence[str | None] = ()) -> str | None:

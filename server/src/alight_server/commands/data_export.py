@@ -1,0 +1,279 @@
+"""`alight data export RUN`: a run's rollouts, model calls and training rows as alight-export JSON Lines.
+
+The format is docs/data.md#export-format. Everything is read through the server's API with the admin key,
+as the trainer reads it: each rollout's latest attempt goes through the trainer's own filter
+(`filter_for_training`) and sample builder (`build_samples`) under the run's `samples:` settings, so the
+rows are the ones training made. `--redacted` writes a copy for people: text through the redaction
+detectors, token ids dropped (they decode back to the text).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import typer
+
+from alight.api_models import MAX_BATCH, RolloutQuery
+from alight.client import AlightClient, ApiError
+from alight.schemas import Mode, ModelCall, Rollout, RolloutState, Run, Trajectory
+
+FORMAT, VERSION = "alight-export", 1
+# Fields holding token ids: a redacted export leaves them out, since they decode straight back to the text.
+TOKEN_ID_FIELDS = ("prompt_token_ids", "response_token_ids", "input_ids")
+TEXT_FIELDS = ("task", "request", "response")
+
+Line = dict[str, Any]
+
+
+class ExportError(Exception):
+    """The export cannot be made; the message says what to fix."""
+
+
+def run_rollouts(client: AlightClient, run_id: str) -> list[Rollout]:
+    """Every rollout the run created (the trainer names them `<run id>-...`), by id."""
+    found: dict[str, Rollout] = {}
+    since = 0
+    while True:
+        page = client.list_rollouts_page(RolloutQuery(id_prefix=f"{run_id}-", since_seq=since, limit=MAX_BATCH))
+        found.update((r.id, r) for r in page.rollouts)
+        if not page.rollouts:
+            return [found[i] for i in sorted(found)]
+        since = page.next_seq
+
+
+def export_lines(client: AlightClient, run_id: str, *, now: datetime | None = None) -> Iterator[Line]:
+    """The header, then per rollout its line and its calls' lines, then every training row (unredacted)."""
+    from alight_server.trainer.filters import filter_for_training
+    from alight_server.trainer.samples import build_samples
+    from alight_server.ui.samples import sample_config, samples_section
+
+    run = _get_run(client, run_id)
+    rollouts = run_rollouts(client, run_id)
+    latest: dict[str, Trajectory] = {}
+    calls: list[Line] = []
+    for rollout in rollouts:
+        for attempt in rollout.attempts:
+            trajectory = client.trajectory(rollout.id, attempt.attempt, reveal=True)  # the exact data
+            calls.extend(_call_line(tc.call) for tc in trajectory.calls)
+            latest[rollout.id] = trajectory
+    # What the trainer trains on: the latest attempt of each finished training rollout, filtered, then built.
+    trained = [
+        latest[r.id]
+        for r in rollouts
+        if r.mode == Mode.TRAIN and r.state in (RolloutState.SUCCEEDED, RolloutState.FAILED) and r.id in latest
+    ]
+    config = sample_config(run.config)
+    kept, _ = filter_for_training(client, trained, config, samples_section(run.config))
+    batch, _ = build_samples(kept, config)
+    rows = list(_row_lines(batch, {t.rollout_id: t for t in kept}))
+    per_rollout = {rid: sum(row["rollout_id"] == rid for row in rows) for rid in latest}
+    yield {
+        "format": FORMAT,
+        "version": VERSION,
+        "run_id": run.id,
+        "exported_at": (now or datetime.now(UTC)).isoformat(),
+        "redacted": False,
+        "model": _model(client, run, calls),
+    }
+    by_rollout: dict[str, list[Line]] = {}
+    for line in calls:
+        by_rollout.setdefault(line["rollout_id"], []).append(line)
+    for rollout in rollouts:
+        yield _rollout_line(client, rollout, latest.get(rollout.id), per_rollout.get(rollout.id, 0))
+        yield from by_rollout.get(rollout.id, [])
+    yield from rows
+
+
+def redact_line(line: Line, redact: Callable[[Any], Any]) -> Line:
+    """The people's copy of one line: text fields through `redact`, token id fields left out."""
+    out = {k: v for k, v in line.items() if k not in TOKEN_ID_FIELDS}
+    for name in TEXT_FIELDS:
+        if out.get(name) is not None:
+            out[name] = redact(out[name])
+    if line.get("format") == FORMAT:
+        out["redacted"] = True
+    return out
+
+
+def _get_run(client: AlightClient, run_id: str) -> Run:
+    try:
+        return client.get_run(run_id)
+    except ApiError as exc:
+        if exc.status_code == 404:
+            raise ExportError(
+                f"no run with id {run_id!r} on {client.base_url}; the dashboard's run list (/ui) and "
+                "GET /api/runs name the runs there"
+            ) from exc
+        raise ExportError(f"the server at {client.base_url} refused: {exc}") from exc
+
+
+def _model(client: AlightClient, run: Run, calls: list[Line]) -> str | None:
+    """The run's `model`, else the model of the upstream that served its first call."""
+    if run.config.get("model"):
+        return str(run.config["model"])
+    served = {u.id: u.model for u in client.list_upstreams()}
+    return next((served[c["upstream"]] for c in calls if c.get("upstream") in served), None)
+
+
+def _rollout_line(client: AlightClient, rollout: Rollout, latest: Trajectory | None, rows: int) -> Line:
+    rewards = client.list_rewards(rollout.id)
+    return {
+        "kind": "rollout",
+        "rollout_id": rollout.id,
+        "group_id": rollout.group_id,
+        "mode": rollout.mode.value,
+        "task": rollout.task,
+        "state": rollout.state.value,
+        "policy_version": rollout.policy_version,
+        "rewards": [
+            {"name": r.name, "value": r.value, "final": r.final, "source": r.source.value, "attempt": r.attempt}
+            for r in rewards
+        ],
+        "reward": latest.final_reward if latest is not None else None,
+        "attempt": latest.attempt if latest is not None else None,  # the attempt trained on
+        "rows": rows,
+    }
+
+
+def _call_line(call: ModelCall) -> Line:
+    return {
+        "kind": "call",
+        "rollout_id": call.rollout_id,
+        "attempt": call.attempt,
+        "seq": call.seq,
+        "policy_version": call.policy_version,
+        "flavour": call.flavour.value,
+        "prompt_token_ids": call.prompt_token_ids,
+        "response_token_ids": call.response_token_ids,
+        "response_logprobs": call.response_logprobs,
+        "fidelity": "rendered" if "rendered" in call.flags else "exact",
+        "request": call.request,
+        "response": call.response,
+        "status_code": call.status_code,
+        "flags": call.flags,
+        "upstream": call.upstream,
+    }
+
+
+def _row_lines(batch: Any, trajectories: dict[str, Trajectory]) -> Iterator[Line]:
+    """The builder's padded rows unpadded, with each generated token's policy version from its call."""
+    index: dict[str, int] = {}
+    for r in range(batch.num_rows):
+        rollout_id = batch.rollout_ids[int(batch.row_rollout[r])]
+        trajectory = trajectories[rollout_id]
+        length = int(batch.attention_mask[r].sum())
+        loss_mask = [int(m) for m in batch.loss_mask[r, :length].tolist()]
+        n = index[rollout_id] = index.get(rollout_id, -1) + 1
+        yield {
+            "kind": "row",
+            "rollout_id": rollout_id,
+            "attempt": trajectory.attempt,
+            "index": n,
+            "input_ids": batch.input_ids[r, :length].tolist(),
+            "loss_mask": loss_mask,
+            "old_logprobs": batch.old_logprobs[r, :length].tolist(),
+            "policy_versions": _token_versions(loss_mask, batch.row_calls[r], trajectory),
+            "reward": float(batch.row_reward[r]),
+            "group_id": batch.group_ids[int(batch.row_group[r])],
+            "calls": list(batch.row_calls[r]),
+        }
+
+
+def _token_versions(loss_mask: list[int], seqs: tuple[int, ...], trajectory: Trajectory) -> list[int]:
+    """-1 on context; on generated tokens the version of the call that made them (a row's calls generate its
+    masked tokens in order, each its response's length; only the last may be cut short by truncation)."""
+    by_seq = {tc.call.seq: tc.call for tc in trajectory.calls}
+    made = [_version(by_seq[seq]) for seq in seqs for _ in by_seq[seq].response_token_ids]
+    versions, taken = [-1] * len(loss_mask), 0
+    for position, masked in enumerate(loss_mask):
+        if masked:
+            versions[position] = made[taken]
+            taken += 1
+    return versions
+
+
+def _version(call: ModelCall) -> int:
+    return -1 if call.policy_version is None else call.policy_version
+
+
+@contextmanager
+def _output(path: Path | None) -> Iterator[IO[str]]:
+    """Standard output, or a file (gzip for `.gz`) that appears under its name only once complete."""
+    if path is None:
+        yield sys.stdout
+        return
+    partial = path.with_name(path.name + ".partial")
+    try:
+        with gzip.open(partial, "wt", encoding="utf-8") if path.suffix == ".gz" else partial.open("w") as f:
+            yield f
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def export(
+    run_id: str = typer.Argument(..., help="The training run's id, as the dashboard and GET /api/runs list it."),
+    out: Path | None = typer.Option(None, "-o", "--out", help="Write here (gzip when it ends in .gz); default stdout."),
+    redacted: bool = typer.Option(False, "--redacted", help="A copy for people: text redacted, token ids dropped."),
+    server: str | None = typer.Option(None, "--server", envvar="ALIGHT_SERVER_URL", help="The server's URL."),
+    admin_key: str | None = typer.Option(None, "--admin-key", envvar="ALIGHT_ADMIN_KEY"),
+    config: Path | None = typer.Option(
+        None, "--config", envvar="ALIGHT_CONFIG", help="The server's YAML config: --redacted uses its redaction:."
+    ),
+) -> None:
+    """Write a run's rollouts, model calls and training rows as JSON Lines (docs/data.md#export-format)."""
+    if not server:
+        raise typer.BadParameter("give the server's URL (or set ALIGHT_SERVER_URL)", param_hint="--server")
+    try:
+        import alight_server.trainer.samples  # noqa: F401  (torch: the sample builder's tensors)
+    except ImportError as exc:
+        typer.echo(
+            f"alight data export runs the sample builder, which needs torch ({exc}): "
+            "pip install 'alight-server[train]'",
+            err=True,
+        )
+        raise typer.Exit(1) from exc
+    redact = _redactor(config) if redacted else None
+    counts: dict[str, int] = {}
+    with AlightClient(server, admin_key=admin_key, timeout=120) as client:
+        try:
+            with _output(out) as f:
+                for line in export_lines(client, run_id):
+                    kind = str(line.get("kind", "header"))
+                    counts[kind] = counts.get(kind, 0) + 1
+                    f.write(json.dumps(redact_line(line, redact) if redact else line) + "\n")
+        except ExportError as exc:
+            typer.echo(f"alight data export: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        except ApiError as exc:
+            typer.echo(f"alight data export: the server at {server} refused: {exc}", err=True)
+            raise typer.Exit(1) from exc
+    if out is not None:
+        typer.echo(
+            f"wrote {out}: {counts.get('rollout', 0)} rollouts, {counts.get('call', 0)} calls, "
+            f"{counts.get('row', 0)} training rows" + (" (redacted)" if redacted else "")
+        )
+
+
+def _redactor(config: Path | None) -> Callable[[Any], Any]:
+    """The server config's `redaction:` section (its detectors and patterns), or the defaults without one."""
+    from pydantic import ValidationError
+
+    from alight_server.commands.serve import load_yaml
+    from alight_server.redaction import RedactionConfig, Redactor, default_redactor
+
+    if config is None:
+        return default_redactor().redact_json
+    try:
+        section = RedactionConfig.model_validate(load_yaml(config).get("redaction") or {})
+    except ValidationError as exc:
+        raise typer.BadParameter(f"the redaction: section of {config}: {exc}", param_hint="--config") from exc
+    return Redactor(section).redact_json
