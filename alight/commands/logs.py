@@ -7,12 +7,34 @@ from pathlib import Path
 
 import typer
 
-from alight.attempt_logs import DEFAULT_LOGS_DIR, LOG_EVENT_KIND, attempt_dir
+from alight.attempt_logs import DEFAULT_LOGS_DIR, LOG_EVENT_KIND, SEALED_SUFFIX, attempt_dir
 
 
 def _local_logs(logs_dir: Path, rollout_id: str) -> dict[int, Path]:
-    """The local runner's capture files, where this machine ran the attempts."""
-    return {int(p.stem): p for p in attempt_dir(logs_dir, rollout_id).glob("*.log") if p.stem.isdigit()}
+    """The local runner's capture files, where this machine ran the attempts: `<n>.log` while an attempt runs,
+    `<n>.log.sealed` once it ended (`_read_local` opens it)."""
+    folder = attempt_dir(logs_dir, rollout_id)
+    found = {int(n): p for p in folder.glob(f"*.log{SEALED_SUFFIX}") if (n := p.name.split(".")[0]).isdigit()}
+    found.update({int(p.stem): p for p in folder.glob("*.log") if p.stem.isdigit()})
+    return found
+
+
+def _read_local(path: Path, admin_key: str | None) -> str:
+    """A local log's text; a sealed one is opened by the server package (entry point `alight.server: open_log`)
+    with the key from ALIGHT_DATA_KEY, ALIGHT_SECRET_KEY, the admin key or an embedded run's stack.json."""
+    if not path.name.endswith(SEALED_SUFFIX):
+        return path.read_text(errors="replace")
+    from importlib.metadata import entry_points
+
+    found = entry_points(group="alight.server", name="open_log")
+    if not found:
+        typer.echo(f"{path} is sealed: reading it needs pip install alight-server", err=True)
+        raise typer.Exit(1)
+    try:
+        return next(iter(found)).load()(path, admin_key)
+    except Exception as exc:  # the server package's SealError / KekError, whose message says what to fix
+        typer.echo(f"cannot open {path}: {exc}", err=True)
+        raise typer.Exit(1) from exc
 
 
 def _server_logs(server: str, admin_key: str | None, rollout_id: str) -> tuple[dict[int, str], dict[int, str]]:
@@ -63,7 +85,7 @@ def register(app: typer.Typer) -> None:
             # A running attempt has no uploaded log yet; the local file is its live output.
             text = texts.get(n)
             if text is None and n in local:
-                text = local[n].read_text(errors="replace")
+                text = _read_local(local[n], admin_key)
             if text is None:
                 continue
             if attempt is None:

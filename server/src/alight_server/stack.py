@@ -32,6 +32,7 @@ from alight_server.inference.vllm_policy import VllmPolicy
 from alight_server.inference.vllm_weights import VllmWeights
 from alight_server.serving import ServerThread
 from alight_server.stack_state import load_or_create
+from alight_server.store.sealed_logs import LogSeal
 from alight_server.trainer.config_sections import ServerSettings
 from alight_server.trainer.sync import WeightSync
 
@@ -114,6 +115,7 @@ class EmbeddedStack:
                 logs_dir=self.run_dir / "logs",
                 die_with_parent=True,
                 preload=self.preload,
+                log_seal=LogSeal(self.server_config.kek_source()),  # ended attempts' logs sealed at rest
             )
             runner.reap_leftovers()
             controller_client = AlightClient(self.url, self.admin_key, timeout=60)

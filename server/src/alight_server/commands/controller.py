@@ -13,6 +13,18 @@ from alight.api_models import RolloutQuery
 RUNNERS = ("local", "k8s")
 
 
+def _log_seal(admin_key: str) -> Any:
+    """What seals ended attempts' logs: the KEK of ALIGHT_DATA_KEY, else ALIGHT_SECRET_KEY, else the admin key's."""
+    from alight_server.store.kek import KekError, KekSource
+    from alight_server.store.sealed_logs import LogSeal
+
+    try:
+        return LogSeal(KekSource.default(admin_key))
+    except KekError as exc:
+        typer.echo(f"cannot seal attempt logs: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
 def register(app: typer.Typer) -> None:
     @app.command("controller")
     def controller(
@@ -85,7 +97,7 @@ def register(app: typer.Typer) -> None:
             chosen: Any = _k8s_runner(name, agent_server_url, options)
             where = f"Jobs in namespace {chosen.namespace}"
         else:
-            chosen = LocalRunner(logs_dir, name=name, agent_server_url=agent_server_url)
+            chosen = LocalRunner(logs_dir, name=name, agent_server_url=agent_server_url, log_seal=_log_seal(admin_key))
             where = f"logs in {chosen.logs_dir}"
         loop = Controller(
             client,

@@ -1,7 +1,9 @@
 """Local runner: each attempt is a subprocess in its own process group, with its state on disk.
 
 Per attempt, under `logs_dir/<rollout id>/`:
-  `<n>.log`         the agent's stdout and stderr (kept after the attempt ends)
+  `<n>.log`         the agent's stdout and stderr while it runs (the agent writes it itself)
+  `<n>.log.sealed`  that output once the attempt is released, sealed by `log_seal` (the clear file removed;
+                    without a `log_seal` the clear file is kept)
   `<n>.state.json`  pid, process start time, wall-clock start: what adoption needs
   `<n>.exit.json`   written by the supervisor when the agent ends: its exit status
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -27,14 +30,26 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Protocol
 
 from alight import envvars
-from alight.attempt_logs import DEFAULT_LOGS_DIR, attempt_dir, attempt_log_path
+from alight.attempt_logs import DEFAULT_LOGS_DIR, attempt_dir, attempt_log_path, sealed_log
 from alight.schemas import AttemptStart, attempt_handle, parse_handle
 from alight_server.controller.base import RunPhase, RunStatus, SpawnError
 from alight_server.controller.preload import Preloader
 
 SUPERVISOR = str(Path(__file__).with_name("supervise.py"))
+log = logging.getLogger("alight.controller")
+
+
+class LogSealer(Protocol):
+    """Seals an ended attempt's log file at rest (alight_server/store/sealed_logs.py is the one in use)."""
+
+    def seal(self, path: Path) -> Path:
+        """Write the sealed copy of `path` beside it, remove `path`, return the sealed file."""
+        ...
+
+    def read(self, sealed: Path) -> bytes: ...
 
 
 class LocalRunner:
@@ -50,6 +65,7 @@ class LocalRunner:
         base_env: Mapping[str, str] | None = None,
         die_with_parent: bool = False,
         preload: bool = False,
+        log_seal: LogSealer | None = None,
     ) -> None:
         self.logs_dir = Path(logs_dir).absolute()  # absolute: agents run in their own cwd
         # The host is part of the name so that two machines' local controllers never fail each other's attempts.
@@ -69,6 +85,7 @@ class LocalRunner:
         )
         self._force_kill_at: dict[str, float] = {}  # handle -> monotonic time of the SIGKILL
         self._swept: set[str] = set()  # groups already cleaned after their leader ended
+        self.log_seal = log_seal  # seals each released attempt's log (None: the clear file is kept)
 
     @property
     def name(self) -> str:
@@ -239,7 +256,12 @@ class LocalRunner:
         return found
 
     def release(self, handle: str) -> None:
-        _, state_path, exit_path = self._paths(handle)
+        log_path, state_path, exit_path = self._paths(handle)
+        if self.log_seal is not None and log_path.exists():
+            try:
+                self.log_seal.seal(log_path)
+            except Exception:  # a full disk, an unreadable KEK: the attempt still ends; its log stays clear
+                log.exception("cannot seal the log of attempt %s; %s stays in the clear", handle, log_path)
         state_path.unlink(missing_ok=True)
         exit_path.unlink(missing_ok=True)
         self._children.pop(handle, None)
@@ -261,6 +283,14 @@ class LocalRunner:
 
     def log_tail(self, handle: str, max_bytes: int) -> str:
         path = self._paths(handle)[0]
+        sealed = sealed_log(path)
+        if self.log_seal is not None and not path.exists() and sealed.exists():
+            try:
+                data = self.log_seal.read(sealed)
+                return data[max(0, len(data) - max_bytes) :].decode("utf-8", errors="replace")
+            except Exception:  # altered, or sealed under a KEK this controller lacks: said in the log
+                log.exception("cannot open the sealed log %s", sealed)
+                return ""
         try:
             with path.open("rb") as f:
                 size = f.seek(0, os.SEEK_END)
