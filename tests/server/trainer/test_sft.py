@@ -15,11 +15,12 @@ from samples_fixtures import model_call, trajectory
 
 from alight.schemas import RENDERED_FLAG, Trajectory
 from alight_server.inference.models import load_policy
-from alight_server.trainer.algorithm import AlgorithmConfig
+from alight_server.trainer.algorithm import AlgorithmConfig, aggregation_weights
 from alight_server.trainer.config_sections import OptimizerConfig
 from alight_server.trainer.embedded_backend import EmbeddedBackend, token_logprobs
 from alight_server.trainer.rendered import RenderedRowsError, rows_for_step
 from alight_server.trainer.samples import SampleBatch, SampleConfig, build_samples
+from alight_server.trainer.verl.registry import alight_sft_loss
 
 TRAIN_WORDS = ["apple", "river", "stone", "plant", "green", "table", "light", "water"]
 HELD_OUT_WORDS = ["cloud", "forest", "bread", "music"]
@@ -111,3 +112,17 @@ def test_recompute_takes_pi_old_from_the_current_policy(tokenizer: Any) -> None:
     metrics = backend.step(batch)
     # against the recorded 0s the ratio would be exp(logp) << 1; against the current policy it starts at 1
     assert metrics["ratio_mean"] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_the_verl_seams_sft_loss_matches_the_embedded_one_without_verl(tokenizer: Any) -> None:
+    """verl's workers call the registered `alight_sft` loss with its own convention (R, A response columns);
+    it must give `sft_loss`'s number. verl itself does not run here: tests marked verl check the registry."""
+    batch = traces_batch(tokenizer, TRAIN_WORDS[:3])
+    logp = torch.randn(batch.loss_mask.shape) - 2
+    weights = aggregation_weights(batch.loss_mask, batch.row_rollout, "token_mean")
+    loss, metrics = alight_sft_loss(
+        batch.old_logprobs, logp, torch.zeros_like(logp), batch.loss_mask, rollout_is_weights=weights
+    )
+    expected = -float((logp * batch.loss_mask).sum() / batch.loss_mask.sum())
+    assert float(loss) == pytest.approx(expected, rel=1e-6)
+    assert metrics["actor/alight_tokens"] == float(batch.loss_mask.sum())

@@ -83,12 +83,19 @@ def test_verls_own_dataclasses_accept_the_translated_sections(tmp_path):
     assert (rollout.name, rollout.prompt_length, rollout.response_length) == ("vllm", 512, 512)
 
 
+def test_sft_runs_the_registered_sft_loss_and_estimator(tmp_path):
+    composed = verl_config(train_config(tmp_path, algorithm={"estimator": "sft"}), VerlSettings(), "/models/policy")
+    assert select(composed, f"{ACTOR}.policy_loss.loss_mode") == "alight_sft"
+    assert select(composed, "algorithm.adv_estimator") == "alight_sft"
+
+
 @pytest.mark.parametrize(
     ("sections", "named"),
     [
         ({"algorithm": {"kl_coef": 0.05}}, "algorithm.kl_coef=0.05"),
         ({"algorithm": {"tis_cap": 2.0}}, "algorithm.tis_cap=2.0"),
         ({"lora": {"enabled": True, "dropout": 0.1}}, "lora.dropout=0.1"),
+        ({"algorithm": {"rendered_rows": "recompute"}}, "algorithm.rendered_rows=recompute"),
         ({"optimizer": {"max_grad_norm": None}}, "optimizer.max_grad_norm=null"),
         ({"inference": {"device": "cuda:1"}}, "inference.device"),
         ({"inference": {"max_batch_size": 8}}, "inference.max_batch_size"),

@@ -147,3 +147,22 @@ def test_the_loss_refuses_a_batch_without_alights_token_weights(tmp_path):
             data.batch["old_log_probs"], data.batch["old_log_probs"], data.batch["advantages"],
             data.batch["response_mask"].bool(), "token-mean", actor_config(tmp_path), None,
         )  # fmt: skip
+
+
+def test_the_registered_sft_loss_is_the_token_mean_nll_of_the_trained_tokens(tmp_path):
+    batch = real_batch()
+    data = with_token_weights(with_advantages(to_data_proto(batch), "sft"), "token_mean")
+    assert float(data.batch["advantages"].abs().max()) == 0.0  # alight_sft: no advantages
+    logp = current_logprobs(batch)
+    expected = -float((logp * batch.loss_mask).sum() / batch.loss_mask.sum())
+    loss, metrics = get_policy_loss_fn("alight_sft")(
+        old_log_prob=data.batch["old_log_probs"],
+        log_prob=response_part(data, logp),
+        advantages=data.batch["advantages"],
+        response_mask=data.batch["response_mask"].bool(),
+        loss_agg_mode="token-mean",
+        config=actor_config(tmp_path),
+        rollout_is_weights=data.batch["rollout_is_weights"],
+    )
+    assert abs(float(loss) - expected) < TOL
+    assert metrics["actor/alight_loss"] == pytest.approx(expected, abs=TOL)

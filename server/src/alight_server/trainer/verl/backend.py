@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from alight.client import AlightClient
+from alight_server.trainer.rendered import refuse_rendered
 from alight_server.trainer.samples import SampleBatch
 from alight_server.trainer.sync import WeightSync
 from alight_server.trainer.verl.install import require_verl
@@ -140,9 +141,10 @@ class VerlBackend:
         from alight_server.trainer.verl.registry import with_advantages, with_token_weights
 
         algorithm = self.config.algorithm
+        refuse_rendered(batch, algorithm)
         data = to_data_proto(batch, self.pad_token_id)
         data = with_advantages(data, algorithm.estimator, algorithm.normalize_std)
-        data = with_token_weights(data, algorithm.aggregation)
+        data = with_token_weights(data, "token_mean" if algorithm.estimator == "sft" else algorithm.aggregation)
         data = pad_to_ranks(data, self.workers.world_size)
         data.meta_info.update(multi_turn=True, temperature=self.verl.actor_rollout_ref.rollout.temperature)
         self.checkpoints.sleep_replicas()  # hybrid engine: the rollout hands its GPU memory to training

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from alight_server.trainer.verl.install import require_verl
-from alight_server.trainer.verl.registry import ESTIMATOR_NAMES, LOSS_NAME
+from alight_server.trainer.verl.registry import ESTIMATOR_NAMES, LOSS_NAME, SFT_LOSS_NAME
 from alight_server.trainer.verl.settings import VerlSettings
 
 if TYPE_CHECKING:
@@ -58,6 +58,11 @@ def unsupported(config: TrainConfig) -> list[str]:
             f"algorithm.step_reward_coef={step_coef}: verl hands an advantage estimator no per-turn step "
             "returns; set 0 or use trainer.backend: embedded"
         )
+    if algorithm.estimator != "sft" and algorithm.rendered_rows == "recompute":
+        problems.append(
+            "algorithm.rendered_rows=recompute: the verl backend trains against the recorded logprobs (bypass "
+            "mode) and has no pass that recomputes them; use drop, or algorithm.estimator: sft"
+        )
     if config.lora.enabled and config.lora.dropout:
         problems.append(f"lora.dropout={config.lora.dropout}: verl's FSDP LoRA has no dropout setting; set 0")
     if config.optimizer.max_grad_norm is None:
@@ -100,7 +105,7 @@ def verl_overrides(config: TrainConfig, settings: VerlSettings, model_path: str 
         f"{ACTOR}.clip_ratio": algorithm.clip_low,
         f"{ACTOR}.clip_ratio_low": algorithm.clip_low,
         f"{ACTOR}.clip_ratio_high": algorithm.clip_high,
-        f"{ACTOR}.policy_loss.loss_mode": LOSS_NAME,
+        f"{ACTOR}.policy_loss.loss_mode": SFT_LOSS_NAME if algorithm.estimator == "sft" else LOSS_NAME,
         f"{ACTOR}.use_kl_loss": False,
         f"{ACTOR}.entropy_coeff": 0.0,
         f"{ACTOR}.data_loader_seed": config.seed,

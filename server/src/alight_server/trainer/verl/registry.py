@@ -10,6 +10,10 @@
    logprobs (verl's bypass mode), so verl's rollout correction has nothing to weigh, and the config
    translation refuses it. Each rank's loss is scaled by the data-parallel size because FSDP averages
    gradients over ranks, as verl's own aggregations do.
+3. Supervised fine-tuning (`algorithm.estimator: sft`): the loss `alight_sft` is `algorithm.sft_loss`
+   (token-mean NLL, its weights in the same slot), and the estimator `alight_sft` gives zero advantages,
+   which the loss never reads. verl's own SFT trainer is a separate program over Parquet files with no
+   rollout replicas to update, so the supervised step runs in the same actor update as RL instead.
 """
 # pyright: reportMissingImports=false
 # (verl and omegaconf live in their own venv, .venv-verl; the type check runs in .venv)
@@ -27,13 +31,15 @@ from alight_server.trainer.algorithm import (
     aggregation_weights,
     group_advantages,
     policy_loss,
+    sft_loss,
     token_advantages,
 )
 from alight_server.trainer.verl.data import RowKey
 from alight_server.trainer.verl.install import require_verl
 
-ESTIMATOR_NAMES: dict[str, str] = {"grpo": "alight_grpo", "rloo": "alight_rloo"}
+ESTIMATOR_NAMES: dict[str, str] = {"grpo": "alight_grpo", "rloo": "alight_rloo", "sft": "alight_sft"}
 LOSS_NAME = "alight"
+SFT_LOSS_NAME = "alight_sft"
 
 
 def rollout_table(index: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, list[int], torch.Tensor]:
@@ -86,6 +92,34 @@ def alight_rloo(token_level_rewards, response_mask, index, config=None, **_: Any
     return _advantages("rloo", token_level_rewards, response_mask, index, config)
 
 
+def alight_sft(token_level_rewards, response_mask, index=None, config=None, **_: Any):
+    """Supervised fine-tuning has no advantages: zeros, which `alight_sft_loss` never reads."""
+    zeros = torch.zeros_like(response_mask, dtype=torch.float32)
+    return zeros, zeros
+
+
+def _dp_size(config: Any) -> int:
+    return int((getattr(config, "global_batch_info", None) or {}).get("dp_size") or 1)
+
+
+def alight_sft_loss(
+    old_log_prob: torch.Tensor,  # (R, A) unused: no ratio
+    log_prob: torch.Tensor,  # (R, A) with grad
+    advantages: torch.Tensor,  # (R, A) unused
+    response_mask: torch.Tensor,  # (R, A)
+    loss_agg_mode: str = "token-mean",  # unused: alight's token_mean weights say how tokens aggregate
+    config: Any = None,
+    rollout_is_weights: torch.Tensor | None = None,  # (R, A) token_mean weights of the whole batch
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    """`algorithm.sft_loss` with verl's calling convention."""
+    if rollout_is_weights is None:
+        raise ValueError(
+            "the alight_sft loss needs the batch's token weights in rollout_is_weights (with_token_weights)"
+        )
+    loss, metrics = sft_loss(log_prob, response_mask, rollout_is_weights)
+    return loss * _dp_size(config), {f"actor/alight_{k}": v for k, v in metrics.items()}
+
+
 def alight_policy_loss(
     old_log_prob: torch.Tensor,  # (R, A)
     log_prob: torch.Tensor,  # (R, A) with grad
@@ -109,8 +143,7 @@ def alight_policy_loss(
         clip_high=clip if config.clip_ratio_high is None else config.clip_ratio_high,
     )
     loss, metrics = policy_loss(log_prob, old_log_prob, advantages, response_mask, rollout_is_weights, algorithm)
-    dp_size = int((getattr(config, "global_batch_info", None) or {}).get("dp_size") or 1)
-    return loss * dp_size, {f"actor/alight_{k}": v for k, v in metrics.items()}
+    return loss * _dp_size(config), {f"actor/alight_{k}": v for k, v in metrics.items()}
 
 
 def register() -> None:
@@ -119,10 +152,11 @@ def register() -> None:
     from verl.trainer.ppo import core_algos
 
     for estimator, name in ESTIMATOR_NAMES.items():
-        fn = {"grpo": alight_grpo, "rloo": alight_rloo}[estimator]
+        fn = {"grpo": alight_grpo, "rloo": alight_rloo, "sft": alight_sft}[estimator]
         if core_algos.ADV_ESTIMATOR_REGISTRY.get(name) is not fn:
             core_algos.register_adv_est(name)(fn)
     core_algos.register_policy_loss(LOSS_NAME)(alight_policy_loss)  # type: ignore[arg-type]
+    core_algos.register_policy_loss(SFT_LOSS_NAME)(alight_sft_loss)  # type: ignore[arg-type]
 
 
 def with_advantages(data: Any, estimator: Estimator, normalize_std: bool = True) -> Any:
