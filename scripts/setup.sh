@@ -10,6 +10,7 @@
 #   bash scripts/setup.sh --browser      + Chromium for the dashboard's browser tests (apt-get, as root)
 #   bash scripts/setup.sh --cli          + the pinned Claude Code and Codex CLIs in .tools/cli (npm; examples/claude_code, codex)
 #   bash scripts/setup.sh --coding       + bubblewrap, strace, .venv-coding (mini-swe-agent) and the coding example's sdists
+#   bash scripts/setup.sh --scienceworld + a Java runtime (apt-get, as root) and the scienceworld simulator (examples/scienceworld)
 #   bash scripts/setup.sh --all          all of the above: what the test suite needs (scripts/test.sh runs this)
 #   bash scripts/setup.sh --vllm         .venv-vllm for `inference.backend: vllm` (~4.5 min, 3.4 GB; also ALIGHT_VLLM=1)
 #   bash scripts/setup.sh --verl         .venv-verl for the verl backend (~6.5 min, 2.3 GB; verl pins its own transformers)
@@ -17,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
-core=1 integrations=0 dev=0 browser=0 cli=0 coding=0 vllm=${ALIGHT_VLLM:-0} verl=0
+core=1 integrations=0 dev=0 browser=0 cli=0 coding=0 scienceworld=0 vllm=${ALIGHT_VLLM:-0} verl=0
 for arg in "$@"; do
     case "$arg" in
         --integrations) integrations=1 ;;
@@ -25,7 +26,8 @@ for arg in "$@"; do
         --browser) browser=1 ;;
         --cli) cli=1 ;;
         --coding) coding=1 ;;
-        --all) dev=1 browser=1 cli=1 coding=1 ;;
+        --scienceworld) scienceworld=1 ;;
+        --all) dev=1 browser=1 cli=1 coding=1 scienceworld=1 ;;
         --vllm) vllm=1 ;;
         --verl) verl=1 core=0 ;;
         -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { print substr($0, 3) }' "$0"; exit 0 ;;
@@ -128,4 +130,10 @@ if [ "$coding" = 1 ]; then
     [ -x .venv-coding/bin/mini ] || { "$PY" -m venv .venv-coding && .venv-coding/bin/pip install -q "mini-swe-agent==2.4.6" "pytest>=8,<9"; }
     .venv-coding/bin/python -c "import coverage" 2>/dev/null || .venv-coding/bin/pip install -q "coverage>=7,<8"
     .venv/bin/python examples/coding/sources.py >/dev/null
+fi
+
+# The ScienceWorld example (examples/scienceworld): AllenAI's simulator runs in a JVM it starts over py4j.
+if [ "$scienceworld" = 1 ]; then
+    command -v java >/dev/null || apt_install "the ScienceWorld simulator's JVM" default-jre-headless
+    .venv/bin/python -c "import scienceworld" 2>/dev/null || .venv/bin/pip install -q -e ".[scienceworld]"
 fi

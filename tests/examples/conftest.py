@@ -1,4 +1,4 @@
-"""The coding example's tests need its sandbox tools and .venv-coding (`bash scripts/setup.sh --coding` installs both)."""
+"""The coding example's tests (test_coding_*) need its sandbox tools and .venv-coding (`bash scripts/setup.sh --coding` installs both)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ VENV = REPO / ".venv-coding"
 
 
 @pytest.fixture(autouse=True, scope="module")  # module: before the modules' own module fixtures
-def coding_tools() -> None:
+def coding_tools(request: pytest.FixtureRequest) -> None:
+    if not request.module.__name__.rpartition(".")[2].startswith("test_coding"):
+        return  # another example's tests (test_scienceworld.py ...) need none of these
     for tool in ("bwrap", "strace"):
         if shutil.which(tool) is None:
             pytest.skip(
