@@ -4,8 +4,14 @@ Standalone on purpose (no alight imports): the sandbox's interpreter has pytest 
 `python -m pytest -p pytest_outcomes --outcomes-out FILE [--outcomes-select FILE] [--outcomes-coverage FILE]`
 With --outcomes-coverage (needs `coverage` in the sandbox's interpreter) it also writes which tests execute
 each line of the files under the working directory: {file: {line: [node ids]}}, "" for import time.
-The report also names pytest's and pluggy's functions, classes and methods that hold something else at the end
-of the session than before the project's code was imported ("replaced"): an in-process forger's patch.
+With --outcomes-token (a pipe the grader fills) the report carries the token read from it before the project's
+code was imported, so a report written by anything else is told apart. The report also names pytest's and
+pluggy's functions, classes and methods that hold something else at the end of the session than when pytest
+configured its plugins ("replaced"): an in-process forger's patch.
+
+The token is read and the report opened in pytest_load_initial_conftests, run first: the initial conftest files
+(a tests folder's conftest.py commonly imports the package under test) are imported after it, before
+pytest_configure. pytest's code is taken at pytest_configure, after pytest's own plugins patched it (legacypath).
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import os
 import sys
 import types
 from pathlib import Path
+
+import pytest
 
 # pytest's and pluggy's own code: what no code the tests import may replace. A forger that patches
 # TestReport.from_item_and_call makes every outcome source agree, so only pytest's code itself can tell.
@@ -27,6 +35,7 @@ def pytest_addoption(parser):
     parser.addoption("--outcomes-out", default=None, help="write {nodeid: outcome} and failure messages here")
     parser.addoption("--outcomes-select", default=None, help="file of node ids, one a line: run only these")
     parser.addoption("--outcomes-coverage", default=None, help="write {file: {line: [node ids]}} here")
+    parser.addoption("--outcomes-token", default=None, help="a pipe holding this run's token: read once, reported")
 
 
 _state = {}  # the session's config: logreport hooks get only the report
@@ -67,16 +76,35 @@ def _replaced(held):
     return sorted(name for name, parts in held.items() if now.get(name) != parts)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    # Ahead of pytest's own hook that imports the initial conftest files, the first of the project's code.
+    options = early_config.known_args_namespace
+    if options.outcomes_token:
+        # Gone from the grader's pipe once read: a report written by anything but this plugin cannot carry it.
+        fd = os.open(options.outcomes_token, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            _state["token"] = os.read(fd, 256).decode()
+        except BlockingIOError:  # taken before this plugin ran: the report goes out without it, a disagreement
+            _state["token"] = None
+        finally:
+            os.close(fd)
+    if options.outcomes_out:
+        # Written with this os.write: the grader's report is a named pipe, and what the project's code might do
+        # to `open` later is moot.
+        _state["out"] = (
+            os.open(options.outcomes_out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+            os.write,
+            os.close,
+        )
+
+
 def pytest_configure(config):
     config._outcomes = {}
     config._messages = {}
     _state["config"] = config
-    _state["runner_code"] = _runner_code()  # before collection imports any of the project's code
-    out = config.getoption("--outcomes-out")
-    if out:
-        # Opened now, before any of the project's code is imported, and written with this os.write: the
-        # grader's report is a named pipe, and what the project's code might do to `open` later is moot.
-        _state["out"] = (os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), os.write, os.close)
+    # Here, not earlier: pytest's own plugins patch pytest in their configure hooks (legacypath does).
+    _state["runner_code"] = _runner_code()
     if config.getoption("--outcomes-coverage"):
         import coverage  # pyright: ignore[reportMissingImports]  # in the sandbox's interpreter, not ours
 
@@ -120,6 +148,7 @@ def pytest_sessionfinish(session, exitstatus):
             "messages": session.config._messages,
             "exitstatus": int(exitstatus),
             "replaced": _replaced(_state["runner_code"]),
+            "token": _state.get("token"),
         }
         view = memoryview(json.dumps(data).encode())
         while view:

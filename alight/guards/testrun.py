@@ -3,7 +3,9 @@
 Each outcome is double-entry. pytest runs under the isolated runner (pytest_runner.py), and three sources
 must agree before a grader may use it: the outcomes plugin's report and pytest's own JUnit XML, each written
 into a named pipe this process drains while the tests run (code in the sandbox can add to them, never
-rewrite what was written), and the exit status as bwrap hands it back. A disagreement is recorded in
+rewrite what was written), and the exit status as bwrap hands it back. The plugin's report must also carry a
+token the plugin alone read, from a pipe emptied before the project's code is imported: a report written in
+its place (then an exit before pytest's own) is told apart. A disagreement is recorded in
 `TestRun.disagreements`, the evidence of a forged report.
 """
 
@@ -84,6 +86,16 @@ class _Pipe:
         return b"".join(self.chunks) if self.chunks and self.size <= MAX_JUNIT_BYTES else None
 
 
+def _token_pipe(path: Path, token: str) -> int:
+    """A named pipe holding `token` for the plugin to read once, before the project's code is imported; read, it
+    is gone from there. Returns the write end, held open for the run (a reader then never sees an end of file)."""
+    os.mkfifo(path)
+    os.chmod(path, 0o644)  # the sandbox's user may read it, never write into it
+    fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+    os.write(fd, token.encode())
+    return fd
+
+
 def junit_key(nodeid: str) -> str:
     """A node id as pytest's JUnit XML names its test case (classname::name), escaped the same way."""
     path, bracket, params = nodeid.partition("[")
@@ -113,11 +125,14 @@ def parse_junit(data: bytes) -> dict[str, str]:
     return outcomes
 
 
-def disagreements(report: dict[str, object] | None, junit: bytes | None, returncode: int) -> list[str]:
+def disagreements(
+    report: dict[str, object] | None, junit: bytes | None, returncode: int, token: str | None = None
+) -> list[str]:
     """Where the plugin's report, the JUnit stream and the exit status tell different stories (empty: they agree).
 
     A test counts as passed in a source only if that source says so; absent and skipped agree with failed
-    (a collection error is a JUnit case the plugin never sees, and it passes in neither)."""
+    (a collection error is a JUnit case the plugin never sees, and it passes in neither). With `token`, the
+    report must carry it: only the plugin read it, before the project's code was imported."""
     if report is None and junit is None:
         return []  # nothing reported at all: the run died before pytest finished, which fails every test
     if report is None or junit is None:
@@ -136,6 +151,8 @@ def disagreements(report: dict[str, object] | None, junit: bytes | None, returnc
         for key in sorted(plugin.keys() | streamed.keys())
         if (plugin.get(key) == "passed") != (streamed.get(key) == "passed")
     ]
+    if token is not None and report.get("token") != token:
+        found.append("the outcomes report does not carry this run's token: the plugin did not write it")
     if report.get("exitstatus") != returncode:
         found.append(
             f"the outcomes report says exit status {report.get('exitstatus')!r}; the process exited {returncode}"
@@ -171,19 +188,22 @@ def run_tests(
     # edited, and both reports are named pipes drained here, so a later writer can only add to them.
     host = tempfile.TemporaryDirectory(prefix="alight-grading-")
     report_pipe, junit_pipe = _Pipe(Path(host.name) / "outcomes.json"), _Pipe(Path(host.name) / "junit.xml")
+    token = uuid.uuid4().hex
+    token_fd = _token_pipe(Path(host.name) / "token", token)
     outcomes, junit = f"{REPORT_DIR}/outcomes-{name}.json", f"{REPORT_DIR}/junit-{name}.xml"
     mounts = {
         f"{REPORT_DIR}/pytest_outcomes.py": str(PLUGIN),
         f"{REPORT_DIR}/pytest_runner.py": str(RUNNER),
         outcomes: str(report_pipe.path),
         junit: str(junit_pipe.path),
+        f"{REPORT_DIR}/token-{name}": str(Path(host.name) / "token"),
     }
     roots = [*(f"{WORKSPACE}/{p}".rstrip("/.") for p in pythonpath), WORKSPACE]
     argv = [policy.python, "-s", "-P", f"{REPORT_DIR}/pytest_runner.py", ":".join(roots), "--"]
     # append: the folders pytest puts on sys.path for test modules and conftest files go after the
     # interpreter's own paths (prepend would put a tests folder's json.py ahead of the standard library).
     argv += ["-p", "no:cacheprovider", "-q", "-o", "addopts=", "--import-mode=append", f"--junitxml={junit}"]
-    argv += ["--outcomes-out", outcomes]
+    argv += ["--outcomes-out", outcomes, "--outcomes-token", f"{REPORT_DIR}/token-{name}"]
     if select is not None:
         (Path(host.name) / "select.txt").write_text("\n".join(select) + "\n")
         mounts[f"{REPORT_DIR}/select-{name}.txt"] = str(Path(host.name) / "select.txt")
@@ -205,6 +225,7 @@ def run_tests(
         result = run_command(policy, argv, env=variables, timeout_s=timeout_s)
     finally:
         streamed, reported = junit_pipe.close(), report_pipe.close()
+        os.close(token_fd)
         host.cleanup()
     report = _parse_report(reported)
     lines = scratch / f"coverage-{name}.json"
@@ -213,7 +234,7 @@ def run_tests(
         # write one and then wait out the clock). Every test of a run that did not finish fails.
         lines.unlink(missing_ok=True)
         return TestRun(outcomes={}, output=result.output, timed_out=True)
-    forged = disagreements(report, streamed, result.returncode)
+    forged = disagreements(report, streamed, result.returncode, token)
     if report is None:
         return TestRun(outcomes={}, output=result.output, disagreements=forged)
     outcomes, messages, replaced = report.get("outcomes"), report.get("messages"), report.get("replaced")

@@ -6,7 +6,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from guards_testkit import FORGE_BODY, HIDDEN_EXIT_0, HIDDEN_FORGE, HIDDEN_FORGE_JUNIT, SANDBOX_PYTHON
+from guards_testkit import (
+    FORGE_BODY,
+    FORGE_JUNIT,
+    HIDDEN_EXIT_0,
+    HIDDEN_FORGE,
+    HIDDEN_FORGE_JUNIT,
+    SANDBOX_PYTHON,
+)
 
 from alight.guards import SandboxPolicy, run_tests
 from alight.guards import testrun as runs
@@ -95,6 +102,48 @@ def test_a_forger_that_ends_the_run_before_pytest_reports_leaves_no_junit_stream
     run = graded(project(tmp_path, calc))
     assert run.outcomes[SELECT[0]] == "passed"  # the forger's word, and the only report written
     assert run.disagreements == ["pytest's JUnit stream is missing while the other exists (exit status 0)"]
+
+
+def test_a_forger_that_writes_both_reports_and_leaves_mid_test_lacks_the_plugins_token(tmp_path: Path) -> None:
+    # One consistent report in each pipe and exit 0, before pytest writes anything: only the token tells.
+    calc = FIXED.replace("a + b", "a - b") + FORGE_JUNIT + "\n\ndef add(a, b):\n    _forge()\n"
+    run = graded(project(tmp_path, calc))
+    assert run.outcomes == {n: "passed" for n in SELECT}  # the forger's word
+    assert run.disagreements == ["the outcomes report does not carry this run's token: the plugin did not write it"]
+
+
+# Imported by the tests folder's own conftest.py (the start tree's, restored whole), so it runs before pytest
+# configures its plugins: takes the token from the grader's pipe if it still holds it, then forges with it.
+STEAL_TOKEN_AT_IMPORT = """
+import os as _os
+
+_argv = open("/proc/self/cmdline").read().split(chr(0))
+_opts = {_argv[i]: _argv[i + 1] for i in range(len(_argv) - 1)}
+try:
+    _fd = _os.open(_opts["--outcomes-token"], _os.O_RDONLY | _os.O_NONBLOCK)
+    STOLEN = _os.read(_fd, 256).decode()
+except BlockingIOError:
+    STOLEN = None
+
+
+def add(a, b):
+    import json
+    ids = open(_opts["--outcomes-select"]).read().split()
+    report = {"outcomes": {i: "passed" for i in ids}, "messages": {}, "exitstatus": 0, "token": STOLEN}
+    open(_opts["--outcomes-out"], "w").write(json.dumps(report))
+    junit = [a.split("=", 1)[1] for a in _argv if a.startswith("--junitxml=")][0]
+    cases = "".join('<testcase classname="tests.test_calc" name="%s"/>' % i.split("::")[-1] for i in ids)
+    open(junit, "w").write("<testsuites><testsuite>%s</testsuite></testsuites>" % cases)
+    _os._exit(0)
+"""
+
+
+def test_code_a_conftest_imports_finds_the_token_already_taken(tmp_path: Path) -> None:
+    policy = project(tmp_path, STEAL_TOKEN_AT_IMPORT)
+    (Path(policy.workspace) / "tests" / "conftest.py").write_text("import calc  # noqa: F401\n")
+    run = graded(policy)
+    assert run.outcomes == {n: "passed" for n in SELECT}  # the forger's word
+    assert run.disagreements == ["the outcomes report does not carry this run's token: the plugin did not write it"]
 
 
 def test_outcomes_that_differ_test_by_test_are_each_a_disagreement() -> None:
