@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from alight.cleaning import STATEMENT_FIELD, Probe, clean_tasks
-from alight_server.commands import data_export
+from alight_server.commands import data_export, data_import
 from alight_server.commands import data_keys, data_purge
 
 data_app = typer.Typer(help="Prepare task sets for training.", no_args_is_help=True)
@@ -124,6 +124,8 @@ data_app.command("rotate-key")(data_keys.rotate_key)
 
 
 data_app.command("export")(data_export.export)
+data_app.command("import")(data_import.import_traces)
+data_app.command("check")(data_import.check)
 
 
 def register(app: typer.Typer) -> None:

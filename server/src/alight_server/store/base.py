@@ -264,6 +264,11 @@ class Store(Protocol):
         """Oldest step first. Raises NotFound."""
         ...
 
+    def add_offline_rollouts(self, items: Sequence[RolloutCreate]) -> list[tuple[Rollout, bool]]:
+        """Rollouts that ran elsewhere (`alight data import`), created ended with one attempt and never claimable
+        (store/offline.py); idempotent per id. Each stored rollout with whether it is new."""
+        ...
+
     def browse_rollouts(self, where: RolloutFilter, *, offset: int = 0, limit: int = 50) -> tuple[list[Rollout], int]:
         """A page of rollouts matching `where` in creation order, and how many match in all."""
         ...

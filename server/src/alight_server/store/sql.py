@@ -37,13 +37,14 @@ from alight_server.store.base import Conflict, NotFound
 from alight_server.store.browse import SqlRolloutListing
 from alight_server.store.gateway_pause import SqlGatewayReplicas
 from alight_server.store.lifecycle import apply_finish, check_transition, end_running_attempt
+from alight_server.store.offline import SqlOfflineRollouts
 from alight_server.store.records import SqlRecords
 from alight_server.store.retention import SqlRetention
 from alight_server.store.runner_env import RunnerEnvError
 from alight_server.store.runs import SqlRuns
 
 
-class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlRolloutListing, SqlRetention):
+class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlOfflineRollouts, SqlRolloutListing, SqlRetention):
     """The durable store at a SQLAlchemy URL (`sqlite:///path.db`, `postgresql+psycopg://...`)."""
 
     def _load(self, conn: Connection, rollout_id: str) -> Rollout:

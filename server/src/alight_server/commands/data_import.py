@@ -1,0 +1,161 @@
+"""`alight data import FILE... --format F --name NAME` and `alight data check NAME`: traces in, the builder's view out."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+FORMATS = ("otel", "openai", "claude-code", "codex", "alight")
+DB_HELP = "The store (a SQLAlchemy URL): the one `alight serve` uses by default."
+DEFAULT_DB = "sqlite:///.alight/alight.db"
+
+
+ADMIN_HELP = "The server's admin key: its content key derives from it when no ALIGHT_DATA_KEY/ALIGHT_SECRET_KEY is set."
+
+
+def open_cli_store(db: str, admin_key: str | None) -> Any:
+    """The store a server with these settings opens, under the same key-encryption key (store/kek.py)."""
+    from alight_server.commands.serve import db_url
+    from alight_server.store import open_store
+    from alight_server.store.kek import KekSource
+
+    try:
+        return open_store(db_url(db), KekSource.default(admin_key))
+    except Exception as exc:  # a StoreError, a bad URL, an unreachable database, a missing driver
+        typer.echo(f"cannot open the store at {db}: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+def _model(model: str | None, config: Path | None) -> str | None:
+    if model or config is None:
+        return model
+    from alight_server.trainer.config import ConfigError, load_config
+
+    try:
+        return load_config(config).model
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--config") from exc
+
+
+def import_traces(
+    files: list[Path] = typer.Argument(..., help="Trace files (or folders of session files), read in order."),
+    fmt: str = typer.Option(..., "--format", help=f"One of {', '.join(FORMATS)}."),
+    name: str = typer.Option(..., "--name", help="The run the rollouts go under (rollout ids NAME-...)."),
+    task_key: str | None = typer.Option(None, "--task-key", help="Group sessions whose task has the same value here."),
+    model: str | None = typer.Option(None, "--model", help="Render text-only calls with this model's template."),
+    config: Path | None = typer.Option(None, "--config", help="Training config: render with its model."),
+    db: str = typer.Option(DEFAULT_DB, "--db", envvar="ALIGHT_DB", help=DB_HELP),
+    admin_key: str | None = typer.Option(None, "--admin-key", envvar="ALIGHT_ADMIN_KEY", help=ADMIN_HELP),
+) -> None:
+    """Import traces as a run of offline rollouts: exact calls as recorded, text-only calls rendered (docs/traces.md)."""
+    if fmt not in FORMATS:
+        raise typer.BadParameter(
+            f"{fmt!r} is not a trace format; use one of {', '.join(FORMATS)}", param_hint="--format"
+        )
+    if not re.fullmatch(r"[A-Za-z0-9._:]{1,100}", name):
+        raise typer.BadParameter(
+            f"{name!r}: use letters, digits, '.', '_' and ':' only (no '-': a rollout's run is the text before "
+            "its first '-')",
+            param_hint="--name",
+        )
+    if missing := [str(f) for f in files if not f.exists()]:
+        raise typer.BadParameter(f"no such file: {', '.join(missing)}", param_hint="FILE")
+    from alight_server.traces.formats import READERS
+    from alight_server.traces.importer import import_traces as store_traces
+    from alight_server.traces.model import TraceFormatError
+    from alight_server.traces.render import Renderer
+
+    try:
+        parsed = READERS[fmt](files)
+    except TraceFormatError as exc:
+        typer.echo(f"alight data import: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    chosen = _model(model, config)
+    needs_render = any(not c.exact and c.problem is None for s in parsed.sessions for c in s.calls)
+    renderer = Renderer.for_model(chosen) if chosen and needs_render else None
+    store = open_cli_store(db, admin_key)
+    try:
+        report = store_traces(store, name, fmt, parsed, renderer, task_key=task_key)
+    finally:
+        store.close()
+    typer.echo("\n".join(report.lines(name)))
+    if report.sessions == 0:
+        raise typer.Exit(1)
+
+
+def check(
+    name: str = typer.Argument(..., help="The imported run (or any run) to check."),
+    config: Path | None = typer.Option(None, "--config", help="Training config: its samples: settings and model."),
+    model: str | None = typer.Option(None, "--model", help="Show tokens as text with this model's tokenizer."),
+    db: str = typer.Option(DEFAULT_DB, "--db", envvar="ALIGHT_DB", help=DB_HELP),
+    admin_key: str | None = typer.Option(None, "--admin-key", envvar="ALIGHT_ADMIN_KEY", help=ADMIN_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """What the sample builder would make of these traces: calls, fidelity, rows, prefix breaks and where they start."""
+    from alight_server.traces.check import check_run
+    from alight_server.traces.render import Renderer
+    from alight_server.trainer.samples import SampleConfig
+
+    sample_config = SampleConfig()
+    if config is not None:
+        from alight_server.trainer.config import ConfigError, load_config
+
+        try:
+            loaded = load_config(config)
+        except ConfigError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--config") from exc
+        sample_config, model = SampleConfig.from_section(loaded.samples), model or loaded.model
+    decode = Renderer.for_model(model).decode if model else None
+    store = open_cli_store(db, admin_key)
+    try:
+        report = check_run(store, name, sample_config, decode)
+    finally:
+        store.close()
+    if as_json:
+        typer.echo(json.dumps(report.as_dict(), indent=2))
+        return
+    if not report.trajectories:
+        typer.echo(f"alight data check: no rollouts under run {name!r} in this store", err=True)
+        raise typer.Exit(1)
+    print_report(report, Console())
+
+
+def print_report(report: Any, console: Console) -> None:
+    table = Table(title=f"run {report.run_id}: {len(report.trajectories)} trajectories")
+    for column in ("rollout", "source", "calls", "exact", "rendered", "left out", "rows", "breaks", "first difference"):
+        table.add_column(column, overflow="fold")
+    for t in report.trajectories:
+        first = t.divergences[0] if t.divergences else None
+        where = "-" if first is None else (
+            f"call {first.call} token {first.position} ({first.cause}): "
+            + (f"{first.expected_text!r} vs {first.prompt_text!r}" if first.expected_text is not None
+               else f"{first.expected_ids} vs {first.prompt_ids}")
+        )  # fmt: skip
+        breaks = ", ".join(f"{k} {v}" for k, v in sorted(t.breaks.items())) or "-"
+        table.add_row(
+            t.rollout_id, t.source or "", str(t.calls), str(t.exact), str(t.rendered), str(t.left_out), str(t.rows),
+            breaks, where,
+        )  # fmt: skip
+    console.print(table)
+    build = report.build
+    console.print(
+        f"rows after merging {int(build['rows'])} from {int(build['calls'])} calls "
+        f"({int(build['calls_used'])} used, {int(build['trained_tokens'])} trained tokens); "
+        f"prefix breaks {dict(report.breaks) or 'none'}; truncated rows {report.truncated_rows} "
+        f"({report.truncated_tokens} tokens)"
+    )
+    if report.dropped_calls:
+        console.print(f"calls left out by the builder: {report.dropped_calls}")
+    if report.unscored:
+        console.print(
+            f"{report.unscored} trajectories have no reward yet (counted as 0 here; score them with alight eval --traces)"
+        )
+    for t in report.trajectories:
+        for message in t.unrendered:
+            console.print(f"not imported ({t.rollout_id}): {message}")

@@ -1,0 +1,50 @@
+"""JSON Lines files as the trace readers meet them: gzip by name, a truncated last line reported, not fatal."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from alight_server.traces.model import RecordError, TraceFormatError
+
+
+def read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+        if path.suffix == ".gz":
+            try:
+                raw = gzip.decompress(raw)
+            except (EOFError, OSError) as exc:  # a gzip cut short: what did arrive is still read
+                raw = _partial_gunzip(raw, exc, path)
+        return raw.decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise TraceFormatError(f"cannot read {path}: {exc}") from exc
+
+
+def _partial_gunzip(raw: bytes, exc: Exception, path: Path) -> bytes:
+    import zlib
+
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        return inflater.decompress(raw)
+    except zlib.error:
+        raise TraceFormatError(f"{path} is not gzip ({exc}); name it without .gz if it is plain text") from exc
+
+
+def json_lines(path: Path, errors: list[RecordError]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each JSON object line; a line that is not one (a truncated last line) is an error."""
+    for number, line in enumerate(read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError as exc:
+            errors.append(RecordError(f"{path.name}:{number}", f"not a complete JSON line ({exc}); truncated file?"))
+            continue
+        if not isinstance(value, dict):
+            errors.append(RecordError(f"{path.name}:{number}", f"expected a JSON object, got {type(value).__name__}"))
+            continue
+        yield number, value

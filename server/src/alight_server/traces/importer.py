@@ -1,0 +1,170 @@
+"""Sessions into the store as a run of offline rollouts: exact calls as recorded, the rest rendered and flagged.
+
+1. The run NAME is reported (status succeeded, its config saying where the traces came from).
+2. Each session is one rollout `NAME-<content hash>`, created ended and never claimable
+   (`Store.add_offline_rollouts`), so no controller ever starts it; re-importing the same content finds the
+   same ids and stores nothing new.
+3. Each call is stored as a model call `<rollout id>-<n>`: with its recorded ids (`exact`) or rendered by the
+   policy's template (`rendered`: RENDERED_FLAG, no logprobs). A call that cannot be rendered is left out
+   and recorded as an `alight.import.unrendered` event on its rollout (the check report counts them).
+4. Rewards the source carried become the rollout's rewards (ids `import-<n>`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from alight.schemas import (
+    RENDERED_FLAG,
+    ApiFlavour,
+    EventCreate,
+    Mode,
+    ModelCall,
+    RewardCreate,
+    RewardSource,
+    RolloutCreate,
+    RunReport,
+    RunStatus,
+)
+from alight_server.store.base import Store
+from alight_server.store.rows import now
+from alight_server.traces.model import Parsed, RecordError, TraceCall, TraceSession
+from alight_server.traces.render import Renderer, RenderError
+
+UNRENDERED_EVENT = "alight.import.unrendered"
+OFFLINE_KEY = "offline"  # rollout metadata: {"offline": {"format", "source", "run"}} marks an imported rollout
+
+
+@dataclass
+class ImportReport:
+    sessions: int = 0
+    new_rollouts: int = 0
+    calls: Counter[str] = field(default_factory=Counter)  # exact / rendered / left out
+    errors: list[RecordError] = field(default_factory=list)
+
+    def lines(self, name: str) -> list[str]:
+        out = [
+            f"imported {self.sessions} sessions into run {name!r} ({self.new_rollouts} new rollouts, "
+            f"{self.sessions - self.new_rollouts} already there): {self.calls['exact']} exact calls, "
+            f"{self.calls['rendered']} rendered, {self.calls['left_out']} left out"
+        ]
+        out.extend(f"  skipped {error}" for error in self.errors)
+        return out
+
+
+def rollout_id(name: str, fmt: str, session: TraceSession) -> str:
+    return f"{name}-{session.digest(fmt)}"
+
+
+def group_id(name: str, session: TraceSession, task_key: str | None) -> str | None:
+    """The task group: the source's own (alight's export), else the task's `task_key` value, else none."""
+    if session.group:
+        return session.group
+    if task_key is None:
+        return None
+    value = session.task.get(task_key) if isinstance(session.task, dict) else None
+    if value is None:
+        return None
+    digest = hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return f"{name}-task-{digest}"
+
+
+def import_traces(
+    store: Store, name: str, fmt: str, parsed: Parsed, renderer: Renderer | None, *, task_key: str | None = None
+) -> ImportReport:
+    report = ImportReport(errors=list(parsed.errors))
+    store.report_run(RunReport(id=name, status=RunStatus.SUCCEEDED, config={OFFLINE_KEY: {"format": fmt}}))
+    for session in parsed.sessions:
+        rid = rollout_id(name, fmt, session)
+        calls, events = _calls(rid, session, renderer, report)
+        source = session.source_rollout or {}
+        mode = Mode(source["mode"]) if source.get("mode") in ("train", "val") else Mode.TRAIN
+        metadata: dict[str, Any] = {OFFLINE_KEY: {"format": fmt, "source": session.key, "run": name}}
+        if source:
+            metadata[OFFLINE_KEY]["exported"] = {k: source.get(k) for k in ("state", "policy_version", "mode")}
+        item = RolloutCreate(
+            id=rid, task=session.task, mode=mode, group_id=group_id(name, session, task_key), metadata=metadata
+        )
+        [(_, created)] = store.add_offline_rollouts([item])
+        report.sessions += 1
+        report.new_rollouts += created
+        store.add_model_calls(calls)
+        for event in events:
+            store.add_event(rid, event)
+        for i, reward in enumerate(session.rewards):
+            source_name = reward.source if reward.source in RewardSource.__members__.values() else "agent"
+            store.add_reward(
+                rid,
+                RewardCreate(
+                    id=f"import-{i}", attempt=1, value=reward.value, name=reward.name, final=reward.final,
+                    source=RewardSource(source_name),
+                ),
+            )  # fmt: skip
+    return report
+
+
+def _calls(
+    rid: str, session: TraceSession, renderer: Renderer | None, report: ImportReport
+) -> tuple[list[ModelCall], list[EventCreate]]:
+    calls: list[ModelCall] = []
+    events: list[EventCreate] = []
+    for n, call in enumerate(session.calls):
+        try:
+            calls.append(_model_call(rid, n, call, renderer))
+            report.calls["exact" if call.exact else "rendered"] += 1
+        except RenderError as exc:
+            report.calls["left_out"] += 1
+            report.errors.append(RecordError(f"session {session.key} call {n}", str(exc)))
+            events.append(
+                EventCreate(
+                    id=f"unrendered-{n}", attempt=1, kind=UNRENDERED_EVENT, payload={"call": n, "message": str(exc)}
+                )
+            )
+    return calls, events
+
+
+def _model_call(rid: str, n: int, call: TraceCall, renderer: Renderer | None) -> ModelCall:
+    if call.problem is not None:
+        raise RenderError(call.problem)
+    flags: list[str] = []
+    if call.exact:
+        prompt_ids, response_ids = list(call.prompt_token_ids or []), list(call.response_token_ids or [])
+        logprobs = list(call.response_logprobs or [])
+    elif renderer is None:
+        raise RenderError(
+            "the call has no recorded token ids and no model was given to render it: pass --model or --config"
+        )
+    else:
+        prompt_ids, response_ids = renderer.render(call)
+        logprobs, flags = [], [RENDERED_FLAG]
+    request = call.request or {
+        "model": call.model,
+        "messages": call.messages,
+        **({"tools": call.tools} if call.tools else {}),
+    }
+    response = call.response or {
+        "object": "chat.completion",
+        "model": call.model,
+        "choices": [{"index": 0, "message": call.reply, "finish_reason": call.finish_reason or "stop"}],
+    }
+    flavour = call.flavour if call.request is not None and call.flavour in ApiFlavour.__members__.values() else "chat"
+    return ModelCall(
+        id=f"{rid}-{n}",
+        rollout_id=rid,
+        attempt=1,
+        seq=n,
+        flavour=ApiFlavour(flavour),
+        request=request,
+        response=response,
+        prompt_token_ids=prompt_ids,
+        response_token_ids=response_ids,
+        response_logprobs=logprobs,
+        policy_version=call.policy_version,
+        status_code=200,
+        flags=flags,
+        created_at=now(),
+    )
