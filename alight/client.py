@@ -149,8 +149,13 @@ class AlightClient:
     def add_event(self, rollout_id: str, event: EventCreate) -> Event:
         return self._call(Event, "POST", f"/api/rollouts/{rollout_id}/events", body=event)
 
-    def list_events(self, rollout_id: str, *, attempt: int | None = None, kind: str | None = None) -> list[Event]:
-        params = {k: v for k, v in {"attempt": attempt, "kind": kind}.items() if v is not None}
+    def list_events(
+        self, rollout_id: str, *, attempt: int | None = None, kind: str | None = None, reveal: bool = False
+    ) -> list[Event]:
+        """The rollout's events; their payloads (attempt logs, evidence) redacted for people unless `reveal`."""
+        params: dict[str, Any] = {k: v for k, v in {"attempt": attempt, "kind": kind}.items() if v is not None}
+        if reveal:
+            params["reveal"] = "true"
         return self._call(EventList, "GET", f"/api/rollouts/{rollout_id}/events", params=params).events
 
     def add_reward(self, rollout_id: str, reward: RewardCreate) -> Reward:
@@ -194,9 +199,15 @@ class AlightClient:
 
     # ---- routes added by other areas go below this line
 
-    def trajectory(self, rollout_id: str, attempt: int | None = None) -> Trajectory:
-        """One attempt (default: the latest) joined: calls with span paths, tool spans, rewards."""
-        params = {"attempt": attempt} if attempt is not None else {}
+    def trajectory(self, rollout_id: str, attempt: int | None = None, *, reveal: bool = False) -> Trajectory:
+        """One attempt (default: the latest) joined: calls with span paths, tool spans, rewards.
+
+        A copy for people (secrets and personal data redacted; a call with anything hidden has no token
+        ids) unless `reveal`: the exact data, for training and exports of training data.
+        """
+        params: dict[str, Any] = {"attempt": attempt} if attempt is not None else {}
+        if reveal:
+            params["reveal"] = "true"
         return self._call(Trajectory, "GET", f"/api/rollouts/{rollout_id}/trajectory", params=params)
 
     # training runs, for the dashboard

@@ -35,7 +35,7 @@ ROOMS: dict[str, Floors] = {
     ],
     "alight_server": [
         ["json_depth", "hooks", "error_types", "call_output"],
-        ["upstream_keys", "auth"],
+        ["upstream_keys", "auth", "redaction"],
         ["config"],
         ["store", "controller"],  # the controller reaches the server over HTTP, with the SDK's client
         ["errors", "deps", "trajectory", "retention"],
@@ -43,7 +43,6 @@ ROOMS: dict[str, Floors] = {
         ["serving"],
         ["inference"],
         ["trainer"],
-        ["traces"],  # imported traces: read, rendered with the policy's template, checked by the sample builder
         ["ui"],
         ["app"],
         ["stack_state"],

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import typer
@@ -37,14 +39,16 @@ def _read_local(path: Path, admin_key: str | None) -> str:
         raise typer.Exit(1) from exc
 
 
-def _server_logs(server: str, admin_key: str | None, rollout_id: str) -> tuple[dict[int, str], dict[int, str]]:
-    """({attempt: uploaded log text}, {attempt: one-line status}) as the server knows them."""
+def _server_logs(
+    server: str, admin_key: str | None, rollout_id: str, reveal: bool
+) -> tuple[dict[int, str], dict[int, str]]:
+    """({attempt: uploaded log text}, {attempt: one-line status}) as the server knows them (it redacts them)."""
     from alight.client import AlightClient
 
     client = AlightClient(server, admin_key=admin_key)
     rollout = client.get_rollout(rollout_id)
     texts: dict[int, str] = {}
-    for event in client.list_events(rollout_id, kind=LOG_EVENT_KIND):
+    for event in client.list_events(rollout_id, kind=LOG_EVENT_KIND, reveal=reveal):
         if event.attempt is not None:
             texts[event.attempt] = str(event.payload.get("text", ""))
     states: dict[int, str] = {}
@@ -55,6 +59,15 @@ def _server_logs(server: str, admin_key: str | None, rollout_id: str) -> tuple[d
     return texts, states
 
 
+def local_redactor() -> Callable[[str], str] | None:
+    """The server package's redaction (entry point `alight.server: redact`) for logs read from this disk."""
+    found = entry_points(group="alight.server", name="redact")
+    try:
+        return next(iter(found)).load() if found else None
+    except ImportError:
+        return None
+
+
 def register(app: typer.Typer) -> None:
     @app.command("logs")
     def logs(
@@ -63,15 +76,21 @@ def register(app: typer.Typer) -> None:
         server: str | None = typer.Option(None, "--server", envvar="ALIGHT_SERVER_URL", help="The server's URL."),
         admin_key: str | None = typer.Option(None, "--admin-key", envvar="ALIGHT_ADMIN_KEY"),
         logs_dir: Path = typer.Option(Path(DEFAULT_LOGS_DIR), "--logs-dir", envvar="ALIGHT_LOGS_DIR"),
+        reveal: bool = typer.Option(
+            False, "--reveal", help="Print the exact output; by default secrets and personal data are redacted."
+        ),
     ) -> None:
-        """Print what a rollout's agent wrote to stdout and stderr, attempt by attempt."""
+        """Print what a rollout's agent wrote to stdout and stderr, attempt by attempt (redacted unless --reveal)."""
+        redact = None if reveal else local_redactor()
+        if not reveal and redact is None:
+            typer.echo("alight logs: no redaction here (pip install alight-server); showing logs as captured", err=True)
         texts: dict[int, str] = {}
         states: dict[int, str] = {}
         if server:
             from alight.client import ApiError
 
             try:
-                texts, states = _server_logs(server, admin_key, rollout)
+                texts, states = _server_logs(server, admin_key, rollout, reveal)
             except ApiError as exc:
                 if exc.status_code != 404:
                     typer.echo(f"the server at {server} refused: {exc}", err=True)
@@ -86,6 +105,7 @@ def register(app: typer.Typer) -> None:
             text = texts.get(n)
             if text is None and n in local:
                 text = _read_local(local[n], admin_key)
+                text = redact(text) if redact is not None else text
             if text is None:
                 continue
             if attempt is None:

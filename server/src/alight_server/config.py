@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from alight_server.redaction.config import RedactionConfig
 from alight_server.store.kek import KekError, KekSource
 from alight_server.upstream_keys import KeySources
 
@@ -72,6 +73,8 @@ class ServerConfig(BaseModel):
     upstream_key_dir: Path | None = None
     # Off unless given: nothing is ever deleted (docs/data.md, "Retention and purge").
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    # What the copies people read hide (redaction/, docs/data.md "Redaction"); training data is never changed.
+    redaction: RedactionConfig = Field(default_factory=RedactionConfig)
     # The key-encryption key that wraps the store's data keys (store/kek.py, docs/data.md "Keys and rotation"):
     # `secret` (ALIGHT_SECRET_KEY, else derived from admin_key), `file: PATH` or `command: "CMD"` (a key
     # manager's CLI printing the key); a string `file:PATH` / `command:CMD` too (env ALIGHT_DATA_KEY).

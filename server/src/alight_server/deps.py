@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Query, Request
 
 from alight.schemas import RewardSource
 from alight_server.auth import TOKEN_PREFIX, AttemptClaims, InvalidToken, check_admin_key, verify_attempt_token
 from alight_server.config import ServerConfig
+from alight_server.redaction import Redactor
 from alight_server.store import Store
 from alight_server.store.base import NotFound
 
 # An attempt token stops working this long after its attempt ended. Until then OTLP spans still land
 # (an exporter's last retry in the agent's exit path); events and rewards are refused at once (409).
 ENDED_ATTEMPT_GRACE_S = 60.0
+
+log = logging.getLogger("alight.server")
 
 _AUTH_HINT = "send `Authorization: Bearer <admin key>`, or an agent's attempt token on its own routes"
 
@@ -131,9 +135,34 @@ def get_path_attempt(request: Request, claims: Annotated[AttemptClaims, Depends(
     return claims
 
 
+def get_redactor(request: Request) -> Redactor:
+    """The server's redactor, built from its `redaction:` config on first use and kept on the app."""
+    redactor: Redactor | None = getattr(request.app.state, "redactor", None)
+    if redactor is None:
+        redactor = request.app.state.redactor = Redactor(get_config(request).redaction)
+    return redactor
+
+
+REVEAL_HELP = "true: the exact content as captured (admin key; logged). Default: secrets and personal data redacted"
+
+
+def people_copy(
+    request: Request,
+    _: Annotated[Caller, Depends(require_admin)],
+    reveal: Annotated[bool, Query(description=REVEAL_HELP)] = False,
+) -> Redactor | None:
+    """How a read route answers: redacted (the redactor), or exact when the admin asked with `reveal=true`."""
+    if reveal:
+        log.info("exact content revealed to the admin key: %s %s", request.method, request.url.path)
+        return None
+    return get_redactor(request)
+
+
 StoreDep = Annotated[Store, Depends(get_store)]
 ConfigDep = Annotated[ServerConfig, Depends(get_config)]
 CallerDep = Annotated[Caller, Depends(get_caller)]
 AdminDep = Annotated[Caller, Depends(require_admin)]
 AttemptTokenDep = Annotated[AttemptClaims, Depends(get_attempt_token)]
 AttemptDep = Annotated[AttemptClaims, Depends(get_path_attempt)]
+# A read route's copy for people: None when the admin key asked for the exact content (reveal=true).
+RedactionDep = Annotated[Redactor | None, Depends(people_copy)]

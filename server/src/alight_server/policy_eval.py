@@ -19,8 +19,8 @@ from alight_server.trajectory import build_trajectory
 
 def report_from_client(client: AlightClient, rollouts: Sequence[Rollout]) -> EvalReport:
     done = [r for r in rollouts if r.state != RolloutState.CANCELLED and r.attempts]
-    trajectories = [client.trajectory(r.id) for r in done]
-    events = [e for r in done for e in client.list_events(r.id)]
+    trajectories = [client.trajectory(r.id, reveal=True) for r in done]  # token counts need the exact copy
+    events = [e for r in done for e in client.list_events(r.id, reveal=True)]
     return build_report(rollouts, trajectories, events)
 
 
@@ -85,7 +85,7 @@ def run_rollouts(
         scores: list[list[float | None]] = [[] for _ in tasks]
         for rollout in finished:
             index = int(rollout.metadata["task_index"])
-            scores[index].append(scored(client.trajectory(rollout.id)) if rollout.attempts else None)
+            scores[index].append(scored(client.trajectory(rollout.id, reveal=True)) if rollout.attempts else None)
         return report, scores
 
 

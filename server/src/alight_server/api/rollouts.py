@@ -21,7 +21,7 @@ from alight.api_models import (
     WaitResult,
 )
 from alight.schemas import TERMINAL_STATES, Event, EventCreate, Reward, RewardCreate, Rollout, RolloutState
-from alight_server.deps import AdminDep, CallerDep, StoreDep
+from alight_server.deps import AdminDep, CallerDep, RedactionDep, StoreDep
 from alight_server.hooks import rollout_changed
 from alight_server.store import Store
 
@@ -101,11 +101,15 @@ def add_event(rollout_id: RolloutId, body: EventCreate, store: StoreDep, caller:
 def list_events(
     rollout_id: RolloutId,
     store: StoreDep,
-    _: AdminDep,
+    redaction: RedactionDep,
     attempt: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
     kind: Annotated[str | None, Query(max_length=100)] = None,
 ) -> EventList:
-    return EventList(events=store.list_events(rollout_id, attempt=attempt, kind=kind))
+    """The rollout's events (attempt logs, gate evidence, ...), their payloads redacted unless `reveal=true`."""
+    events = store.list_events(rollout_id, attempt=attempt, kind=kind)
+    if redaction is not None:
+        events = [e.model_copy(update={"payload": redaction.redact_json(e.payload)}) for e in events]
+    return EventList(events=events)
 
 
 @router.post("/rollouts/{rollout_id}/rewards", response_model=Reward)

@@ -48,7 +48,7 @@ def filter_for_training(
     client: AlightClient, trajectories: Sequence[Trajectory], samples: SampleConfig, limits: SamplesConfig
 ) -> tuple[list[Trajectory], dict[str, float]]:
     """(the trajectories to train on, `filter/<reason>` counts for the step metrics)."""
-    flagged = {t.rollout_id for t in trajectories if client.list_events(t.rollout_id, kind=REWARD_HACKING)}
+    flagged = {t.rollout_id for t in trajectories if client.list_events(t.rollout_id, kind=REWARD_HACKING, reveal=True)}
     kept: list[Trajectory] = []
     dropped: Counter[str] = Counter()
     for trajectory in trajectories:

@@ -126,7 +126,7 @@ def collect(client: AlightClient, rollouts: list[Rollout], started: float) -> Ro
             continue
         if rollout.state == RolloutState.FAILED:
             phase.failed += 1
-        trajectory = client.trajectory(rollout.id)
+        trajectory = client.trajectory(rollout.id, reveal=True)  # training data: the exact copy
         phase.trajectories.append(trajectory)
         phase.generated_tokens += sum(len(c.call.response_token_ids) for c in trajectory.calls)
         if trajectory.failure_kind in (FailureKind.TIMEOUT, FailureKind.INFRA):

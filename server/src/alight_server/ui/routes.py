@@ -9,7 +9,8 @@ from fastapi import APIRouter, HTTPException, Path, Query
 from alight.attempt_logs import LOG_EVENT_KIND
 from alight.evaluation import REWARD_HACKING
 from alight.schemas import FailureKind, Mode, RolloutState
-from alight_server.deps import AdminDep, StoreDep
+from alight_server.deps import AdminDep, RedactionDep, StoreDep
+from alight_server.redaction.views import redact_trajectory
 from alight_server.store.browse import RolloutFilter
 from alight_server.trajectory import build_trajectory
 from alight_server.ui import health, samples, summaries, tokens
@@ -73,27 +74,49 @@ def browse_rollouts(
 
 
 @router.get("/rollouts/{rollout_id}/view")
-def rollout_view(rollout_id: RolloutId, store: StoreDep, _: AdminDep, attempt: AttemptNo = None) -> dict[str, Any]:
-    """The rollout, one attempt's trajectory (calls, tool spans, rewards) and that attempt's captured log."""
+def rollout_view(
+    rollout_id: RolloutId, store: StoreDep, redaction: RedactionDep, attempt: AttemptNo = None
+) -> dict[str, Any]:
+    """The rollout, one attempt's trajectory (calls, tool spans, rewards) and that attempt's captured log.
+
+    Secrets and personal data are redacted in the task, the trajectory, the log and the gate evidence
+    unless `reveal=true` (redaction/views.py).
+    """
     rollout = store.get_rollout(rollout_id)
     trajectory = build_trajectory(store, rollout_id, attempt)
     logs = store.list_events(rollout_id, attempt=trajectory.attempt, kind=LOG_EVENT_KIND)
     gates = store.list_events(rollout_id, kind=REWARD_HACKING)
+    log = str(logs[-1].payload.get("text", "")) if logs else None
+    gate_violations = [{"attempt": e.attempt, **e.payload} for e in gates]
+    shown = rollout.model_dump(mode="json")
+    if redaction is not None:
+        trajectory = redact_trajectory(redaction, trajectory)
+        shown["task"] = redaction.redact_json(shown["task"])
+        for row in shown["attempts"]:  # an attempt's message can quote what failed
+            row["message"] = redaction.redact(row["message"]) if row.get("message") else row.get("message")
+        log = redaction.redact(log) if log is not None else None
+        gate_violations = redaction.redact_json(gate_violations)
     return {
-        "rollout": rollout.model_dump(mode="json"),
+        "rollout": shown,
         "run_id": run.id if (run := samples.run_of(store, rollout)) else None,
         "trajectory": trajectory.model_dump(mode="json"),
-        "log": str(logs[-1].payload.get("text", "")) if logs else None,
-        "gate_violations": [{"attempt": e.attempt, **e.payload} for e in gates],
+        "log": log,
+        "gate_violations": gate_violations,
+        "redacted": redaction is not None,
     }
 
 
 @router.get("/rollouts/{rollout_id}/tokens")
-def rollout_tokens(rollout_id: RolloutId, store: StoreDep, _: AdminDep, attempt: AttemptNo = None) -> dict[str, Any]:
-    """The training rows the sample builder makes from this attempt, token by token (see ui/tokens.py)."""
+def rollout_tokens(
+    rollout_id: RolloutId, store: StoreDep, redaction: RedactionDep, attempt: AttemptNo = None
+) -> dict[str, Any]:
+    """The training rows the sample builder makes from this attempt, token by token (see ui/tokens.py).
+
+    Unless `reveal=true`, each redacted span is one marked block over the tokens it covers.
+    """
     trajectory = build_trajectory(store, rollout_id, attempt)
     try:
-        return tokens.token_view(store, trajectory)
+        return tokens.token_view(store, trajectory, redaction)
     except (ImportError, samples.NeedsTrainExtra) as exc:
         raise HTTPException(501, samples.TRAIN_HINT) from exc
 

@@ -341,8 +341,12 @@ function timeline(trajectory) {
 function tokenRow(row, index) {
   const starts = new Map(Object.entries(row.starts).map(([seq, at]) => [at, seq]));
   const spans = [];
-  row.tokens.forEach(([id, text, mask, logprob], i) => {
+  row.tokens.forEach(([id, text, mask, logprob, covered], i) => {
     if (starts.has(i)) spans.push(h("span", { class: "call-mark" }, `▸ call ${starts.get(i)}`));
+    if (covered !== undefined) {  // a redacted span: one block over the tokens it covers, no ids
+      spans.push(h("span", { class: `tok redacted m${mask}`, title: `${text} · ${covered} tokens hidden` }, text));
+      return;
+    }
     const shown = text === null ? `[${id}]` : text.replace(/\n/g, "⏎\n");
     const p = logprob === null ? null : Math.exp(logprob);
     const style = mask ? `background: rgba(22, 163, 74, ${(0.15 + 0.75 * p).toFixed(3)})` : null;
@@ -352,7 +356,7 @@ function tokenRow(row, index) {
   const cause = row.cause === "conversation" ? "starts a conversation" : `prefix break: ${row.cause}`;
   return h("div", { class: "token-row", "data-row": index },
     h("div", { class: `row-head ${row.cause === "conversation" ? "" : "break"}` },
-      `row ${index} · calls ${row.calls.join(", ")} · ${row.tokens.length} tokens, ${row.trained_tokens} trained · ${cause}`),
+      `row ${index} · calls ${row.calls.join(", ")} · ${row.length ?? row.tokens.length} tokens, ${row.trained_tokens} trained · ${cause}`),
     h("div", { class: "tokens" }, spans));
 }
 
@@ -361,7 +365,8 @@ function tokenView(view) {
   const legend = h("p", { class: "legend-line" }, h("span", { class: "tok m0" }, "context (mask 0)"), " ",
     h("span", { class: "tok m1", style: "background: rgba(22,163,74,.9)" }, "generated, likely"), " ",
     h("span", { class: "tok m1", style: "background: rgba(22,163,74,.2)" }, "generated, unlikely"),
-    ` · ${view.mode} mode · model ${view.model ?? "unknown"}${view.decoded ? "" : " (no tokenizer here: ids shown)"}`);
+    ` · ${view.mode} mode · model ${view.model ?? "unknown"}${view.decoded ? "" : " (no tokenizer here: ids shown)"}`,
+    view.redacted ? " · secrets and personal data shown as marked blocks" : "");
   const notes = [];
   if (view.dropped_rollout) notes.push(h("p", { class: "warn" }, `The sample builder leaves this attempt out: ${view.dropped_rollout}.`));
   if (Object.keys(view.dropped_calls).length) notes.push(h("p", { class: "muted" }, `dropped calls: ${counts(view.dropped_calls)}`));
@@ -370,7 +375,7 @@ function tokenView(view) {
 
 async function rolloutPage(rolloutId, params) {
   const id = encodeURIComponent(rolloutId);
-  const q = enc({ attempt: params.attempt });
+  const q = enc({ attempt: params.attempt, reveal: params.reveal });
   const [view, tokens] = await Promise.all([
     api(`/api/ui/rollouts/${id}/view${q}`),
     api(`/api/ui/rollouts/${id}/tokens${q}`).catch((err) => ({ error: err.message })),
@@ -384,6 +389,9 @@ async function rolloutPage(rolloutId, params) {
     h("p", {}, `${rollout.mode} · group `, rollout.group_id ? link(`#/rollouts${enc({ group_id: rollout.group_id })}`, rollout.group_id) : "none",
       ` · final reward ${num(trajectory.final_reward)}`, runId ? [" · run ", link(`#/run/${encodeURIComponent(runId)}`, runId)] : null),
     h("p", { class: "attempts" }, attempts),
+    h("p", { class: "redaction", id: "redaction" }, view.redacted
+      ? ["Secrets and personal data are redacted. ", link(`#/rollout/${id}${enc({ attempt: params.attempt, reveal: "true" })}`, "Show the exact content")]
+      : ["Showing the exact content, as captured. ", link(`#/rollout/${id}${enc({ attempt: params.attempt })}`, "Redact it")]),
     h("details", {}, h("summary", {}, "task"), h("pre", {}, json(rollout.task))),
     gates.length ? [h("h2", {}, "Gate violations (reward 0, left out of training)"),
       table(["attempt", "rule", "evidence"], gates.map((g) => h("tr", {}, h("td", { class: "num" }, String(g.attempt ?? "")),

@@ -1,0 +1,216 @@
+"""The detectors: where secrets and personal data sit in a text, as (start, end, kind) spans.
+
+Secrets come from detect-secrets' plugins (every regex plugin it ships, found through its own registry,
+plus its keyword plugin), whose findings are values, located back in the text; a private key's header
+is widened to its whole PEM block. High-entropy tokens are found by a principle rather than a name list:
+any run of 20+ key characters that mixes letters and digits and whose Shannon entropy (detect-secrets'
+own measure) is close to that of a random string of its length. Personal data: emails (a regex),
+phone numbers (Google's libphonenumber, `phonenumbers`: it finds numbers in running text and keeps only
+those valid in a numbering plan) and card numbers (a card network's number range and the Luhn check).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import NamedTuple
+
+import phonenumbers
+from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+from detect_secrets.filters.heuristic import is_potential_uuid, is_sequential_string, is_templated_secret
+from detect_secrets.plugins.base import RegexBasedDetector
+from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString, HexHighEntropyString
+from detect_secrets.plugins.keyword import KeywordDetector
+
+
+class Span(NamedTuple):
+    """Characters [start, end) of a text hold something of `kind` (the `[REDACTED:kind]` mark)."""
+
+    start: int
+    end: int
+    kind: str
+
+
+Finder = Callable[[str], Iterator[Span]]
+
+
+def _slug(secret_type: str) -> str:
+    """detect-secrets' 'AWS Access Key' -> 'aws_access_key'."""
+    return re.sub(r"[^a-z0-9]+", "_", secret_type.lower()).strip("_")
+
+
+def _regex_plugins() -> dict[str, type[RegexBasedDetector]]:
+    mapping = get_mapping_from_secret_type_to_class()
+    return {_slug(t): c for t, c in mapping.items() if issubclass(c, RegexBasedDetector)}
+
+
+PLUGINS = _regex_plugins()
+HIGH_ENTROPY, KEYWORD, EMAIL, PHONE, CARD = "high_entropy", "secret_keyword", "email", "phone", "card"
+KINDS: tuple[str, ...] = (*sorted(PLUGINS), KEYWORD, HIGH_ENTROPY, EMAIL, PHONE, CARD)
+# A public IP address is in nearly every log line (servers, upstreams): on only when the config asks.
+DEFAULT_OFF = frozenset({"public_ip_ipv4"})
+
+PEM_END = re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----")
+# What follows a header whose END line is missing: base64 lines, real newlines or JSON's escaped ones.
+PEM_BODY = re.compile(r"(?:-----)?(?:(?:\\[nr]|[\r\n])+[A-Za-z0-9+/=]{16,})*")
+
+
+def _located(text: str, values: Iterable[str], kind: str) -> Iterator[Span]:
+    """A plugin reports the secret's value: mark every place the text holds it."""
+    for value in set(values):
+        if value:
+            for m in re.finditer(re.escape(value), text):
+                yield Span(m.start(), m.end(), kind)
+
+
+TOKEN_TAIL = re.compile(r"(?:[A-Za-z0-9+/=_-]|\.(?=[A-Za-z0-9+/=_-]))*")
+
+
+def plugin_finder(kind: str, plugin: RegexBasedDetector) -> Finder:
+    """The plugin's own patterns, matched in place. A match's secret is its longest group when that group
+    is key-sized (AWS's secret after its keyword), else the whole match (GitHub's group is only its prefix)."""
+    patterns = list(plugin.denylist)
+
+    def find(text: str) -> Iterator[Span]:
+        for pattern in patterns:
+            for m in pattern.finditer(text):
+                groups = [i for i in range(1, (m.lastindex or 0) + 1) if m.group(i)]
+                best = max(groups, key=lambda i: len(m.group(i)), default=0)
+                which = best if best and len(m.group(best)) >= 8 else 0
+                if m.end(which) > m.start(which):
+                    # A pattern that stops inside a token (JWT's lazy signature) is widened to the token's end.
+                    yield Span(m.start(which), TOKEN_TAIL.match(text, m.end(which)).end(), kind)  # type: ignore[union-attr]
+
+    return find
+
+
+def private_key_blocks(text: str) -> Iterator[Span]:
+    """detect-secrets finds a private key by its header; the whole block, to its END line, is the secret.
+
+    A block cut short (a log that truncated it) runs over the base64 lines that follow its header.
+    """
+    for header in _located(text, PLUGINS["private_key"]().analyze_string(text), "private_key"):
+        begin = text.rfind("-----", max(0, header.start - 5), header.start)
+        end = PEM_END.search(text, header.end, header.end + 20_000)
+        stop = end.end() if end is not None else PEM_BODY.match(text, header.end).end()  # type: ignore[union-attr]
+        yield Span(begin if begin >= 0 else header.start, stop, "private_key")
+
+
+def keyword_finder() -> Finder:
+    plugin = KeywordDetector()
+
+    def find(text: str) -> Iterator[Span]:
+        for line in text.splitlines():
+            yield from _located(text, plugin.analyze_string(line), KEYWORD)
+
+    return find
+
+
+# Key characters (base64, URL-safe base64, hex), '=' only as trailing padding (so `key=value` splits).
+TOKEN = re.compile(r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{20,}={0,2}(?![A-Za-z0-9+/_=\-])")
+HEX = frozenset("0123456789abcdefABCDEF")
+_BASE64 = Base64HighEntropyString()
+_HEX = HexHighEntropyString()
+
+
+def random_looking(token: str) -> bool:
+    """True when `token` reads like key material rather than words, code or a path.
+
+    Its Shannon entropy (detect-secrets' own measure, over its alphabet) must reach 85 % of the log2 of
+    its length: what a random string of that length over a large alphabet has, and what identifiers
+    and paths, made of repeated letters, fall well short of. Letters and digits must both appear.
+    """
+    core = token.strip("=-_/")
+    if len(core) < 20 or not any(c.isdigit() for c in core) or not any(c.isalpha() for c in core):
+        return False
+    if is_potential_uuid(core) or is_sequential_string(core) or is_templated_secret(core):
+        return False
+    if core.count("/") > 2 or core.count("_") > 4 or core.count("-") > 4:
+        return False  # a path, a snake_case or kebab-case name
+    plugin = _HEX if set(core) <= HEX else _BASE64
+    entropy = plugin.calculate_shannon_entropy(core)
+    ceiling = math.log2(16 if plugin is _HEX else min(len(core), 64))
+    return entropy >= 0.85 * min(ceiling, math.log2(len(core)))
+
+
+def high_entropy_tokens(text: str) -> Iterator[Span]:
+    for m in TOKEN.finditer(text):
+        if random_looking(m.group(0)):
+            yield Span(m.start(), m.end(), HIGH_ENTROPY)
+
+
+# The address part of an email: letters, digits and the usual punctuation; a domain with a dot.
+EMAIL_ADDRESS = re.compile(r"(?<![\w.+-])[\w.+%-]{1,64}@(?:[A-Za-z0-9-]{1,63}\.)+[A-Za-z]{2,24}(?![\w-])")
+
+
+def emails(text: str) -> Iterator[Span]:
+    if "@" in text:
+        for m in EMAIL_ADDRESS.finditer(text):
+            yield Span(m.start(), m.end(), EMAIL)
+
+
+DIGITS = re.compile(r"\d")
+DOTTED_QUAD = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
+
+
+def phone_finder(regions: Sequence[str]) -> Finder:
+    def find(text: str) -> Iterator[Span]:
+        if len(DIGITS.findall(text, 0, 100_000)) < 7:
+            return  # no number to find: the matcher is the slowest detector, skip it early
+        for region in regions:
+            for match in phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID):
+                if not DOTTED_QUAD.fullmatch(match.raw_string):  # 93.184.216.34 is an address, not a number
+                    yield Span(match.start, match.end, PHONE)
+
+    return find
+
+
+# 13 to 19 digits, in groups separated by single spaces or hyphens (as cards are printed).
+CARD_CANDIDATE = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d])")
+# The number ranges of the card networks (Visa 4, Mastercard 51-55 and 2221-2720, Amex 34/37, Discover
+# 6011/644-649/65, Diners 36/38/300-305, JCB 3528-3589, UnionPay 62, Maestro 50/56-69).
+CARD_RANGE = re.compile(r"^(?:4|5[0-6]|2[2-7]|3[4-8]|30[0-5]|6)")
+
+
+def luhn_valid(digits: str) -> bool:
+    total = 0
+    for i, c in enumerate(reversed(digits)):
+        d = int(c)
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def cards(text: str) -> Iterator[Span]:
+    for m in CARD_CANDIDATE.finditer(text):
+        digits = re.sub(r"\D", "", m.group(0))
+        if 13 <= len(digits) <= 19 and CARD_RANGE.match(digits) and luhn_valid(digits):
+            yield Span(m.start(), m.end(), CARD)
+
+
+def pattern_finder(kind: str, regex: re.Pattern[str]) -> Finder:
+    def find(text: str) -> Iterator[Span]:
+        for m in regex.finditer(text):
+            if m.end() > m.start():
+                yield Span(m.start(), m.end(), kind)
+
+    return find
+
+
+def finders(kinds: frozenset[str], phone_regions: Sequence[str]) -> list[Finder]:
+    """The finders of the kinds that run (see RedactionConfig.kinds)."""
+    found: list[Finder] = []
+    for kind, plugin in PLUGINS.items():
+        if kind in kinds:
+            found.append(private_key_blocks if kind == "private_key" else plugin_finder(kind, plugin()))
+    extra: dict[str, Finder] = {
+        KEYWORD: keyword_finder(),
+        HIGH_ENTROPY: high_entropy_tokens,
+        EMAIL: emails,
+        PHONE: phone_finder(phone_regions),
+        CARD: cards,
+    }
+    found += [finder for kind, finder in extra.items() if kind in kinds]
+    return found

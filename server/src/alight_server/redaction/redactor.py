@@ -1,0 +1,113 @@
+"""The Redactor: a text with every detected span replaced by `[REDACTED:kind]`; every string of a JSON value."""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from alight_server.redaction.config import RedactionConfig
+from alight_server.redaction.detectors import (
+    CARD,
+    EMAIL,
+    HIGH_ENTROPY,
+    KEYWORD,
+    PHONE,
+    Span,
+    finders,
+    pattern_finder,
+    private_key_blocks,
+)
+
+MARK = "[REDACTED:{kind}]"
+# Detectors run over windows of a long text (a log): a pattern that backtracks on hostile input then
+# costs at most WINDOW squared per window, linear in all. Windows overlap by more than any key is long,
+# so every key lies whole in one of them; a PEM block, longer, is found on the whole text.
+WINDOW, OVERLAP = 8192, 2048
+CACHED_TEXTS = 4096  # a trajectory repeats its conversation in every call: each message is scanned once
+
+
+def mark(kind: str) -> str:
+    return MARK.format(kind=kind)
+
+
+# Which name a merged span keeps: a provider's key over an operator pattern over personal data over
+# the generic high-entropy finding (a GitHub token in a URL's credentials reads as an email too).
+RANK = {KEYWORD: 1, EMAIL: 2, PHONE: 2, CARD: 2, HIGH_ENTROPY: 3}
+
+
+def merge(spans: list[Span]) -> list[Span]:
+    """Overlapping or touching spans become one, named by the most specific kind among them (RANK)."""
+    merged: list[Span] = []
+    for span in sorted(spans):
+        if merged and span.start <= merged[-1].end:
+            last = merged[-1]
+            kind = min(last.kind, span.kind, key=lambda k: RANK.get(k, 0))
+            merged[-1] = Span(last.start, max(last.end, span.end), kind)
+        else:
+            merged.append(span)
+    return merged
+
+
+class Redactor:
+    """Detectors built once from the `redaction:` config; safe to share between threads.
+
+    >>> Redactor().redact_text("mail bob@example.com")
+    ('mail [REDACTED:email]', [Span(start=5, end=20, kind='email')])
+    """
+
+    def __init__(self, config: RedactionConfig | None = None) -> None:
+        config = config or RedactionConfig()
+        found = finders(config.kinds(), config.phone_regions)
+        self._whole = [f for f in found if f is private_key_blocks]  # a PEM block outgrows a window
+        self._finders = [f for f in found if f is not private_key_blocks]
+        self._finders += [pattern_finder(p.name, re.compile(p.regex)) for p in config.patterns]
+        self._spans = functools.lru_cache(maxsize=CACHED_TEXTS)(self._find)
+
+    def _find(self, text: str) -> tuple[Span, ...]:
+        found = [span for find in self._whole for span in find(text)]
+        for at in range(0, max(len(text) - OVERLAP, 1), WINDOW - OVERLAP):
+            window = text[at : at + WINDOW]
+            found += [Span(s.start + at, s.end + at, s.kind) for find in self._finders for s in find(window)]
+        return tuple(merge(found))
+
+    def spans(self, text: str) -> list[Span]:
+        """Where `text` holds something to hide, sorted, never overlapping."""
+        return list(self._spans(text)) if text else []
+
+    def redact_text(self, text: str) -> tuple[str, list[Span]]:
+        """`text` with each span replaced by its mark, and the spans (positions in the original text)."""
+        spans = self.spans(text)
+        if not spans:
+            return text, []
+        parts: list[str] = []
+        at = 0
+        for span in spans:
+            parts += [text[at : span.start], mark(span.kind)]
+            at = span.end
+        parts.append(text[at:])
+        return "".join(parts), spans
+
+    def redact(self, text: str) -> str:
+        return self.redact_text(text)[0]
+
+    def redact_json(self, value: Any) -> Any:
+        """A copy of a JSON value with every string redacted (object keys too); numbers and the shape kept."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, dict):
+            return {self.redact(str(k)): self.redact_json(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(value, list | tuple):
+            return [self.redact_json(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+        return value
+
+
+@functools.lru_cache(maxsize=1)
+def default_redactor() -> Redactor:
+    """The redactor of a default `redaction:` section, for the places without a server config."""
+    return Redactor()
+
+
+def redact_for_people(text: str) -> str:
+    """`text` redacted with the default detectors: what `alight logs` applies to logs read from local disk."""
+    return default_redactor().redact(text)
