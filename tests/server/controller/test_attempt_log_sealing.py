@@ -22,7 +22,7 @@ from alight_server.store.kek import KekSource
 from alight_server.store.sealed_logs import MAGIC, LogSeal, open_attempt_log
 
 ALIGHT = str(Path(sys.executable).parent / "alight")
-MARKER = "agent-log-marker-3d91c7"
+MARKER = "the agent printed plum tomato sunrise"
 
 
 def _folder_bytes(folder: Path) -> bytes:
