@@ -50,46 +50,46 @@ def run_rollouts(client: AlightClient, run_id: str) -> list[Rollout]:
 
 
 def export_lines(client: AlightClient, run_id: str, *, now: datetime | None = None) -> Iterator[Line]:
-    """The header, then per rollout its line and its calls' lines, then every training row (unredacted)."""
-    from alight_server.trainer.filters import filter_for_training
-    from alight_server.trainer.samples import build_samples
+    """The header, then per rollout its line, its calls' lines and its training rows (unredacted).
+
+    One rollout at a time: a run of any size is written in the memory of its largest rollout. Rows are built
+    per rollout, which gives the rows the trainer's batch gave (a row never spans two rollouts).
+    """
     from alight_server.ui.samples import sample_config, samples_section
 
     run = _get_run(client, run_id)
     rollouts = run_rollouts(client, run_id)
-    latest: dict[str, Trajectory] = {}
-    calls: list[Line] = []
-    for rollout in rollouts:
-        for attempt in rollout.attempts:
-            trajectory = client.trajectory(rollout.id, attempt.attempt, reveal=True)  # the exact data
-            calls.extend(_call_line(tc.call) for tc in trajectory.calls)
-            latest[rollout.id] = trajectory
-    # What the trainer trains on: the latest attempt of each finished training rollout, filtered, then built.
-    trained = [
-        latest[r.id]
-        for r in rollouts
-        if r.mode == Mode.TRAIN and r.state in (RolloutState.SUCCEEDED, RolloutState.FAILED) and r.id in latest
-    ]
-    config = sample_config(run.config)
-    kept, _ = filter_for_training(client, trained, config, samples_section(run.config))
-    batch, _ = build_samples(kept, config)
-    rows = list(_row_lines(batch, {t.rollout_id: t for t in kept}))
-    per_rollout = {rid: sum(row["rollout_id"] == rid for row in rows) for rid in latest}
+    config, limits = sample_config(run.config), samples_section(run.config)
     yield {
         "format": FORMAT,
         "version": VERSION,
         "run_id": run.id,
         "exported_at": (now or datetime.now(UTC)).isoformat(),
         "redacted": False,
-        "model": _model(client, run, calls),
+        "model": _model(client, run),
     }
-    by_rollout: dict[str, list[Line]] = {}
-    for line in calls:
-        by_rollout.setdefault(line["rollout_id"], []).append(line)
     for rollout in rollouts:
-        yield _rollout_line(client, rollout, latest.get(rollout.id), per_rollout.get(rollout.id, 0))
-        yield from by_rollout.get(rollout.id, [])
-    yield from rows
+        attempts = sorted(a.attempt for a in rollout.attempts)
+        trajectories = [client.trajectory(rollout.id, n, reveal=True) for n in attempts]  # the exact data
+        latest = trajectories[-1] if trajectories else None
+        rows = _rows(client, rollout, latest, config, limits)
+        yield _rollout_line(client, rollout, latest, len(rows))
+        yield from (_call_line(tc.call) for trajectory in trajectories for tc in trajectory.calls)
+        yield from rows
+
+
+def _rows(client: AlightClient, rollout: Rollout, latest: Trajectory | None, config: Any, limits: Any) -> list[Line]:
+    """What the trainer trains on: the latest attempt of a finished training rollout, through its filter
+    (`filter_for_training`) and sample builder (`build_samples`) under the run's settings."""
+    from alight_server.trainer.filters import filter_for_training
+    from alight_server.trainer.samples import build_samples
+
+    finished = rollout.state in (RolloutState.SUCCEEDED, RolloutState.FAILED)
+    if latest is None or rollout.mode != Mode.TRAIN or not finished:
+        return []
+    kept, _ = filter_for_training(client, [latest], config, limits)
+    batch, _ = build_samples(kept, config)
+    return list(_row_lines(batch, latest))
 
 
 def redact_line(line: Line, redact: Callable[[Any], Any]) -> Line:
@@ -115,12 +115,12 @@ def _get_run(client: AlightClient, run_id: str) -> Run:
         raise ExportError(f"the server at {client.base_url} refused: {exc}") from exc
 
 
-def _model(client: AlightClient, run: Run, calls: list[Line]) -> str | None:
-    """The run's `model`, else the model of the upstream that served its first call."""
+def _model(client: AlightClient, run: Run) -> str | None:
+    """The run's `model`, else the model its upstreams serve when they all serve one."""
     if run.config.get("model"):
         return str(run.config["model"])
-    served = {u.id: u.model for u in client.list_upstreams()}
-    return next((served[c["upstream"]] for c in calls if c.get("upstream") in served), None)
+    served = {u.model for u in client.list_upstreams() if u.model}
+    return served.pop() if len(served) == 1 else None
 
 
 def _rollout_line(client: AlightClient, rollout: Rollout, latest: Trajectory | None, rows: int) -> Line:
@@ -163,20 +163,16 @@ def _call_line(call: ModelCall) -> Line:
     }
 
 
-def _row_lines(batch: Any, trajectories: dict[str, Trajectory]) -> Iterator[Line]:
-    """The builder's padded rows unpadded, with each generated token's policy version from its call."""
-    index: dict[str, int] = {}
+def _row_lines(batch: Any, trajectory: Trajectory) -> Iterator[Line]:
+    """One rollout's padded rows unpadded, with each generated token's policy version from its call."""
     for r in range(batch.num_rows):
-        rollout_id = batch.rollout_ids[int(batch.row_rollout[r])]
-        trajectory = trajectories[rollout_id]
         length = int(batch.attention_mask[r].sum())
         loss_mask = [int(m) for m in batch.loss_mask[r, :length].tolist()]
-        n = index[rollout_id] = index.get(rollout_id, -1) + 1
         yield {
             "kind": "row",
-            "rollout_id": rollout_id,
+            "rollout_id": trajectory.rollout_id,
             "attempt": trajectory.attempt,
-            "index": n,
+            "index": r,
             "input_ids": batch.input_ids[r, :length].tolist(),
             "loss_mask": loss_mask,
             "old_logprobs": batch.old_logprobs[r, :length].tolist(),
