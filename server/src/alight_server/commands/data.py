@@ -11,7 +11,7 @@ import typer
 
 from alight.cleaning import STATEMENT_FIELD, Probe, clean_tasks
 from alight_server.commands import data_export, data_import
-from alight_server.commands import data_keys, data_purge
+from alight_server.commands import data_encrypt, data_keys, data_purge
 
 data_app = typer.Typer(help="Prepare task sets for training.", no_args_is_help=True)
 
@@ -121,6 +121,7 @@ def clean(
 
 data_app.command("purge")(data_purge.purge)
 data_app.command("rotate-key")(data_keys.rotate_key)
+data_app.command("encrypt")(data_encrypt.encrypt)
 
 
 data_app.command("export")(data_export.export)

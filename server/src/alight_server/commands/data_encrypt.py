@@ -1,0 +1,102 @@
+"""`alight data encrypt`: seal the content a store kept in the clear before schema 4, resumable after a kill.
+
+It opens the database itself (`--db` / `--config` as `alight serve` does, or an embedded run's folder with
+`--run-dir`), with the data keys the server opens (its data_key and admin key), and may run while the server
+is up: each batch is a short transaction of its own (store/seal_existing.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from alight_server.commands.data_keys import _target  # pyright: ignore[reportPrivateUsage]
+
+if TYPE_CHECKING:
+    from alight_server.store.kek import KekSource
+
+
+def encrypt(
+    db: str | None = typer.Option(
+        None, "--db", envvar="ALIGHT_DB", help="SQLAlchemy URL or SQLite file (default .alight/alight.db)."
+    ),
+    config: Path | None = typer.Option(
+        None, "--config", envvar="ALIGHT_CONFIG", help="The server's YAML settings: db_url, admin_key, data_key."
+    ),
+    admin_key: str | None = typer.Option(
+        None, "--admin-key", envvar="ALIGHT_ADMIN_KEY", help="The server's admin key (what `secret` derives from)."
+    ),
+    run_dir: Path | None = typer.Option(
+        None, "--run-dir", help="An embedded run's folder (alight train): its alight.db and the admin key it keeps."
+    ),
+    batch: int = typer.Option(200, "--batch", min=1, help="Rows sealed per transaction."),
+) -> None:
+    """Seal every content cell a store holds in the clear (written before schema 4); safe to interrupt and rerun.
+
+    Run it with the data_key and admin key the server uses, so the server opens what it seals.
+    """
+    from alight_server.store import StoreError
+    from alight_server.store.kek import KekError, KekSource
+    from alight_server.store.seal_existing import seal_existing
+    from alight_server.store.sql import SqlStore
+
+    url, admin, setting = _target(db, config, admin_key, run_dir)
+    try:
+        source = KekSource.parse(setting, admin_key=admin)
+        _check_same_kek(url, source)
+        store = SqlStore(url, source)
+    except (KekError, StoreError) as exc:
+        typer.echo(f"cannot encrypt: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+    def progress(table: str, rows: int) -> None:
+        typer.echo(f"{table}: {rows} rows sealed")
+
+    try:
+        done = seal_existing(store, batch=batch, progress=progress)
+    except StoreError as exc:
+        typer.echo(f"cannot encrypt: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    finally:
+        store.close()
+    total = sum(done.cells.values())
+    per_table = ", ".join(f"{table} {n}" for table, n in done.cells.items() if n) or "none were clear"
+    typer.echo(f"done: {total} content cells sealed ({per_table}); the store holds no content in the clear")
+    if done.wal_truncated is False:
+        typer.echo(
+            "the SQLite WAL could not be emptied (a reader held it): it may still hold clear pages until the next "
+            "checkpoint; run this command again once the server is idle"
+        )
+    if not store.is_sqlite:
+        typer.echo(
+            "PostgreSQL keeps the old row versions until the tables are rewritten: run VACUUM FULL on model_calls, "
+            "spans, events, rollouts, attempts and runs (docs/data.md#encryption-at-rest)"
+        )
+
+
+def _check_same_kek(url: str, source: KekSource) -> None:
+    """KekError, before the store is touched, when its data keys are wrapped under KEKs `source` is not: what this
+    run sealed would be under a key the server cannot open."""
+    from sqlalchemy import inspect, select
+
+    from alight_server.store import tables as t
+    from alight_server.store.database import make_engine
+    from alight_server.store.kek import PROCESS_PREFIX, SETTING, KekError
+
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            if not inspect(conn).has_table(t.data_keys.name):
+                return  # a store from before schema 4: the first keys are this run's
+            keks = set(conn.execute(select(t.data_keys.c.kek_id)).scalars())
+    finally:
+        engine.dispose()
+    lasting = {k for k in keks if not k.startswith(PROCESS_PREFIX)}
+    if lasting and not lasting & set(source.ids()):
+        raise KekError(
+            f"this store's data keys are wrapped under another key-encryption key ({', '.join(sorted(lasting))}) "
+            f"than {source.describe()} gives ({', '.join(source.ids())}): cells sealed now would not open in the "
+            f"server. Run it with the server's own settings: --config, or --admin-key and {SETTING}"
+        )
