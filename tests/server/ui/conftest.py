@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 
 from alight.api_models import RolloutQuery
 from alight.evaluation import REWARD_HACKING
@@ -34,6 +35,7 @@ from alight_server.testing import create_fake_upstream
 from alight_server.testing.tiny_run import tiny_run_config
 from alight_server.trainer.config import parse_config
 from alight_server.trainer.loop import TrainingRun
+from alight_server.upstream_keys import SECRET_KEY_ENV
 from tests.server.ui.live_probe import LiveProbe, LiveView, Tee
 
 AGENT = Path(__file__).parent / "agents" / "dash_agent.py"
@@ -51,6 +53,7 @@ class Dashboard:
     token: str  # the token of an attempt that is still running, which must not open the UI
     live: LiveView  # what the probe saw while the run trained
     gated_rollout: str  # the step-1 rollout that broke the gates in GATE_VIOLATIONS
+    secret_key: str  # ALIGHT_SECRET_KEY the run's data keys are wrapped under: a server on a copy needs it
 
 
 def _train(folder: Path) -> tuple[Path, LiveView]:
@@ -118,21 +121,30 @@ def _running_attempt_token(admin: httpx.Client) -> str:
 
 @pytest.fixture(scope="session")
 def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
-    db, live = _train(tmp_path_factory.mktemp("dashboard"))
-    store = open_store(f"sqlite:///{db}")
+    # One server secret for the run, this store and the dashboard's server: the run's content cells are sealed
+    # under data keys its KEK wraps (store/kek.py), which a store opened under another key cannot open. Set
+    # only while they open their keys, so the rest of the session runs without ALIGHT_SECRET_KEY as before.
+    secret = Fernet.generate_key().decode()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(SECRET_KEY_ENV, secret)
+        db, live = _train(tmp_path_factory.mktemp("dashboard"))
+        store = open_store(f"sqlite:///{db}")
+        config = ServerConfig(admin_key=ADMIN_KEY, db_url=f"sqlite:///{db}", port=free_port())
+        app = create_app(config, store=store)
     (run,) = store.list_runs()
     _failed_twice(store, run.id)
     gated = _gate_violations(store, run.id)
     fake = create_fake_upstream(model="fake-policy")
-    config = ServerConfig(admin_key=ADMIN_KEY, db_url=f"sqlite:///{db}", port=free_port())
-    with ServerThread(fake) as fake_url, ServerThread(create_app(config, store=store), port=config.port) as url:
+    with ServerThread(fake) as fake_url, ServerThread(app, port=config.port) as url:
         headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
         with httpx.Client(base_url=url, headers=headers, timeout=60) as admin:
             upstream = UpstreamCreate(id="fake", url=fake_url + "/v1", model="fake-policy", policy_version=0)
             admin.post("/api/upstreams", json=upstream.model_dump(mode="json")).raise_for_status()
             _xss_rollout(admin)
             token = _running_attempt_token(admin)
-        yield Dashboard(url=url, store=store, run_id=run.id, token=token, live=live, gated_rollout=gated)
+        yield Dashboard(
+            url=url, store=store, run_id=run.id, token=token, live=live, gated_rollout=gated, secret_key=secret
+        )
     store.close()
 
 

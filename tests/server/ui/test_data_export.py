@@ -34,6 +34,7 @@ from alight_server.trainer.filters import filter_for_training
 from alight_server.trainer.samples import build_samples
 from alight_server.trajectory import build_trajectory
 from alight_server.ui.samples import sample_config, samples_section
+from alight_server.upstream_keys import SECRET_KEY_ENV
 from tests.server.ui.conftest import ADMIN_KEY, Dashboard
 
 READER = Path(__file__).parent / "export_reader.py"
@@ -59,10 +60,13 @@ def served(dashboard: Dashboard, tmp_path_factory: pytest.TempPathFactory) -> It
     with sqlite3.connect(str(copy)) as target:
         source.backup(target)
     source.close()
-    store = open_store(f"sqlite:///{copy}", dashboard.store.keyring.source)  # the copy's keys open as the original's
-    config = ServerConfig(admin_key=ADMIN_KEY, db_url=f"sqlite:///{copy}", port=free_port())
+    with pytest.MonkeyPatch.context() as env:  # the secret the run's data keys are wrapped under
+        env.setenv(SECRET_KEY_ENV, dashboard.secret_key)
+        store = open_store(f"sqlite:///{copy}")
+        config = ServerConfig(admin_key=ADMIN_KEY, db_url=f"sqlite:///{copy}", port=free_port())
+        app = create_app(config, store=store)
     rid = f"{dashboard.run_id}-s00001-t011-k00"
-    with ServerThread(create_app(config, store=store), port=config.port) as url:
+    with ServerThread(app, port=config.port) as url:
         with AlightClient(url, admin_key=ADMIN_KEY) as client:
             _secret_rollout(client, rid, f"{dashboard.run_id}-s00001-t011")
         yield Served(url, store, dashboard.run_id, rid, dashboard.gated_rollout)
