@@ -13,7 +13,8 @@ from sqlalchemy import func, select
 
 from alight.schemas import RunStepReport
 from alight_server.store import tables as t
-from alight_server.store.base import Conflict, NotFound, Purged, PurgeScope
+from alight_server.store.base import Conflict, NotFound, Purged, PurgeScope, SealError
+from alight_server.store.kek import KekSource
 from alight_server.store.rows import now
 from alight_server.store.sql import SqlStore
 from tests.server.retention_data import TABLES, ended, group, marker, run, started
@@ -200,3 +201,19 @@ def test_a_time_before_everything_purges_nothing(any_store: SqlStore) -> None:
     report = any_store.purge_rollouts(PurgeScope(before=now() - timedelta(days=1)))
     assert report.rollouts == [] and report.kept == {}
     assert rows_of(any_store, ids)["rollouts"] == 2
+
+
+def test_a_rollout_this_stores_keys_cannot_open_is_purged_without_its_run_folder(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'alight.db'}"
+    first = SqlStore(url, KekSource.parse("secret", admin_key="alk_first"))
+    ended(first, "sealed-elsewhere", run_dir=tmp_path)
+    first.close()
+    other = SqlStore(url, KekSource.parse("secret", admin_key="alk_other"))
+    try:
+        with pytest.raises(SealError):
+            other.list_rollouts()
+        report = other.purge_rollouts(PurgeScope(rollout_id="sealed-elsewhere"))
+        assert report.rollouts == [("sealed-elsewhere", None)]
+        assert rows_of(other, ["sealed-elsewhere"]) == dict.fromkeys(TABLES, 0)
+    finally:
+        other.close()

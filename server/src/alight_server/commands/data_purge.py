@@ -13,8 +13,6 @@ from typing import Any
 
 import typer
 
-from alight_server.commands.serve import build_config
-
 DATE_HELP = "an ISO 8601 date or time, UTC unless it says otherwise (2026-11-01, 2026-11-01T12:00:00+02:00)"
 
 
@@ -56,16 +54,25 @@ def purge(
         None, "--db", envvar="ALIGHT_DB", help="SQLAlchemy URL or SQLite file (default .alight/alight.db)."
     ),
     config: Path | None = typer.Option(
-        None, "--config", envvar="ALIGHT_CONFIG", help="The server's YAML settings, for its db_url."
+        None, "--config", envvar="ALIGHT_CONFIG", help="The server's YAML settings: db_url, admin_key, data_key."
+    ),
+    admin_key: str | None = typer.Option(
+        None,
+        "--admin-key",
+        envvar="ALIGHT_ADMIN_KEY",
+        help="The server's admin key (what data_key `secret` derives from).",
+    ),
+    run_dir: Path | None = typer.Option(
+        None, "--run-dir", help="An embedded run's folder (alight train): its alight.db and the admin key it keeps."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
 ) -> None:
     """Delete ended rollouts and everything under them; leave a tombstone so the API answers 'purged on DATE'."""
-    from pydantic import ValidationError
-
+    from alight_server.commands.data_keys import _target
     from alight_server.retention import purge as run_purge
     from alight_server.store import NotFound, StoreError, open_store
     from alight_server.store.base import Conflict, Purged, PurgeScope
+    from alight_server.store.kek import KekSource
 
     when = parse_when(before, "--before")
     steps = parse_when(steps_before, "--steps-before")
@@ -78,14 +85,11 @@ def purge(
         if when is None and run is None and rollout is None
         else PurgeScope(before=when, run_id=run, rollout_id=rollout, reason=reason)
     )
-    try:
-        cfg = build_config(config, {"db_url": db})
-    except ValidationError as exc:
-        raise typer.BadParameter(f"invalid server settings: {exc}", param_hint="--config") from exc
-    try:
-        store = open_store(cfg.db_url)
-    except Exception as exc:  # a StoreError, a bad URL, an unreachable database, a missing driver
-        typer.echo(f"cannot open the store at {cfg.db_url}: {exc}", err=True)
+    url, admin, setting = _target(db, config, admin_key, run_dir)
+    try:  # the data keys open the rollouts' metadata, where the run folder of their attempt logs is
+        store = open_store(url, KekSource.parse(setting, admin_key=admin))
+    except Exception as exc:  # a StoreError, a KekError, a bad URL, an unreachable database, a missing driver
+        typer.echo(f"cannot open the store at {url}: {exc}", err=True)
         raise typer.Exit(1) from exc
     try:
         outcome = run_purge(store, scope, steps_before=steps, logs_dirs=logs_dirs, dry_run=dry_run, full_vacuum=vacuum)
@@ -95,8 +99,8 @@ def purge(
     except (NotFound, Conflict) as exc:
         typer.echo(f"nothing purged: {exc}", err=True)
         raise typer.Exit(1) from exc
-    except StoreError as exc:
-        typer.echo(f"purge failed: {exc}", err=True)
+    except StoreError as exc:  # a SealError: give the server's data_key (--config, --admin-key, --run-dir)
+        typer.echo(f"nothing purged: {exc}", err=True)
         raise typer.Exit(1) from exc
     finally:
         store.close()

@@ -323,9 +323,10 @@ def _sqlite_engine(url: str) -> Engine:
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
         if not in_memory:
-            # First, while a new file is still empty (a no-op on an existing one): a purge can then hand freed
-            # pages back to the file system a few at a time (store/retention.py), not by rewriting the file.
-            cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            # A new, empty file only (setting it on one in use waits for the write lock): a purge can then hand
+            # freed pages back to the file system a few at a time (store/retention.py), not by rewriting the file.
+            if cur.execute("PRAGMA page_count").fetchone()[0] == 0:
+                cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
             cur.execute("PRAGMA journal_mode=WAL")
         # WAL + NORMAL: a commit survives a killed process (the OS has the WAL pages);
         # only a power cut can lose the last transactions.

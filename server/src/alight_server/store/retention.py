@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -29,8 +30,10 @@ from sqlalchemy.engine import make_url
 from alight.schemas import TERMINAL_STATES, Rollout, RunStatus
 from alight_server.store import rows
 from alight_server.store import tables as t
-from alight_server.store.base import Conflict, NotFound, PurgeReport, PurgeScope
+from alight_server.store.base import Conflict, NotFound, PurgeReport, PurgeScope, SealError
 from alight_server.store.database import SqlDatabase
+
+log = logging.getLogger("alight.store")
 
 BATCH = 200  # rollouts per write transaction
 VACUUM_STEP = 2048  # pages an incremental vacuum frees per hold of the write lock (8 MiB at 4 KiB pages)
@@ -167,9 +170,7 @@ class SqlRetention(SqlDatabase):
         self, conn: Connection, found: Sequence[Any], reason: str, report: PurgeReport, *, dry_run: bool
     ) -> None:
         ids = [row.id for row in found]
-        for row in found:
-            run_dir = rows.from_row(Rollout, t.rollouts, row, attempts=[]).metadata.get("run_dir")
-            report.rollouts.append((row.id, run_dir if isinstance(run_dir, str) else None))
+        report.rollouts += [(row.id, self._run_dir(row)) for row in found]
         if not dry_run:
             self._secure_delete(conn)
         for table in CHILDREN:
@@ -194,6 +195,19 @@ class SqlRetention(SqlDatabase):
             ),
             [{"rollout_id": rid, "purged_at": now, "reason": reason} for rid in ids],
         )
+
+    def _run_dir(self, row: Any) -> str | None:
+        """The run folder the trainer put in the rollout's metadata (its attempt logs are under it), if any.
+
+        A row this store's keys do not open is purged all the same (it is unreadable anyway): the folder is
+        then unknown, and only a logs folder the caller names is searched.
+        """
+        try:
+            found = rows.from_row(Rollout, t.rollouts, row, sealer=self.sealer, attempts=[]).metadata.get("run_dir")
+        except SealError as exc:
+            log.warning("purging rollout %r without its run folder: %s", row.id, exc)
+            return None
+        return found if isinstance(found, str) else None
 
     def _secure_delete(self, conn: Connection) -> None:
         if self.is_sqlite:  # freed pages are zeroed: deleted text does not linger in the file

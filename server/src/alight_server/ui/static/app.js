@@ -373,13 +373,26 @@ function tokenView(view) {
   return h("div", { id: "token-view" }, legend, notes, view.rows.map(tokenRow));
 }
 
+// A rollout that retention or `alight data purge` deleted: the API answers 410 with when and why.
+function purgedPage(rolloutId, message) {
+  return h("section", { id: "purged" },
+    h("h1", {}, `Rollout ${rolloutId} `, h("span", { class: "state purged" }, "purged")),
+    h("p", { class: "purged-message" }, message),
+    h("p", { class: "muted" }, "Its trajectory, model calls, spans, events, rewards and attempt logs are deleted; " +
+      "only the date and the reason are kept."));
+}
+
 async function rolloutPage(rolloutId, params) {
   const id = encodeURIComponent(rolloutId);
   const q = enc({ attempt: params.attempt, reveal: params.reveal });
   const [view, tokens] = await Promise.all([
     api(`/api/ui/rollouts/${id}/view${q}`),
     api(`/api/ui/rollouts/${id}/tokens${q}`).catch((err) => ({ error: err.message })),
-  ]);
+  ]).catch((err) => {
+    if (err instanceof ApiError && err.status === 410) return [{ purged: err.message }, null];
+    throw err;
+  });
+  if (view.purged) return purgedPage(rolloutId, view.purged);
   const { rollout, trajectory, log, run_id: runId, gate_violations: gates } = view;
   const attempts = rollout.attempts.map((a) => h("span", { class: "attempt" },
     a.attempt === trajectory.attempt ? h("b", {}, `attempt ${a.attempt}`) : link(`#/rollout/${id}${enc({ attempt: a.attempt })}`, `attempt ${a.attempt}`),
