@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -201,3 +202,14 @@ def test_an_unknown_run_id_is_refused_by_name_and_writes_nothing(served: Served,
     assert result.exit_code == 1
     assert "no run with id 'no-such-run'" in result.output
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_a_redacted_export_applies_the_patterns_of_the_server_config(served: Served, tmp_path: Path) -> None:
+    config = tmp_path / "server.yaml"
+    config.write_text("redaction:\n  patterns:\n    - {name: fruit, regex: '\\bapple\\b'}\n")
+    out = tmp_path / "redacted.jsonl"
+    result = _export(served, out, "--redacted", "--config", str(config))
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "[REDACTED:fruit]" in text  # the run's tasks define apple, river and stone
+    assert not re.search(r"\bapple\b", text)
