@@ -12,13 +12,13 @@ store says it may hold some (`alight data encrypt` seals them and clears that ma
 
 from __future__ import annotations
 
-import base64
 import binascii
 import os
 from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any, Protocol
 
+import pybase64
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy import Table
@@ -108,7 +108,8 @@ class CellSealer:
                 continue
             nonce = os.urandom(NONCE_BYTES)
             sealed = cipher.encrypt(nonce, text.encode(), _aad_prefix(table.name, column) + row_aad)
-            values[column] = head + base64.b64encode(nonce + sealed).decode("ascii")
+            # pybase64 (SIMD): the stdlib's base64 cost ten times the cipher on a large body.
+            values[column] = head + pybase64.b64encode_as_string(nonce + sealed)
         return values
 
     def open_row(self, table: Table, row: Mapping[Any, Any], ident: Sequence[Any] | None = None) -> dict[str, Any]:
@@ -131,25 +132,24 @@ class CellSealer:
                 f"{describe(table, ident)} column {column} holds clear text in a store whose content is all "
                 "sealed: it was written outside alight; restore the row from a backup or delete it"
             )
-        key_id, _, body = cell[len(PREFIX) :].partition(":")
-        where = f"{describe(table, ident)} column {column}"
+        colon = cell.find(":", len(PREFIX))
+        key_id, body = cell[len(PREFIX) : colon], cell[colon + 1 :]
         if self.keys is None:
-            raise SealError(f"{where} is sealed, but this store was opened with sealing off")
+            raise SealError(
+                f"{describe(table, ident)} column {column} is sealed, but the store was opened with sealing off"
+            )
         try:
             cipher = self._cipher(key_id)
         except SealError as exc:
-            raise SealError(f"{where}: {exc}") from None
+            raise SealError(f"{describe(table, ident)} column {column}: {exc}") from None
         try:
-            raw = base64.b64decode(body, validate=True)
+            raw = memoryview(pybase64.b64decode(body, validate=True))
             opened = cipher.decrypt(
                 raw[:NONCE_BYTES], raw[NONCE_BYTES:], _aad_prefix(table.name, column) + b"".join(map(_part, ident))
             )
         except (binascii.Error, ValueError, InvalidTag):
             raise SealError(
-                f"{where} does not open under data key {key_id!r}: the cell was altered, or copied from another "
-                "row or column; restore the row from a backup or delete it"
+                f"{describe(table, ident)} column {column} does not open under data key {key_id!r}: the cell was "
+                "altered, or copied from another row or column; restore the row from a backup or delete it"
             ) from None
         return opened.decode()
-
-    def is_sealed(self, cell: str | None) -> bool:
-        return cell is None or cell.startswith(PREFIX)
