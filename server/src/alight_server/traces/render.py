@@ -71,5 +71,9 @@ class Renderer:
             raise RenderError(f"the chat template of {self.name} returned {type(text).__name__}, not text")
         return text
 
+    def render_ids(self, text: str) -> list[int]:
+        """`text` as token ids, special tokens read as such (no BOS added): how rendered prompts are tokenized."""
+        return self._ids(text)
+
     def _ids(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -1,0 +1,64 @@
+"""Trace-import fixtures: the tiny model's tokenizer as the policy's renderer, the fake upstream on loopback,
+and OpenAI-client conversations logged as a logging proxy writes them ({request, response} per line)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from alight_server.serving import ServerThread
+from alight_server.testing import create_fake_upstream
+from alight_server.traces.render import Renderer
+
+WEATHER: Any = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+
+
+@pytest.fixture(scope="session")
+def renderer() -> Renderer:
+    return Renderer.for_model("tiny")
+
+
+@pytest.fixture(scope="module")
+def upstream_url() -> Iterator[str]:
+    with ServerThread(create_fake_upstream(model="policy")) as url:
+        yield url + "/v1"
+
+
+def log_conversation(
+    url: str, path: Path, prompt: str, *, ids: bool, tools_on_second: bool = True
+) -> list[dict[str, Any]]:
+    """Two calls of a real OpenAI client (a tool call, then the answer to its result), each logged as a line."""
+    from openai import OpenAI
+
+    lines: list[dict[str, Any]] = []
+
+    def record(response: httpx.Response) -> None:
+        response.read()
+        lines.append({"request": json.loads(response.request.content), "response": response.json()})
+
+    extra = {"return_token_ids": True, "logprobs": True} if ids else {}
+    with httpx.Client(event_hooks={"response": [record]}) as http:
+        client = OpenAI(base_url=url, api_key="sk-test", http_client=http)  # pyright: ignore[reportArgumentType]
+        messages: list[Any] = [{"role": "user", "content": prompt}]
+        first = client.chat.completions.create(model="policy", messages=messages, tools=[WEATHER], extra_body=extra)
+        reply = first.choices[0].message
+        messages.append(reply.model_dump(exclude_none=True, include={"role", "content", "tool_calls"}))
+        for tool_call in reply.tool_calls or []:
+            messages.append({"role": "tool", "tool_call_id": tool_call.id, "content": "sunny, 21 C"})
+        tools = [WEATHER] if tools_on_second else []
+        client.chat.completions.create(model="policy", messages=messages, tools=tools or None, extra_body=extra)  # type: ignore[arg-type]
+    with path.open("a") as f:
+        f.writelines(json.dumps(line) + "\n" for line in lines)
+    return lines
