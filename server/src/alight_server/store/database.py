@@ -178,7 +178,7 @@ class SqlDatabase:
         if clear:
             log.warning(
                 "the store at %s may hold captured content in the clear (written before schema 4); new content is "
-                "sealed, and `alight data encrypt --store URL` seals the rest",
+                "sealed, and `alight data encrypt` (with the server's --config, or --db URL) seals the rest",
                 make_url(self.url).render_as_string(hide_password=True),
             )
 
