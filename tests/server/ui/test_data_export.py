@@ -213,3 +213,17 @@ def test_a_redacted_export_applies_the_patterns_of_the_server_config(served: Ser
     text = out.read_text()
     assert "[REDACTED:fruit]" in text  # the run's tasks define apple, river and stone
     assert not re.search(r"\bapple\b", text)
+
+
+def test_an_export_without_a_server_url_names_the_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ALIGHT_SERVER_URL", raising=False)
+    result = CliRunner().invoke(cli, ["data", "export", "some-run", "-o", str(tmp_path / "run.jsonl")])
+    assert result.exit_code == 2 and "--server" in result.output
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_export_from_a_server_that_is_not_there_says_it_cannot_reach_it(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    result = CliRunner().invoke(cli, ["data", "export", "some-run", "-o", str(tmp_path / "run.jsonl"), "--server", url])
+    assert result.exit_code == 1 and f"cannot reach {url}" in result.output
+    assert not list(tmp_path.iterdir())

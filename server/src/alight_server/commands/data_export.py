@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+import httpx
 import typer
 
 from alight.api_models import MAX_BATCH, RolloutQuery
@@ -251,6 +252,9 @@ def export(
             raise typer.Exit(1) from exc
         except ApiError as exc:
             typer.echo(f"alight data export: the server at {server} refused: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        except httpx.TransportError as exc:
+            typer.echo(f"alight data export: cannot reach {server} ({exc}): is the server running there?", err=True)
             raise typer.Exit(1) from exc
     if out is not None:
         typer.echo(
