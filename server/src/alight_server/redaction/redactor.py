@@ -64,20 +64,26 @@ class Redactor:
         self._finders += [pattern_finder(p.name, re.compile(p.regex)) for p in config.patterns]
         self._spans = functools.lru_cache(maxsize=CACHED_TEXTS)(self._find)
 
-    def _find(self, text: str) -> tuple[Span, ...]:
+    def _find(self, text: str, identifier: bool) -> tuple[Span, ...]:
         found = [span for find in self._whole for span in find(text)]
         for at in range(0, max(len(text) - OVERLAP, 1), WINDOW - OVERLAP):
             window = text[at : at + WINDOW]
             found += [Span(s.start + at, s.end + at, s.kind) for find in self._finders for s in find(window)]
+        if identifier:  # an id looks random by design: only a known key format counts there
+            found = [span for span in found if span.kind != HIGH_ENTROPY]
         return tuple(merge(found))
 
-    def spans(self, text: str) -> list[Span]:
-        """Where `text` holds something to hide, sorted, never overlapping."""
-        return list(self._spans(text)) if text else []
+    def spans(self, text: str, *, identifier: bool = False) -> list[Span]:
+        """Where `text` holds something to hide, sorted, never overlapping.
 
-    def redact_text(self, text: str) -> tuple[str, list[Span]]:
+        `identifier`: the text is an id field's value (`id`, `tool_call_id`, ...), where random-looking
+        is expected; a provider's key format, an email or the like is still found there.
+        """
+        return list(self._spans(text, identifier)) if text else []
+
+    def redact_text(self, text: str, *, identifier: bool = False) -> tuple[str, list[Span]]:
         """`text` with each span replaced by its mark, and the spans (positions in the original text)."""
-        spans = self.spans(text)
+        spans = self.spans(text, identifier=identifier)
         if not spans:
             return text, []
         parts: list[str] = []
@@ -88,18 +94,28 @@ class Redactor:
         parts.append(text[at:])
         return "".join(parts), spans
 
-    def redact(self, text: str) -> str:
-        return self.redact_text(text)[0]
+    def redact(self, text: str, *, identifier: bool = False) -> str:
+        return self.redact_text(text, identifier=identifier)[0]
 
-    def redact_json(self, value: Any) -> Any:
-        """A copy of a JSON value with every string redacted (object keys too); numbers and the shape kept."""
+    def redact_json(self, value: Any, *, identifier: bool = False) -> Any:
+        """A copy of a JSON value with every string redacted (object keys too); numbers and the shape kept.
+
+        A string under a key `id` or `*_id` is read as an identifier (see `spans`).
+        """
         if isinstance(value, str):
-            return self.redact(value)
+            return self.redact(value, identifier=identifier)
         if isinstance(value, dict):
-            return {self.redact(str(k)): self.redact_json(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+            return {
+                self.redact(str(k)): self.redact_json(v, identifier=is_id_key(str(k)))  # pyright: ignore[reportUnknownArgumentType]
+                for k, v in value.items()  # pyright: ignore[reportUnknownVariableType]
+            }
         if isinstance(value, list | tuple):
-            return [self.redact_json(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+            return [self.redact_json(v, identifier=identifier) for v in value]  # pyright: ignore[reportUnknownVariableType]
         return value
+
+
+def is_id_key(key: str) -> bool:
+    return key == "id" or key.endswith("_id")
 
 
 @functools.lru_cache(maxsize=1)
