@@ -60,15 +60,14 @@ def purge(
     outcome = PurgeOutcome(report)
     if steps_before is not None:
         outcome.steps = store.purge_run_steps(steps_before, dry_run=dry_run)
-    outcome.folders = [
-        folder
-        for folder in _log_folders(report.rollouts, logs_dirs)
-        if folder.is_dir() and not folder.is_symlink()  # a link is not the runner's folder: left alone
-    ]
+    outcome.folders = [f for f in _log_folders(report.rollouts, logs_dirs) if f.is_symlink() or f.is_dir()]
     if dry_run:
         return outcome
     for folder in outcome.folders:
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder.is_symlink():  # put there by someone else (an agent can write beside its log): never followed
+            folder.unlink()
+        else:
+            shutil.rmtree(folder, ignore_errors=True)  # rmtree removes links inside without following them
     if report.rollouts or outcome.steps:
         outcome.size = store.reclaim_space(full=full_vacuum)
     return outcome

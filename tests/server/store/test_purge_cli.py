@@ -112,6 +112,40 @@ def test_purging_one_rollout_erases_it_everywhere_and_the_api_answers_purged_on_
     assert "nothing to do" in output and "was purged on" in output
 
 
+@pytest.fixture
+def elsewhere(tmp_path: Path) -> Path:
+    """A folder outside every logs folder, which a planted link points at."""
+    folder = tmp_path / "elsewhere"
+    (folder / "inner").mkdir(parents=True)
+    (folder / "keep.txt").write_text("not the rollout's")
+    return folder
+
+
+def test_a_log_folder_replaced_by_a_link_is_unlinked_not_followed(served: Served, elsewhere: Path) -> None:
+    ended(served.store, "linked", run_dir=served.run_dir)
+    folder = attempt_log_path(served.run_dir / "logs", "linked", 1).parent
+    folder.parent.mkdir(parents=True)
+    folder.symlink_to(elsewhere)  # what an agent writing beside its own log could plant
+
+    summary = report(served.db, "--rollout", "linked")
+
+    assert summary["log_folders"] == [str(folder)]
+    assert not folder.is_symlink()
+    assert (elsewhere / "keep.txt").read_text() == "not the rollout's"
+
+
+def test_a_link_inside_a_log_folder_goes_with_the_folder_and_its_target_stays(served: Served, elsewhere: Path) -> None:
+    ended(served.store, "with-link", run_dir=served.run_dir)
+    (folder,) = with_logs(served.run_dir / "logs", ["with-link"])
+    (folder / "escape").symlink_to(elsewhere)
+
+    report(served.db, "--rollout", "with-link")
+
+    assert not folder.exists()
+    assert (elsewhere / "keep.txt").read_text() == "not the rollout's"
+    assert (elsewhere / "inner").is_dir()
+
+
 def test_a_rollout_a_running_training_needs_is_refused_naming_why(served: Served) -> None:
     run(served.store, "live")
     rid, _ = group(served.store, "live-s00000-t000")

@@ -68,6 +68,8 @@ def purge(
     as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
 ) -> None:
     """Delete ended rollouts and everything under them; leave a tombstone so the API answers 'purged on DATE'."""
+    from sqlalchemy.engine import make_url
+
     from alight_server.commands.data_keys import _target
     from alight_server.retention import purge as run_purge
     from alight_server.store import NotFound, StoreError, open_store
@@ -89,7 +91,7 @@ def purge(
     try:  # the data keys open the rollouts' metadata, where the run folder of their attempt logs is
         store = open_store(url, KekSource.parse(setting, admin_key=admin))
     except Exception as exc:  # a StoreError, a KekError, a bad URL, an unreachable database, a missing driver
-        typer.echo(f"cannot open the store at {url}: {exc}", err=True)
+        typer.echo(f"cannot open the store at {make_url(url).render_as_string(hide_password=True)}: {exc}", err=True)
         raise typer.Exit(1) from exc
     try:
         outcome = run_purge(store, scope, steps_before=steps, logs_dirs=logs_dirs, dry_run=dry_run, full_vacuum=vacuum)
@@ -99,8 +101,8 @@ def purge(
     except (NotFound, Conflict) as exc:
         typer.echo(f"nothing purged: {exc}", err=True)
         raise typer.Exit(1) from exc
-    except StoreError as exc:  # a SealError: give the server's data_key (--config, --admin-key, --run-dir)
-        typer.echo(f"nothing purged: {exc}", err=True)
+    except StoreError as exc:  # the batches committed before it stay purged; running again goes on
+        typer.echo(f"purge stopped: {exc}; run it again to go on", err=True)
         raise typer.Exit(1) from exc
     finally:
         store.close()
