@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, insert, select
 
+from alight.attempt_logs import attempt_log_path
 from alight.schemas import RolloutCreate
 from alight_server.store import tables as t
 from alight_server.store.database import make_engine
 from alight_server.store.kek import KekSource
 from alight_server.store.keyring import Keyring, new_data_key
+from alight_server.store.sealed_logs import LogSeal
 from alight_server.store.sql import SqlStore
 
 ALIGHT = str(Path(sys.executable).parent / "alight")
@@ -119,7 +121,7 @@ def test_a_new_kek_that_cannot_be_read_is_refused_before_the_store_is_touched(sq
     assert _kek_ids(sqlite_url) == before
 
 
-def test_an_embedded_runs_keys_move_from_its_admin_key_to_alight_secret_key(
+def test_an_embedded_runs_keys_and_sealed_logs_move_from_its_admin_key_to_alight_secret_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("ALIGHT_SECRET_KEY", raising=False)
@@ -130,14 +132,20 @@ def test_an_embedded_runs_keys_move_from_its_admin_key_to_alight_secret_key(
     store = SqlStore(url, KekSource.parse("secret", admin_key="the-runs-admin"))
     key_id, key = store.keyring.current()
     store.close()
+    log = attempt_log_path(run_dir / "logs", "r1", 1)
+    log.parent.mkdir(parents=True)
+    log.write_text("what the agent printed\n")
+    sealed = LogSeal(KekSource.parse("secret", admin_key="the-runs-admin")).seal(log)
     secret = "k" * 43 + "="
     env = {**os.environ, "ALIGHT_SECRET_KEY": secret}
     command = [ALIGHT, "data", "rotate-key", "--run-dir", str(run_dir), "--new-kek", "secret"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, env=env)
     assert done.returncode == 0, done.stderr
     monkeypatch.setenv("ALIGHT_SECRET_KEY", secret)
+    assert "1 sealed attempt log(s) re-wrapped" in done.stdout
     ring = Keyring.open(make_engine(url), KekSource.parse("secret"))  # no admin key: ALIGHT_SECRET_KEY alone
     assert ring.key(key_id) == key
+    assert LogSeal(KekSource.parse("secret")).read(sealed) == b"what the agent printed\n"
     engine = make_engine(url)
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(t.data_keys)).scalar() == 2

@@ -60,6 +60,12 @@ def rotate_key(
         None, "--run-dir", help="An embedded run's folder (alight train): its alight.db and the admin key it keeps."
     ),
     batch: int = typer.Option(50, "--batch", min=1, help="Data keys re-wrapped per transaction."),
+    logs_dirs: list[Path] = typer.Option(
+        [],
+        "--logs-dir",
+        help="A controller's logs folder (alight controller --logs-dir) whose sealed attempt logs are re-wrapped "
+        "too. Repeatable; --run-dir includes the run's logs/.",
+    ),
 ) -> None:
     """Re-wrap every data key under a new key-encryption key (no cell is re-encrypted); new cells get a new key.
 
@@ -68,7 +74,7 @@ def rotate_key(
     """
     from alight_server.store.database import make_engine
     from alight_server.store.kek import KekError, KekSource
-    from alight_server.store.key_rotation import rotate
+    from alight_server.store.key_rotation import rotate, rotate_logs
     from alight_server.store.keyring import SealError
 
     url, admin, setting = _target(db, config, admin_key, run_dir)
@@ -84,8 +90,10 @@ def rotate_key(
         typer.echo(f"re-wrapped {done}/{total} data keys")
 
     engine = make_engine(url)
+    folders = [*logs_dirs, *([run_dir / "logs"] if run_dir is not None else [])]
     try:
         report = rotate(engine, old, new, batch=batch, progress=progress)
+        logs = rotate_logs(folders, old, new)
     except (KekError, SealError) as exc:
         typer.echo(f"cannot rotate: {exc}", err=True)
         raise typer.Exit(1) from exc
@@ -96,5 +104,6 @@ def rotate_key(
     typer.echo(
         f"done: {report.rewrapped} data key(s) re-wrapped, {report.already} already under the new KEK"
         + (f", {report.process_keys} of a single process left as they are" if report.process_keys else "")
-        + f". Restart every server and gateway on this store with data_key: {new_kek}"
+        + (f"; {logs[0]} sealed attempt log(s) re-wrapped, {logs[1]} already" if folders else "")
+        + f". Restart every server, gateway and controller on this store with data_key: {new_kek}"
     )

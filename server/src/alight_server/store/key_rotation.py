@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, insert, select, update
 
+from alight.attempt_logs import SEALED_SUFFIX
 from alight_server.store import tables as t
 from alight_server.store.kek import PROCESS_PREFIX, SETTING, KekError, KekSource
 from alight_server.store.keyring import new_data_key, unwrap, wrap
@@ -99,3 +101,22 @@ def _add_key(engine: Engine, kek_id: str, kek: bytes) -> str:
     with engine.begin() as conn:
         conn.execute(insert(t.data_keys).values(**row))
     return row["id"]
+
+
+def rotate_logs(folders: Sequence[Path], old: KekSource, new: KekSource) -> tuple[int, int]:
+    """Re-wrap the key of every sealed attempt log under `folders` (`<n>.log.sealed`, store/sealed_logs.py);
+    (re-wrapped, already under the new KEK). Each file is replaced whole, so a killed run leaves each file
+    under the old or the new KEK; running again finishes."""
+    from alight_server.store.sealed_logs import LogSeal, under_new_kek
+
+    target, source = LogSeal(new), None
+    moved = already = 0
+    for folder in folders:
+        for path in sorted(Path(folder).glob(f"*/*.log{SEALED_SUFFIX}")):
+            if under_new_kek(path, target):
+                already += 1
+                continue
+            source = source or LogSeal(old)  # read only when some file needs it: a finished rotation needs none
+            source.rewrap(path, target)
+            moved += 1
+    return moved, already

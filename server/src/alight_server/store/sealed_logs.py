@@ -93,7 +93,7 @@ class LogSeal:
             raise SealError(
                 f"{sealed} is sealed under the key-encryption key {kek_id}, but {self.source.describe()} "
                 f"(key {', '.join(self._keks)}) is not it: read it with the {SETTING} (or admin key) it was "
-                "sealed under, or re-wrap it with `alight data rotate-key --logs-dir`"
+                "sealed under, or re-wrap it with `alight data rotate-key --logs-dir` (an embedded run: `--run-dir`)"
             )
         try:
             cipher = AESGCM(unwrap(kek, self._bound(key_id, sealed), wrapped))
@@ -116,14 +116,15 @@ class LogSeal:
         return b"".join(parts)
 
     def rewrap(self, sealed: Path, new: LogSeal) -> bool:
-        """Re-wrap the file's key under `new`'s KEK (frames untouched); False when it is under it already."""
+        """Re-wrap the file's key under `new`'s KEK (frames untouched, the file replaced whole); False when it is
+        under that KEK already. SealError naming the file when this seal's KEKs do not open it."""
         data = sealed.read_bytes()
         line, _, rest = data[len(MAGIC) :].partition(b"\n")
         header = json.loads(line)
         new_id = next(iter(new._keks))
         if header["kek_id"] == new_id:
             return False
-        self.read(sealed)  # the whole file opens under the old KEK before its key moves
+        self.read(sealed)  # the whole file opens under the old KEK before its key moves (or SealError)
         key = unwrap(self._keks[header["kek_id"]], self._bound(header["key_id"], sealed), header["wrapped"])
         header = {
             **header,
@@ -142,6 +143,14 @@ class LogSeal:
     @staticmethod
     def _bound(key_id: str, path: Path) -> str:
         return f"{key_id}:{log_name(path)}"
+
+
+def under_new_kek(sealed: Path, new: LogSeal) -> bool:
+    """Whether the file's key is wrapped under `new`'s KEK already (a rotation skips it)."""
+    with sealed.open("rb") as f:
+        f.read(len(MAGIC))
+        header = json.loads(f.readline())
+    return header.get("kek_id") == next(iter(new._keks))
 
 
 def open_attempt_log(path: Path, admin_key: str | None = None) -> str:
