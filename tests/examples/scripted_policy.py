@@ -1,6 +1,7 @@
 """A scripted policy behind a real OpenAI-compatible chat completions endpoint (loopback HTTP).
 
 Reply k of a conversation (k = assistant turns so far) is `replies[k]`; past the end it repeats the last.
+`replies` may instead be a function of the request's messages (a policy that reads what the harness showed it).
 Every request body is kept, so a test can check what the harness sent.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -21,7 +22,9 @@ def bash_reply(command: str) -> str:
 
 
 @contextmanager
-def scripted_policy(replies: list[str]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+def scripted_policy(
+    replies: list[str] | Callable[[list[dict[str, Any]]], str],
+) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """(base URL ending in /v1, the request bodies received) while the server runs."""
     received: list[dict[str, Any]] = []
 
@@ -29,8 +32,11 @@ def scripted_policy(replies: list[str]) -> Iterator[tuple[str, list[dict[str, An
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             received.append(body)
-            turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
-            text = replies[min(turn, len(replies) - 1)]
+            if callable(replies):
+                text = replies(body["messages"])
+            else:
+                turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
+                text = replies[min(turn, len(replies) - 1)]
             answer = {
                 "id": f"chatcmpl-{len(received)}",
                 "object": "chat.completion",
