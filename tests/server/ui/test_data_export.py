@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from alight.api_models import RolloutQuery
 from alight.cli import app as cli
 from alight.client import AlightClient
-from alight.schemas import Mode, RewardCreate, RolloutState
+from alight.schemas import Mode, ModelCall, RewardCreate, Rollout, RolloutCreate, RolloutState, RunReport
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
 from alight_server.serving import ServerThread, free_port
@@ -39,6 +39,7 @@ from alight_server.upstream_keys import SECRET_KEY_ENV
 from tests.server.ui.conftest import ADMIN_KEY, Dashboard
 
 READER = Path(__file__).parent / "export_reader.py"
+SIDE = "side-haiku"  # the dashboard agent's side model, which the run's samples: settings exclude
 # A GitHub personal access token's shape: detect-secrets knows it by its prefix.
 SECRET = "ghp_" + "Zq7Xw3Lm9Rt2Yv8Kp4Nb6Hc1Jd5Fg0Sa3Ue7Wi"
 
@@ -70,6 +71,9 @@ def served(dashboard: Dashboard, tmp_path_factory: pytest.TempPathFactory) -> It
     with ServerThread(app, port=config.port) as url:
         with AlightClient(url, admin_key=ADMIN_KEY) as client:
             _secret_rollout(client, rid, f"{dashboard.run_id}-s00001-t011")
+            # Another run whose id extends this one's: its rollouts share the prefix `<run id>-`.
+            client.report_run(RunReport(id=f"{dashboard.run_id}-b"))
+            client.create_rollouts([RolloutCreate(id=f"{dashboard.run_id}-b-s00000-t000-k00", task={"word": "x"})])
         yield Served(url, store, dashboard.run_id, rid, dashboard.gated_rollout)
     store.close()
 
@@ -77,8 +81,6 @@ def served(dashboard: Dashboard, tmp_path_factory: pytest.TempPathFactory) -> It
 def _secret_rollout(client: AlightClient, rid: str, group: str) -> None:
     """Through the gateway (the fake upstream the dashboard registered): a prompt holding SECRET, rewarded."""
     from openai import OpenAI
-
-    from alight.schemas import RolloutCreate
 
     for upstream in client.list_upstreams():  # the run's own inference server is gone with its run
         if upstream.id != "fake":
@@ -158,9 +160,22 @@ def test_an_exported_run_read_without_alight_gives_the_sample_builders_rows(
         for row in exported["rows"]
     }
     assert got == expected
-    assert any(row["calls"] == 2 for row in expected.values())  # the agent's two turns merged into one row
+    # The run's own samples: settings hold: its agent's side-model call (exclude_models) is in no row.
+    side = {
+        (c.rollout_id, c.seq) for r in _run_rollouts(served) for c in _calls(served, r) if c.request["model"] == SIDE
+    }
+    assert side and not {(row["rollout_id"], seq) for row in exported["rows"] for seq in row["calls"]} & side
     assert (served.secret_rollout, 0) in got
     assert not any(rid == served.gated_rollout for rid, _ in got)  # the trainer's filter left it out
+
+
+def _run_rollouts(served: Served) -> list[Rollout]:
+    prefixed = served.store.list_rollouts(RolloutQuery(id_prefix=f"{served.run_id}-", limit=1000))
+    return [r for r in prefixed if not r.id.startswith(f"{served.run_id}-b-")]  # not the other run's
+
+
+def _calls(served: Served, rollout: Rollout) -> list[ModelCall]:
+    return [tc.call for a in rollout.attempts for tc in build_trajectory(served.store, rollout.id, a.attempt).calls]
 
 
 def test_each_generated_token_carries_the_policy_version_of_its_call(exported: dict[str, Any]) -> None:
@@ -170,9 +185,10 @@ def test_each_generated_token_carries_the_policy_version_of_its_call(exported: d
 
 
 def test_the_export_holds_every_rollout_and_every_call_of_the_run(served: Served, exported: dict[str, Any]) -> None:
-    rollouts = served.store.list_rollouts(RolloutQuery(id_prefix=f"{served.run_id}-", limit=1000))
-    calls = sum(len(build_trajectory(served.store, r.id, a.attempt).calls) for r in rollouts for a in r.attempts)
+    rollouts = _run_rollouts(served)
+    calls = sum(len(_calls(served, r)) for r in rollouts)
     assert set(exported["rollouts"]) == {r.id for r in rollouts}
+    assert f"{served.run_id}-b-s00000-t000-k00" not in exported["rollouts"]  # another run's, under the same prefix
     assert exported["calls"] == calls
     header = exported["header"]
     assert (header["run_id"], header["redacted"], header["model"]) == (served.run_id, False, "tiny")

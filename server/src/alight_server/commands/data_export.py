@@ -22,7 +22,7 @@ from typing import IO, Any
 import httpx
 import typer
 
-from alight.api_models import MAX_BATCH, RolloutQuery
+from alight.api_models import MAX_BATCH, RolloutQuery, RunList
 from alight.client import AlightClient, ApiError
 from alight.schemas import Mode, ModelCall, Rollout, RolloutState, Run, Trajectory
 
@@ -39,12 +39,15 @@ class ExportError(Exception):
 
 
 def run_rollouts(client: AlightClient, run_id: str) -> list[Rollout]:
-    """Every rollout the run created (the trainer names them `<run id>-...`), by id."""
+    """Every rollout the run created, by id: ids `<run id>-...` (the trainer names them so), less those of
+    another run whose id extends this one's (`<run id>-b-...`), as the purge counts a run's rollouts."""
+    runs = RunList.model_validate_json(client.request("GET", "/api/runs", params={"limit": 1000}).content).runs
+    longer = tuple(f"{r.id}-" for r in runs if r.id.startswith(f"{run_id}-"))
     found: dict[str, Rollout] = {}
     since = 0
     while True:
         page = client.list_rollouts_page(RolloutQuery(id_prefix=f"{run_id}-", since_seq=since, limit=MAX_BATCH))
-        found.update((r.id, r) for r in page.rollouts)
+        found.update((r.id, r) for r in page.rollouts if not r.id.startswith(longer))
         if not page.rollouts:
             return [found[i] for i in sorted(found)]
         since = page.next_seq
