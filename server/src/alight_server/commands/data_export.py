@@ -93,7 +93,7 @@ def _rows(client: AlightClient, rollout: Rollout, latest: Trajectory | None, con
         return []
     kept, _ = filter_for_training(client, [latest], config, limits)
     batch, _ = build_samples(kept, config)
-    return list(_row_lines(batch, latest))
+    return list(row_lines(batch, latest))
 
 
 def redact_line(line: Line, redact: Callable[[Any], Any]) -> Line:
@@ -167,7 +167,7 @@ def _call_line(call: ModelCall) -> Line:
     }
 
 
-def _row_lines(batch: Any, trajectory: Trajectory) -> Iterator[Line]:
+def row_lines(batch: Any, trajectory: Trajectory) -> Iterator[Line]:
     """One rollout's padded rows unpadded, with each generated token's policy version from its call."""
     for r in range(batch.num_rows):
         length = int(batch.attention_mask[r].sum())
