@@ -155,3 +155,22 @@ def test_the_server_config_takes_data_key_as_a_mapping_or_a_string(tmp_path: Pat
     assert ServerConfig(data_key="command:vault read -field=key kek").kek_source().kind == "command"
     with pytest.raises(ValueError, match=r"secret.*file:PATH.*command:CMD"):
         ServerConfig(data_key="s3://bucket/kek")
+
+
+def test_alight_serve_with_an_unreadable_data_key_refuses_to_start_naming_the_file(tmp_path: Path) -> None:
+    import subprocess
+
+    alight = str(Path(sys.executable).parent / "alight")
+    command = [
+        alight,
+        "serve",
+        "--db",
+        str(tmp_path / "a.db"),
+        "--port",
+        "0",
+        "--data-key",
+        f"file:{tmp_path / 'gone'}",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1
+    assert "cannot read the key file" in done.stderr and "gone" in done.stderr and "data_key" in done.stderr
