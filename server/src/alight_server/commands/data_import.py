@@ -77,8 +77,7 @@ def import_traces(
         typer.echo(f"alight data import: {exc}", err=True)
         raise typer.Exit(1) from exc
     chosen = _model(model, config)
-    needs_render = any(not c.exact and c.problem is None for s in parsed.sessions for c in s.calls)
-    renderer = Renderer.for_model(chosen) if chosen and needs_render else None
+    renderer = Renderer.for_model(chosen) if chosen else None
     store = open_cli_store(db, admin_key)
     try:
         report = store_traces(store, name, fmt, parsed, renderer, task_key=task_key)

@@ -77,7 +77,10 @@ def import_traces(
     store: Store, name: str, fmt: str, parsed: Parsed, renderer: Renderer | None, *, task_key: str | None = None
 ) -> ImportReport:
     report = ImportReport(errors=list(parsed.errors))
-    store.report_run(RunReport(id=name, status=RunStatus.SUCCEEDED, config={OFFLINE_KEY: {"format": fmt}}))
+    config: dict[str, Any] = {OFFLINE_KEY: {"format": fmt}}
+    if renderer is not None:  # the policy the text was rendered for: the dashboard decodes its tokens with it
+        config["model"] = renderer.name
+    store.report_run(RunReport(id=name, status=RunStatus.SUCCEEDED, config=config))
     for session in parsed.sessions:
         rid = rollout_id(name, fmt, session)
         calls, events = _calls(rid, session, renderer, report)

@@ -62,6 +62,7 @@ function route() {
     parts[0] === "run" ? () => runPage(parts[1]) :
     parts[0] === "rollouts" ? () => rolloutsPage(params) :
     parts[0] === "rollout" ? () => rolloutPage(parts[1], params) :
+    parts[0] === "check" ? () => checkPage(parts[1]) :
     parts[0] === "gateway" ? () => gatewayPage() :
     () => runsPage();
   show(page);
@@ -184,6 +185,7 @@ async function runPage(runId) {
     h("h1", {}, `Run ${run.id} `, h("span", { class: `state ${run.status}` }, run.status)),
     h("p", {}, `step ${run.step ?? "–"} of ${run.steps_planned ?? "?"} · model ${run.config.model ?? "?"} · `,
       link(`#/rollouts${enc({ run: run.id })}`, "all rollouts"),
+      run.config.offline ? [" · ", link(`#/check/${encodeURIComponent(run.id)}`, "check report")] : null,
       run.status === "running" ? h("span", { class: "live" }, " · live") : null),
     h("div", { class: "charts" }, curves(run.id, steps, validation)),
     h("h2", {}, "Steps"),
