@@ -2,7 +2,8 @@
 # The proof of docs/traces.md: traces of the quickstart agent from a stronger policy (the base model at
 # temperature 0.3, 128 train tasks), exported as OpenTelemetry spans with text only, imported, checked,
 # fine-tuned on (the traces scored 1), then RL from that checkpoint. Everything lands in runs/traces-proof/.
-#   bash examples/quickstart/traces/proof.sh [STAGE...]   stages: generate export import check sft rl (default: all)
+#   bash examples/quickstart/traces/proof.sh [STAGE...]   stages: generate export import check compare sft rl
+#   (default: all)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 ALIGHT=.venv/bin/alight
@@ -11,7 +12,7 @@ HERE=examples/quickstart/traces
 # One content key for the store of every stage (the eval run's, the fine-tuning run's): both sides open it.
 export ALIGHT_SECRET_KEY="${ALIGHT_SECRET_KEY:-traces-proof-local-key}"
 mkdir -p "$OUT"
-stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(generate export import check sft rl)
+stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(generate export import check compare sft rl)
 for stage in "${stages[@]}"; do
   echo "== $stage $(date -u +%H:%M:%S)"
   case "$stage" in
@@ -27,6 +28,9 @@ for stage in "${stages[@]}"; do
         --db "sqlite:///$OUT/sft/alight.db" ;;
     check)
       $ALIGHT data check quickstart.traces --config $HERE/sft.yaml --db "sqlite:///$OUT/sft/alight.db" | tail -n 8 ;;
+    compare)  # the rendered ids against the ids the gateway recorded when the traces were generated
+      .venv/bin/python $HERE/compare_ids.py --recorded "sqlite:///$OUT/generate/alight.db" \
+        --imported "sqlite:///$OUT/sft/alight.db" --name quickstart.traces ;;
     sft)
       $ALIGHT train $HERE/sft.yaml --quiet ;;
     rl)
