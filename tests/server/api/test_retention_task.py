@@ -30,16 +30,21 @@ def _wait_for(status: int, client: httpx.Client, path: str, timeout_s: float = 2
     return answer
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest) -> str:
+    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_store_url")
+
+
 @pytest.fixture
-def keyed_store(sqlite_url: str) -> Iterator[Store]:
+def keyed_store(db_url: str) -> Iterator[Store]:
     """A store sealed under the key the server derives from its admin key (so its rows open after create_app)."""
-    store = open_store(sqlite_url, KekSource.parse("secret", admin_key=ADMIN_KEY))
+    store = open_store(db_url, KekSource.parse("secret", admin_key=ADMIN_KEY))
     yield store
     store.close()
 
 
 def test_the_server_purges_what_its_retention_period_has_passed_and_keeps_what_a_training_needs(
-    keyed_store: Store, sqlite_url: str, tmp_path: Path
+    keyed_store: Store, db_url: str, tmp_path: Path
 ) -> None:
     store = keyed_store
     run(store, "live")
@@ -52,7 +57,7 @@ def test_the_server_purges_what_its_retention_period_has_passed_and_keeps_what_a
     store.add_run_step("done", RunStepReport(step=1, metrics={"loss": 1.0}))
     time.sleep(0.1)  # the retention period below is 6 ms: all of the above is past it
     retention = RetentionConfig(content_days=0.0001 * MINUTE, step_metrics_days=0.0001 * MINUTE, interval_s=0.2)
-    config = ServerConfig(admin_key=ADMIN_KEY, db_url=sqlite_url, port=free_port(), retention=retention)
+    config = ServerConfig(admin_key=ADMIN_KEY, db_url=db_url, port=free_port(), retention=retention)
 
     app = create_app(config, store=store)
     with ServerThread(app, port=config.port) as url, httpx.Client(base_url=url, headers=AUTH) as client:
