@@ -1,0 +1,111 @@
+"""Redaction in a real browser (Debian's Chromium via Playwright): the rollout page and its token view show marks,
+never the planted secrets, until the admin asks for the exact content."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from alight_server.app import create_app
+from alight_server.config import ServerConfig
+from alight_server.redaction import PatternRule, RedactionConfig
+from alight_server.serving import ServerThread, free_port
+from alight_server.store import open_store
+from tests.server.redaction.planted import PATTERN, SECRETS, leaked
+from tests.server.redaction.planted_rollout import CLEAN, ROLLOUT, plant_run
+from tests.server.ui.conftest import ADMIN_KEY, screenshot
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A server with the operator's pattern configured, over a store holding the planted rollouts."""
+    db = f"sqlite:///{tmp_path_factory.mktemp('redaction') / 'alight.db'}"
+    config = ServerConfig(
+        admin_key=ADMIN_KEY, db_url=db, port=free_port(), redaction=RedactionConfig(patterns=[PatternRule(**PATTERN)])
+    )
+    store = open_store(db, config.kek_source())  # the content is sealed under the server's key
+    plant_run(store)
+    with ServerThread(create_app(config, store=store), port=config.port) as url:
+        yield url
+    store.close()
+
+
+@pytest.fixture
+def tab(browser: Any, server: str) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.errors = errors
+    page.goto(f"{server}/ui/")
+    page.fill("#admin-key", ADMIN_KEY)
+    page.click("button[type=submit]")
+    page.wait_for_selector("h1:has-text('Training runs')")
+    yield page
+    context.close()
+
+
+def _open(page: Any, server: str, rollout: str, query: str = "") -> None:
+    page.goto(f"{server}/ui/#/rollout/{rollout}{query}")
+    page.wait_for_function("document.getElementById('app').dataset.route === location.hash")
+    page.wait_for_selector("#token-view .token-row")
+
+
+def _every_text(page: Any) -> str:
+    """What a person can read on the page: the text, and the titles shown on hover."""
+    titles = page.locator("[title]").evaluate_all("els => els.map(e => e.title).join('\\n')")
+    return page.locator("body").inner_text() + "\n" + titles
+
+
+def test_the_rollout_page_shows_marks_where_the_prompt_tool_result_and_log_held_secrets(tab: Any, server: str) -> None:
+    _open(tab, server, ROLLOUT)
+    tab.locator("details:has(summary:text('task'))").first.evaluate("d => d.open = true")
+    tab.locator("#timeline details").evaluate_all("ds => ds.forEach(d => d.open = true)")
+    assert leaked(_every_text(tab)) == []
+    timeline = tab.locator("#timeline").inner_text()
+    assert "[REDACTED:aws_access_key]" in tab.locator("div.tool[data-span]").inner_text()  # the tool's result
+    assert "[REDACTED:private_key]" in timeline and "[REDACTED:employee_id]" in timeline  # the prompt
+    assert "[REDACTED:json_web_token]" in tab.locator("#log").inner_text()
+    assert "redacted" in tab.locator("#redaction").inner_text()
+    screenshot(tab, "redacted-rollout")
+    assert tab.errors == []
+
+
+def test_the_token_view_draws_each_secret_as_one_marked_block(tab: Any, server: str) -> None:
+    _open(tab, server, ROLLOUT)
+    blocks = tab.locator("#token-view .tok.redacted")
+    kinds = set(blocks.all_inner_texts())
+    assert {"[REDACTED:card]", "[REDACTED:private_key]", "[REDACTED:slack_token]", "[REDACTED:email]"} <= kinds
+    titles = blocks.evaluate_all("els => els.map(e => e.title)")
+    assert all("tokens hidden" in t for t in titles)
+    assert blocks.evaluate_all("els => els.every(e => !e.dataset.id)")  # no token id behind a block
+    assert leaked(tab.locator("#token-view").inner_text()) == []
+    screenshot(tab, "redacted-tokens", "#token-view")
+    assert tab.errors == []
+
+
+def test_show_the_exact_content_reveals_what_was_captured(tab: Any, server: str) -> None:
+    _open(tab, server, ROLLOUT)
+    tab.click("#redaction a")
+    tab.wait_for_function("location.hash.includes('reveal=true')")
+    tab.wait_for_selector("#redaction:has-text('exact content')")
+    tab.wait_for_selector("#token-view .token-row")
+    assert tab.locator("#token-view .tok.redacted").count() == 0
+    assert set(leaked(tab.locator("#log").inner_text())) == set(SECRETS)
+    assert SECRETS["card"] in tab.locator("#token-view").inner_text()
+    assert tab.errors == []
+
+
+def test_a_rollout_without_secrets_reads_the_same_redacted_or_not(tab: Any, server: str) -> None:
+    _open(tab, server, CLEAN)
+    rows = "#token-view .token-row"
+    redacted = tab.locator("#timeline").inner_text(), "\n".join(tab.locator(rows).all_inner_texts())
+    assert tab.locator("#token-view .tok.redacted").count() == 0
+    _open(tab, server, CLEAN, "?reveal=true")
+    tab.wait_for_selector("#redaction:has-text('exact content')")
+    assert (tab.locator("#timeline").inner_text(), "\n".join(tab.locator(rows).all_inner_texts())) == redacted
+    assert "tokenizer.encode(text, add_special_tokens=False)" in redacted[1].replace("⏎", "")
