@@ -211,6 +211,15 @@ def test_a_redacted_export_hides_a_planted_secret_and_drops_token_ids(
     assert [row["loss_mask"] for row in read["rows"]] == [row["loss_mask"] for row in exported["rows"]]
 
 
+def test_without_an_output_file_the_lines_go_to_standard_output(served: Served, exported: dict[str, Any]) -> None:
+    args = ["data", "export", served.run_id, "--server", served.url, "--admin-key", ADMIN_KEY]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert lines[0]["format"] == "alight-export"
+    assert sum(line.get("kind") == "row" for line in lines) == len(exported["rows"])
+
+
 def test_an_unknown_run_id_is_refused_by_name_and_writes_nothing(served: Served, tmp_path: Path) -> None:
     out = tmp_path / "none.jsonl.gz"
     args = ["data", "export", "no-such-run", "-o", str(out), "--server", served.url, "--admin-key", ADMIN_KEY]
