@@ -16,7 +16,7 @@ import pytest
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode
-from alight_server.store import open_store
+from alight_server.stack_state import open_run_store
 from alight_server.trajectory import build_trajectory
 
 # Four episodes (validation before and after, two training rollouts): 5 min on a busy 2-core machine, 10+ when loaded.
@@ -52,7 +52,7 @@ def test_one_training_step_runs_the_harness_in_the_sandbox_and_reports_before_an
     assert "after training (step 1)" in result.stdout
     step = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()][-1]
     assert step["step"] == 1 and "filter/gate_flagged" in step
-    store = open_store(f"sqlite:///{tmp_path / 'alight.db'}")
+    store = open_run_store(tmp_path)
     try:
         rollouts = store.list_rollouts(RolloutQuery(mode=Mode.TRAIN, limit=10))
         assert len(rollouts) == 2

@@ -20,7 +20,7 @@ from scripted_policy import scripted_policy
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode
-from alight_server.store import open_store
+from alight_server.stack_state import open_run_store
 from alight_server.trajectory import build_trajectory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -140,7 +140,7 @@ def test_one_training_step_runs_the_simulator_on_the_tiny_model(tmp_path: Path) 
     assert "after training (step 1)" in proc.stdout
     step = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()][-1]
     assert step["step"] == 1 and step["rollouts/failed"] == 0 and step["rollouts/missing_reward"] == 0, step
-    store = open_store(f"sqlite:///{tmp_path / 'alight.db'}")
+    store = open_run_store(tmp_path)
     try:
         rollouts = store.list_rollouts(RolloutQuery(mode=Mode.TRAIN, limit=10))
         assert len(rollouts) == 2

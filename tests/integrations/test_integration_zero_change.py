@@ -23,7 +23,7 @@ from alight import envvars
 from alight.api_models import RolloutQuery
 from alight.schemas import ApiFlavour, AttemptStart, FailureKind, Mode, RewardSource, RolloutCreate, RunnerSpec
 from alight_server.auth import derive_token_secret, issue_attempt_token
-from alight_server.store import open_store
+from alight_server.stack_state import open_run_store
 
 HERE = Path(__file__).parent / "zero_change"
 ALIGHT = str(Path(sys.executable).parent / "alight")
@@ -81,7 +81,7 @@ def test_an_unmodified_agent_trains_one_step_on_rewards_from_the_config_evaluato
     assert step["policy_version"] == 1 and step["train/uniform_groups"] == 0, step  # one optimizer step
     assert step["rollouts/rewarded"] == 4 and step["rollouts/missing_reward"] == 0
 
-    store = open_store(f"sqlite:///{tmp_path / 'run' / 'alight.db'}")
+    store = open_run_store(tmp_path / "run")
     rollouts = [r for r in store.list_rollouts(RolloutQuery(limit=100)) if r.mode == Mode.TRAIN]
     assert len(rollouts) == 4
     for rollout in rollouts:
@@ -104,7 +104,7 @@ def test_a_timed_out_attempt_gets_no_reward_from_the_evaluator_and_no_place_in_t
     step = train(tmp_path, sleeper, rollout_timeout_s=2, group_size=2)
     assert step["rollouts/timeout"] == 2 and step["rollouts/rewarded"] == 0
     assert "train/reward_mean" not in step  # nan: no rollout the agent finished, so no mean to report
-    store = open_store(f"sqlite:///{tmp_path / 'run' / 'alight.db'}")
+    store = open_run_store(tmp_path / "run")
     for rollout in store.list_rollouts(RolloutQuery(limit=100)):
         assert [a.failure_kind for a in rollout.attempts] == [FailureKind.TIMEOUT]
         assert store.list_rewards(rollout.id) == []

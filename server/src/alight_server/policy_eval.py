@@ -11,7 +11,8 @@ from alight.api_models import RolloutQuery
 from alight.client import AlightClient
 from alight.evaluation import EvalReport, build_report
 from alight.schemas import Mode, Rollout, RolloutState
-from alight_server.store import Store, open_store
+from alight_server.stack_state import open_run_store
+from alight_server.store import Store
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.rollouts import create_group_rollouts, scored, wait_all
 from alight_server.trajectory import build_trajectory
@@ -36,7 +37,7 @@ def validation_reports(run_dir: Path) -> dict[int, EvalReport]:
     db = run_dir / "alight.db"
     if not db.is_file():
         return {}
-    store = open_store(f"sqlite:///{db}")
+    store = open_run_store(run_dir)  # with the data keys the run's server sealed its content under
     try:
         by_step: dict[int, list[Rollout]] = {}
         since = 0

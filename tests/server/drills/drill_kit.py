@@ -14,6 +14,7 @@ from typing import Any
 
 from alight.api_models import RolloutQuery
 from alight.schemas import AttemptStatus, FailureKind, RolloutState
+from alight_server.store.kek import KekSource
 from alight_server.store.sql import SqlStore
 from alight_server.testing.services import stop as stop  # the drills stop processes like every other test
 
@@ -75,13 +76,13 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-def assert_settled(db_url: str, answered_dir: Path) -> dict[str, int]:
+def assert_settled(db_url: str, answered_dir: Path, data_key: KekSource) -> dict[str, int]:
     """The invariants after recovery; returns counts for the report.
 
     Nothing answered is lost, no rollout is left queued or running, and every attempt lost as
     infra was followed by a new attempt of its rollout.
     """
-    store = SqlStore(db_url)
+    store = SqlStore(db_url, data_key)  # the server's KEK: its content is sealed under data keys it wraps
     try:
         rollouts = store.list_rollouts(RolloutQuery(limit=1000))
         stuck = [r.id for r in rollouts if r.state in (RolloutState.QUEUED, RolloutState.RUNNING)]

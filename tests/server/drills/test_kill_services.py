@@ -22,6 +22,7 @@ from drill_kit import AGENTS, BIN, agent_pids, assert_settled, group_alive, kill
 
 from alight.schemas import TERMINAL_STATES
 from alight_server.serving import ServerThread, free_port
+from alight_server.store.kek import KekSource
 from alight_server.testing.fake_upstream import create_fake_upstream
 
 pytestmark = pytest.mark.timeout(600)
@@ -148,7 +149,7 @@ def drill(tmp_path: Path, db_url: str, victim: str, rng: random.Random) -> dict[
         held = agent_pids(s.logs_dir)
         s.close()
     wait_for(lambda: not any(group_alive(pid) for pid in held), "no agent outlives the drill", 30)
-    counts = assert_settled(db_url, answered)
+    counts = assert_settled(db_url, answered, KekSource.parse("secret", admin_key=KEY))
     if victim == "inference":
         # Nothing but the upstream died: every agent got its answer after the restart.
         assert counts["succeeded"] == counts["rollouts"], counts

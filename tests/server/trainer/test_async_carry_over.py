@@ -21,6 +21,7 @@ import pytest
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode
 from alight_server.run_stacks import TrainingStacks
+from alight_server.stack_state import run_data_key
 from alight_server.store.sql import SqlStore
 from alight_server.testing.tiny_run import tiny_run_config
 from alight_server.trainer.checkpoint import load_checkpoint
@@ -88,7 +89,7 @@ def carried(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CarriedRun]:
     first_result = first.run()
     assert isinstance(first.rollouts, PoolGroups)
     saved = load_checkpoint(checkpoints / "step-000001")
-    store = SqlStore(f"sqlite:///{folder / 'run' / 'alight.db'}")
+    store = SqlStore(f"sqlite:///{folder / 'run' / 'alight.db'}", run_data_key(folder / "run"))
     try:
         before = rollout_groups(store)
         resumed = TrainingRun(config.model_copy(update={"steps": 2}), stacks=TrainingStacks(), resume=True, train_tasks=tasks, val_tasks=[],

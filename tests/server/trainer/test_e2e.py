@@ -12,7 +12,7 @@ from alight.api_models import RolloutQuery
 from alight.schemas import TERMINAL_STATES, Mode
 from alight_server.inference.models import load_policy
 from alight_server.run_stacks import TrainingStacks
-from alight_server.store import open_store
+from alight_server.stack_state import open_run_store
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.embedded_backend import EmbeddedBackend
 from alight_server.trainer.loop import TrainingRun
@@ -51,7 +51,7 @@ def test_two_steps_train_the_served_policy_on_gateway_token_ids(
     assert threads_in_step == [threads_outside + 1] * 2
     assert torch.get_num_threads() == threads_outside
 
-    store = open_store(f"sqlite:///{result.run_dir / 'alight.db'}")
+    store = open_run_store(result.run_dir)
     rollouts = store.list_rollouts(RolloutQuery(limit=1000))
     train = [r for r in rollouts if r.mode == Mode.TRAIN]
     assert len(train) == 2 * 2 * 2  # steps x tasks x group
