@@ -10,6 +10,7 @@ from alight.cli import app as cli
 from alight_server.traces.check import check_run
 from alight_server.traces.formats import openai_log
 from alight_server.traces.importer import import_traces
+from alight_server.trainer.samples import SampleConfig
 from tests.server.traces.conftest import log_conversation
 
 
@@ -62,3 +63,16 @@ def test_the_check_command_prints_the_table_and_the_json_report(tmp_path, upstre
     as_json = runner.invoke(cli, ["data", "check", "prod", "--db", db, "--json"])
     report = json.loads(as_json.output)
     assert report["breaks"] == {"template_drift": 1} and report["trajectories"][0]["rendered"] == 2
+
+
+def test_rows_over_the_configs_response_limit_are_counted_as_truncated(tmp_path, store, upstream_url, renderer):
+    path = tmp_path / "calls.jsonl"
+    log_conversation(upstream_url, path, "call get_weather", ids=False)
+    import_traces(store, "long", "openai", openai_log.read([path]), renderer)
+    calls = store.list_model_calls(store.list_rollouts()[0].id)
+    after_first_prompt = (
+        len(calls[-1].prompt_token_ids) + len(calls[-1].response_token_ids) - len(calls[0].prompt_token_ids)
+    )
+    report = check_run(store, "long", SampleConfig(max_response_tokens=10), decode=renderer.decode)
+    assert report.truncated_rows == 1
+    assert report.truncated_tokens == after_first_prompt - 10  # the row keeps 10 tokens after its prompt
