@@ -128,6 +128,9 @@ def test_the_api_answers_a_tampered_row_with_the_row_named_not_a_500(any_store: 
             headers={"Authorization": f"Bearer {config.admin_key}"},
             timeout=30,
         )
+        page = httpx.get(
+            f"{url}/api/ui/rollouts/r2/view", headers={"Authorization": f"Bearer {config.admin_key}"}, timeout=30
+        )
         fine = httpx.get(
             f"{url}/api/rollouts/r1/trajectory",
             params={"reveal": "true"},
@@ -136,6 +139,7 @@ def test_the_api_answers_a_tampered_row_with_the_row_named_not_a_500(any_store: 
         )
     assert answer.status_code == 503, answer.text  # the store cannot serve this row (StoreError), not a bug
     assert "model_calls row id='r2-c' column response" in answer.text
+    assert page.status_code == 503 and "model_calls row id='r2-c' column response" in page.text  # the dashboard's
     assert fine.status_code == 200, fine.text
 
 
