@@ -224,7 +224,9 @@ def export(
     out: Path | None = typer.Option(None, "-o", "--out", help="Write here (gzip when it ends in .gz); default stdout."),
     redacted: bool = typer.Option(False, "--redacted", help="A copy for people: text redacted, token ids dropped."),
     server: str | None = typer.Option(None, "--server", envvar="ALIGHT_SERVER_URL", help="The server's URL."),
-    admin_key: str | None = typer.Option(None, "--admin-key", envvar="ALIGHT_ADMIN_KEY"),
+    admin_key: str | None = typer.Option(
+        None, "--admin-key", envvar="ALIGHT_ADMIN_KEY", help="The server's admin key: it reads the exact content."
+    ),
     config: Path | None = typer.Option(
         None, "--config", envvar="ALIGHT_CONFIG", help="The server's YAML config: --redacted uses its redaction:."
     ),
