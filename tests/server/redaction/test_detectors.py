@@ -88,12 +88,21 @@ Traceback (most recent call last):
   File "/usr/lib/python3.11/site-packages/alight_server/trainer/loop.py", line 212, in run_training_step
 request id 123e4567-e89b-12d3-a456-426614174000 took 843 ms; version 0.1.0; port 8700; pid 41872
 The answer is 42, and 3.14159 is pi; call the function test_running_rollout_cannot_go_back_to_queued.
+API_KEY_ENV = "ALIGHT_INFERENCE_API_KEY"  # the variable's name, not its value
+password = os.environ["DB_PASSWORD"]; token_secret = "${TOKEN_SECRET}"
 '''
 
 
 def test_ordinary_code_logs_and_token_ids_stay_readable(redactor: Redactor) -> None:
     text, spans = redactor.redact_text(READABLE)
     assert spans == [] and text == READABLE
+
+
+def test_a_password_assigned_in_code_or_config_is_hidden(redactor: Redactor) -> None:
+    text = 'DB_PASSWORD = "Tr0ub4dor&3"\n  "api_key": "abc123xyz",'
+    assert (
+        redactor.redact(text) == 'DB_PASSWORD = "[REDACTED:secret_keyword]"\n  "api_key": "[REDACTED:secret_keyword]",'
+    )
 
 
 def test_a_digit_run_that_fails_the_luhn_check_is_not_a_card(redactor: Redactor) -> None:

@@ -18,9 +18,16 @@ from typing import NamedTuple
 
 import phonenumbers
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-from detect_secrets.filters.heuristic import is_potential_uuid, is_sequential_string, is_templated_secret
+from detect_secrets.filters.heuristic import (
+    is_indirect_reference,
+    is_potential_uuid,
+    is_prefixed_with_dollar_sign,
+    is_sequential_string,
+    is_templated_secret,
+)
 from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString, HexHighEntropyString
+from detect_secrets.plugins.keyword import DENYLIST as KEYWORD_DENYLIST
 from detect_secrets.plugins.keyword import KeywordDetector
 
 
@@ -97,12 +104,26 @@ def private_key_blocks(text: str) -> Iterator[Span]:
         yield Span(begin if begin >= 0 else header.start, stop, "private_key")
 
 
+KEYWORDS = re.compile("|".join(KEYWORD_DENYLIST), re.IGNORECASE)  # the keyword plugin's own names
+LINE = re.compile(r"[^\r\n]+")
+CONSTANT_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")  # API_KEY_ENV = "ALIGHT_API_KEY" names a variable
+
+
 def keyword_finder() -> Finder:
+    """detect-secrets' keyword plugin (`password = "..."`), on the lines naming one of its keywords, with its
+    filters for values that only refer to a secret (`${VAR}`, `$VAR`, a call) and a constant's name."""
     plugin = KeywordDetector()
 
     def find(text: str) -> Iterator[Span]:
-        for line in text.splitlines():
-            yield from _located(text, plugin.analyze_string(line), KEYWORD)
+        for line in LINE.finditer(text):
+            if not KEYWORDS.search(line.group(0)) or is_indirect_reference(line.group(0)):
+                continue
+            for value in set(plugin.analyze_string(line.group(0))):
+                if value and not (
+                    is_templated_secret(value) or is_prefixed_with_dollar_sign(value) or CONSTANT_NAME.fullmatch(value)
+                ):
+                    for m in re.finditer(re.escape(value), line.group(0)):
+                        yield Span(line.start() + m.start(), line.start() + m.end(), KEYWORD)
 
     return find
 

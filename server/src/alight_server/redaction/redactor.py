@@ -24,7 +24,10 @@ MARK = "[REDACTED:{kind}]"
 # costs at most WINDOW squared per window, linear in all. Windows overlap by more than any key is long,
 # so every key lies whole in one of them; a PEM block, longer, is found on the whole text.
 WINDOW, OVERLAP = 8192, 2048
-CACHED_TEXTS = 4096  # a trajectory repeats its conversation in every call: each message is scanned once
+# A trajectory repeats its conversation in every call: each message is scanned once. The cache holds
+# up to CACHED_TEXTS texts of at most SMALL_TEXT characters (32 MB at worst) and the last LARGE_TEXTS
+# longer ones (a tool result every request repeats, a log), so a server's memory stays bounded.
+CACHED_TEXTS, SMALL_TEXT, LARGE_TEXTS = 1024, 32_768, 8
 
 
 def mark(kind: str) -> str:
@@ -56,13 +59,14 @@ class Redactor:
     ('mail [REDACTED:email]', [Span(start=5, end=20, kind='email')])
     """
 
-    def __init__(self, config: RedactionConfig | None = None) -> None:
+    def __init__(self, config: RedactionConfig | None = None, cached_texts: int = CACHED_TEXTS) -> None:
         config = config or RedactionConfig()
         found = finders(config.kinds(), config.phone_regions)
         self._whole = [f for f in found if f is private_key_blocks]  # a PEM block outgrows a window
         self._finders = [f for f in found if f is not private_key_blocks]
         self._finders += [pattern_finder(p.name, re.compile(p.regex)) for p in config.patterns]
-        self._spans = functools.lru_cache(maxsize=CACHED_TEXTS)(self._find)
+        self._small = functools.lru_cache(maxsize=cached_texts)(self._find)
+        self._large = functools.lru_cache(maxsize=LARGE_TEXTS if cached_texts else 0)(self._find)
 
     def _find(self, text: str, identifier: bool) -> tuple[Span, ...]:
         found = [span for find in self._whole for span in find(text)]
@@ -79,7 +83,9 @@ class Redactor:
         `identifier`: the text is an id field's value (`id`, `tool_call_id`, ...), where random-looking
         is expected; a provider's key format, an email or the like is still found there.
         """
-        return list(self._spans(text, identifier)) if text else []
+        if not text:
+            return []
+        return list((self._small if len(text) <= SMALL_TEXT else self._large)(text, identifier))
 
     def redact_text(self, text: str, *, identifier: bool = False) -> tuple[str, list[Span]]:
         """`text` with each span replaced by its mark, and the spans (positions in the original text)."""
