@@ -172,3 +172,36 @@ def test_rl_continues_from_the_sft_checkpoint_with_init_from(sft_run: SftRun) ->
     assert all(torch.equal(p, sft_weights[n].detach()) for n, p in started.named_parameters())  # the SFT policy
     assert json.loads((folder / "rl" / "summary.json").read_text())["steps"] == 1
     assert json.loads((folder / "rl" / "run.json").read_text())["config"]["model"] == str(init)
+
+
+def test_rejection_sampling_fine_tuning_trains_only_the_rollouts_scored_at_least_min_reward(tmp_path: Path) -> None:
+    """No traces: the step samples the policy, keeps the rollouts scored >= sft.min_reward, fine-tunes on them."""
+    raw = tiny_run_config(
+        tmp_path, f"{AGENT}:main_http", [{"word": w} for w in GOOD], steps=1, validation={"max_tasks": 1},
+        algorithm={"estimator": "sft"}, sft={"min_reward": 0.3},
+    )  # fmt: skip
+    batches: list[SampleBatch] = []
+    original_step = EmbeddedBackend.step
+
+    def recording_step(self: EmbeddedBackend, batch: SampleBatch) -> dict[str, float]:
+        batches.append(batch)
+        return original_step(self, batch)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(EmbeddedBackend, "step", recording_step)
+        result = TrainingRun(parse_config(raw, tmp_path), stacks=TrainingStacks(), show_progress=False).run()
+    store = open_store(f"sqlite:///{result.run_dir / 'alight.db'}", KekSource("secret", admin_key=admin_key(result)))
+    try:
+        sampled = [r for r in store.list_rollouts(RolloutQuery(limit=100)) if r.mode.value == "train"]
+        rewards = {r.id: build_trajectory(store, r.id).final_reward for r in sampled}
+    finally:
+        store.close()
+    good = {rid for rid, reward in rewards.items() if reward is not None and reward >= 0.3}
+    trained = {b.rollout_ids[u] for b in batches for u in b.row_rollout.tolist()}
+    assert len(rewards) == 4 and trained == good, (rewards, trained)
+    step = next(h for h in result.history if "sft/kept" in h)
+    assert (step["sft/kept"], step["sft/left_out"]) == (len(good), 4 - len(good))
+
+
+def admin_key(result: Any) -> str:
+    return json.loads((result.run_dir / "stack.json").read_text())["admin_key"]
