@@ -36,8 +36,8 @@ ROOMS: dict[str, Floors] = {
     "alight_server": [
         ["json_depth", "hooks", "error_types", "call_output"],
         ["upstream_keys", "auth", "redaction"],
-        ["config"],
         ["store", "controller"],  # the controller reaches the server over HTTP, with the SDK's client
+        ["config"],  # it turns `data_key:` into the store's key-encryption key source (store/kek.py)
         ["errors", "deps", "trajectory", "retention"],
         ["gateway", "otlp", "evaluators", "api"],
         ["serving"],

@@ -100,6 +100,7 @@ def register(app: typer.Typer) -> None:
         from alight_server.auth import generate_admin_key
         from alight_server.gateway.request.arrival import StampedHttp
         from alight_server.store import StoreError, open_store
+        from alight_server.store.kek import KekError
 
         given = {"host": host, "port": port, "db_url": db, "admin_key": admin_key, "public_url": public_url,
                  "upstream_key_env": upstream_key_env, "upstream_key_dir": upstream_key_dir,
@@ -124,7 +125,7 @@ def register(app: typer.Typer) -> None:
         logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         try:
             store = open_store(cfg.db_url, cfg.kek_source())
-        except StoreError as exc:
+        except (StoreError, KekError) as exc:  # KekError: the data_key's file or command gave no key
             typer.echo(f"cannot open the store: {exc}", err=True)
             raise typer.Exit(1) from exc
         except Exception as exc:  # bad URL, unreachable database, missing driver

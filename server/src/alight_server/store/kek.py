@@ -21,8 +21,6 @@ import subprocess
 from functools import cached_property
 from pathlib import Path
 
-from alight_server.store.base import StoreError
-
 KEK_ENV = "ALIGHT_DATA_KEY"
 SECRET_KEY_ENV = "ALIGHT_SECRET_KEY"  # as upstream_keys.SECRET_KEY_ENV (store modules do not import the server's)
 SETTING = f"data_key (server config; env {KEK_ENV})"
@@ -32,8 +30,10 @@ COMMAND_TIMEOUT_S = 30.0
 PROCESS_PREFIX = "process-"  # the fingerprint of a key of one process only: never a store's lasting key
 
 
-class KekError(StoreError):
-    """A key-encryption key that cannot be read; the message names the source and what to fix."""
+class KekError(ValueError):
+    """A key-encryption key that cannot be read, or a `data_key` setting that is not one; the message names the
+    source and what to fix. A ValueError, not a StoreError: store/base.py names KekSource, so this module
+    imports nothing of the store's (the server config's validator turns it into its own error)."""
 
 
 def fingerprint(kek: bytes) -> str:
