@@ -171,7 +171,7 @@ class AlightStack:
     def trajectory(self, run: AgentRun) -> Trajectory:
         response = httpx.get(
             f"{self.server.url}/api/rollouts/{run.rollout_id}/trajectory",
-            params={"attempt": run.attempt},
+            params={"attempt": run.attempt, "reveal": "true"},  # the exact copy the trainer reads
             headers=self.server.admin_headers(),
             timeout=30,
         )

@@ -15,7 +15,7 @@ def test_claimed_attempt_calls_through_its_gateway_url_and_shows_in_the_trajecto
         [start] = admin.claim_attempts(limit=1, ids=[rollout.id])
         agent = openai.OpenAI(base_url=start.gateway_base_url, api_key=start.token, max_retries=0)
         reply = agent.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "2+2?"}])
-        trajectory = admin.trajectory(rollout.id, start.attempt)
+        trajectory = admin.trajectory(rollout.id, start.attempt, reveal=True)  # as the trainer reads it
     [step] = trajectory.calls
     produced = fake.calls[-1].response
     assert reply.choices[0].message.content == produced["choices"][0]["message"]["content"]
