@@ -173,15 +173,22 @@ class SqlRecords(SqlDatabase):
         """
         if not calls:
             return []
+        rows_by_id = self._call_rows(calls)  # before the transaction: the write lock is held for the SQL alone
         with self._driver_write() as cursor:
-            return self._insert_calls(cursor, calls)
+            return self._insert_calls(cursor, calls, rows_by_id)
 
     def add_model_calls_now(self, calls: Sequence[ModelCall]) -> list[ModelCall] | None:
         """As `add_model_calls` when that needs no waiting for another writer; None (nothing stored) when it would."""
         with self._driver_write_now() as cursor:
-            return None if cursor is None else self._insert_calls(cursor, calls)
+            return None if cursor is None else self._insert_calls(cursor, calls, self._call_rows(calls))
 
-    def _insert_calls(self, cursor: Any, calls: Sequence[ModelCall]) -> list[ModelCall]:
+    def _call_rows(self, calls: Sequence[ModelCall]) -> dict[str, dict[str, Any]]:
+        """Each call's row, its JSON encoded and content sealed (bound to the call's id); its seq is set on insert."""
+        return {call.id: rows.values(t.model_calls, call, sealer=self.sealer, seq=-1) for call in calls}
+
+    def _insert_calls(
+        self, cursor: Any, calls: Sequence[ModelCall], rows_by_id: dict[str, dict[str, Any]]
+    ) -> list[ModelCall]:
         """The group commit's statements, in the transaction `cursor` belongs to."""
         sql = self._capture_sql
         # Rollout row locks serialise writers per rollout (seq stays gap-free and unique);
@@ -208,7 +215,7 @@ class SqlRecords(SqlDatabase):
                 key = (call.rollout_id, call.attempt)
                 seq = next_seq.get(key, 0)
                 next_seq[key] = seq + 1
-                values.append(sql.row(rows.values(t.model_calls, call, sealer=self.sealer, seq=seq)))
+                values.append(sql.row({**rows_by_id[call.id], "seq": seq}))
                 stored[call.id] = call.model_copy(update={"seq": seq})
             out.append(stored[call.id])
         if values:
