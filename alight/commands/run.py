@@ -6,7 +6,8 @@ run in the current folder with the same environment the controller gives it.
    without one, an embedded server on a temporary SQLite file.
 2. Create the rollout, claim its attempt, start the agent with the attempt's
    environment (`python -m alight.entry AGENT`), wait, report how it ended.
-3. Fetch the trajectory and print calls, span paths, tool spans and rewards.
+3. Fetch the trajectory and print calls, span paths, tool spans and rewards: the server's copy
+   for people (secrets and personal data redacted) unless `--reveal`.
 If a controller attached to the server claims the rollout first, it runs there
 and this command waits for it. The exit code is the agent's.
 """
@@ -155,6 +156,9 @@ def register(app: typer.Typer) -> None:
         mode: Mode = typer.Option(Mode.TRAIN, "--mode", help="train or val (sampling temperature)."),
         timeout_s: float = typer.Option(600.0, "--timeout", help="Seconds before the agent is killed."),
         as_json: bool = typer.Option(False, "--json", help="Print the trajectory as JSON instead of tables."),
+        reveal: bool = typer.Option(
+            False, "--reveal", help="Print the exact trajectory; by default secrets and personal data are redacted."
+        ),
         evaluator: str | None = typer.Option(
             None, "--evaluator", help="Score the attempt with this module:function / file.py:function (embedded)."
         ),
@@ -212,7 +216,7 @@ def register(app: typer.Typer) -> None:
                         if time.monotonic() > deadline:
                             raise typer.Exit(1)
                     exit_code = 0 if client.get_rollout(rollout_id).state == "succeeded" else 1
-                trajectory = client.trajectory(rollout_id)
+                trajectory = client.trajectory(rollout_id, reveal=reveal)  # the server redacts unless asked
             except ApiError as exc:
                 typer.echo(f"alight run: the server refused a request: {exc.status_code} {exc.message}", err=True)
                 raise typer.Exit(1) from exc

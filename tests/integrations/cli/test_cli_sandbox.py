@@ -154,7 +154,7 @@ def probe(request, loopback_service, abstract_service, tmp_path_factory) -> Iter
     with ServerThread(app) as url:
         done = subprocess.run(
             [ALIGHT, "run", f"alight.harness.{harness}:episode", "--task", json.dumps(task), "--upstream",
-             url + "/v1", "--model", "policy", "--json", "--timeout", "240", *settings],
+             url + "/v1", "--model", "policy", "--json", "--reveal", "--timeout", "240", *settings],
             capture_output=True, text=True, env=env, timeout=300, cwd=tmp,
         )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]

@@ -63,6 +63,16 @@ def test_alight_run_json_prints_the_trajectory_with_every_secret_hidden(
     assert SECRETS["github_token"] in json.dumps(stored[0].request)  # the store keeps the exact data
 
 
+def test_alight_run_reveal_prints_the_exact_trajectory(live_server: LiveServer, fake_upstream_url: str) -> None:
+    live_server.store.add_upstream(UpstreamCreate(id="policy", url=fake_upstream_url, model="policy-model"))
+    server = ("--server", live_server.url, "--admin-key", live_server.admin_key)
+    proc = alight_cli("run", AGENT, "--task", TASK, *server, "--json", "--reveal")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    trajectory = Trajectory.model_validate_json(proc.stdout)
+    assert set(leaked(json.dumps(trajectory.task))) == set(SECRETS)
+    assert trajectory.calls[0].call.prompt_token_ids and "redacted" not in trajectory.calls[0].call.flags
+
+
 def test_alight_run_tables_show_marks_not_secrets(fake_upstream_url: str) -> None:
     proc = alight_cli("run", AGENT, "--task", TASK, "--upstream", fake_upstream_url, "--model", "policy-model")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
