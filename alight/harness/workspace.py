@@ -69,10 +69,33 @@ class Workspace:
     home: Path  # the CLI's own configuration, kept out of `work` so the check never sees it
 
 
+# An attempt's workspace is `<harness>-<rollout id>-<attempt>-<mkdtemp's 8 characters>` (cli_episode): the
+# rollout id is what lies between, whatever dashes it holds (neither end can hold one).
+_WORKSPACE_NAME = re.compile(r"[a-z_]+-(?P<rollout>.+)-[0-9]+-[a-z0-9_]{8}")
+
+
+def workspace_root() -> Path:
+    """Where workspaces are made: $ALIGHT_WORKSPACE_ROOT, else $TMPDIR/alight-workspaces.
+
+    Not the attempt's cwd: that is often the config's folder, which would fill with workspaces.
+    """
+    return Path(os.environ.get(WORKSPACE_ROOT_ENV) or Path(tempfile.gettempdir()) / "alight-workspaces")
+
+
+def workspace_name(harness: str, rollout_id: str, attempt: int) -> str:
+    """The start of an attempt's workspace folder's name (mkdtemp adds `-` and 8 characters)."""
+    return f"{harness}-{rollout_id}-{attempt}"
+
+
+def workspace_rollout(folder_name: str) -> str | None:
+    """The rollout an attempt's workspace was made for, read from its folder's name (a purge erases it)."""
+    found = _WORKSPACE_NAME.fullmatch(folder_name)
+    return found["rollout"] if found else None
+
+
 def make_workspace(task: CliTask, name: str) -> Workspace:
     """A fresh workspace for one attempt: the task's repo copied, then its files written."""
-    # Not the attempt's cwd by default: that is often the config's folder, which would fill with workspaces.
-    parent = Path(os.environ.get(WORKSPACE_ROOT_ENV) or Path(tempfile.gettempdir()) / "alight-workspaces")
+    parent = workspace_root()
     parent.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=parent))
     work, home = root / "work", root / "home"
@@ -176,7 +199,7 @@ def cli_episode(task: Any, name: str, binary: str, prepare: Prepare) -> float | 
     """One attempt of a CLI: fresh workspace, `binary ARGS` in the sandbox, then the check's reward (None: no check)."""
     attempt = current_attempt()
     cli_task = CliTask.parse(task)
-    workspace = make_workspace(cli_task, f"{name}-{attempt.rollout_id}-{attempt.attempt}")
+    workspace = make_workspace(cli_task, workspace_name(name, attempt.rollout_id, attempt.attempt))
     launch = prepare(cli_task, workspace, attempt)
     print(f"alight harness: {binary} in the sandbox, {workspace.work} at /workspace", file=sys.stderr, flush=True)
     done = run_cli_sandboxed(binary, launch, workspace.root, workspace.work, workspace.home, attempt)

@@ -1,16 +1,23 @@
-"""Retention: one purge (store rows, attempt logs on disk, freed space) and the server's task that runs it on a period.
+"""Retention: one purge (store rows, files on disk, freed space) and the server's task that runs it on a period.
 
 The store decides which rollouts may go and deletes their rows (store/retention.py). What lives outside the
-store goes here too: each purged rollout's attempt logs folder (`<logs dir>/<rollout id>/`, the local runner's
-files), under its run folder (`metadata.run_dir`, which the trainer sets: `<run dir>/logs`, stack.py) and
-under any controller logs folder the caller names.
+store goes here too, for each purged rollout:
+- its attempt logs folder (`<logs dir>/<rollout id>/`, the local runner's files) under its run folder
+  (`metadata.run_dir`, which the trainer sets: `<run dir>/logs`, stack.py) and under any controller logs
+  folder the caller names;
+- its CLI agents' workspaces (`<harness>-<rollout id>-<attempt>-...`, alight/harness/workspace.py: the
+  task's repo, the agent's edits, the CLI's home with its session files) under the workspace root and any
+  other root the caller names.
+A folder that is a link is unlinked, never followed (an agent writes beside its own log and workspace).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
+import stat
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -21,6 +28,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from alight.attempt_logs import attempt_dir
+from alight.harness.workspace import workspace_rollout, workspace_root
 from alight_server.config import RetentionConfig
 from alight_server.store import Store
 from alight_server.store.base import PurgeReport, PurgeScope
@@ -37,7 +45,8 @@ class PurgeOutcome:
 
     report: PurgeReport
     steps: int = 0
-    folders: list[Path] = field(default_factory=list)
+    folders: list[Path] = field(default_factory=list)  # removed (dry: would be)
+    left: list[str] = field(default_factory=list)  # folders that could not be removed, each with why
     size: tuple[int, int] = (0, 0)  # bytes before and after (SQLite; 0, 0 elsewhere or dry)
 
 
@@ -47,6 +56,7 @@ def purge(
     *,
     steps_before: datetime | None = None,
     logs_dirs: Sequence[Path] = (),
+    workspace_roots: Sequence[Path] = (),
     dry_run: bool = False,
     full_vacuum: bool = True,
 ) -> PurgeOutcome:
@@ -60,17 +70,48 @@ def purge(
     outcome = PurgeOutcome(report)
     if steps_before is not None:
         outcome.steps = store.purge_run_steps(steps_before, dry_run=dry_run)
-    outcome.folders = [f for f in _log_folders(report.rollouts, logs_dirs) if f.is_symlink() or f.is_dir()]
+    found = _log_folders(report.rollouts, logs_dirs) + _workspaces({rid for rid, _ in report.rollouts}, workspace_roots)
+    found = [f for f in found if f.is_symlink() or f.is_dir()]
     if dry_run:
+        outcome.folders = found
         return outcome
-    for folder in outcome.folders:
-        if folder.is_symlink():  # put there by someone else (an agent can write beside its log): never followed
-            folder.unlink()
+    for folder in found:
+        try:
+            _remove(folder)
+        except OSError as exc:
+            outcome.left.append(f"{folder}: {exc}")
+            log.warning("purge could not remove %s: %s", folder, exc)
         else:
-            shutil.rmtree(folder, ignore_errors=True)  # rmtree removes links inside without following them
+            outcome.folders.append(folder)
     if report.rollouts or outcome.steps:
         outcome.size = store.reclaim_space(full=full_vacuum)
     return outcome
+
+
+def _remove(folder: Path) -> None:
+    """Remove a folder and what it holds, links inside included (removed, not followed); a link itself unlinked."""
+    if folder.is_symlink():
+        folder.unlink()
+        return
+
+    def writable_and_again(func: Any, path: str, _exc: Any) -> None:  # a folder an agent made read-only
+        os.chmod(os.path.dirname(path), stat.S_IRWXU)
+        func(path)
+
+    shutil.rmtree(folder, onerror=writable_and_again)
+
+
+def _workspaces(rollout_ids: set[str], roots: Sequence[Path]) -> list[Path]:
+    """The purged rollouts' workspaces under each root, its folder names read once."""
+    if not rollout_ids:
+        return []
+    return [
+        entry
+        for root in dict.fromkeys(roots)
+        if root.is_dir()
+        for entry in sorted(root.iterdir())
+        if workspace_rollout(entry.name) in rollout_ids
+    ]
 
 
 def _log_folders(rollouts: Iterable[tuple[str, str | None]], logs_dirs: Sequence[Path]) -> list[Path]:
@@ -95,7 +136,7 @@ def scheduled(config: RetentionConfig, at: datetime) -> tuple[PurgeScope | None,
 def purge_once(store: Store, config: RetentionConfig) -> PurgeOutcome:
     """One round of the periodic purge, logged."""
     scope, steps = scheduled(config, now())
-    outcome = purge(store, scope, steps_before=steps, full_vacuum=False)
+    outcome = purge(store, scope, steps_before=steps, workspace_roots=[workspace_root()], full_vacuum=False)
     deleted = {table: n for table, n in outcome.report.deleted.items() if n}
     if deleted or outcome.steps:
         log.info(

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from alight.attempt_logs import attempt_log_path
 from alight.cli import app as cli
+from alight.harness.workspace import WORKSPACE_ROOT_ENV, CliTask, make_workspace, workspace_name
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
 from alight_server.serving import ServerThread, free_port
@@ -32,6 +33,14 @@ class Served:
     store: Store
     api: httpx.Client
     run_dir: Path  # the run folder the rollouts name in their metadata (its logs/ has their attempt logs)
+
+
+@pytest.fixture(autouse=True)
+def workspaces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """CLI agents' workspaces are made (and purged) under this test's own root."""
+    root = tmp_path / "workspaces"
+    monkeypatch.setenv(WORKSPACE_ROOT_ENV, str(root))
+    return root
 
 
 @pytest.fixture
@@ -79,7 +88,7 @@ def test_purge_by_run_reports_rows_per_table_and_erases_its_attempt_logs(served:
 
     assert summary["deleted"] == {**dict.fromkeys(TABLES, 3), "run_steps": 0}
     assert sorted(summary["rollouts"]) == done
-    assert sorted(summary["log_folders"]) == sorted(map(str, gone))
+    assert sorted(summary["folders"]) == sorted(map(str, gone))
     assert not any(folder.exists() for folder in gone)
     assert all(folder.exists() for folder in kept)
     assert [served.api.get(f"/api/rollouts/{rid}").status_code for rid in live] == [200, 200]
@@ -129,7 +138,7 @@ def test_a_log_folder_replaced_by_a_link_is_unlinked_not_followed(served: Served
 
     summary = report(served.db, "--rollout", "linked")
 
-    assert summary["log_folders"] == [str(folder)]
+    assert summary["folders"] == [str(folder)]
     assert not folder.is_symlink()
     assert (elsewhere / "keep.txt").read_text() == "not the rollout's"
 
@@ -144,6 +153,23 @@ def test_a_link_inside_a_log_folder_goes_with_the_folder_and_its_target_stays(se
     assert not folder.exists()
     assert (elsewhere / "keep.txt").read_text() == "not the rollout's"
     assert (elsewhere / "inner").is_dir()
+
+
+def test_purging_a_rollout_erases_its_cli_workspaces_and_no_other_rollouts(served: Served, workspaces: Path) -> None:
+    task = CliTask(prompt="fix the bug", files={"notes.txt": "what the agent saw"})
+    for rid in ("ws", "ws-1", "other"):
+        ended(served.store, rid, run_dir=served.run_dir)
+    gone = [make_workspace(task, workspace_name("claude", "ws", n)).root for n in (1, 2)]
+    kept = [  # "ws-1" attempt 2 is named like "ws" attempt 1 would be, up to the last dash
+        make_workspace(task, workspace_name("claude", "ws-1", 2)).root,
+        make_workspace(task, workspace_name("codex", "other", 1)).root,
+    ]
+
+    summary = report(served.db, "--rollout", "ws")
+
+    assert sorted(summary["folders"]) == sorted(map(str, gone))
+    assert not any(root.exists() for root in gone)
+    assert all((root / "work" / "notes.txt").exists() for root in kept)
 
 
 def test_a_rollout_a_running_training_needs_is_refused_naming_why(served: Served) -> None:

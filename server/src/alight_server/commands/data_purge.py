@@ -42,6 +42,12 @@ def purge(
         help="A controller's logs folder (alight controller --logs-dir): the purged rollouts' folders there go too. "
         "Repeatable. The run folder's own logs/ is found from the rollout.",
     ),
+    workspace_roots: list[Path] = typer.Option(
+        [],
+        "--workspaces",
+        help="Where CLI agents' workspaces are made, besides $ALIGHT_WORKSPACE_ROOT (else $TMPDIR/alight-workspaces), "
+        "which is always searched: the purged rollouts' workspaces there go too. Repeatable.",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report what would be deleted; delete nothing."),
     vacuum: bool = typer.Option(
         True,
@@ -70,6 +76,7 @@ def purge(
     """Delete ended rollouts and everything under them; leave a tombstone so the API answers 'purged on DATE'."""
     from sqlalchemy.engine import make_url
 
+    from alight.harness.workspace import workspace_root
     from alight_server.commands.data_keys import _target
     from alight_server.retention import purge as run_purge
     from alight_server.store import NotFound, StoreError, open_store
@@ -94,7 +101,15 @@ def purge(
         typer.echo(f"cannot open the store at {make_url(url).render_as_string(hide_password=True)}: {exc}", err=True)
         raise typer.Exit(1) from exc
     try:
-        outcome = run_purge(store, scope, steps_before=steps, logs_dirs=logs_dirs, dry_run=dry_run, full_vacuum=vacuum)
+        outcome = run_purge(
+            store,
+            scope,
+            steps_before=steps,
+            logs_dirs=logs_dirs,
+            workspace_roots=[workspace_root(), *workspace_roots],
+            dry_run=dry_run,
+            full_vacuum=vacuum,
+        )
     except Purged as exc:  # erasing what is already erased: done
         typer.echo(f"nothing to do: {exc}")
         return
@@ -113,7 +128,8 @@ def purge(
         "deleted": deleted,
         "rollouts": [rid for rid, _ in report.rollouts],
         "kept": report.kept,
-        "log_folders": [str(f) for f in outcome.folders],
+        "folders": [str(f) for f in outcome.folders],
+        "left": outcome.left,
         "bytes_before": outcome.size[0],
         "bytes_after": outcome.size[1],
     }
@@ -126,8 +142,9 @@ def _lines(summary: dict[str, Any]) -> list[str]:
     lines += [f"  {table:<12} {count}" for table, count in summary["deleted"].items()]
     for why, count in summary["kept"].items():
         lines.append(f"kept {count} rollouts: {why}")
-    lines.append(f"{verb} {len(summary['log_folders'])} attempt log folders")
-    lines += [f"  {folder}" for folder in summary["log_folders"]]
+    lines.append(f"{verb} {len(summary['folders'])} folders (attempt logs, CLI workspaces)")
+    lines += [f"  {folder}" for folder in summary["folders"]]
+    lines += [f"could not remove {why}" for why in summary["left"]]
     if summary["bytes_before"]:
         lines.append(f"database: {summary['bytes_before']} -> {summary['bytes_after']} bytes")
     return lines
