@@ -62,3 +62,42 @@ def test_a_session_with_tool_calls_the_template_cannot_render_is_reported_and_th
     check = check_run(store, "mixed", decode=renderer.decode)
     left = [t for t in check.trajectories if t.left_out]
     assert len(left) == 1 and left[0].calls == 0 and "cannot render" in left[0].unrendered[0]
+
+
+def test_a_forged_exact_call_with_a_negative_id_or_a_positive_logprob_is_refused(tmp_path, store, upstream_url):
+    path = tmp_path / "calls.jsonl"
+    log_conversation(upstream_url, path, "call get_weather", ids=True)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    lines[0]["response"]["choices"][0]["logprobs"]["content"][0]["logprob"] = 0.7  # a "probability" above 1
+    lines[1]["response"]["choices"][0]["token_ids"][0] = -3
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    report = import_traces(store, "forged", "openai", openai_log.read([path]), renderer=None)
+    assert (report.calls["left_out"], report.calls["exact"]) == (2, 0)
+    assert [e.where.rsplit(" ", 1)[-1] for e in report.errors] == ["0", "1"]
+    assert "logprob is above 0" in report.errors[0].message
+    assert "token id -3 is outside the vocabulary" in report.errors[1].message
+
+
+def test_recorded_ids_of_another_models_vocabulary_are_refused_for_this_policy(tmp_path, store, upstream_url, renderer):
+    path = tmp_path / "calls.jsonl"
+    log_conversation(upstream_url, path, "call get_weather", ids=True)  # the double's own tokenizer: ids past tiny's
+    report = import_traces(store, "other", "openai", openai_log.read([path]), renderer)
+    assert (report.calls["left_out"], report.calls["exact"]) == (2, 0)
+    assert all(f"outside the vocabulary of tiny ({renderer.vocab_size} tokens)" in e.message for e in report.errors)
+
+
+def test_a_session_with_a_non_finite_reward_is_reported_and_the_others_imported(tmp_path, store, renderer):
+    from alight_server.traces.model import Parsed, TraceCall, TraceReward, TraceSession
+
+    def session(key: str, reward: float) -> TraceSession:
+        call = TraceCall(messages=[{"role": "user", "content": key}], reply={"role": "assistant", "content": "ok"})
+        return TraceSession(key=key, calls=[call], rewards=[TraceReward(reward)])
+
+    parsed = Parsed(sessions=[session("good", 1.0), session("bad", float("nan"))])
+    report = import_traces(store, "nan", "otel", parsed, renderer)
+    assert report.sessions == 1 and [r.metadata["offline"]["source"] for r in store.list_rollouts()] == ["good"]
+    (error,) = report.errors
+    assert error.where == "session bad"
+    assert (
+        error.message == "not imported: RewardCreate.value: Value error, reward value must be a finite number, got nan"
+    )

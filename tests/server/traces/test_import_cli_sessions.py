@@ -99,3 +99,16 @@ def test_reimporting_a_cli_session_stores_nothing_new(claude_session, store, ren
     again = import_traces(store, "cli", "claude-code", claude_code.read([claude_session.files]), renderer)
     assert (first.new_rollouts, again.new_rollouts) == (1, 0)
     assert [store.list_model_calls(r.id) for r in store.list_rollouts()] == calls
+
+
+def test_entries_written_by_an_unknown_claude_code_version_are_reported(claude_session, tmp_path):
+    (original,) = sorted(claude_session.files.rglob("*.jsonl"))
+    entries = [json.loads(line) for line in original.read_text().splitlines()]
+    for entry in entries:
+        if "version" in entry:
+            entry["version"] = "3.0.0"
+    future = tmp_path / original.name
+    future.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    parsed = claude_code.read([future])
+    assert parsed.sessions == [] and parsed.errors
+    assert all("Claude Code 3.0.0 wrote this entry" in e.message for e in parsed.errors)

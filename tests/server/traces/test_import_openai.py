@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 from alight.schemas import RENDERED_FLAG
@@ -77,3 +78,15 @@ def test_conversations_interleaved_in_one_log_are_told_apart(tmp_path, store, up
         [json.dumps(json.loads(lines_a[0])["request"]["messages"][0])] * 2,
         [json.dumps(json.loads(lines_b[0])["request"]["messages"][0])] * 2,
     ]
+
+
+def test_a_task_key_groups_the_conversations_of_one_task(tmp_path, store, upstream_url, renderer):
+    path = tmp_path / "calls.jsonl"
+    for prompt in ("call get_weather", "what is the weather", "hello there"):
+        log_conversation(upstream_url, path, prompt, ids=False)
+    tasks = [{"id": "weather"}] * 4 + [{"id": "greeting"}] * 2  # a logger that wrote the task on every line
+    lines = [json.loads(line) | {"task": task} for line, task in zip(path.read_text().splitlines(), tasks, strict=True)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    import_traces(store, "grouped", "openai", openai_log.read([path]), renderer, task_key="id")
+    groups = Counter(r.group_id for r in store.list_rollouts())
+    assert sorted(groups.values()) == [1, 2] and all(str(g).startswith("grouped-task-") for g in groups)

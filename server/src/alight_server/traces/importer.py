@@ -18,6 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from alight.schemas import (
     RENDERED_FLAG,
     ApiFlavour,
@@ -30,13 +32,17 @@ from alight.schemas import (
     RunReport,
     RunStatus,
 )
-from alight_server.store.base import Store
+from alight_server.store.base import Store, StoreError
 from alight_server.store.rows import now
 from alight_server.traces.model import Parsed, RecordError, TraceCall, TraceSession
 from alight_server.traces.render import Renderer, RenderError
 
 UNRENDERED_EVENT = "alight.import.unrendered"
 OFFLINE_KEY = "offline"  # rollout metadata: {"offline": {"format", "source", "run"}} marks an imported rollout
+
+
+class CallRefused(ValueError):
+    """A call whose recorded ids or logprobs cannot be what a model produced (out of the vocabulary, > 0)."""
 
 
 @dataclass
@@ -82,32 +88,50 @@ def import_traces(
         config["model"] = renderer.name
     store.report_run(RunReport(id=name, status=RunStatus.SUCCEEDED, config=config))
     for session in parsed.sessions:
-        rid = rollout_id(name, fmt, session)
-        calls, events = _calls(rid, session, renderer, report)
-        source = session.source_rollout or {}
-        mode = Mode(source["mode"]) if source.get("mode") in ("train", "val") else Mode.TRAIN
-        metadata: dict[str, Any] = {OFFLINE_KEY: {"format": fmt, "source": session.key, "run": name}}
-        if source:
-            metadata[OFFLINE_KEY]["exported"] = {k: source.get(k) for k in ("state", "policy_version", "mode")}
-        item = RolloutCreate(
-            id=rid, task=session.task, mode=mode, group_id=group_id(name, session, task_key), metadata=metadata
-        )
-        [(_, created)] = store.add_offline_rollouts([item])
+        try:
+            created = _store_session(store, name, fmt, session, renderer, task_key, report)
+        except (StoreError, ValidationError, ValueError) as exc:  # the session's own content: say which, go on
+            report.errors.append(RecordError(f"session {session.key}", f"not imported: {_reason(exc)}"))
+            continue
         report.sessions += 1
         report.new_rollouts += created
-        store.add_model_calls(calls)
-        for event in events:
-            store.add_event(rid, event)
-        for i, reward in enumerate(session.rewards):
-            source_name = reward.source if reward.source in RewardSource.__members__.values() else "agent"
-            store.add_reward(
-                rid,
-                RewardCreate(
-                    id=f"import-{i}", attempt=1, value=reward.value, name=reward.name, final=reward.final,
-                    source=RewardSource(source_name),
-                ),
-            )  # fmt: skip
     return report
+
+
+def _store_session(
+    store: Store,
+    name: str,
+    fmt: str,
+    session: TraceSession,
+    renderer: Renderer | None,
+    task_key: str | None,
+    report: ImportReport,
+) -> bool:
+    """One session as one offline rollout with its calls, events and rewards; whether the rollout is new."""
+    rid = rollout_id(name, fmt, session)
+    source = session.source_rollout or {}
+    mode = Mode(source["mode"]) if source.get("mode") in ("train", "val") else Mode.TRAIN
+    metadata: dict[str, Any] = {OFFLINE_KEY: {"format": fmt, "source": session.key, "run": name}}
+    if source:
+        metadata[OFFLINE_KEY]["exported"] = {k: source.get(k) for k in ("state", "policy_version", "mode")}
+    item = RolloutCreate(
+        id=rid, task=session.task, mode=mode, group_id=group_id(name, session, task_key), metadata=metadata
+    )
+    rewards = [
+        RewardCreate(
+            id=f"import-{i}", attempt=1, value=r.value, name=r.name, final=r.final,
+            source=RewardSource(r.source) if r.source in RewardSource.__members__.values() else RewardSource.AGENT,
+        )
+        for i, r in enumerate(session.rewards)
+    ]  # fmt: skip
+    calls, events = _calls(rid, session, renderer, report)
+    [(_, created)] = store.add_offline_rollouts([item])
+    store.add_model_calls(calls)
+    for event in events:
+        store.add_event(rid, event)
+    for reward in rewards:
+        store.add_reward(rid, reward)
+    return created
 
 
 def _calls(
@@ -119,7 +143,7 @@ def _calls(
         try:
             calls.append(_model_call(rid, n, call, renderer))
             report.calls["exact" if call.exact else "rendered"] += 1
-        except RenderError as exc:
+        except (RenderError, CallRefused) as exc:
             report.calls["left_out"] += 1
             report.errors.append(RecordError(f"session {session.key} call {n}", str(exc)))
             events.append(
@@ -137,6 +161,7 @@ def _model_call(rid: str, n: int, call: TraceCall, renderer: Renderer | None) ->
     if call.exact:
         prompt_ids, response_ids = list(call.prompt_token_ids or []), list(call.response_token_ids or [])
         logprobs = list(call.response_logprobs or [])
+        _check_recorded(prompt_ids + response_ids, logprobs, renderer)
     elif renderer is None:
         raise RenderError(
             "the call has no recorded token ids and no model was given to render it: pass --model or --config"
@@ -171,3 +196,22 @@ def _model_call(rid: str, n: int, call: TraceCall, renderer: Renderer | None) ->
         flags=flags,
         created_at=now(),
     )
+
+
+def _check_recorded(ids: list[int], logprobs: list[float], renderer: Renderer | None) -> None:
+    """Recorded ids and logprobs come from a file anyone could have written: ids inside the policy's vocabulary
+    (an id past it would index outside the embedding when trained), logprobs never above 0 nor NaN."""
+    vocab = renderer.vocab_size if renderer is not None else None
+    bad = next((i for i in ids if i < 0 or (vocab is not None and i >= vocab)), None)
+    if bad is not None:
+        within = f" of {renderer.name} ({vocab} tokens)" if renderer is not None else ""
+        raise CallRefused(f"token id {bad} is outside the vocabulary{within}: not ids this policy produced")
+    if any(not lp <= 0.0 for lp in logprobs):  # NaN fails the comparison too
+        raise CallRefused("a recorded logprob is above 0 or NaN: not the log of a probability")
+
+
+def _reason(exc: Exception) -> str:
+    """A validation error in one line: where in the rollout, reward or call, and what is wrong."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{exc.title}.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+    return str(exc)

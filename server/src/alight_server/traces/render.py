@@ -38,6 +38,10 @@ class Renderer:
         path: Path = resolve_model(model)
         return cls(AutoTokenizer.from_pretrained(path), model)
 
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokenizer)
+
     def decode(self, ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(ids)))
 
