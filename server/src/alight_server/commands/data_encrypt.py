@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from alight_server.commands.data_keys import _target  # pyright: ignore[reportPrivateUsage]
+from alight_server.commands.data_keys import store_target
 
 if TYPE_CHECKING:
     from alight_server.store.kek import KekSource
@@ -42,7 +42,7 @@ def encrypt(
     from alight_server.store.seal_existing import seal_existing
     from alight_server.store.sql import SqlStore
 
-    url, admin, setting = _target(db, config, admin_key, run_dir)
+    url, admin, setting = store_target(db, config, admin_key, run_dir)
     try:
         source = KekSource.parse(setting, admin_key=admin)
         _check_same_kek(url, source)

@@ -17,7 +17,7 @@ from alight_server.commands.serve import build_config
 KEK_HELP = "secret (ALIGHT_SECRET_KEY, else derived from the admin key), file:PATH or command:CMD"
 
 
-def _target(
+def store_target(
     db: str | None, config: Path | None, admin_key: str | None, run_dir: Path | None
 ) -> tuple[str, str | None, str]:
     """(database URL, admin key, the server's data_key setting) from the options given."""
@@ -77,7 +77,7 @@ def rotate_key(
     from alight_server.store.key_rotation import rotate, rotate_logs
     from alight_server.store.keyring import SealError
 
-    url, admin, setting = _target(db, config, admin_key, run_dir)
+    url, admin, setting = store_target(db, config, admin_key, run_dir)
     try:
         new = KekSource.parse(new_kek, admin_key=admin)
         old = KekSource.parse(old_kek or setting, admin_key=admin)

@@ -77,7 +77,7 @@ def purge(
     from sqlalchemy.engine import make_url
 
     from alight.harness.workspace import workspace_root
-    from alight_server.commands.data_keys import _target
+    from alight_server.commands.data_keys import store_target
     from alight_server.retention import purge as run_purge
     from alight_server.store import NotFound, StoreError, open_store
     from alight_server.store.base import Conflict, Purged, PurgeScope
@@ -94,7 +94,7 @@ def purge(
         if when is None and run is None and rollout is None
         else PurgeScope(before=when, run_id=run, rollout_id=rollout, reason=reason)
     )
-    url, admin, setting = _target(db, config, admin_key, run_dir)
+    url, admin, setting = store_target(db, config, admin_key, run_dir)
     try:  # the data keys open the rollouts' metadata, where the run folder of their attempt logs is
         store = open_store(url, KekSource.parse(setting, admin_key=admin))
     except Exception as exc:  # a StoreError, a KekError, a bad URL, an unreachable database, a missing driver
