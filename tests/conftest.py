@@ -25,6 +25,7 @@ OPT_IN = {
     "soak": "soak drill: run with `pytest -m soak tests/server/drills` (docs/api.md)",
     "async_e2e": "async end-to-end run: pytest -m async_e2e tests/server/trainer (docs/training.md)",
     "examples_train": "one example trains in CI: pytest -m examples_train tests/integrations (docs/testing.md)",
+    "word_problems_learning": "learning run: pytest -m word_problems_learning tests/examples (examples/word_problems)",
 }
 
 

@@ -1,0 +1,156 @@
+"""The word-problem example: its generator and splits, its tool, its reward against scripted agents, and learning.
+
+The scripted agents are policies behind a real OpenAI-compatible endpoint on loopback, driving the example's own
+agent loop (`solve`) and calculator: the oracle reads each calculator result to write its next call, as a model
+would have to. The learning test (opt-in: `pytest -m word_problems_learning`) is the example's own config on
+SmolLM2-135M, as `alight train` runs it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from example_modules import load
+from openai import OpenAI
+from scripted_policy import scripted_policy
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "word_problems"
+ALIGHT = str(Path(sys.executable).parent / "alight")
+agent = load("word_problems", "agent")
+problems = load("word_problems", "problems")
+# The two steps of each template (problems.TEMPLATES, in order), each a function of (a, b, c, first result).
+STEPS = [
+    ("{a} * {b}", "{r} - {c}"),
+    ("{a} * {b}", "{r} + {c}"),
+    ("{a} + {b}", "{r} * {c}"),
+    ("{a} - {b}", "{r} * {c}"),
+    ("{a} * {b}", "{r} * {c}"),
+]
+RESULT = re.compile(r"calculator result: (-?\d+)")
+
+
+@functools.cache
+def read_tasks(name: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (EXAMPLE / f"tasks_{name}.jsonl").read_text().splitlines()]
+
+
+def own_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation after the agent's worked example: the question, then the policy's turns and results."""
+    return messages[1 + len(agent.EXAMPLE) :]
+
+
+def oracle(messages: list[dict[str, Any]]) -> str:
+    """One calculator call a step, the second on the first's result as the tool gave it, then the answer."""
+    turns = own_turns(messages)
+    task = next(t for t in read_tasks("val") + read_tasks("train") if t["question"] == turns[0]["content"])
+    template, a, b, c = task["instance"]
+    first, second = STEPS[template]
+    if len(turns) == 1:
+        return f"CALL calculator({first.format(a=a, b=b)})"
+    result = RESULT.fullmatch(turns[-1]["content"])
+    assert result, turns[-1]
+    if len(turns) == 3:
+        return f"CALL calculator({second.format(r=result.group(1), c=c)})"
+    return f"ANSWER: {result.group(1)}"
+
+
+def play(policy: Callable[[list[dict[str, Any]]], str], *tasks: dict[str, Any]) -> list[float]:
+    """The example's agent loop and reward on each task, its model replaced by `policy` (one server for all)."""
+    with scripted_policy(policy) as (url, _):
+        client = OpenAI(base_url=url, api_key="unused")
+        replies = [agent.solve(task["question"], client) for task in tasks]
+    return [agent.score(reply, int(task["answer"])) for reply, task in zip(replies, tasks, strict=True)]
+
+
+def scripted(*replies: str) -> Callable[[list[dict[str, Any]]], str]:
+    """A policy saying `replies` in turn (the last one again past the end), whatever the tool answered."""
+    return lambda messages: replies[min(len(own_turns(messages)) // 2, len(replies) - 1)]
+
+
+def test_the_committed_files_are_what_the_generator_writes_from_its_seed() -> None:
+    train, val = problems.make_splits(0)
+    assert read_tasks("train") == train and read_tasks("val") == val
+
+
+def test_train_and_held_out_share_no_name_item_or_instance() -> None:
+    train, val = read_tasks("train"), read_tasks("val")
+
+    def words(tasks: list[dict[str, Any]]) -> set[str]:
+        return {w.strip(".?") for t in tasks for w in t["question"].split()}
+
+    names_and_items = set(problems.NAMES) | set(problems.ITEMS)
+    assert not words(train) & words(val) & names_and_items
+    assert not {tuple(t["instance"]) for t in train} & {tuple(t["instance"]) for t in val}
+    assert len({tuple(t["instance"]) for t in train}) == len(train)
+
+
+def test_every_answer_needs_both_steps() -> None:
+    for task in read_tasks("train") + read_tasks("val"):
+        template, a, b, c = task["instance"]
+        assert task["answer"] == problems.TEMPLATES[template].answer(a, b, c)
+        assert str(task["answer"]) not in task["question"].split()
+
+
+def test_the_oracle_reading_the_calculator_gets_reward_1_on_every_held_out_problem() -> None:
+    assert play(oracle, *read_tasks("val")) == [1.0] * len(read_tasks("val"))
+
+
+def test_the_reward_separates_a_correct_from_an_incorrect_scripted_agent() -> None:
+    task = read_tasks("val")[0]  # a * b - c
+    _, a, b, c = task["instance"]
+    first, answer = f"CALL calculator({a} * {b})", task["answer"]
+    assert play(scripted(first, f"CALL calculator({a * b} - {c})", f"ANSWER: {answer}"), task) == [1.0]
+    assert play(scripted(f"CALL calculator({a} * {b} - {c})", f"ANSWER: {answer}"), task) == [1.0]  # one call
+    assert play(scripted(first, f"ANSWER: {a * b}"), task) == [0.0]  # stopped after the first step
+    assert play(scripted(first, f"CALL calculator({a * b} - {c})", f"The answer is {answer}."), task) == [0.0]
+    assert play(scripted(f"ANSWER: {answer + 1}"), task) == [0.0]  # a near guess
+
+
+@pytest.mark.parametrize(
+    "expression", ["", "1 +", "2 ** 10", "__import__('os')", "9" * 5000, "(" * 500 + "1" + ")" * 500, "1 / 0"]
+)
+def test_the_calculator_refuses_what_it_does_not_evaluate(expression: str) -> None:
+    assert agent.calculator(expression).startswith("error:")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_one_training_step_runs_on_the_tiny_model(tmp_path: Path) -> None:
+    argv = [
+        ALIGHT, "train", str(EXAMPLE / "config.yaml"), "--quiet", "--steps", "1",
+        "--output-dir", str(tmp_path),
+        "--set", "model=tiny",
+        "--set", "group_size=4",
+        "--set", "tasks_per_step=1",
+        "--set", "validation.max_tasks=1",
+        "--set", "validation.samples_per_task=1",
+        "--set", "checkpoint.every=0",
+        "--set", "metrics.tensorboard=false",
+        "--set", "controller.concurrency=4",
+    ]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=540, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "before training: 1 rollouts, 1 scored" in proc.stdout and "after training (step 1)" in proc.stdout
+    step = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()][-1]
+    assert step["step"] == 1 and step["rollouts/failed"] == 0 and step["rollouts/missing_reward"] == 0, step
+    assert step["samples/rows"] >= 4 and step["perf/generated_tokens"] > 0, step
+
+
+@pytest.mark.word_problems_learning
+@pytest.mark.timeout(3600)
+def test_training_lifts_the_held_out_score_beyond_two_standard_errors(tmp_path: Path) -> None:
+    argv = [ALIGHT, "train", str(EXAMPLE / "config.yaml"), "--quiet", "--output-dir", str(tmp_path)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=3500, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["val_before"] <= 0.3, summary  # a task the base policy mostly fails
+    assert summary["val_gain"] > 2 * summary["val_gain_se"], summary
