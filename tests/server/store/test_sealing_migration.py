@@ -133,3 +133,16 @@ def test_encrypt_under_another_kek_than_the_servers_is_refused_before_anything_i
     assert done.returncode == 1, done.stdout + done.stderr
     assert "wrapped under another key-encryption key" in done.stderr and "--admin-key" in done.stderr
     assert _clear_and_sealed(store_url) == before
+
+
+def test_encrypt_without_any_key_encryption_key_says_what_to_set_and_changes_nothing(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    make_legacy_store(url, ["r1"], "x")
+    before = _clear_and_sealed(url)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ALIGHT_")}
+    done = subprocess.run(
+        [ALIGHT, "data", "encrypt", "--db", url], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "cannot encrypt" in done.stderr and "ALIGHT_SECRET_KEY" in done.stderr
+    assert _clear_and_sealed(url) == before
