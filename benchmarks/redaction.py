@@ -15,7 +15,8 @@ Prints, per trajectory and per KB of content (the JSON of bodies, tool arguments
 - `redact, no cache`: every string scanned, repeated conversation prefixes included;
 - `redact, cold`: a fresh Redactor per trajectory (its per-text cache fills within the trajectory);
 - `redact, warm`: the server's Redactor after a first read (the dashboard's reload);
-and the cold/serialize ratio, then each detector's share on the trajectory's distinct texts.
+and the cold/read ratio, an attempt log full of numbers, then each detector's share on the trajectory's distinct texts, then hostile
+texts (repetitions that make a pattern backtrack) scanned in windows (the default) vs whole.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from alight.schemas import (
     Trajectory,
     TrajectoryCall,
 )
-from alight_server.redaction import RedactionConfig, Redactor
+from alight_server.redaction import RedactionConfig, Redactor, redactor
 from alight_server.redaction.detectors import finders
 from alight_server.redaction.views import redact_trajectory
 from alight_server.store.sql import SqlStore
@@ -148,6 +149,15 @@ def best_ms(fn: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
+def training_log(lines: int) -> str:
+    """A log full of numbers: the case where every phone-shaped run of digits has to be looked at."""
+    return "".join(
+        f"2026-12-03T06:45:{i % 60:02d}.123456 INFO step {i} loss=0.{i * 7919 % 10000:04d} kl=0.00{i % 97:02d} "
+        f"tokens/s={1800 + i % 300}.7 rollout run7-s{i:05d}-t000-k00 attempt 1\n"
+        for i in range(lines)
+    )
+
+
 def distinct_texts(value: Any, out: set[str]) -> set[str]:
     if isinstance(value, str):
         out.add(value)
@@ -164,6 +174,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--calls", type=int, default=12)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--hostile-kb", type=int, default=64, help="size of each hostile text (0: skip them)")
     args = parser.parse_args()
     trajectory = realistic_trajectory(args.calls)
     kb = content_kb(trajectory)
@@ -187,6 +198,10 @@ def main() -> None:
         print(f"  {name:17s} {ms:9.1f} ms per trajectory  {ms / kb:7.3f} ms per KB")
     print(f"  cold / read from store {rows['redact, cold'] / rows['read from store']:.2f}x;  no cache / cold "
           f"{rows['redact, no cache'] / rows['redact, cold']:.1f}x")  # fmt: skip
+    log = training_log(2500)
+    log_ms = best_ms(lambda: Redactor(cached_texts=0).spans(log), max(1, args.repeats // 2))
+    print(f"an attempt log of {len(log) // 1024} KB (timestamps, metrics, ids): {log_ms:.0f} ms, "
+          f"{log_ms / (len(log) / 1024):.2f} ms per KB")  # fmt: skip
     texts = distinct_texts(json.loads(trajectory.model_dump_json()), set())
     config = RedactionConfig()
     print(f"per detector, over the {len(texts)} distinct texts ({sum(map(len, texts)) / 1024:.0f} KB):")
@@ -195,6 +210,24 @@ def main() -> None:
         ms = best_ms(lambda find=find: [list(find(t)) for t in texts], max(1, args.repeats // 2))
         if ms >= 0.5:
             print(f"  {kind:32s} {ms:8.1f} ms")
+    if args.hostile_kb:
+        hostile(args.hostile_kb, 1)
+
+
+HOSTILE = {"JWT-like run": "eyJ", "digit pairs": "1 ", "base64 run": "Ab3/", "keyword lines": "password = x\n"}
+
+
+def hostile(kb: int, repeats: int) -> None:
+    """Model-written text built to make a pattern backtrack: windows (the default) vs one scan of the whole."""
+    print(f"hostile text, {kb} KB each: windows of {redactor.WINDOW} chars vs the whole text at once")
+    window = redactor.WINDOW
+    for name, unit in HOSTILE.items():
+        text = unit * (kb * 1024 // len(unit))
+        windowed = best_ms(lambda text=text: Redactor(cached_texts=0).spans(text), repeats)
+        redactor.WINDOW = 10**9
+        whole = best_ms(lambda text=text: Redactor(cached_texts=0).spans(text), repeats)
+        redactor.WINDOW = window
+        print(f"  {name:14s} windows {windowed:8.0f} ms   whole {whole:8.0f} ms   ({whole / windowed:.1f}x)")
 
 
 if __name__ == "__main__":

