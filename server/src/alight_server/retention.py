@@ -140,7 +140,7 @@ def purge_once(store: Store, config: RetentionConfig) -> PurgeOutcome:
     deleted = {table: n for table, n in outcome.report.deleted.items() if n}
     if deleted or outcome.steps:
         log.info(
-            "retention purge: %d rollouts (%s), %d step metrics, %d log folders; database %d -> %d bytes",
+            "retention purge: %d rollouts (%s), %d step metrics, %d folders (logs, workspaces); database %d -> %d bytes",
             len(outcome.report.rollouts), deleted, outcome.steps, len(outcome.folders), *outcome.size,
         )  # fmt: skip
     return outcome
