@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sealing_testkit import make_legacy_store, raw_bytes
 
 from alight.schemas import RolloutCreate
+from alight_server.store.base import SealError
 from alight_server.store.kek import KekSource
 from alight_server.store.seal_existing import SEALED_TABLES
 from alight_server.store.sealing import PREFIX, sealed_columns
@@ -146,3 +147,24 @@ def test_encrypt_without_any_key_encryption_key_says_what_to_set_and_changes_not
     assert done.returncode == 1, done.stdout + done.stderr
     assert "cannot encrypt" in done.stderr and "ALIGHT_SECRET_KEY" in done.stderr
     assert _clear_and_sealed(url) == before
+
+
+def test_encrypt_never_seals_a_clear_cell_planted_in_a_store_that_is_all_sealed(store_url: str) -> None:
+    """Sealing it would make a forged cell pass for one alight wrote: it stays clear, and refused."""
+    store = SqlStore(store_url, KekSource.parse("secret", admin_key=ADMIN_KEY))
+    store.create_rollouts([RolloutCreate(id="r1", task={"q": "real"})])
+    store.close()
+    engine = sa.create_engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE rollouts SET task = :t WHERE id = 'r1'"), {"t": '{"q": "forged"}'})
+    engine.dispose()
+    done = _encrypt(store_url)
+    out, _ = done.communicate(timeout=120)
+    assert done.returncode == 0 and "nothing to seal" in out, out
+    assert _clear_and_sealed(store_url)[0] == 1
+    store = SqlStore(store_url, KekSource.parse("secret", admin_key=ADMIN_KEY))
+    try:
+        with pytest.raises(SealError, match="rollouts row id='r1' column task holds clear text"):
+            store.get_rollout("r1")
+    finally:
+        store.close()

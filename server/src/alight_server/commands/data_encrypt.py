@@ -61,6 +61,9 @@ def encrypt(
         raise typer.Exit(1) from exc
     finally:
         store.close()
+    if not done.rows:
+        typer.echo("nothing to seal: every content cell of this store was written sealed (or sealed by an earlier run)")
+        return
     total = sum(done.cells.values())
     per_table = ", ".join(f"{table} {n}" for table, n in done.cells.items() if n) or "none were clear"
     typer.echo(f"done: {total} content cells sealed ({per_table}); the store holds no content in the clear")

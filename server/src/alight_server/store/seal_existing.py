@@ -5,6 +5,8 @@
    A run killed at any point leaves each cell either clear or sealed, never lost; running it again skips what
    is sealed (a cell that starts with the sealed prefix) and finishes the rest.
 2. When every table is done, the store's `clear_content` mark is cleared: from then on a clear cell is refused.
+   A store without the mark is left alone: a clear cell in it was written outside alight, and sealing it would
+   make a forged cell pass for one alight wrote.
 3. SQLite: the updates run with secure_delete on (the old text's freed space is zeroed) and the WAL is
    checkpointed and truncated at the end, so the file and its -wal keep no copy. PostgreSQL keeps the old row
    versions until a VACUUM FULL rewrites the tables (docs/data.md says what the operator runs).
@@ -41,6 +43,8 @@ def seal_existing(store: SqlDatabase, *, batch: int = DEFAULT_BATCH, progress: P
     if not store.sealer.enabled:
         raise ValueError("this store was opened with sealing off: open it with its data keys to encrypt it")
     done = Encryption()
+    if not store.holds_clear_content():
+        return done  # all sealed since schema 4 (or an earlier run finished): nothing of alight's is clear
     for table in SEALED_TABLES:
         rows, cells = _seal_table(store, table, batch, progress)
         done.rows[table.name], done.cells[table.name] = rows, cells
