@@ -136,9 +136,10 @@ def _claim_attempts(db_url: str, up_port: int, clients: int) -> list[tuple[str, 
     """Register the upstream and start one attempt per client: (rollout id, attempt, token) each."""
     from alight.schemas import RolloutCreate, UpstreamCreate
     from alight_server.auth import derive_token_secret, issue_attempt_token
+    from alight_server.config import ServerConfig
     from alight_server.store.sql import SqlStore
 
-    store = SqlStore(db_url)
+    store = SqlStore(db_url, ServerConfig(admin_key=ADMIN_KEY).kek_source())  # the gateway's KEK: it opens these
     store.add_upstream(UpstreamCreate(id="bench", url=f"http://127.0.0.1:{up_port}/v1", model=MODEL))
     rollouts = store.create_rollouts([RolloutCreate(task={"i": i}) for i in range(clients)])
     claimed = store.claim_attempts(limit=clients, ids=[r.id for r in rollouts])
@@ -148,9 +149,10 @@ def _claim_attempts(db_url: str, up_port: int, clients: int) -> list[tuple[str, 
 
 
 def _recorded(db_url: str, tokens: list[tuple[str, int, str]]) -> int:
+    from alight_server.config import ServerConfig
     from alight_server.store.sql import SqlStore
 
-    store = SqlStore(db_url)
+    store = SqlStore(db_url, ServerConfig(admin_key=ADMIN_KEY).kek_source())  # the calls are sealed under its keys
     try:
         return sum(len(store.list_model_calls(rid, n)) for rid, n, _ in tokens)
     finally:
