@@ -133,7 +133,9 @@ def test_the_search_tool_answers_any_query_the_model_writes(query: str) -> None:
     assert isinstance(found, list) and len(found) <= agent.TOP_K
 
 
+# Opt-in: the same text-tool loop as test_word_problems.py's default tiny-model step (pytest -m examples_train).
 @pytest.mark.slow
+@pytest.mark.examples_train
 @pytest.mark.timeout(600)
 def test_one_training_step_runs_on_the_tiny_model(tmp_path: Path) -> None:
     argv = [
