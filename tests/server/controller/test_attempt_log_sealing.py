@@ -45,7 +45,7 @@ def sealing_controller(live_server: Any, logs_dir: Path) -> Iterator[Controller]
     controller.stop(kill_running=True)
 
 
-def test_an_agents_output_is_absent_from_the_logs_folder_once_its_attempt_ended(
+def test_an_agents_output_is_absent_from_the_logs_folder_once_its_attempt_ended_and_the_dashboard_shows_it(
     sealing_controller: Controller, admin_client: httpx.Client, logs_dir: Path, live_server: Any
 ) -> None:
     create_rollout(admin_client, "sealed-log", task={"say": MARKER})
@@ -55,6 +55,8 @@ def test_an_agents_output_is_absent_from_the_logs_folder_once_its_attempt_ended(
     assert not attempt_log_path(logs_dir, "sealed-log", 1).exists()
     assert MARKER.encode() not in _folder_bytes(logs_dir)
     assert MARKER in open_attempt_log(sealed, live_server.admin_key)  # and the key opens it
+    view = admin_client.get("/api/ui/rollouts/sealed-log/view")  # the dashboard shows the uploaded copy
+    assert view.status_code == 200 and MARKER in view.json()["log"]
 
 
 def test_alight_logs_prints_a_sealed_local_log_with_the_admin_key(
