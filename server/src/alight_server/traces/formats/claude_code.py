@@ -2,7 +2,8 @@
 
 Each `user` and `assistant` entry holds one Messages-API message; the blocks of one answer may come as several
 entries sharing the message id, merged here. Every answer is a model call whose prompt is the conversation
-before it. Sub-agent conversations (`isSidechain`) are sessions of their own. The CLI does not write its
+before it. A session's sub-agent conversations (side chains, and the sub-agents' own files, which name the parent
+session) stay in its rollout, as a live attempt captures them; each keeps its own history. The CLI does not write its
 system prompt or tool schemas to the session: rendered prompts lack them (docs/traces.md#fidelity).
 """
 
@@ -26,10 +27,14 @@ def session_files(paths: Sequence[Path]) -> list[Path]:
 
 def read(paths: Sequence[Path]) -> Parsed:
     parsed = Parsed()
+    by_session: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    links: dict[str, dict[str, str | None]] = {}  # session -> uuid -> parent uuid, every entry (attachments too)
     for path in session_files(paths):
-        conversations: dict[bool, list[tuple[str, dict[str, Any]]]] = {False: [], True: []}
-        session_id = path.stem
         for number, entry in json_lines(path, parsed.errors):
+            session_id = str(entry.get("sessionId") or path.stem)  # a sub-agent's own file names its parent session
+            if entry.get("uuid"):
+                parent = entry.get("parentUuid")
+                links.setdefault(session_id, {})[str(entry["uuid"])] = str(parent) if parent else None
             if entry.get("type") not in ("user", "assistant") or not isinstance(entry.get("message"), dict):
                 continue  # queue operations, attachments, summaries: not part of what the model was sent
             version = str(entry.get("version") or "")
@@ -39,27 +44,31 @@ def read(paths: Sequence[Path]) -> Parsed:
                                 "2.x session files: upgrade alight or import with the matching version")
                 )  # fmt: skip
                 continue
-            session_id = str(entry.get("sessionId") or session_id)
-            conversations[bool(entry.get("isSidechain"))].append((f"{path.name}:{number}", entry))
-        for sidechain, entries in conversations.items():
-            if entries:
-                key = f"{session_id}:sidechain" if sidechain else session_id
-                parsed.sessions.append(_session(key, entries))
-    parsed.sessions = [s for s in parsed.sessions if s.calls]
+            by_session.setdefault(session_id, []).append((f"{path.name}:{number}", entry))
+    for session_id, entries in by_session.items():
+        entries.sort(key=lambda item: str(item[1].get("timestamp") or ""))  # stable: file order on equal times
+        session = _session(session_id, entries, _roots(links.get(session_id, {})))
+        if session.calls:
+            parsed.sessions.append(session)
     return parsed
 
 
-def _session(key: str, entries: list[tuple[str, dict[str, Any]]]) -> TraceSession:
-    history: list[dict[str, Any]] = []
-    problem: str | None = None  # a message no template renders poisons every later prompt
+def _session(key: str, entries: list[tuple[str, dict[str, Any]]], roots: dict[str, str]) -> TraceSession:
+    """One session, sub-agents included (as a live attempt captures them): each conversation (the main one, each
+    side chain, told apart by the root of its parentUuid chain) keeps its own history; calls in time order."""
+    histories: dict[str, list[dict[str, Any]]] = {}
+    problems: dict[str, str] = {}  # a message no template renders poisons every later prompt of its conversation
     calls: list[TraceCall] = []
     task: Any = None
     for where, entry, message in _merged(entries):
+        conversation = roots.get(str(entry.get("uuid")), "main")
+        history = histories.setdefault(conversation, [])
         role = str(message.get("role") or entry["type"])
         try:
             converted = anthropic_messages(role, message.get("content"))
         except Unrenderable as exc:
-            converted, problem = [], problem or f"{where}: {exc}"
+            converted = []
+            problems.setdefault(conversation, f"{where}: {exc}")
         if role == "assistant" and message.get("model") != "<synthetic>":  # the CLI's own notices are no model call
             reply = converted[0] if converted else assistant(None)
             calls.append(
@@ -69,16 +78,36 @@ def _session(key: str, entries: list[tuple[str, dict[str, Any]]]) -> TraceSessio
                     model=message.get("model"),
                     flavour="messages",
                     finish_reason=message.get("stop_reason"),
-                    problem=problem,
+                    problem=problems.get(conversation),
                 )
             )
-        if task is None and role == "user":
+        if task is None and role == "user" and not entry.get("isSidechain"):
             try:
                 task = {"prompt": text_of(message.get("content"))}
             except Unrenderable:
                 task = None
         history.extend(converted)
     return TraceSession(key=key, calls=calls, task=task)
+
+
+def _roots(links: dict[str, str | None]) -> dict[str, str]:
+    """Each entry's uuid -> the uuid at the root of its parentUuid chain: which conversation it belongs to."""
+    roots: dict[str, str] = {}
+    for uuid in links:
+        chain: list[str] = []
+        seen: set[str] = set()
+        node = uuid
+        while node not in roots:
+            chain.append(node)
+            seen.add(node)
+            up = links.get(node)
+            if up is None or up not in links or up in seen:  # the root (or a cycle a hand-edited file made)
+                roots[node] = node
+                break
+            node = up
+        for item in chain:
+            roots[item] = roots[node]
+    return roots
 
 
 def _merged(entries: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
