@@ -70,12 +70,18 @@ def calculator(expression: str) -> str:
 
     with tracer.start_as_current_span(
         f"{semconv.OP_EXECUTE_TOOL} calculator",
-        attributes={semconv.GEN_AI_OPERATION_NAME: semconv.OP_EXECUTE_TOOL, semconv.GEN_AI_TOOL_NAME: "calculator"},
-    ):
+        attributes={
+            semconv.GEN_AI_OPERATION_NAME: semconv.OP_EXECUTE_TOOL,
+            semconv.GEN_AI_TOOL_NAME: "calculator",
+            semconv.GEN_AI_TOOL_CALL_ARGUMENTS: expression,
+        },
+    ) as span:
         try:
-            return str(value(ast.parse(expression, mode="eval").body))
+            result = str(value(ast.parse(expression, mode="eval").body))
         except (SyntaxError, ValueError, RecursionError) as exc:
-            return f"error: {exc}"
+            result = f"error: {exc}"
+        span.set_attribute(semconv.GEN_AI_TOOL_CALL_RESULT, result)
+        return result
 
 
 def solve(question: str, client: OpenAI) -> str:
