@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -69,6 +70,20 @@ VARIANTS = {
     "Mastercard with hyphens": "5555-5555-5555-4444",
     "Amex, 15 digits": "3782 822463 10005",
 }
+
+
+# What a hostile model could do to a secret to get it past a reviewer's eyes.
+DISGUISED = {
+    "base64 of a line with a key": base64.b64encode(f"KEY={SECRETS['aws_secret_access_key']}".encode()).decode(),
+    "hex of a key": SECRETS["stripe_key"].encode().hex(),
+    "a key reversed": SECRETS["aws_access_key_id"][::-1],
+}
+
+
+@pytest.mark.parametrize("name", sorted(DISGUISED))
+def test_a_secret_a_model_encoded_is_still_hidden(redactor: Redactor, name: str) -> None:
+    value = DISGUISED[name]
+    assert value not in redactor.redact(f"the model wrote: {value}")
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))

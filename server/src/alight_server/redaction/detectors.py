@@ -138,9 +138,10 @@ _HEX = HexHighEntropyString()
 def random_looking(token: str) -> bool:
     """True when `token` reads like key material rather than words, code or a path.
 
-    Its Shannon entropy (detect-secrets' own measure, over its alphabet) must reach 85 % of the log2 of
-    its length: what a random string of that length over a large alphabet has, and what identifiers
-    and paths, made of repeated letters, fall well short of. Letters and digits must both appear.
+    Its Shannon entropy (detect-secrets' own measure, over its alphabet) must reach detect-secrets' own
+    limit (3.0 for hex, 4.5 for base64), or, for a token too short to reach it, 85 % of log2 of its length:
+    what a random string of that length has, and identifiers and paths, made of repeated letters, do not.
+    Letters and digits must both appear.
     """
     core = token.strip("=-_/")
     if len(core) < 20 or not any(c.isdigit() for c in core) or not any(c.isalpha() for c in core):
@@ -150,9 +151,8 @@ def random_looking(token: str) -> bool:
     if core.count("/") > 2 or core.count("_") > 4 or core.count("-") > 4:
         return False  # a path, a snake_case or kebab-case name
     plugin = _HEX if set(core) <= HEX else _BASE64
-    entropy = plugin.calculate_shannon_entropy(core)
-    ceiling = math.log2(16 if plugin is _HEX else min(len(core), 64))
-    return entropy >= 0.85 * min(ceiling, math.log2(len(core)))
+    limit = min(plugin.entropy_limit, 0.85 * math.log2(len(core)))
+    return plugin.calculate_shannon_entropy(core) >= limit
 
 
 def high_entropy_tokens(text: str) -> Iterator[Span]:
