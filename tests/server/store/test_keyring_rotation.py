@@ -7,6 +7,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -68,38 +69,76 @@ def test_rows_sealed_before_and_after_a_rotation_open_with_the_new_kek_only(stor
         after.close()
 
 
-def test_a_rotation_killed_midway_finishes_when_run_again(sqlite_url: str, tmp_path: Path) -> None:
+def _hold_sqlite(url: str, proc: subprocess.Popen[str]) -> Callable[[], list[str]]:
+    """Once the rotation reports its first key, take SQLite's write lock: it waits at its next batch.
+    Returns the release, which answers the data keys' kek ids as they were while it held the lock."""
+    assert proc.stdout is not None
+    assert proc.stdout.readline().startswith("re-wrapped 1/")
+    blocker = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    under = [row[0] for row in blocker.execute("SELECT kek_id FROM data_keys")]
+
+    def release() -> list[str]:
+        blocker.rollback()
+        blocker.close()
+        return under
+
+    return release
+
+
+def _hold_postgresql(url: str, proc: subprocess.Popen[str], at: int = 100) -> Callable[[], list[str]]:
+    """Lock the data key the rotation re-wraps after its first `at` (its order: created_at, id): it commits
+    those, one per batch, then waits on the lock. Returns the release, answering the kek ids seen meanwhile."""
+    engine = make_engine(url)
+    conn = engine.connect()
+    d = t.data_keys.c
+    order = conn.execute(select(d.id).order_by(d.created_at, d.id)).scalars().all()
+    conn.execute(select(d.id).where(d.id == order[at]).with_for_update())  # held until rollback
+    assert proc.stdout is not None
+    while not (line := proc.stdout.readline()).startswith(f"re-wrapped {at}/"):
+        assert line, f"the rotation ended before re-wrapping {at} keys: {proc.stderr.read() if proc.stderr else ''}"
+    with engine.connect() as other:
+        under = list(other.execute(select(d.kek_id)).scalars())
+
+    def release() -> list[str]:
+        conn.rollback()
+        conn.close()
+        engine.dispose()
+        return under
+
+    return release
+
+
+def test_a_rotation_killed_midway_finishes_when_run_again(store_url: str, tmp_path: Path) -> None:
     old, new = _kek(tmp_path / "old", 1), _kek(tmp_path / "new", 2)
     source = KekSource.parse(old)
-    keys = dict([Keyring.open(make_engine(sqlite_url), source).current()])
+    engine = make_engine(store_url)
+    keys = dict([Keyring.open(engine, source).current()])
     rows = [new_data_key(source.ids()[0], source.keys()[0]) for _ in range(400)]
     keys.update({row["id"]: key for row, key in rows})
-    engine = make_engine(sqlite_url)
     with engine.begin() as conn:
         conn.execute(insert(t.data_keys), [row for row, _ in rows])
     engine.dispose()
 
-    command = [ALIGHT, "data", "rotate-key", "--db", sqlite_url, "--old-kek", old, "--new-kek", new, "--batch", "1"]
+    command = [ALIGHT, "data", "rotate-key", "--db", store_url, "--old-kek", old, "--new-kek", new, "--batch", "1"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    assert proc.stdout.readline().startswith("re-wrapped 1/")
-    blocker = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
-    blocker.execute("BEGIN IMMEDIATE")  # the rotation waits at its next batch: it is killed mid-way for sure
-    under = [row[0] for row in blocker.execute("SELECT kek_id FROM data_keys")]
+    hold = _hold_sqlite if store_url.startswith("sqlite") else _hold_postgresql
+    release = hold(store_url, proc)  # the rotation now waits mid-way: it is killed there for sure
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    blocker.rollback()
-    blocker.close()
+    under = release()
     new_id = KekSource.parse(new).ids()[0]
     assert 0 < under.count(new_id) < len(under) - 1  # some re-wrapped, some not: interrupted for real
 
-    done = _rotate(sqlite_url, old, new)
+    done = _rotate(store_url, old, new)
     assert done.returncode == 0, done.stderr
     assert "already under the new KEK" in done.stdout and "new cells are sealed" not in done.stdout  # no 2nd key
-    assert set(_kek_ids(sqlite_url)) == {new_id}
+    assert set(_kek_ids(store_url)) == {new_id}
     (tmp_path / "old").unlink()
-    ring = Keyring.open(make_engine(sqlite_url), KekSource.parse(new))
+    engine = make_engine(store_url)
+    ring = Keyring.open(engine, KekSource.parse(new))
     assert all(ring.key(key_id) == key for key_id, key in keys.items())
+    engine.dispose()
 
 
 def test_a_wrong_old_kek_is_refused_naming_the_option_and_nothing_changes(sqlite_url: str, tmp_path: Path) -> None:
