@@ -11,7 +11,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-FORMATS = ("otel", "openai", "claude-code", "codex", "alight")
+from alight_server.traces.formats import READERS
+
+FORMATS = tuple(READERS)
 DB_HELP = "The store (a SQLAlchemy URL): the one `alight serve` uses by default."
 DEFAULT_DB = "sqlite:///.alight/alight.db"
 
@@ -43,6 +45,16 @@ def _model(model: str | None, config: Path | None) -> str | None:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
 
 
+def _renderer(model: str, option: str) -> Any:
+    """The policy's tokenizer and template, or a message naming the model that did not load."""
+    from alight_server.traces.render import Renderer
+
+    try:
+        return Renderer.for_model(model)
+    except (OSError, RuntimeError, ValueError) as exc:  # an unknown name, a folder without a tokenizer
+        raise typer.BadParameter(f"cannot load the tokenizer of model {model!r}: {exc}", param_hint=option) from exc
+
+
 def import_traces(
     files: list[Path] = typer.Argument(..., help="Trace files (or folders of session files), read in order."),
     fmt: str = typer.Option(..., "--format", help=f"One of {', '.join(FORMATS)}."),
@@ -66,10 +78,8 @@ def import_traces(
         )
     if missing := [str(f) for f in files if not f.exists()]:
         raise typer.BadParameter(f"no such file: {', '.join(missing)}", param_hint="FILE")
-    from alight_server.traces.formats import READERS
     from alight_server.traces.importer import import_traces as store_traces
     from alight_server.traces.model import TraceFormatError
-    from alight_server.traces.render import Renderer
 
     try:
         parsed = READERS[fmt](files)
@@ -77,7 +87,14 @@ def import_traces(
         typer.echo(f"alight data import: {exc}", err=True)
         raise typer.Exit(1) from exc
     chosen = _model(model, config)
-    renderer = Renderer.for_model(chosen) if chosen else None
+    text_only = sum(not c.exact and c.problem is None for s in parsed.sessions for c in s.calls)
+    if text_only and not chosen:
+        raise typer.BadParameter(
+            f"{text_only} calls were logged as text only: name the policy to render them with its chat template "
+            "(--model NAME, or --config CONFIG for its model)",
+            param_hint="--model",
+        )
+    renderer = _renderer(chosen, "--model") if chosen else None
     store = open_cli_store(db, admin_key)
     try:
         report = store_traces(store, name, fmt, parsed, renderer, task_key=task_key)
@@ -98,7 +115,6 @@ def check(
 ) -> None:
     """What the sample builder would make of these traces: calls, fidelity, rows, prefix breaks and where they start."""
     from alight_server.traces.check import check_run
-    from alight_server.traces.render import Renderer
     from alight_server.trainer.samples import SampleConfig
 
     sample_config = SampleConfig()
@@ -110,7 +126,7 @@ def check(
         except ConfigError as exc:
             raise typer.BadParameter(str(exc), param_hint="--config") from exc
         sample_config, model = SampleConfig.from_section(loaded.samples), model or loaded.model
-    decode = Renderer.for_model(model).decode if model else None
+    decode = _renderer(model, "--model").decode if model else None
     store = open_cli_store(db, admin_key)
     try:
         report = check_run(store, name, sample_config, decode)
