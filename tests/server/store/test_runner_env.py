@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import sqlalchemy as sa
 from cryptography.fernet import Fernet
@@ -9,6 +11,7 @@ from cryptography.fernet import Fernet
 from alight.api_models import RolloutFilter
 from alight.schemas import RolloutCreate, RunnerSpec
 from alight_server.store.base import Conflict
+from alight_server.store.kek import KEK_ENV, KekSource
 from alight_server.store.runner_env import MASK
 from alight_server.store.sql import SqlStore
 from alight_server.upstream_keys import SECRET_KEY_ENV
@@ -81,9 +84,11 @@ def test_a_store_reopened_with_the_same_key_opens_the_values(store_url: str, sec
 
 
 def test_a_value_sealed_under_another_key_fails_its_attempt_as_infra_naming_the_key(
-    store_url: str, monkeypatch: pytest.MonkeyPatch
+    store_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.delenv(SECRET_KEY_ENV, raising=False)
+    (tmp_path / "kek").write_text("7e" * 32)  # content's data keys under one lasting KEK: only the env values differ
+    monkeypatch.setenv(KEK_ENV, f"file:{tmp_path / 'kek'}")
     first = SqlStore(store_url)  # no ALIGHT_SECRET_KEY: sealed under a key derived from the admin key
     first.seal_runner_env_under("alk_first-admin-key")
     create(first, "r-lost")
@@ -151,12 +156,13 @@ def test_a_server_restarted_with_its_admin_key_opens_what_it_sealed_without_alig
 ) -> None:
     """`alight train --resume` reuses its admin key: its async pool creates its in-flight rollouts again."""
     monkeypatch.delenv(SECRET_KEY_ENV, raising=False)
-    first = SqlStore(store_url)
+    data_key = KekSource.parse("secret", admin_key="alk_the-run-admin-key")  # as create_app opens it
+    first = SqlStore(store_url, data_key)
     first.seal_runner_env_under("alk_the-run-admin-key")
     create(first)
     first.close()
     assert not any(value in raw_runner_column(store_url) for value in SECRETS.values())
-    restarted = SqlStore(store_url)
+    restarted = SqlStore(store_url, data_key)
     restarted.seal_runner_env_under("alk_the-run-admin-key")
     try:
         create(restarted)  # the same body again: the stored rollout, not a conflict

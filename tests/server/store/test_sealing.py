@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 from sealing_testkit import raw_bytes, write_content
 
-from alight.schemas import Event, Rollout
+from alight.schemas import Event, Rollout, RolloutCreate
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
 from alight_server.serving import ServerThread, free_port
@@ -148,3 +148,16 @@ def test_reading_a_sealed_table_without_the_sealer_is_a_programming_error() -> N
 
     with pytest.raises(TypeError, match="sealed columns"):
         rows.from_row(Event, events, {"id": "e", "rollout_id": "r", "payload": "{}"})
+
+
+def test_a_claimed_rollout_whose_task_does_not_open_fails_as_infra_naming_the_row_and_the_others_start(
+    any_store: SqlStore,
+) -> None:
+    any_store.create_rollouts([RolloutCreate(id="a", task={"q": 1}), RolloutCreate(id="b", task={"q": 2})])
+    [theirs] = [row for row in _cells(any_store, rollouts) if row["id"] == "a"]
+    _set(any_store, rollouts, rollouts.c.id == "b", task=theirs["task"])
+    assert [(r.id, r.task) for r, _ in any_store.claim_attempts(5)] == [("a", {"q": 1})]
+    [failed] = [row for row in _cells(any_store, attempts) if row["rollout_id"] == "b"]
+    assert (failed["status"], failed["failure_kind"]) == ("failed", "infra")
+    message = any_store.sealer.open_cell(attempts, ("b", 1), "message", str(failed["message"]))
+    assert "rollouts row id='b' column task" in message

@@ -33,7 +33,7 @@ from alight.schemas import (
 from alight_server import upstream_keys
 from alight_server.store import rows, runner_env
 from alight_server.store import tables as t
-from alight_server.store.base import Conflict, NotFound
+from alight_server.store.base import Conflict, NotFound, SealError
 from alight_server.store.browse import SqlRolloutListing
 from alight_server.store.gateway_pause import SqlGatewayReplicas
 from alight_server.store.lifecycle import apply_finish, check_transition, end_running_attempt
@@ -164,14 +164,19 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlOfflineRollouts, SqlR
                 )
                 self._touch(conn, row.id, state=RolloutState.RUNNING.value, claimable=False, attempt_count=attempt)
                 claimed.append((row.id, attempt))
-            stored = self._by_ids(conn, [rid for rid, _ in claimed], sealed=True)
+            try:
+                stored = self._by_ids(conn, [rid for rid, _ in claimed], sealed=True)
+            except SealError:  # a rollout whose content does not open: each is read on its own below
+                stored = {}
             started: list[tuple[Rollout, int]] = []
             for rid, attempt in claimed:
                 try:
+                    rollout = stored[rid] if rid in stored else self._by_ids(conn, [rid], sealed=True)[rid]
                     # The controller that starts the attempt is the one reader of the values themselves.
-                    started.append((self._runner_env.opened(stored[rid]), attempt))
-                except RunnerEnvError as exc:
-                    # Retrying would not open it either: the attempt fails as infra at once, saying why.
+                    started.append((self._runner_env.opened(rollout), attempt))
+                except (RunnerEnvError, SealError) as exc:
+                    # Retrying would not open it either: the attempt fails as infra at once, saying why (the other
+                    # rollouts of the claim start as usual).
                     finish = AttemptFinish(status="failed", failure_kind=FailureKind.INFRA, message=str(exc))
                     changes = apply_finish(conn, self._rollout_row(conn, rid, lock=True), attempt, finish, self.sealer)
                     if changes is not None:
