@@ -73,6 +73,11 @@ def _export(tmp_path: Path, writers: list[Callable[[Span], None]], *, protobuf: 
                 span.set_attribute("gen_ai.request.model", "policy")
                 write(span)
             root.add_event("alight.reward", {"alight.reward.value": 0.5, "alight.reward.final": True})
+    return _write(tmp_path, exporter, protobuf=protobuf)
+
+
+def _write(tmp_path: Path, exporter: InMemorySpanExporter, *, protobuf: bool) -> Path:
+    """The finished spans as one OTLP export: protobuf, or JSON as the collector's file exporter writes it."""
     message = encode_spans(exporter.get_finished_spans())
     if protobuf:
         path = tmp_path / "spans.pb"
@@ -124,3 +129,41 @@ def test_a_genai_span_without_content_is_reported_and_the_rest_imported(tmp_path
     (error,) = parsed.errors
     assert "spans.jsonl:span" in error.where and "no message content" in error.message
     assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" in error.message
+
+
+def test_spans_of_the_official_openai_instrumentation_import_the_conversation_the_client_sent(
+    tmp_path, store, renderer, upstream_url, monkeypatch
+):
+    """opentelemetry-instrumentation-openai-v2 around a real OpenAI client, content on spans (the latest conventions)."""
+    instrumentation = pytest.importorskip("opentelemetry.instrumentation.openai_v2", reason="pip install '.[dev]'")
+    from openai import OpenAI
+
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = instrumentation.OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        client = OpenAI(base_url=upstream_url, api_key="sk-test")
+        messages: list[Any] = [{"role": "user", "content": "call get_weather"}]
+        replies = []
+        with provider.get_tracer("app").start_as_current_span("invoke_agent weather"):  # one agent run, one trace
+            for _ in range(2):
+                answer = client.chat.completions.create(model="policy", messages=messages).choices[0].message
+                replies.append(answer)
+                messages.append({"role": "assistant", "content": answer.content})
+                messages.append({"role": "user", "content": "and tomorrow?"})
+    finally:
+        instrumentor.uninstrument()
+    parsed = otel.read([_write(tmp_path, exporter, protobuf=False)])
+    assert parsed.errors == []
+    (session,) = parsed.sessions
+    assert [c.messages for c in session.calls] == [messages[:1], messages[:3]]
+    assert [c.reply["content"] for c in session.calls] == [r.content for r in replies]
+    report = import_traces(store, "instrumented", "otel", parsed, renderer)
+    assert (report.sessions, report.calls["rendered"]) == (1, 2)
+    (rollout,) = store.list_rollouts()
+    calls = store.list_model_calls(rollout.id)
+    assert calls[1].prompt_token_ids[: len(calls[0].prompt_token_ids)] == calls[0].prompt_token_ids
