@@ -174,3 +174,23 @@ def test_alight_serve_with_an_unreadable_data_key_refuses_to_start_naming_the_fi
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 1
     assert "cannot read the key file" in done.stderr and "gone" in done.stderr and "data_key" in done.stderr
+
+
+def test_a_store_opened_without_a_kek_opens_its_keys_again_in_the_same_process_only(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("ALIGHT_DATA_KEY", "ALIGHT_SECRET_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    first = SqlStore(sqlite_url)
+    key_id, key = first.keyring.current()
+    first.close()
+    again = SqlStore(sqlite_url)
+    try:
+        assert again.keyring.current() == (key_id, key)
+    finally:
+        again.close()
+    probe = "from alight_server.store.kek import KekSource; print(KekSource.process().ids()[0])"
+    import subprocess
+
+    other = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    assert other.startswith("process-") and other not in KekSource.process().ids()  # another process: another key

@@ -30,6 +30,11 @@ COMMAND_TIMEOUT_S = 30.0
 PROCESS_PREFIX = "process-"  # the fingerprint of a key of one process only: never a store's lasting key
 
 
+# The KEK of a store opened with no source: one per process (a store reopened in it opens what it wrote), made at
+# import and never stored, so nothing sealed under it opens once the process has ended.
+_PROCESS_KEK = secrets.token_bytes(32)
+
+
 class KekError(ValueError):
     """A key-encryption key that cannot be read, or a `data_key` setting that is not one; the message names the
     source and what to fix. A ValueError, not a StoreError: store/base.py names KekSource, so this module
@@ -93,7 +98,8 @@ class KekSource:
 
     @classmethod
     def process(cls) -> KekSource:
-        """A key of this process only: what a store opened without any source wraps under."""
+        """The key of this process only (every store it opens without a source shares it): what such a store
+        wraps under."""
         return cls("process")
 
     @classmethod
@@ -126,7 +132,7 @@ class KekSource:
     @cached_property
     def _keys(self) -> tuple[bytes, ...]:
         if self.kind == "process":
-            return (secrets.token_bytes(32),)
+            return (_PROCESS_KEK,)
         if self.kind == "file":
             return (self._from_file(),)
         if self.kind == "command":
