@@ -306,6 +306,9 @@ def _in_memory(url: str) -> bool:
     )
 
 
+WAL_LIMIT_BYTES = 64 * 1024 * 1024
+
+
 def _sqlite_engine(url: str) -> Engine:
     in_memory = _in_memory(url)
     if not in_memory:
@@ -328,6 +331,9 @@ def _sqlite_engine(url: str) -> Engine:
             if cur.execute("PRAGMA page_count").fetchone()[0] == 0:
                 cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
             cur.execute("PRAGMA journal_mode=WAL")
+            # A WAL keeps its high-water size until a checkpoint can truncate it, which a server that always
+            # writes rarely allows: a purge's or a vacuum's burst would stay on disk. Cut back when it resets.
+            cur.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
         # WAL + NORMAL: a commit survives a killed process (the OS has the WAL pages);
         # only a power cut can lose the last transactions.
         cur.execute("PRAGMA synchronous=NORMAL")

@@ -35,7 +35,7 @@ from alight_server.store.database import SqlDatabase
 
 log = logging.getLogger("alight.store")
 
-BATCH = 200  # rollouts per write transaction
+BATCH = 50  # rollouts per write transaction: a short hold of the write lock (benchmarks/purge.py)
 VACUUM_STEP = 2048  # pages an incremental vacuum frees per hold of the write lock (8 MiB at 4 KiB pages)
 # Rows under a rollout, deleted before it (explicitly: each table's count goes in the report).
 CHILDREN = (t.model_calls, t.spans, t.events, t.rewards, t.attempts)
