@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from alight.cli import app
 from alight_server.controller.loop import Controller
+from alight_server.store.sealed_logs import open_attempt_log
 
 ALIGHT = str(Path(sys.executable).parent / "alight")
 
@@ -34,7 +35,10 @@ def test_controller_command_runs_attempts_and_stops_on_sigterm(
         proc.kill()
     assert proc.stdout is not None
     assert "up to 4 attempts" in proc.stdout.read()
-    assert "ran under the cli" in (logs_dir / "cli-1" / "1.log").read_text()
+    # Released, the attempt's output is kept sealed under the controller's KEK (here: its admin key's).
+    assert not (logs_dir / "cli-1" / "1.log").exists()
+    assert b"ran under the cli" not in (logs_dir / "cli-1" / "1.log.sealed").read_bytes()
+    assert "ran under the cli" in open_attempt_log(logs_dir / "cli-1" / "1.log.sealed", live_server.admin_key)
 
 
 def test_controller_command_refuses_a_wrong_admin_key(live_server: Any, logs_dir: Path) -> None:
