@@ -189,3 +189,14 @@ def test_an_embedded_runs_keys_and_sealed_logs_move_from_its_admin_key_to_alight
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(t.data_keys)).scalar() == 2
     engine.dispose()
+
+
+def test_the_old_kek_is_the_servers_own_data_key_from_its_config_file(sqlite_url: str, tmp_path: Path) -> None:
+    old, new = _kek(tmp_path / "old", 1), _kek(tmp_path / "new", 2)
+    SqlStore(sqlite_url, KekSource.parse(old)).close()
+    config = tmp_path / "server.yaml"
+    config.write_text(f"db_url: {sqlite_url}\ndata_key:\n  file: {tmp_path / 'old'}\n")
+    command = [ALIGHT, "data", "rotate-key", "--config", str(config), "--new-kek", new]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert set(_kek_ids(sqlite_url)) == {KekSource.parse(new).ids()[0]}
