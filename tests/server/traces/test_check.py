@@ -24,7 +24,7 @@ def test_a_rendered_trajectory_whose_template_drifts_is_reported_with_the_first_
     import_traces(store, "drift", "openai", openai_log.read([path]), renderer)
     report = check_run(store, "drift", decode=renderer.decode)
     (trajectory,) = report.trajectories
-    assert (trajectory.calls, trajectory.rendered, trajectory.rows) == (2, 2, 2)
+    assert (trajectory.calls, trajectory.rendered, trajectory.rows, trajectory.conversations) == (2, 2, 2, 1)
     assert report.breaks == {"template_drift": 1} and trajectory.breaks == {"template_drift": 1}
     (divergence,) = trajectory.divergences
     assert (divergence.previous, divergence.call, divergence.cause) == (0, 1, "template_drift")

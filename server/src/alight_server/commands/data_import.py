@@ -162,7 +162,9 @@ def print_report(report: Any, console: Console) -> None:
     console.print(
         f"rows after merging {int(build['rows'])} from {int(build['calls'])} calls "
         f"({int(build['calls_used'])} used, {int(build['trained_tokens'])} trained tokens); "
-        f"prefix breaks {dict(report.breaks) or 'none'}; truncated rows {report.truncated_rows} "
+        f"prefix breaks {dict(report.breaks) or 'none'}; new conversations beyond each trajectory's first "
+        f"{sum(max(t.conversations - 1, 0) for t in report.trajectories)} (sub-agents, fresh tasks); "
+        f"truncated rows {report.truncated_rows} "
         f"({report.truncated_tokens} tokens)"
     )
     if report.dropped_calls:

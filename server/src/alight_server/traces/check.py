@@ -49,6 +49,7 @@ class TrajectoryCheck:
     rendered: int
     left_out: int
     rows: int
+    conversations: int  # rows started as a new conversation: the first call's, then each sub-agent's or fresh task's
     breaks: dict[str, int]
     divergences: list[Divergence] = field(default_factory=list)
     unrendered: list[str] = field(default_factory=list)
@@ -116,6 +117,7 @@ def _trajectory(
         rendered=rendered,
         left_out=len(unrendered),
         rows=own.rows,
+        conversations=own.conversations,
         breaks={str(k): v for k, v in own.breaks.items()},
         divergences=divergences(calls, decode),
         unrendered=unrendered,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,6 @@ def read_text(path: Path) -> str:
 
 
 def _partial_gunzip(raw: bytes, exc: Exception, path: Path) -> bytes:
-    import zlib
-
     inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
     try:
         return inflater.decompress(raw)

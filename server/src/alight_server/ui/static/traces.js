@@ -31,6 +31,7 @@ async function checkPage(runId) {
     h("p", { id: "check-totals" },
       `${num(b.rows, 0)} rows after merging from ${num(b.calls, 0)} calls (${num(b.calls_used, 0)} used, `,
       `${num(b.trained_tokens, 0)} trained tokens) · prefix breaks ${counts(check.breaks)} · `,
+      `new conversations beyond each trajectory's first ${check.trajectories.reduce((n, t) => n + Math.max(t.conversations - 1, 0), 0)} · `,
       `truncated rows ${check.truncated_rows} (${check.truncated_tokens} tokens)`,
       check.unscored ? ` · ${check.unscored} without a reward yet (counted as 0)` : ""),
     table(["rollout", "source", "calls", "exact", "rendered", "left out", "rows", "breaks", "first difference"], rows,
