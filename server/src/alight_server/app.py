@@ -57,6 +57,7 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
         **_NO_NATIVE_TELEMETRY,
     )
     app.state.config = config
+    app.state.viewer_keys = config.all_viewer_keys()  # viewer_key_file read once: a bad one fails the start
     app.state.store = store
     app.state.token_secret = (
         config.token_secret.encode() if config.token_secret else derive_token_secret(config.admin_key)

@@ -5,11 +5,35 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from alight_server.redaction.config import RedactionConfig
 from alight_server.store.kek import KekError, KekSource
 from alight_server.upstream_keys import KeySources
+
+# A viewer key is a bearer secret like the admin key: long enough not to be guessed.
+MIN_VIEWER_KEY_CHARS = 16
+
+
+def _check_viewer_key(key: str, admin_key: str | None, where: str) -> None:
+    if len(key) < MIN_VIEWER_KEY_CHARS:
+        raise ValueError(f"a viewer key in {where} is {len(key)} characters; use at least {MIN_VIEWER_KEY_CHARS}")
+    if key.startswith("alt1."):
+        raise ValueError(f"a viewer key in {where} starts with alt1., the attempt tokens' prefix; pick another")
+    if admin_key is not None and key == admin_key:
+        raise ValueError(f"a viewer key in {where} is the admin key; a viewer key must differ from it")
+
+
+def read_viewer_key_file(path: Path, admin_key: str | None) -> list[str]:
+    """The keys of a viewer key file, one a line; blank lines and # comments skipped. ValueError names the file."""
+    try:
+        lines = path.expanduser().read_text().splitlines()
+    except OSError as exc:
+        raise ValueError(f"cannot read viewer_key_file {path}: {exc.strerror or exc}") from exc
+    keys = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+    for key in keys:
+        _check_viewer_key(key, admin_key, f"viewer_key_file {path}")
+    return keys
 
 
 class GatewayConfig(BaseModel):
@@ -55,6 +79,11 @@ class ServerConfig(BaseModel):
     port: int = Field(default=8700, ge=0, le=65535)
     db_url: str = "sqlite:///.alight/alight.db"
     admin_key: str | None = None
+    # Keys people read with (docs/api.md "Viewer keys"): GET of rollouts, trajectories, events, rewards, runs and
+    # the dashboard, always redacted; never reveal=true, never a write, never the gateway. In the YAML, in
+    # ALIGHT_VIEWER_KEYS (comma-separated), or one a line in viewer_key_file (# comments), so none sits in the config.
+    viewer_keys: list[str] = Field(default_factory=list)
+    viewer_key_file: Path | None = None
     # Secret that signs attempt tokens; derived from admin_key when unset.
     token_secret: str | None = None
     token_ttl_s: float = Field(default=24 * 3600, gt=0)
@@ -95,6 +124,24 @@ class ServerConfig(BaseModel):
             except KekError as exc:
                 raise ValueError(str(exc)) from exc
         return value
+
+    @field_validator("viewer_keys", mode="before")
+    @classmethod
+    def _viewer_keys_list(cls, value: Any) -> Any:
+        """ALIGHT_VIEWER_KEYS="k1,k2" arrives as one string."""
+        return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _viewer_keys_distinct(self) -> ServerConfig:
+        for key in self.viewer_keys:
+            _check_viewer_key(key, self.admin_key, "viewer_keys")
+        return self
+
+    def all_viewer_keys(self) -> tuple[str, ...]:
+        """viewer_keys and the lines of viewer_key_file (read when called: the app reads it once, at start)."""
+        if self.viewer_key_file is None:
+            return tuple(self.viewer_keys)
+        return (*self.viewer_keys, *read_viewer_key_file(self.viewer_key_file, self.admin_key))
 
     @field_validator("upstream_key_env", mode="before")
     @classmethod

@@ -1,4 +1,4 @@
-"""Typed FastAPI dependencies: the store, the config, and who is calling (admin or one attempt)."""
+"""Typed FastAPI dependencies: the store, the config, and who is calling (admin, a viewer, or one attempt)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,11 @@ ENDED_ATTEMPT_GRACE_S = 60.0
 
 log = logging.getLogger("alight.server")
 
-_AUTH_HINT = "send `Authorization: Bearer <admin key>`, or an agent's attempt token on its own routes"
+_AUTH_HINT = (
+    "send `Authorization: Bearer <admin key>` (or a viewer key, to read), or an agent's attempt token on its own routes"
+)
+# What a viewer key may do, in the 403 that refuses it anything else.
+VIEWER_SCOPE = "a viewer key only reads (GET) rollouts, trajectories, events, rewards, runs and the dashboard, redacted"
 
 
 def get_store(request: Request) -> Store:
@@ -48,10 +52,11 @@ def _unauthorized(message: str) -> HTTPException:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who sent the request: the admin, or the holder of one attempt's token."""
+    """Who sent the request: the admin, a viewer (a person reading redacted copies), or one attempt's token."""
 
     admin: bool
     attempt: AttemptClaims | None = None
+    viewer: bool = False
 
     def require_attempt(self, rollout_id: str, attempt: int | None) -> None:
         """Agents may act only on their own rollout and attempt; the admin on anything."""
@@ -104,14 +109,35 @@ def get_caller(request: Request) -> Caller:
         raise _unauthorized(f"missing credentials: {_AUTH_HINT}")
     if token.startswith(TOKEN_PREFIX):
         return Caller(admin=False, attempt=_verified_attempt(request, token))
-    if check_admin_key(get_config(request).admin_key or "", token):
+    config = get_config(request)
+    if check_admin_key(config.admin_key or "", token):
         return Caller(admin=True)
-    raise _unauthorized("the admin key does not match this server's (check ALIGHT_ADMIN_KEY)")
+    if any(check_admin_key(key, token) for key in getattr(request.app.state, "viewer_keys", ())):
+        return Caller(admin=False, viewer=True)
+    raise _unauthorized("the admin key does not match this server's, nor does any viewer key (check ALIGHT_ADMIN_KEY)")
+
+
+def get_writer(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
+    """The admin or an attempt token, on routes that write (events, rewards); a viewer key is refused."""
+    if caller.viewer:
+        raise HTTPException(403, f"writing needs the admin key or the attempt's token; {VIEWER_SCOPE}")
+    return caller
 
 
 def require_admin(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
+    if caller.viewer:
+        raise HTTPException(403, f"this route needs the admin key; {VIEWER_SCOPE}")
     if not caller.admin:
         raise HTTPException(403, "this route needs the admin key; attempt tokens may only call their own agent routes")
+    return caller
+
+
+def require_reader(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
+    """The admin or a viewer key, on the read routes people use; attempt tokens are refused."""
+    if not (caller.admin or caller.viewer):
+        raise HTTPException(
+            403, "this route needs the admin key or a viewer key; attempt tokens may only call their own agent routes"
+        )
     return caller
 
 
@@ -143,24 +169,42 @@ def get_redactor(request: Request) -> Redactor:
     return redactor
 
 
-REVEAL_HELP = "true: the exact content as captured (admin key; logged). Default: secrets and personal data redacted"
+REVEAL_HELP = (
+    "true: the exact content as captured (the admin key's reveal permission; logged; a viewer key is refused). "
+    "Default: secrets and personal data redacted"
+)
 
 
 def people_copy(
     request: Request,
-    _: Annotated[Caller, Depends(require_admin)],
+    caller: Annotated[Caller, Depends(require_reader)],
     reveal: Annotated[bool, Query(description=REVEAL_HELP)] = False,
 ) -> Redactor | None:
     """How a read route answers: redacted (the redactor), or exact when the admin asked with `reveal=true`."""
+    if reveal and not caller.admin:
+        raise HTTPException(
+            403,
+            "reveal=true needs the reveal permission, which only the admin key has; a viewer key reads the "
+            "redacted copy (drop reveal)",
+        )
     if reveal:
         log.info("exact content revealed to the admin key: %s %s", request.method, request.url.path)
         return None
     return get_redactor(request)
 
 
+def viewer_copy(request: Request, caller: Caller) -> Redactor | None:
+    """The redactor when a viewer key is reading a route the admin (a machine) reads exact; else None."""
+    return get_redactor(request) if caller.viewer else None
+
+
 StoreDep = Annotated[Store, Depends(get_store)]
 ConfigDep = Annotated[ServerConfig, Depends(get_config)]
 CallerDep = Annotated[Caller, Depends(get_caller)]
+# Routes that write as the admin or as an agent for its own attempt: a viewer key is refused (403).
+WriterDep = Annotated[Caller, Depends(get_writer)]
+# Read routes people use: the admin key or a viewer key.
+ReaderDep = Annotated[Caller, Depends(require_reader)]
 AdminDep = Annotated[Caller, Depends(require_admin)]
 AttemptTokenDep = Annotated[AttemptClaims, Depends(get_attempt_token)]
 AttemptDep = Annotated[AttemptClaims, Depends(get_path_attempt)]

@@ -21,8 +21,9 @@ from alight.api_models import (
     WaitResult,
 )
 from alight.schemas import TERMINAL_STATES, Event, EventCreate, Reward, RewardCreate, Rollout, RolloutState
-from alight_server.deps import AdminDep, CallerDep, RedactionDep, StoreDep
+from alight_server.deps import AdminDep, ReaderDep, RedactionDep, StoreDep, WriterDep, viewer_copy
 from alight_server.hooks import rollout_changed
+from alight_server.redaction.views import redact_rollout
 from alight_server.store import Store
 
 router = APIRouter(tags=["rollouts"])
@@ -37,9 +38,16 @@ def create_rollouts(body: RolloutBatch, store: StoreDep, _: AdminDep) -> Rollout
 
 
 @router.get("/rollouts", response_model=RolloutPage)
-def list_rollouts(store: StoreDep, _: AdminDep, query: Annotated[RolloutQuery, Query()]) -> RolloutPage:
-    """Rollouts changed after `since_seq`, oldest change first; pass `next_seq` back to continue."""
+def list_rollouts(
+    request: Request, store: StoreDep, caller: ReaderDep, query: Annotated[RolloutQuery, Query()]
+) -> RolloutPage:
+    """Rollouts changed after `since_seq`, oldest change first; pass `next_seq` back to continue.
+
+    A viewer key reads each task and attempt message redacted; the admin key (the controller) as given.
+    """
     found = store.list_rollouts(query)
+    if (redactor := viewer_copy(request, caller)) is not None:
+        found = [redact_rollout(redactor, r) for r in found]
     return RolloutPage(rollouts=found, next_seq=found[-1].seq if found else query.since_seq)
 
 
@@ -69,8 +77,11 @@ def _raise_unknown(store: Store, ids: list[str], known: set[str]) -> None:
 
 
 @router.get("/rollouts/{rollout_id}", response_model=Rollout)
-def get_rollout(rollout_id: RolloutId, store: StoreDep, _: AdminDep) -> Rollout:
-    return store.get_rollout(rollout_id)
+def get_rollout(rollout_id: RolloutId, request: Request, store: StoreDep, caller: ReaderDep) -> Rollout:
+    """The rollout as given to the admin key (the controller hands its task to the agent); redacted to a viewer key."""
+    rollout = store.get_rollout(rollout_id)
+    redactor = viewer_copy(request, caller)
+    return redact_rollout(redactor, rollout) if redactor is not None else rollout
 
 
 @router.post("/rollouts/{rollout_id}/status", response_model=Rollout)
@@ -89,7 +100,7 @@ def cancel_rollout(rollout_id: RolloutId, request: Request, store: StoreDep, _: 
 
 
 @router.post("/rollouts/{rollout_id}/events", response_model=Event)
-def add_event(rollout_id: RolloutId, body: EventCreate, store: StoreDep, caller: CallerDep) -> Event:
+def add_event(rollout_id: RolloutId, body: EventCreate, store: StoreDep, caller: WriterDep) -> Event:
     """Admin, or an agent for its own running attempt (the attempt defaults to the token's; 409 once it ended)."""
     if caller.attempt is not None and body.attempt is None:
         body = body.model_copy(update={"attempt": caller.attempt.attempt})
@@ -113,7 +124,7 @@ def list_events(
 
 
 @router.post("/rollouts/{rollout_id}/rewards", response_model=Reward)
-def add_reward(rollout_id: RolloutId, body: RewardCreate, store: StoreDep, caller: CallerDep) -> Reward:
+def add_reward(rollout_id: RolloutId, body: RewardCreate, store: StoreDep, caller: WriterDep) -> Reward:
     """Admin, or an agent for its own running attempt (409 once it ended). NaN and infinities are refused.
 
     The credential decides the source: an attempt token's rewards are `agent` (a body claiming
@@ -131,7 +142,7 @@ def add_reward(rollout_id: RolloutId, body: RewardCreate, store: StoreDep, calle
 def list_rewards(
     rollout_id: RolloutId,
     store: StoreDep,
-    _: AdminDep,
+    _: ReaderDep,
     attempt: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
 ) -> RewardList:
     return RewardList(rewards=store.list_rewards(rollout_id, attempt=attempt))

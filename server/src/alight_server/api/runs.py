@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 
 from alight.api_models import RunList, RunStepList
 from alight.schemas import Run, RunReport, RunStep, RunStepReport
-from alight_server.deps import AdminDep, StoreDep
+from alight_server.deps import AdminDep, ReaderDep, StoreDep, viewer_copy
+from alight_server.redaction.views import redact_run
 
 router = APIRouter(tags=["runs"])
 
@@ -22,14 +23,17 @@ def report_run(body: RunReport, store: StoreDep, _: AdminDep) -> Run:
 
 
 @router.get("/runs", response_model=RunList)
-def list_runs(store: StoreDep, _: AdminDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> RunList:
+def list_runs(
+    request: Request, store: StoreDep, caller: ReaderDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> RunList:
     """Newest first."""
-    return RunList(runs=store.list_runs(limit=limit))
+    return RunList(runs=[redact_run(viewer_copy(request, caller), r) for r in store.list_runs(limit=limit)])
 
 
 @router.get("/runs/{run_id}", response_model=Run)
-def get_run(run_id: RunId, store: StoreDep, _: AdminDep) -> Run:
-    return store.get_run(run_id)
+def get_run(run_id: RunId, request: Request, store: StoreDep, caller: ReaderDep) -> Run:
+    """The run; a viewer key reads its config redacted."""
+    return redact_run(viewer_copy(request, caller), store.get_run(run_id))
 
 
 @router.post("/runs/{run_id}/steps", response_model=RunStep)
@@ -39,5 +43,5 @@ def report_step(run_id: RunId, body: RunStepReport, store: StoreDep, _: AdminDep
 
 
 @router.get("/runs/{run_id}/steps", response_model=RunStepList)
-def list_steps(run_id: RunId, store: StoreDep, _: AdminDep) -> RunStepList:
+def list_steps(run_id: RunId, store: StoreDep, _: ReaderDep) -> RunStepList:
     return RunStepList(steps=store.list_run_steps(run_id))

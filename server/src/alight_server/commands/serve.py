@@ -63,6 +63,12 @@ def register(app: typer.Typer) -> None:
         admin_key: str | None = typer.Option(
             None, "--admin-key", envvar="ALIGHT_ADMIN_KEY", help="Admin key; generated and printed on loopback."
         ),
+        viewer_keys: str | None = typer.Option(
+            None,
+            "--viewer-keys",
+            envvar="ALIGHT_VIEWER_KEYS",
+            help="Comma-separated keys that read redacted copies only (no reveal, no writes); or viewer_key_file.",
+        ),
         public_url: str | None = typer.Option(
             None, "--public-url", envvar="ALIGHT_PUBLIC_URL", help="URL agents reach this server at."
         ),
@@ -104,10 +110,15 @@ def register(app: typer.Typer) -> None:
 
         given = {"host": host, "port": port, "db_url": db, "admin_key": admin_key, "public_url": public_url,
                  "upstream_key_env": upstream_key_env, "upstream_key_dir": upstream_key_dir,
-                 "data_key": data_key}  # fmt: skip
+                 "data_key": data_key, "viewer_keys": viewer_keys}  # fmt: skip
         try:
             cfg = build_config(config, {**given, "log_level": log_level})
         except ValidationError as exc:
+            typer.echo(f"invalid server settings: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        try:
+            cfg.all_viewer_keys()  # viewer_key_file: readable, and no key in it the admin key or too short
+        except ValueError as exc:
             typer.echo(f"invalid server settings: {exc}", err=True)
             raise typer.Exit(2) from exc
 

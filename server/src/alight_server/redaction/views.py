@@ -4,12 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from alight.schemas import CallOutput, Trajectory, TrajectoryCall
+from alight.schemas import CallOutput, Rollout, Run, Trajectory, TrajectoryCall
 from alight_server.redaction.redactor import Redactor, mark
 
 # In a redacted copy's `ModelCall.flags`: something in this call was hidden, and its token ids (which
 # decode straight back to the hidden text) are left out of the copy.
 REDACTED_FLAG = "redacted"
+
+
+def redact_rollout(redactor: Redactor, rollout: Rollout) -> Rollout:
+    """The rollout with its task and its attempts' messages (which can quote what failed) redacted."""
+    attempts = [
+        a.model_copy(update={"message": redactor.redact(a.message)}) if a.message else a for a in rollout.attempts
+    ]
+    return rollout.model_copy(update={"task": redactor.redact_json(rollout.task), "attempts": attempts})
+
+
+def redact_run(redactor: Redactor | None, run: Run) -> Run:
+    """The run with its config redacted (a config can carry a URL's credentials); as it is when no redactor."""
+    return run.model_copy(update={"config": redactor.redact_json(run.config)}) if redactor is not None else run
 
 
 def redact_call(redactor: Redactor, joined: TrajectoryCall) -> TrajectoryCall:

@@ -1,16 +1,16 @@
-"""The dashboard's read-only JSON routes under /api/ui; each needs the admin key, like every read of the API."""
+"""The dashboard's read-only JSON routes under /api/ui: the admin key or a viewer key (which reads redacted copies)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, HTTPException, Path, Query, Request
 
 from alight.attempt_logs import LOG_EVENT_KIND
 from alight.evaluation import REWARD_HACKING
 from alight.schemas import FailureKind, Mode, RolloutState
-from alight_server.deps import AdminDep, RedactionDep, StoreDep
-from alight_server.redaction.views import redact_trajectory
+from alight_server.deps import ReaderDep, RedactionDep, StoreDep, viewer_copy
+from alight_server.redaction.views import redact_run, redact_trajectory
 from alight_server.store.browse import RolloutFilter
 from alight_server.trajectory import build_trajectory
 from alight_server.ui import health, samples, summaries, tokens
@@ -40,7 +40,7 @@ def step_prefix(run_id: str, step: int | None, mode: Mode | None) -> str:
 @router.get("/rollouts")
 def browse_rollouts(
     store: StoreDep,
-    _: AdminDep,
+    _: ReaderDep,
     state: Annotated[list[RolloutState] | None, Query(description="repeat to match any of several")] = None,
     mode: Mode | None = None,
     group_id: Annotated[str | None, Query(max_length=200)] = None,
@@ -122,17 +122,17 @@ def rollout_tokens(
 
 
 @router.get("/runs/{run_id}/curves")
-def run_curves(run_id: RunId, store: StoreDep, _: AdminDep) -> dict[str, Any]:
+def run_curves(run_id: RunId, request: Request, store: StoreDep, caller: ReaderDep) -> dict[str, Any]:
     """The run, every step's metrics, and each validation's score interval from its rollouts."""
     return {
-        "run": store.get_run(run_id).model_dump(mode="json"),
+        "run": redact_run(viewer_copy(request, caller), store.get_run(run_id)).model_dump(mode="json"),
         "steps": [s.model_dump(mode="json") for s in store.list_run_steps(run_id)],
         "validation": summaries.validation_intervals(store, run_id),
     }
 
 
 @router.get("/runs/{run_id}/health")
-def run_health(run_id: RunId, store: StoreDep, _: AdminDep) -> dict[str, Any]:
+def run_health(run_id: RunId, store: StoreDep, _: ReaderDep) -> dict[str, Any]:
     """Capture health per training step (see ui/health.py)."""
     try:
         return health.run_health(store, run_id)
