@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -60,7 +61,7 @@ def events(span: Span) -> None:
     span.add_event("gen_ai.choice", {"index": 0, "finish_reason": "stop", "message": json.dumps({"content": ANSWER})})
 
 
-def _export(tmp_path: Path, writers: list[Callable[[Span], None]], *, protobuf: bool) -> Path:
+def _export(tmp_path: Path, writers: list[Callable[[Span], None]], *, protobuf: bool, gz: bool = False) -> Path:
     """One trace per writer, each: an agent span holding a chat span, and a reward event; as one OTLP file."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -73,15 +74,16 @@ def _export(tmp_path: Path, writers: list[Callable[[Span], None]], *, protobuf: 
                 span.set_attribute("gen_ai.request.model", "policy")
                 write(span)
             root.add_event("alight.reward", {"alight.reward.value": 0.5, "alight.reward.final": True})
-    return _write(tmp_path, exporter, protobuf=protobuf)
+    return _write(tmp_path, exporter, protobuf=protobuf, gz=gz)
 
 
-def _write(tmp_path: Path, exporter: InMemorySpanExporter, *, protobuf: bool) -> Path:
+def _write(tmp_path: Path, exporter: InMemorySpanExporter, *, protobuf: bool, gz: bool = False) -> Path:
     """The finished spans as one OTLP export: protobuf, or JSON as the collector's file exporter writes it."""
     message = encode_spans(exporter.get_finished_spans())
     if protobuf:
-        path = tmp_path / "spans.pb"
-        path.write_bytes(message.SerializeToString())
+        path = tmp_path / ("spans.pb.gz" if gz else "spans.pb")
+        raw = message.SerializeToString()
+        path.write_bytes(gzip.compress(raw) if gz else raw)
     else:  # the collector's file exporter: one JSON export request per line, ids in hex
         path = tmp_path / "spans.jsonl"
         payload: dict[str, Any] = json_format.MessageToDict(message)
@@ -95,9 +97,11 @@ def _write(tmp_path: Path, exporter: InMemorySpanExporter, *, protobuf: bool) ->
     return path
 
 
-@pytest.mark.parametrize("protobuf", [False, True], ids=["otlp-json", "otlp-protobuf"])
-def test_each_version_of_the_genai_conventions_imports_the_same_conversation(tmp_path, store, renderer, protobuf):
-    path = _export(tmp_path, [current, indexed, events], protobuf=protobuf)
+@pytest.mark.parametrize(
+    ("protobuf", "gz"), [(False, False), (True, False), (True, True)], ids=["otlp-json", "otlp-protobuf", "pb-gzip"]
+)
+def test_each_version_of_the_genai_conventions_imports_the_same_conversation(tmp_path, store, renderer, protobuf, gz):
+    path = _export(tmp_path, [current, indexed, events], protobuf=protobuf, gz=gz)
     parsed = otel.read([path])
     assert parsed.errors == []
     expected_messages = [

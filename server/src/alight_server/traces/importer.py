@@ -124,13 +124,16 @@ def _store_session(
         )
         for i, r in enumerate(session.rewards)
     ]  # fmt: skip
-    calls, events = _calls(rid, session, renderer, report)
+    counted = ImportReport()  # into `report` once the session is stored
+    calls, events = _calls(rid, session, renderer, counted)
     [(_, created)] = store.add_offline_rollouts([item])
     store.add_model_calls(calls)
     for event in events:
         store.add_event(rid, event)
     for reward in rewards:
         store.add_reward(rid, reward)
+    report.calls.update(counted.calls)
+    report.errors.extend(counted.errors)
     return created
 
 

@@ -12,17 +12,28 @@ from typing import Any
 from alight_server.traces.model import RecordError, TraceFormatError
 
 
-def read_text(path: Path) -> str:
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, gunzipped when its name ends in .gz (a gzip cut short: what did arrive)."""
     try:
         raw = path.read_bytes()
-        if path.suffix == ".gz":
-            try:
-                raw = gzip.decompress(raw)
-            except (EOFError, OSError) as exc:  # a gzip cut short: what did arrive is still read
-                raw = _partial_gunzip(raw, exc, path)
-        return raw.decode("utf-8", errors="replace")
     except OSError as exc:
         raise TraceFormatError(f"cannot read {path}: {exc}") from exc
+    if path.suffix != ".gz":
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (EOFError, OSError) as exc:
+        return _partial_gunzip(raw, exc, path)
+
+
+def read_text(path: Path) -> str:
+    return read_bytes(path).decode("utf-8", errors="replace")
+
+
+def base_suffix(path: Path) -> str:
+    """The suffix that says the format, under a .gz: `spans.pb.gz` -> `.pb`."""
+    suffixes = path.suffixes
+    return suffixes[-2] if len(suffixes) > 1 and suffixes[-1] == ".gz" else path.suffix
 
 
 def _partial_gunzip(raw: bytes, exc: Exception, path: Path) -> bytes:

@@ -27,7 +27,7 @@ from fastapi import HTTPException
 from alight import semconv
 from alight_server.otlp import JSON, PROTOBUF, attributes, parse_request
 from alight_server.traces.formats.content import Unrenderable, arguments_text, text_of
-from alight_server.traces.formats.lines import read_text
+from alight_server.traces.formats.lines import base_suffix, read_bytes, read_text
 from alight_server.traces.model import Parsed, RecordError, TraceCall, TraceReward, TraceSession, assistant, tool_call
 
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
@@ -71,8 +71,8 @@ def read(paths: Sequence[Path]) -> Parsed:
 def _spans(path: Path, parsed: Parsed) -> list[Span]:
     """The file's spans as plain dicts; a file or line that is not OTLP is one error, the rest still read."""
     bodies: list[tuple[str, bytes, str]] = []
-    if path.suffix in (".pb", ".bin", ".protobuf"):
-        bodies.append((path.name, path.read_bytes(), PROTOBUF))
+    if base_suffix(path) in (".pb", ".bin", ".protobuf"):
+        bodies.append((path.name, read_bytes(path), PROTOBUF))
     else:
         text = read_text(path).strip()
         chunks = [text] if text.startswith("{") and "\n{" not in text else text.splitlines()
