@@ -43,6 +43,7 @@ ROOMS: dict[str, Floors] = {
         ["serving"],
         ["inference"],
         ["trainer"],
+        ["traces"],  # imported traces: read, rendered with the policy's template, checked by the sample builder
         ["ui"],
         ["app"],
         ["stack_state"],

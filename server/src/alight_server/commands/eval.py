@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -16,6 +17,18 @@ def register(app: typer.Typer) -> None:
         config: Path = typer.Argument(..., help="Training config (YAML): its model, agent and validation tasks."),
         settings: list[str] = typer.Option([], "--set", help="Override any key: --set validation.max_tasks=20."),
         out: Path | None = typer.Option(None, "--out", help="Also write the report as JSON here."),
+        traces: str | None = typer.Option(
+            None, "--traces", help="An imported run (alight data import): score its trajectories, run no agent."
+        ),
+        db: str = typer.Option(
+            "sqlite:///.alight/alight.db", "--db", envvar="ALIGHT_DB", help="The store of --traces."
+        ),
+        admin_key: str | None = typer.Option(
+            None,
+            "--admin-key",
+            envvar="ALIGHT_ADMIN_KEY",
+            help="With --traces: the server's admin key (its content key).",
+        ),
     ) -> None:
         """Run the validation tasks once each (validation.samples_per_task times) and print the baseline:
         success with its standard error, tool errors, tokens, latency, retries, gate violations by rule."""
@@ -33,10 +46,25 @@ def register(app: typer.Typer) -> None:
             typer.echo(str(exc), err=True)
             raise typer.Exit(2) from exc
         try:
-            report = run_eval(train_config)
+            report = run_eval(train_config) if traces is None else _score_traces(train_config, traces, db, admin_key)
         except (RuntimeError, ValueError, FileNotFoundError) as exc:
             typer.echo(redact_for_people(f"alight eval: {exc}"), err=True)
             raise typer.Exit(1) from exc
         typer.echo(redact_for_people("\n".join(report.lines())))  # for people: nothing captured shows in the clear
         if out is not None:
             out.write_text(json.dumps(report.as_dict(), indent=2))
+
+
+def _score_traces(config: Any, run_id: str, db: str, admin_key: str | None) -> Any:
+    """The config's evaluator over an imported run's trajectories (traces/offline_eval.py)."""
+    from alight_server.commands.data_import import open_cli_store
+    from alight_server.evaluators import load_evaluator
+    from alight_server.traces.offline_eval import evaluate_traces
+
+    if config.evaluator is None:
+        raise ValueError("--traces scores imported trajectories with the config's evaluator: set `evaluator:` in it")
+    store = open_cli_store(db, admin_key)
+    try:
+        return evaluate_traces(store, run_id, load_evaluator(config.evaluator))
+    finally:
+        store.close()
