@@ -8,15 +8,15 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from alight.schemas.gates import MAX_EVIDENCE_CHARS, REWARD_HACKING, GatePayload
-from alight.schemas.strict import Strict
+from alight.schemas.strict import Label, Strict
 
 
 class EventCreate(Strict):
     """An event appended to a rollout. `id` makes the append idempotent."""
 
-    id: str | None = Field(default=None, min_length=1, max_length=200)
+    id: Label | None = Field(default=None, min_length=1, max_length=200)
     attempt: int | None = Field(default=None, ge=1)
-    kind: str = Field(min_length=1, max_length=100)
+    kind: Label = Field(min_length=1, max_length=100)
     payload: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from pydantic import ConfigDict, Field, field_validator
 
-from alight.schemas.strict import Strict
+from alight.schemas.strict import Label, Strict
 
 
 class RewardSource(enum.StrEnum):
@@ -18,13 +18,13 @@ class RewardSource(enum.StrEnum):
 
 
 class RewardCreate(Strict):
-    id: str | None = Field(default=None, min_length=1, max_length=200)
+    id: Label | None = Field(default=None, min_length=1, max_length=200)
     attempt: int = Field(ge=1)
     value: float
-    name: str | None = Field(default=None, max_length=200)
+    name: Label | None = Field(default=None, max_length=200)
     final: bool = False
-    span_id: str | None = None
-    model_call_id: str | None = None
+    span_id: Label | None = None
+    model_call_id: Label | None = None
     source: RewardSource = RewardSource.AGENT
 
     @field_validator("value")

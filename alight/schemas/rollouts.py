@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from alight.schemas.strict import Strict
+from alight.schemas.strict import Label, Strict
 
 
 class RolloutState(enum.StrEnum):
@@ -96,7 +96,7 @@ class RolloutCreate(Strict):
     id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")
     task: Any = None
     mode: Mode = Mode.TRAIN
-    group_id: str | None = Field(default=None, max_length=200)
+    group_id: Label | None = Field(default=None, max_length=200)
     runner: RunnerSpec | None = None
     timeout_s: float = Field(default=600.0, gt=0, le=7 * 24 * 3600)
     max_attempts: int = Field(default=3, ge=1, le=100)

@@ -1,8 +1,21 @@
-"""Request bodies' base: a model that refuses unknown fields."""
+"""Request bodies' base: a model that refuses unknown fields, and the label type stored in the clear."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
+
+
+def _no_nul(value: str | None) -> str | None:
+    if value is not None and "\x00" in value:
+        raise ValueError("must not contain NUL (0x00) characters (PostgreSQL text cannot hold them)")
+    return value
+
+
+# An id or name a client chooses that is stored in a clear column: NUL is refused on both stores alike
+# (PostgreSQL cannot store it; SQLite would, and the same body must not be a 422 on one and stored on the other).
+Label = Annotated[str, AfterValidator(_no_nul)]
 
 
 class Strict(BaseModel):
