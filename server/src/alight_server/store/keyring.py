@@ -120,6 +120,14 @@ class Keyring:
             "was deleted"
         )
 
+    def holds(self, key_id: str) -> bool:
+        """Whether this store's data_keys has a key of this id, whether or not this KEK unwraps it."""
+        if key_id in self._keys or key_id in self._foreign:
+            return True
+        with self._lock:
+            self._load()
+        return key_id in self._keys or key_id in self._foreign
+
     def add_key(self) -> tuple[str, bytes]:
         """A new data key wrapped under this source's first KEK; it becomes `current`. Outside any transaction."""
         row, key = new_data_key(self._wrap_id, self._keks[self._wrap_id])

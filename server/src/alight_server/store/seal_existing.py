@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sqlalchemy import Table, and_, not_, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, Table, and_, false, not_, or_, select, tuple_, update
 
 from alight_server.store import tables as t
 from alight_server.store.database import CLEAR_CONTENT, SqlDatabase
@@ -65,7 +65,15 @@ def _seal_table(store: SqlDatabase, table: Table, batch: int, progress: Progress
     columns = sealed_columns(table)
     keys = list(table.primary_key.columns)  # the walk's order (events: its pk, not its identity)
     ident = identity(table)
-    clear = or_(*(and_(table.c[c].is_not(None), not_(table.c[c].startswith(PREFIX, autoescape=True))) for c in columns))
+    # Sealed: `enc1:<a key id of this store>:...`; any other cell is legacy text, even one that looks sealed.
+    with store.engine.connect() as conn:
+        heads = tuple(f"{PREFIX}{key_id}:" for key_id in conn.execute(select(t.data_keys.c.id)).scalars())
+
+    def is_clear(column: str) -> ColumnElement[bool]:
+        sealed = or_(false(), *(table.c[column].startswith(head, autoescape=True) for head in heads))
+        return and_(table.c[column].is_not(None), not_(sealed))
+
+    clear = or_(*(is_clear(c) for c in columns))
     wanted = list(dict.fromkeys([*(k.name for k in keys), *ident, *columns]))
     after: tuple[object, ...] | None = None
     rows = cells = 0
@@ -80,7 +88,7 @@ def _seal_table(store: SqlDatabase, table: Table, batch: int, progress: Progress
             found = conn.execute(stmt if store.is_sqlite else stmt.with_for_update()).all()
             for row in found:
                 m = row._mapping
-                values = {c: m[c] for c in columns if m[c] is not None and not m[c].startswith(PREFIX)}
+                values = {c: m[c] for c in columns if m[c] is not None and not m[c].startswith(heads)}
                 store.sealer.seal_row(table, values, [m[name] for name in ident])
                 conn.execute(update(table).where(*(k == m[k.name] for k in keys)).values(**values))
                 cells += len(values)

@@ -8,6 +8,8 @@ store/tables.py (`info["sealed"]`); ids, states, versions, counts and timings st
 
 A cell without the prefix is legacy plain text, written before schema 4: it is read as it is while the
 store says it may hold some (`alight data encrypt` seals them and clears that mark), and refused after.
+While it may, a cell that starts `enc1:` but names no data key of this store is legacy text too (a model
+wrote text that looks sealed before schema 4: no key existed then): read as it is, and sealed by encrypt.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ class DataKeys(Protocol):
 
     def key(self, key_id: str) -> bytes:
         """The data key of this id; SealError when it is unknown or cannot be unwrapped."""
+        ...
+
+    def holds(self, key_id: str) -> bool:
+        """Whether the store has a data key of this id (unwrappable or not)."""
         ...
 
 
@@ -143,6 +149,8 @@ class CellSealer:
                 f"{describe(table, ident)} column {column} is sealed, but the store was opened with sealing off"
             )
         cipher = self._ciphers.get(key_id)
+        if cipher is None and self.clear_allowed and not self.keys.holds(key_id):
+            return cell  # legacy text that only looks sealed: this store never had such a key
         if cipher is None:
             try:
                 cipher = self._cipher(key_id)
