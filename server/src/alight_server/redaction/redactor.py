@@ -24,6 +24,11 @@ MARK = "[REDACTED:{kind}]"
 # costs at most WINDOW squared per window, linear in all. Windows overlap by more than any key is long,
 # so every key lies whole in one of them; a PEM block, longer, is found on the whole text.
 WINDOW, OVERLAP = 8192, 2048
+# A finding cut by a window's edge (a JWT longer than the overlap) is widened to the run of token
+# characters around it, so the rest of it is hidden too; a widening reaches at most one window further,
+# so a hostile text of one long run still costs linear time.
+_RUN_AFTER = re.compile(r"[^\s\"'<>,;()\[\]{}]*")
+_NOT_IN_RUN = re.compile(r"[\s\"'<>,;()\[\]{}]")
 # A trajectory repeats its conversation in every call: each message is scanned once. The cache holds
 # up to CACHED_TEXTS texts of at most SMALL_TEXT characters (32 MB at worst) and the last LARGE_TEXTS
 # longer ones (a tool result every request repeats, a log), so a server's memory stays bounded.
@@ -52,6 +57,19 @@ def merge(spans: list[Span]) -> list[Span]:
     return merged
 
 
+def _whole_run(text: str, span: Span, at: int, size: int) -> Span:
+    """`span` (found in the window of `size` characters at `at`) in `text`, widened where a window edge cut it."""
+    start, end = span.start + at, span.end + at
+    if span.end == size and end < len(text):
+        after = _RUN_AFTER.match(text, end, end + WINDOW)
+        end = after.end() if after else end
+    if span.start == 0 and at > 0:
+        lo = max(0, start - WINDOW)
+        stop = _NOT_IN_RUN.search(text[lo:start][::-1])  # the nearest character before that ends the run
+        start = start - stop.start() if stop else lo
+    return Span(start, end, span.kind)
+
+
 class Redactor:
     """Detectors built once from the `redaction:` config; safe to share between threads.
 
@@ -72,7 +90,7 @@ class Redactor:
         found = [span for find in self._whole for span in find(text)]
         for at in range(0, max(len(text) - OVERLAP, 1), WINDOW - OVERLAP):
             window = text[at : at + WINDOW]
-            found += [Span(s.start + at, s.end + at, s.kind) for find in self._finders for s in find(window)]
+            found += [_whole_run(text, s, at, len(window)) for find in self._finders for s in find(window)]
         if identifier:  # an id looks random by design: only a known key format counts there
             found = [span for span in found if span.kind != HIGH_ENTROPY]
         return tuple(merge(found))
