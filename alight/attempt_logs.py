@@ -14,8 +14,9 @@ SEALED_SUFFIX = ".sealed"  # `<n>.log.sealed`: an ended attempt's log, sealed at
 
 
 def attempt_dir(logs_dir: str | Path, rollout_id: str) -> Path:
-    # Rollout ids match [A-Za-z0-9._:-]+, so "." and ".." are legal ids but not safe folder names.
-    name = rollout_id if rollout_id.strip(".") else f"_{rollout_id}"
+    # Rollout ids match [A-Za-z0-9._:-]+, so "." and ".." are legal ids but not safe folder names: they get
+    # a "_" in front, and so does every id starting with "_", so no two ids share a folder ("..", "_..").
+    name = rollout_id if rollout_id.strip(".") and not rollout_id.startswith("_") else f"_{rollout_id}"
     return Path(logs_dir) / name
 
 
