@@ -95,7 +95,7 @@ function login(message) {
     route();
   } },
     h("h1", {}, "Admin key"),
-    h("p", {}, "The key `alight serve` printed (or ALIGHT_ADMIN_KEY). It stays in this browser tab's session only."),
+    h("p", {}, "The key `alight serve` printed (or ALIGHT_ADMIN_KEY), or a viewer key, which shows redacted copies only. It stays in this browser tab's session only."),
     message ? h("p", { class: "error" }, message) : null,
     input, " ", h("button", { type: "submit" }, "Open"));
   app.replaceChildren(form);
