@@ -31,6 +31,7 @@ from alight import semconv
 from alight.api_models import RolloutQuery
 from alight_server.inference.models import load_policy
 from alight_server.run_stacks import TrainingStacks
+from alight_server.stack_state import open_run_store
 from alight_server.store import open_store
 from alight_server.store.kek import KekSource
 from alight_server.testing.tiny_run import tiny_run_config
@@ -190,7 +191,7 @@ def test_rejection_sampling_fine_tuning_trains_only_the_rollouts_scored_at_least
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(EmbeddedBackend, "step", recording_step)
         result = TrainingRun(parse_config(raw, tmp_path), stacks=TrainingStacks(), show_progress=False).run()
-    store = open_store(f"sqlite:///{result.run_dir / 'alight.db'}", KekSource("secret", admin_key=admin_key(result)))
+    store = open_run_store(result.run_dir)
     try:
         sampled = [r for r in store.list_rollouts(RolloutQuery(limit=100)) if r.mode.value == "train"]
         rewards = {r.id: build_trajectory(store, r.id).final_reward for r in sampled}
@@ -201,7 +202,3 @@ def test_rejection_sampling_fine_tuning_trains_only_the_rollouts_scored_at_least
     assert len(rewards) == 4 and trained == good, (rewards, trained)
     step = next(h for h in result.history if "sft/kept" in h)
     assert (step["sft/kept"], step["sft/left_out"]) == (len(good), 4 - len(good))
-
-
-def admin_key(result: Any) -> str:
-    return json.loads((result.run_dir / "stack.json").read_text())["admin_key"]

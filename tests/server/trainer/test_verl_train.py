@@ -175,9 +175,9 @@ def test_alight_train_on_verl_trains_the_recorded_ids_and_serves_each_new_policy
     assert workers.saved == [(str(verl_dir / f"global_step_{k * u}" / "actor"), k * u) for k in (1, 2)]
 
     from alight.api_models import RolloutQuery
-    from alight_server.store import open_store
+    from alight_server.stack_state import open_run_store
 
-    store = open_store(f"sqlite:///{tmp_path / 'run' / 'alight.db'}")
+    store = open_run_store(tmp_path / "run")  # with the data keys the run's server sealed content under
     try:
         calls = {}
         for rollout in store.list_rollouts(RolloutQuery(limit=1000)):
@@ -229,9 +229,9 @@ def test_asynchronous_rollouts_on_verl_carry_a_held_group_across_an_update(
     assert step > 1 and staleness >= 1, used  # trained after the update it waited for, its staleness counted
 
     from alight.api_models import RolloutQuery
-    from alight_server.store import open_store
+    from alight_server.stack_state import open_run_store
 
-    store = open_store(f"sqlite:///{tmp_path / 'run' / 'alight.db'}")
+    store = open_run_store(tmp_path / "run")  # with the data keys the run's server sealed content under
     try:
         held_calls = [
             store.list_model_calls(r.id) for r in store.list_rollouts(RolloutQuery(limit=1000)) if r.group_id == held
