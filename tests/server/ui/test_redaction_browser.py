@@ -94,6 +94,9 @@ def test_show_the_exact_content_reveals_what_was_captured(tab: Any, server: str)
     tab.wait_for_function("location.hash.includes('reveal=true')")
     tab.wait_for_selector("#redaction:has-text('exact content')")
     tab.wait_for_selector("#token-view .token-row")
+    # The redacted page's log and token rows may still be on screen for a moment under load: wait for the exact ones.
+    tab.wait_for_function("!document.getElementById('log').innerText.includes('[REDACTED')")
+    tab.wait_for_function("document.querySelectorAll('#token-view .tok.redacted').length === 0")
     assert tab.locator("#token-view .tok.redacted").count() == 0
     assert set(leaked(tab.locator("#log").inner_text())) == set(SECRETS)
     assert SECRETS["card"] in tab.locator("#token-view").inner_text()
