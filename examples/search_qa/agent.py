@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import bm25s
+from bm25s.tokenization import Tokenized
 from openai import OpenAI
 from opentelemetry import trace
 
@@ -71,7 +72,7 @@ class Search:
 
     def __call__(self, query: str, k: int = TOP_K) -> list[str]:
         tokens = bm25s.tokenize([query[:MAX_QUERY_CHARS]], stopwords="en", show_progress=False)
-        if not tokens.vocab:  # nothing searchable left (only stopwords or punctuation)
+        if not isinstance(tokens, Tokenized) or not tokens.vocab:  # nothing searchable (stopwords, punctuation)
             return []
         found, scores = self.index.retrieve(tokens, k=min(k, len(self.passages)), show_progress=False)
         return [self.passages[int(i)] for i, s in zip(found[0], scores[0], strict=True) if s > 0]
