@@ -25,7 +25,7 @@ from alight.schemas import TERMINAL_STATES, Mode
 from alight_mcp import reward_in_result
 from alight_mcp.calculator import create_calculator
 from alight_server.inference.models import resolve_model
-from alight_server.store import open_store
+from alight_server.stack_state import open_run_store
 from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint
 from alight_server.trainer.config import load_config
 from alight_server.trainer.dataset import read_tasks
@@ -137,7 +137,7 @@ def test_example_trains_one_step_on_the_tiny_model(example: str, tmp_path: Path)
 
     # The rollouts in the run's own store: one group of train rollouts, all terminal, each with its
     # model calls served through the gateway (by policy version 0) with token ids and a reward in [0, 1].
-    store = open_store(f"sqlite:///{tmp_path / 'alight.db'}")
+    store = open_run_store(tmp_path)
     try:
         # Version 1 reached the gateway: it is the version the gateway now stamps on model calls.
         assert store.current_policy_version() == 1, store.list_policy_versions()

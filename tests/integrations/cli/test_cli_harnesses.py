@@ -44,7 +44,7 @@ def _episode(harness: str, binary: str, task: dict, upstream_url: str, tmp_path:
     settings = [f"--env=ALIGHT_{binary.upper()}_BIN={exe}", f"--env=ALIGHT_WORKSPACE_ROOT={tmp_path}"]
     done = subprocess.run(
         [ALIGHT, "run", f"alight.harness.{harness}:episode", "--task", json.dumps(task), "--upstream", upstream_url,
-         "--model", "policy", "--json", "--timeout", "240", *settings],
+         "--model", "policy", "--json", "--reveal", "--timeout", "240", *settings],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
