@@ -10,8 +10,7 @@ from typing import Any
 import typer
 
 from alight.cleaning import STATEMENT_FIELD, Probe, clean_tasks
-from alight_server.commands import data_export, data_import
-from alight_server.commands import data_encrypt, data_keys, data_purge
+from alight_server.commands import data_encrypt, data_export, data_import, data_keys, data_purge
 
 data_app = typer.Typer(help="Prepare task sets for training.", no_args_is_help=True)
 

@@ -7,30 +7,21 @@ is up: each batch is a short transaction of its own (store/seal_existing.py).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
-from alight_server.commands.data_keys import store_target
+from alight_server.commands.data_keys import AdminKeyOption, ConfigOption, DbOption, RunDirOption, store_target
 
 if TYPE_CHECKING:
     from alight_server.store.kek import KekSource
 
 
 def encrypt(
-    db: str | None = typer.Option(
-        None, "--db", envvar="ALIGHT_DB", help="SQLAlchemy URL or SQLite file (default .alight/alight.db)."
-    ),
-    config: Path | None = typer.Option(
-        None, "--config", envvar="ALIGHT_CONFIG", help="The server's YAML settings: db_url, admin_key, data_key."
-    ),
-    admin_key: str | None = typer.Option(
-        None, "--admin-key", envvar="ALIGHT_ADMIN_KEY", help="The server's admin key (what `secret` derives from)."
-    ),
-    run_dir: Path | None = typer.Option(
-        None, "--run-dir", help="An embedded run's folder (alight train): its alight.db and the admin key it keeps."
-    ),
+    db: DbOption = None,
+    config: ConfigOption = None,
+    admin_key: AdminKeyOption = None,
+    run_dir: RunDirOption = None,
     batch: int = typer.Option(200, "--batch", min=1, help="Rows sealed per transaction."),
 ) -> None:
     """Seal every content cell a store holds in the clear (written before schema 4); safe to interrupt and rerun.

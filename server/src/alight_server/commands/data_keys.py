@@ -9,12 +9,35 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from alight_server.commands.serve import build_config
 
 KEK_HELP = "secret (ALIGHT_SECRET_KEY, else derived from the admin key), file:PATH or command:CMD"
+
+# The options of every command that opens a store itself (rotate-key, encrypt, purge): where it is and its keys.
+DbOption = Annotated[
+    str | None,
+    typer.Option("--db", envvar="ALIGHT_DB", help="SQLAlchemy URL or SQLite file (default .alight/alight.db)."),
+]
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", envvar="ALIGHT_CONFIG", help="The server's YAML settings: db_url, admin_key, data_key."),
+]
+AdminKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--admin-key", envvar="ALIGHT_ADMIN_KEY", help="The server's admin key (what data_key `secret` derives from)."
+    ),
+]
+RunDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--run-dir", help="An embedded run's folder (alight train): its alight.db and the admin key it keeps."
+    ),
+]
 
 
 def store_target(
@@ -47,18 +70,10 @@ def rotate_key(
     old_kek: str | None = typer.Option(
         None, "--old-kek", help="The KEK the keys are wrapped under now (default: the server's data_key setting)."
     ),
-    db: str | None = typer.Option(
-        None, "--db", envvar="ALIGHT_DB", help="SQLAlchemy URL or SQLite file (default .alight/alight.db)."
-    ),
-    config: Path | None = typer.Option(
-        None, "--config", envvar="ALIGHT_CONFIG", help="The server's YAML settings: db_url, admin_key, data_key."
-    ),
-    admin_key: str | None = typer.Option(
-        None, "--admin-key", envvar="ALIGHT_ADMIN_KEY", help="The server's admin key (what `secret` derives from)."
-    ),
-    run_dir: Path | None = typer.Option(
-        None, "--run-dir", help="An embedded run's folder (alight train): its alight.db and the admin key it keeps."
-    ),
+    db: DbOption = None,
+    config: ConfigOption = None,
+    admin_key: AdminKeyOption = None,
+    run_dir: RunDirOption = None,
     batch: int = typer.Option(50, "--batch", min=1, help="Data keys re-wrapped per transaction."),
     logs_dirs: list[Path] = typer.Option(
         [],

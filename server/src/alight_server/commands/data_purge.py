@@ -13,6 +13,8 @@ from typing import Any
 
 import typer
 
+from alight_server.commands.data_keys import AdminKeyOption, ConfigOption, DbOption, RunDirOption, store_target
+
 DATE_HELP = "an ISO 8601 date or time, UTC unless it says otherwise (2026-11-01, 2026-11-01T12:00:00+02:00)"
 
 
@@ -56,28 +58,16 @@ def purge(
         "write lock while it runs).",
     ),
     reason: str = typer.Option("alight data purge", "--reason", help="Kept in each tombstone; the API shows it."),
-    db: str | None = typer.Option(
-        None, "--db", envvar="ALIGHT_DB", help="SQLAlchemy URL or SQLite file (default .alight/alight.db)."
-    ),
-    config: Path | None = typer.Option(
-        None, "--config", envvar="ALIGHT_CONFIG", help="The server's YAML settings: db_url, admin_key, data_key."
-    ),
-    admin_key: str | None = typer.Option(
-        None,
-        "--admin-key",
-        envvar="ALIGHT_ADMIN_KEY",
-        help="The server's admin key (what data_key `secret` derives from).",
-    ),
-    run_dir: Path | None = typer.Option(
-        None, "--run-dir", help="An embedded run's folder (alight train): its alight.db and the admin key it keeps."
-    ),
+    db: DbOption = None,
+    config: ConfigOption = None,
+    admin_key: AdminKeyOption = None,
+    run_dir: RunDirOption = None,
     as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
 ) -> None:
     """Delete ended rollouts and everything under them; leave a tombstone so the API answers 'purged on DATE'."""
     from sqlalchemy.engine import make_url
 
     from alight.harness.workspace import workspace_root
-    from alight_server.commands.data_keys import store_target
     from alight_server.retention import purge as run_purge
     from alight_server.store import NotFound, StoreError, open_store
     from alight_server.store.base import Conflict, Purged, PurgeScope
