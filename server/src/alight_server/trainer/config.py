@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from alight.schemas import RunnerSpec
+from alight_server.routing import POLICY_NAME, GatewayRouting, RoutingConfig
 from alight_server.trainer.algorithm import AlgorithmConfig
+from alight_server.trainer.config_policies import (
+    PolicyConfig,
+    ResolvedPolicy,
+    check_policies,
+    gateway_routing,
+    resolve_policies,
+)
 from alight_server.trainer.config_sections import (
     AsyncRolloutConfig,
     CheckpointConfig,
@@ -61,6 +70,32 @@ class TrainConfig(Section):
     # The reward from outside the agent: "module:fn" / "file.py:fn" or a check command's argv
     # (alight_server/evaluators.py); run by the server when an attempt ends as the agent's own outcome.
     evaluator: str | list[str] | None = None
+    # Several policies (docs/training.md#several-policies): name -> settings, and which calls each serves.
+    # Unset: one policy, today's shape.
+    policies: dict[str, PolicyConfig] = Field(default_factory=dict[str, PolicyConfig])
+    routing: RoutingConfig | None = None
+
+    @field_validator("policies")
+    @classmethod
+    def _policy_names(cls, policies: dict[str, PolicyConfig]) -> dict[str, PolicyConfig]:
+        for name in policies:
+            if not re.match(POLICY_NAME, name):
+                raise ValueError(f"policy name {name!r} must be 1-64 letters, digits, '.', '_' or '-' starting with a "
+                                 "letter or digit: it is the model name the policy is served as")  # fmt: skip
+        return policies
+
+    @model_validator(mode="after")
+    def _policies_routed(self) -> TrainConfig:
+        check_policies(self.policies, self.routing, self.model, self.lora)
+        return self
+
+    def gateway_routing(self) -> GatewayRouting | None:
+        """The gateway's routing for this run; None with one policy (the gateway's path is then today's)."""
+        return gateway_routing(self.policies, self.routing)
+
+    def resolved_policies(self) -> list[ResolvedPolicy]:
+        """Each policy with its settings filled in from the top level; empty with one policy (today's shape)."""
+        return resolve_policies(self.policies, self.model, self.lora, self.optimizer, self.algorithm)
 
     @model_validator(mode="after")
     def _agent_has_something_to_run(self) -> TrainConfig:
