@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from alight_server.redaction.config import RedactionConfig
+from alight_server.routing import GatewayRouting
 from alight_server.store.kek import KekError, KekSource
 from alight_server.upstream_keys import KeySources
 
@@ -53,6 +54,9 @@ class GatewayConfig(BaseModel):
     retry_after_s: float = Field(default=1.0, gt=0, description="Retry-After sent while paused")
     # How often a gateway reads the pause it shares with the other gateway processes on its store.
     replica_sync_s: float = Field(default=0.1, gt=0, le=5)
+    # Several policies (routing.py): each call routed to one, recorded with it and sent as its model name.
+    # Unset (one policy): calls go upstream as today.
+    routing: GatewayRouting | None = None
 
 
 class RetentionConfig(BaseModel):

@@ -74,6 +74,8 @@ class FakeUpstreamState:
     faults: Faults = field(default_factory=Faults)
     calls: list[LoggedCall] = field(default_factory=list)
     max_model_len: int = 32768
+    # LoRA adapter names served besides `model` (as vLLM's --lora-modules): a request may name one as its model.
+    adapters: tuple[str, ...] = ()
 
 
 def _error(status: int, message: str, param: str | None = None) -> Response:
@@ -164,10 +166,12 @@ def create_fake_upstream(
     tool_rule: ToolRule = default_tool_rule,
     faults: Faults | None = None,
     reasoning: Reasoning = None,
+    adapters: tuple[str, ...] = (),
 ) -> FastAPI:
-    """An app serving `/v1/chat/completions`, `/v1/completions` and `/v1/models` for `model`."""
+    """An app serving `/v1/chat/completions`, `/v1/completions` and `/v1/models` for `model` (and `adapters`)."""
     tokenizer = FakeTokenizer(vocab_size)
-    state = FakeUpstreamState(model=model, tokenizer=tokenizer, fake=FakeModel(tokenizer, tool_rule, reasoning))
+    fake = FakeModel(tokenizer, tool_rule, reasoning)
+    state = FakeUpstreamState(model=model, tokenizer=tokenizer, fake=fake, adapters=adapters)
     state.faults = faults or Faults()
     app = FastAPI(title="alight fake upstream")
     app.state.fake = state
@@ -209,7 +213,7 @@ def create_fake_upstream(
         logged.request = body
         if (refusal := vllm_refusal(body, tokenizer.vocab_size)) is not None:
             return _error(400, refusal[1], refusal[0])
-        if body.get("model") not in (None, state.model):
+        if body.get("model") not in (None, state.model, *state.adapters):
             return _error(404, f"The model `{body.get('model')}` does not exist.", "model")
         return body
 
@@ -262,7 +266,8 @@ def create_fake_upstream(
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         entry = {"id": state.model, "object": "model", "created": 0, "owned_by": "alight-fake", "root": state.model}
-        return {"object": "list", "data": [{**entry, "max_model_len": state.max_model_len}]}
+        loras = [{**entry, "id": name, "parent": state.model} for name in state.adapters]
+        return {"object": "list", "data": [{**entry, "max_model_len": state.max_model_len}, *loras]}
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from alight.schemas import ApiFlavour, ModelCall
+from alight_server.routing import POLICY_FLAG
 
 # Flags on a captured call: kept for people, skipped by trainers.
 MISSING_PROMPT_IDS = "missing_prompt_token_ids"
@@ -124,6 +125,7 @@ class CallRecord:
     started: float
     upstream: str | None = None
     recorded: bool = False  # a row for this call went to the store (client_gone must not add a second)
+    policy: str | None = None  # several policies: the one that served it, recorded as the flag policy:<name>
 
     def to_model_call(
         self,
@@ -150,6 +152,8 @@ class CallRecord:
             error=error,
             created_at=datetime.now(UTC),
         )
+        if self.policy is not None:
+            row["flags"] = sorted({*t.flags, POLICY_FLAG + self.policy})
         return call
 
 

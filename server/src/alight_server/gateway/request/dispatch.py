@@ -28,6 +28,7 @@ from alight_server.gateway.reply import Receive, Reply, Send, send_reply
 from alight_server.gateway.request.arrival import arrived_at
 from alight_server.gateway.request.client_gone import DisconnectWatch
 from alight_server.gateway.request.pipeline import CallPipeline
+from alight_server.routing import HEADER_AGENT, HEADER_ROLE
 
 log = logging.getLogger("alight.gateway")
 
@@ -41,7 +42,8 @@ FLAVOURS: dict[str, Flavour] = {
 }
 MODELS = "models"
 _TRACEPARENT = HEADER_TRACEPARENT.encode()
-_WANTED = frozenset({b"authorization", b"x-api-key", _TRACEPARENT, b"content-length"})
+_AGENT, _ROLE = HEADER_AGENT.encode(), HEADER_ROLE.encode()  # several policies: who is calling (routing.py)
+_WANTED = frozenset({b"authorization", b"x-api-key", _TRACEPARENT, b"content-length", _AGENT, _ROLE})
 
 
 def match(path: str) -> tuple[str, str | None, int | None] | None:
@@ -111,7 +113,10 @@ class AgentEndpoint:
                 reply = await self._models(token, rollout, attempt)
             else:
                 read = watch.after(_body_reader(receive, headers.get(b"content-length"), self.gateway.max_body_bytes))
-                reply = await self.pipeline.handle(flavour, read, token, headers.get(_TRACEPARENT), rollout, attempt)
+                who = (headers.get(_AGENT), headers.get(_ROLE))
+                reply = await self.pipeline.handle(
+                    flavour, read, token, headers.get(_TRACEPARENT), rollout, attempt, who=who
+                )
         except asyncio.CancelledError:
             if not watch.gone:
                 raise

@@ -22,6 +22,7 @@ from alight_server.gateway.request.relay import StreamRelay
 from alight_server.gateway.upstream.pool import Target
 from alight_server.gateway.upstream.proxy import UpstreamReply
 from alight_server.json_depth import TooDeep, loads_within_depth
+from alight_server.routing import CallFacts, GatewayRouting, Unroutable, route
 
 MAX_TOKENS_CAP = "alight_max_tokens_cap"  # in a recorded request: the gateway lowered its output budget
 
@@ -35,6 +36,7 @@ class Call:
     upstream: dict[str, Any]
     record: CallRecord
     deadline: float
+    policy: str | None = None  # several policies: the routed one, sent upstream as the model name
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -73,6 +75,15 @@ def capped(upstream: dict[str, Any], body: dict[str, Any], cap: int, path: str) 
     return {**body, MAX_TOKENS_CAP: {"cap": cap, "asked": asked}}
 
 
+def routed_policy(routing: GatewayRouting, upstream: dict[str, Any], who: tuple[str | None, str | None]) -> str:
+    """The policy that serves this call (routing.py); a 400 naming the rule to add when none does."""
+    model = upstream.get("model")
+    try:
+        return route(routing, CallFacts(who[0], model if isinstance(model, str) else None, who[1]))
+    except Unroutable as exc:
+        raise GatewayError(400, str(exc)) from None
+
+
 def _upstream_message(reply: UpstreamReply) -> str:
     try:
         err = orjson.loads(reply.body).get("error")
@@ -95,15 +106,19 @@ class CallPipeline:
         traceparent: str | None = None,
         path_rollout: str | None = None,
         path_attempt: int | None = None,
+        who: tuple[str | None, str | None] = (None, None),
     ) -> Reply:
-        """One agent call, from its token and body to the reply it gets (errors included)."""
+        """One agent call, from its token and body to the reply it gets (errors included).
+
+        `who` is the caller's agent name and harness role (X-Alight-Agent, X-Alight-Role), used by routing.
+        """
         try:
             caller = await self._admit(token, path_rollout, path_attempt)
         except GatewayError as exc:
             return self._refused(exc, flavour)
         reply: Reply | None = None
         try:
-            call = await self._prepare(flavour, caller, await read_body(), traceparent)
+            call = await self._prepare(flavour, caller, await read_body(), traceparent, who)
             try:
                 reply = await self._forward(call, caller)
             except asyncio.CancelledError:  # the agent disconnected (client_gone.py): keep what is known
@@ -131,12 +146,20 @@ class CallPipeline:
         self.gw.metrics.reject(exc.status)
         return exc.reply(flavour.anthropic_errors)
 
-    async def _prepare(self, flavour: Flavour, caller: CallerAttempt, raw: bytes, traceparent: str | None) -> Call:
+    async def _prepare(
+        self,
+        flavour: Flavour,
+        caller: CallerAttempt,
+        raw: bytes,
+        traceparent: str | None,
+        who: tuple[str | None, str | None],
+    ) -> Call:
         """The agent's body checked and translated, what training needs forced on it, its record begun."""
         body = parse_body(raw)
         upstream = translate(flavour, body)
         check_upstream_body(upstream)
         cfg = self.gw.config
+        policy = None if cfg.routing is None else routed_policy(cfg.routing, upstream, who)
         upstream["temperature"] = cfg.train_temperature if caller.mode == Mode.TRAIN else cfg.val_temperature
         if cfg.force_logprobs:
             if flavour.upstream_path == "/completions":
@@ -156,8 +179,9 @@ class CallPipeline:
             streamed=bool(upstream.get("stream")),
             policy_version=await self.gw.served_version(),
             started=time.perf_counter(),
+            policy=policy,
         )
-        return Call(flavour, body, upstream, record, time.monotonic() + cfg.upstream_timeout_s)
+        return Call(flavour, body, upstream, record, time.monotonic() + cfg.upstream_timeout_s, policy)
 
     async def _forward(self, call: Call, caller: CallerAttempt) -> Reply:
         """Send to the upstream, then relay its stream or answer from its body; every outcome is recorded."""
@@ -165,7 +189,7 @@ class CallPipeline:
         agent_model = call.upstream.get("model")
 
         async def payload(target: Target) -> dict[str, Any]:
-            return {**call.upstream, "model": await self.gw.upstreams.model_name(target) or agent_model}
+            return {**call.upstream, "model": call.policy or await self.gw.upstreams.model_name(target) or agent_model}
 
         try:
             targets = await self.gw.upstreams.route(f"{caller.rollout_id}/{caller.attempt}", record.policy_version)
