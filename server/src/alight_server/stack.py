@@ -30,6 +30,7 @@ from alight.schemas import UpstreamCreate
 from alight_server.config import GatewayConfig, ServerConfig
 from alight_server.inference.vllm_policy import VllmPolicy
 from alight_server.inference.vllm_weights import VllmWeights
+from alight_server.routing import GatewayRouting
 from alight_server.serving import ServerThread
 from alight_server.stack_state import load_or_create
 from alight_server.store.sealed_logs import LogSeal
@@ -57,9 +58,11 @@ class EmbeddedStack:
         evaluator: str | list[str] | None = None,
         max_output_tokens: int | None = None,
         preload: bool = False,
+        routing: GatewayRouting | None = None,
     ) -> None:
         self.engine = engine
         self.preload = preload
+        self.routing = routing  # several policies (routing.py); None: one, the gateway's path unchanged
         self._runner: Any = None  # the LocalRunner, closed after the controller
         self.vllm = vllm
         self._check_policy()
@@ -77,6 +80,7 @@ class EmbeddedStack:
                 train_temperature=train_temperature,
                 val_temperature=val_temperature,
                 max_output_tokens=max_output_tokens,
+                routing=routing,
             ),
             log_level="warning",
             evaluator=evaluator,
@@ -89,6 +93,12 @@ class EmbeddedStack:
     def _check_policy(self) -> None:
         if (self.engine is None) == (self.vllm is None):
             raise ValueError("the embedded stack serves the policy with the engine or with vLLM: give one")
+        if self.routing is not None:
+            raise ValueError(
+                f"policies: names {', '.join(self.routing.policies)}, but the embedded engine and the vLLM this "
+                "run starts serve one policy, not an adapter per policy, yet (issue 32); remove policies: and "
+                "routing:, or serve the adapters yourself (docs/training.md#several-policies)"
+            )
 
     @property
     def url(self) -> str:
