@@ -55,3 +55,6 @@ ATTR_MCP_METHOD = "mcp.method.name"
 
 # HTTP headers the gateway reads.
 HEADER_TRACEPARENT = "traceparent"
+# Several policies: who is calling, for the gateway's routing (it sees a call before the call's span).
+HEADER_AGENT = "x-alight-agent"
+HEADER_ROLE = "x-alight-role"

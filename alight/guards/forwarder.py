@@ -35,11 +35,13 @@ MODEL_CALLS = frozenset(
         (b"GET", b"/v1/models"),
     }
 )
-# What an agent may pass along: the body's type, the client's API version and beta flags, tracing. Everything
+# What an agent may pass along: the body's type, the client's API version and beta flags, tracing, who is
+# calling (the gateway's policy routing). Everything
 # else, credentials of any spelling included, stays behind (an allowlist: a new header is dropped, not leaked).
 PASSED_HEADERS = frozenset(
-    {b"content-type", b"accept", b"user-agent", b"traceparent", b"tracestate", b"anthropic-version", b"anthropic-beta"}
-)
+    {b"content-type", b"accept", b"user-agent", b"traceparent", b"tracestate", b"anthropic-version", b"anthropic-beta",
+     b"x-alight-agent", b"x-alight-role"}
+)  # fmt: skip
 # The answer's headers minus the ones that describe this one connection (h11 frames the body itself).
 CONNECTION_HEADERS = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"te", b"upgrade", b"trailer"})
 QUERY = re.compile(rb"[A-Za-z0-9_.~=&+-]*")  # plain key=value pairs (Claude Code sends ?beta=true)

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from alight.semconv import HEADER_AGENT
+
 # A policy's name is also the model name the gateway sends upstream and the engine's adapter name.
 POLICY_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-# Headers an agent (or its integration) sets to say who is calling; the gateway sees a call before its span.
-HEADER_AGENT = "x-alight-agent"
-HEADER_ROLE = "x-alight-role"
 POLICY_FLAG = "policy:"  # a recorded call's flag: "policy:<name>", the policy that served it
 
 

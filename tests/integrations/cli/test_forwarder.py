@@ -118,6 +118,14 @@ def test_headers_outside_the_allowlist_never_reach_the_gateway(forwarder):
     assert headers["authorization"] == f"Bearer {TOKEN}"
 
 
+def test_the_callers_agent_and_role_reach_the_gateway_for_policy_routing(forwarder):
+    path, gateway = forwarder
+    with client(path) as http:
+        http.post("/v1/responses", json={}, headers={"x-alight-agent": "Triage", "x-alight-role": "judge"})
+    [(_, _, headers, _)] = gateway.seen
+    assert (headers["x-alight-agent"], headers["x-alight-role"]) == ("Triage", "judge")
+
+
 def test_a_streamed_answer_passes_through_as_it_is_produced(forwarder):
     path, gateway = forwarder
     with client(path) as http, http.stream("POST", "/v1/chat/completions", json={"stream": True}) as answer:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from alight.semconv import HEADER_TRACEPARENT
+from alight.semconv import HEADER_AGENT, HEADER_ROLE, HEADER_TRACEPARENT
 from alight_server.gateway.callers import presented_token
 from alight_server.gateway.container import Gateway
 from alight_server.gateway.errors import GatewayError
@@ -28,7 +28,6 @@ from alight_server.gateway.reply import Receive, Reply, Send, send_reply
 from alight_server.gateway.request.arrival import arrived_at
 from alight_server.gateway.request.client_gone import DisconnectWatch
 from alight_server.gateway.request.pipeline import CallPipeline
-from alight_server.routing import HEADER_AGENT, HEADER_ROLE
 
 log = logging.getLogger("alight.gateway")
 
