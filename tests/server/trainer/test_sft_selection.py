@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ import pytest
 from samples_fixtures import model_call, trajectory
 
 from alight.schemas import Mode, Rollout, RolloutState, RunnerSpec, Trajectory
-from alight_server.trainer.config import ConfigError, parse_config
+from alight_server.trainer.config import ConfigError, TrainConfig, parse_config
 from alight_server.trainer.config_sections import SftConfig
 from alight_server.trainer.sft import select_for_sft
 
@@ -84,6 +85,15 @@ def test_sft_settings_without_the_sft_estimator_are_refused(tmp_path: Path) -> N
     raw = base_config(tmp_path, sft={"min_reward": 1.0})
     with pytest.raises(ConfigError, match=r"sft.min_reward selects .* algorithm.estimator is 'grpo'"):
         parse_config(raw, tmp_path)
+
+
+@pytest.mark.parametrize("settings", [{}, {"algorithm": {"estimator": "sft"}, "sft": {"min_reward": 1.0}}])
+def test_a_dumped_config_loads_again(tmp_path: Path, settings: dict[str, Any]) -> None:
+    # run.json and the training ranks' copy (trainer/distributed.py) are public_dump(), which names every sft
+    # field, None included: a GRPO config's dump was refused, and rank 1 died before joining the step.
+    config = parse_config(base_config(tmp_path, **settings), tmp_path)
+    again = TrainConfig.model_validate(json.loads(json.dumps(config.public_dump())))
+    assert again.sft == config.sft and again.algorithm.estimator == config.algorithm.estimator
 
 
 def test_sft_refuses_settings_that_need_a_ratio(tmp_path: Path) -> None:

@@ -105,9 +105,12 @@ class TrainConfig(Section):
 
     @model_validator(mode="after")
     def _sft_settings_with_sft(self) -> TrainConfig:
-        if self.algorithm.estimator != "sft" and self.sft.model_fields_set:
+        # A setting given a value, not one merely present: a dumped config (run.json, the ranks' copy) names
+        # every field, None included.
+        given = sorted(name for name in type(self.sft).model_fields if getattr(self.sft, name) is not None)
+        if self.algorithm.estimator != "sft" and given:
             raise ValueError(
-                f"sft.{sorted(self.sft.model_fields_set)[0]} selects what supervised fine-tuning trains on, but "
+                f"sft.{given[0]} selects what supervised fine-tuning trains on, but "
                 f"algorithm.estimator is {self.algorithm.estimator!r}; set algorithm.estimator: sft or remove sft:"
             )
         if self.traces.run is not None and self.async_rollout.enabled:
