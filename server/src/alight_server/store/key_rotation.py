@@ -19,6 +19,7 @@ from alight.attempt_logs import SEALED_SUFFIX
 from alight_server.store import tables as t
 from alight_server.store.kek import PROCESS_PREFIX, SETTING, KekError, KekSource
 from alight_server.store.keyring import new_data_key, unwrap, wrap
+from alight_server.store.sealed_logs import LogSeal, under_new_kek
 
 DEFAULT_BATCH = 50
 
@@ -107,7 +108,6 @@ def rotate_logs(folders: Sequence[Path], old: KekSource, new: KekSource) -> tupl
     """Re-wrap the key of every sealed attempt log under `folders` (`<n>.log.sealed`, store/sealed_logs.py);
     (re-wrapped, already under the new KEK). Each file is replaced whole, so a killed run leaves each file
     under the old or the new KEK; running again finishes."""
-    from alight_server.store.sealed_logs import LogSeal, under_new_kek
 
     target, source = LogSeal(new), None
     moved = already = 0
