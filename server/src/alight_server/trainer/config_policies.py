@@ -23,6 +23,8 @@ class PolicyConfig(Section):
     algorithm: AlgorithmConfig | None = None
     # false: served and recorded but never updated (a fixed opponent, a judge, a role you do not want to move).
     trainable: bool = True
+    # a checkpoint folder (a run folder, its checkpoints/ or a step-N) whose LoRA adapter this policy starts from
+    init_from: str | None = Field(default=None, min_length=1)
 
 
 def overridden(top: S, override: BaseModel | None) -> S:
@@ -71,6 +73,7 @@ class ResolvedPolicy:
     optimizer: OptimizerConfig
     algorithm: AlgorithmConfig
     trainable: bool
+    init_from: str | None = None  # a checkpoint whose adapter it starts from
 
 
 def resolve_policies(
@@ -89,6 +92,7 @@ def resolve_policies(
             overridden(optimizer, policy.optimizer),
             overridden(algorithm, policy.algorithm),
             policy.trainable,
+            policy.init_from,
         )
         for name, policy in policies.items()
     ]
