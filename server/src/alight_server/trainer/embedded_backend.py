@@ -312,6 +312,38 @@ class EmbeddedBackend:
         finally:
             model.unmerge_adapter()
 
+    def adapter_weights(self) -> dict[str, torch.Tensor]:
+        """The LoRA adapter alone, detached copies named as `peft.get_peft_model_state_dict` names a one-adapter
+        model's (`...q_proj.lora_A.weight`): what `engine.update_adapter` and a peft folder take (one rank only)."""
+        if self.lora is None:
+            raise ValueError(
+                "adapter_weights: this policy trains without LoRA (lora.enabled: false), so has no adapter"
+            )
+        if self.world.size > 1:
+            raise ValueError("adapter_weights runs on one rank; several ranks hand merged weights (policy_weights)")
+        from peft import get_peft_model_state_dict
+
+        return {k: v.detach().clone() for k, v in get_peft_model_state_dict(unwrap(self.model)).items()}
+
+    def load_adapter(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Start from another adapter (`policies.NAME.init_from`): `tensors` named as `adapter_weights` names them.
+
+        A ValueError names the first tensor that is missing, unexpected or of another shape (another LoRA rank or
+        target modules); the optimizer's state is untouched (a new run starts it fresh)."""
+        own = self.adapter_weights()
+        for name in sorted(own.keys() ^ tensors.keys()):
+            where = "the adapter lacks" if name in own else "this policy's LoRA has no"
+            raise ValueError(f"init_from: {where} tensor {name}; same base model, lora.r and lora.target_modules?")
+        for name, tensor in tensors.items():
+            if tensor.shape != own[name].shape:
+                raise ValueError(
+                    f"init_from: tensor {name} is {tuple(tensor.shape)}, this policy's LoRA wants "
+                    f"{tuple(own[name].shape)}; set lora.r to the adapter's rank"
+                )
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(unwrap(self.model), {k: v.to(self.device) for k, v in tensors.items()})
+
     def trainable_parameters(self) -> dict[str, torch.Tensor]:
         return {n: p.detach().clone() for n, p in unwrap(self.model).named_parameters() if p.requires_grad}
 

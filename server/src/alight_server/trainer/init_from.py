@@ -81,3 +81,30 @@ def init_model(checkpoint: Path, model: str, output_dir: Path) -> str:
     if not (out / "config.json").is_file():
         export_policy(checkpoint, model, out)
     return str(out)
+
+
+def checkpoint_adapter(checkpoint: Path, policy: str) -> dict[str, Any]:
+    """`policies.NAME.init_from`: the LoRA adapter a checkpoint trained, named as `adapter_weights` names tensors.
+
+    From a several-policies checkpoint the policy of the same name (or its only one); from a one-policy checkpoint
+    its adapter. A ValueError says what to change when the checkpoint holds no such adapter.
+    """
+    step_folder = checkpoint_folder(checkpoint)
+    state = load_checkpoint(step_folder)["trainer"]
+    if "policies" in state:
+        trained = state["policies"]
+        if policy not in trained and len(trained) != 1:
+            raise ValueError(
+                f"policies.{policy}.init_from: {step_folder} trained the policies {', '.join(trained)}, not "
+                f"{policy!r}; name this policy like one of them"
+            )
+        state = trained.get(policy) or next(iter(trained.values()))
+    if "trainable" not in state:
+        raise ValueError(f"policies.{policy}.init_from: {step_folder} was written by the verl backend, not a LoRA")
+    adapter = {name.replace(".default.", "."): tensor for name, tensor in state["trainable"].items() if "lora_" in name}
+    if not adapter:
+        raise ValueError(
+            f"policies.{policy}.init_from: {step_folder} trained without LoRA, so holds no adapter; use "
+            "--init-from for a whole policy"
+        )
+    return adapter

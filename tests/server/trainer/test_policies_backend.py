@@ -1,0 +1,119 @@
+"""Several policies' trainers (PolicySet) on the tiny model: each its own adapter and optimizer, saved and restored."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from alight_server.testing.batches import batch_for
+from alight_server.trainer.checkpoint import save_checkpoint
+from alight_server.trainer.config import TrainConfig
+from alight_server.trainer.policy_set import PolicySet, make_policy_set
+
+TWO = {
+    "lora": {"enabled": True, "r": 2, "alpha": 4},
+    "optimizer": {"lr": 1e-2},
+    "policies": {"planner": {}, "executor": {"optimizer": {"lr": 5e-3}}},
+    "routing": {"rules": [{"agent": "executor*", "policy": "executor"}], "default": "planner"},
+}
+
+
+def digest(tensors: dict[str, torch.Tensor]) -> str:
+    """One hash of every tensor's name and bytes."""
+    sha = hashlib.sha256()
+    for name in sorted(tensors):
+        sha.update(name.encode())
+        sha.update(tensors[name].detach().cpu().contiguous().numpy().tobytes())
+    return sha.hexdigest()
+
+
+@pytest.fixture
+def two_policies(tiny_config: Callable[..., TrainConfig]) -> tuple[TrainConfig, PolicySet]:
+    config = tiny_config(**TWO)
+    return config, make_policy_set(config)
+
+
+def step(policies: PolicySet, name: str) -> dict[str, float]:
+    return policies.step(name, batch_for(policies.backends[name].model))
+
+
+def test_a_step_of_one_policy_leaves_the_others_adapter_unchanged_and_the_reverse(
+    two_policies: tuple[TrainConfig, PolicySet],
+) -> None:
+    _, policies = two_policies
+    assert policies.trainable == ["planner", "executor"]
+    for trained, other in (("planner", "executor"), ("executor", "planner")):
+        before = {name: digest(policies.weights(name)) for name in policies.trainable}
+        step(policies, trained)
+        assert digest(policies.weights(other)) == before[other]
+        assert digest(policies.weights(trained)) != before[trained]
+    # each policy's own optimizer with its own settings
+    assert [g["lr"] for g in policies.backends["executor"].optimizer.param_groups] == [5e-3]
+    assert [g["lr"] for g in policies.backends["planner"].optimizer.param_groups] == [1e-2]
+
+
+def test_adapter_weights_are_named_as_peft_names_a_one_adapter_models(
+    two_policies: tuple[TrainConfig, PolicySet],
+) -> None:
+    _, policies = two_policies
+    names = list(policies.weights("planner"))
+    assert "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight" in names
+    assert all(".lora_A.weight" in n or ".lora_B.weight" in n for n in names)
+
+
+def optimizer_tensors(state: dict[str, Any]) -> dict[str, torch.Tensor]:
+    return {f"{p}.{k}": v for p, values in state["optimizer"]["state"].items() for k, v in values.items()}
+
+
+def test_a_checkpoint_restores_every_policys_adapter_and_optimizer_exactly(
+    two_policies: tuple[TrainConfig, PolicySet],
+) -> None:
+    config, policies = two_policies
+    step(policies, "planner")
+    step(policies, "executor")
+    policies.own_versions.update(planner=3, executor=1)
+    saved = policies.state_dict()
+    restored = make_policy_set(config)
+    restored.load_state_dict(saved)
+    for name in ("planner", "executor"):
+        assert digest(restored.weights(name)) == digest(policies.weights(name))
+        mine, theirs = restored.backends[name].state_dict(), saved["policies"][name]
+        assert digest(optimizer_tensors(mine)) == digest(optimizer_tensors(theirs))
+        assert restored.backends[name].updates == 1
+    assert restored.own_versions == {"planner": 3, "executor": 1}
+
+
+def test_a_checkpoint_of_other_policies_is_refused_naming_them(
+    two_policies: tuple[TrainConfig, PolicySet],
+) -> None:
+    _, policies = two_policies
+    saved = policies.state_dict()
+    del saved["policies"]["executor"]
+    with pytest.raises(ValueError, match=r"trained the policies \['planner'\], this config trains"):
+        policies.load_state_dict(saved)
+
+
+def test_init_from_starts_a_policy_from_a_checkpoints_adapter_trainable_or_frozen(
+    tiny_config: Callable[..., TrainConfig], two_policies: tuple[TrainConfig, PolicySet], tmp_path: Path
+) -> None:
+    _, policies = two_policies
+    step(policies, "executor")
+    folder = save_checkpoint(tmp_path / "earlier" / "checkpoints", 1, {"trainer": policies.state_dict()})
+    policies_from = {
+        "planner": {"trainable": False, "init_from": str(folder)},  # a frozen adapter, from the step folder
+        "executor": {"init_from": str(tmp_path / "earlier")},
+    }
+    started = make_policy_set(tiny_config(**{**TWO, "policies": policies_from}))
+    assert started.starts_from_checkpoints and started.trainable == ["executor"]
+    assert digest(started.weights("executor")) == digest(policies.weights("executor"))
+    assert digest(started.weights("planner")) == digest(policies.weights("planner"))
+
+
+def test_several_policies_refuse_more_than_one_training_process(tiny_config: Callable[..., TrainConfig]) -> None:
+    with pytest.raises(ValueError, match="several policies train in one process"):
+        make_policy_set(tiny_config(**TWO, trainer={"world_size": 2}))
