@@ -125,3 +125,35 @@ def test_a_frozen_policy_may_be_the_base_model_without_lora(tmp_path: Path) -> N
 
 def test_a_typo_inside_a_policy_is_named_with_its_path(tmp_path: Path) -> None:
     assert "policies.a.trainble: unknown key" in problem(tmp_path, BASE + "policies: {a: {trainble: false}}\n")
+
+
+def test_a_policy_names_the_reward_that_scores_it(tmp_path: Path) -> None:
+    text = BASE + "policies: {a: {reward: a_score}, b: {}}\nrouting: {default: b}\n"
+    a, b = load_config(write(tmp_path, text)).resolved_policies()
+    assert (a.reward, b.reward) == ("a_score", None)
+
+
+def test_an_empty_reward_name_is_refused(tmp_path: Path) -> None:
+    assert "policies.a.reward" in problem(tmp_path, BASE + "policies: {a: {reward: ''}}\n")
+
+
+def test_init_from_is_read_relative_to_the_config_folder(tmp_path: Path) -> None:
+    (tmp_path / "earlier" / "checkpoints").mkdir(parents=True)
+    config = load_config(write(tmp_path, BASE + "policies: {a: {init_from: earlier/checkpoints}}\n"))
+    assert config.policies["a"].init_from == str(tmp_path / "earlier" / "checkpoints")
+    assert config.resolved_policies()[0].init_from == str(tmp_path / "earlier" / "checkpoints")
+
+
+def test_init_from_a_missing_folder_is_refused_with_the_policy_named(tmp_path: Path) -> None:
+    message = problem(tmp_path, BASE + "policies: {a: {init_from: nowhere}}\n")
+    assert f"policies.a.init_from is {str(tmp_path / 'nowhere')!r}, which is not a folder" in message
+
+
+def test_the_verl_backend_with_policies_is_refused_in_one_sentence(tmp_path: Path) -> None:
+    message = problem(tmp_path, BASE + "trainer: {backend: verl}\npolicies: {a: {}}\n")
+    assert "trainer.backend: verl trains one policy" in message
+    assert "an actor adapter per policy and a rollout LoRA slot per policy" in message
+
+
+def test_the_verl_backend_without_policies_is_still_read(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, BASE + "trainer: {backend: verl}\n")).trainer.backend == "verl"

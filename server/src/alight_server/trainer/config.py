@@ -15,6 +15,7 @@ from alight_server.trainer.algorithm import AlgorithmConfig
 from alight_server.trainer.config_policies import (
     PolicyConfig,
     ResolvedPolicy,
+    check_init_folders,
     check_policies,
     gateway_routing,
     resolve_policies,
@@ -86,7 +87,7 @@ class TrainConfig(Section):
 
     @model_validator(mode="after")
     def _policies_routed(self) -> TrainConfig:
-        check_policies(self.policies, self.routing, self.model, self.lora)
+        check_policies(self.policies, self.routing, self.model, self.lora, self.trainer.backend)
         return self
 
     def gateway_routing(self) -> GatewayRouting | None:
@@ -154,6 +155,10 @@ class TrainConfig(Section):
             )
             metrics = metrics.model_copy(update={"mlflow": mlflow})
         server = self.server.model_copy(update={"weights_dir": absolute(self.server.weights_dir)})
+        policies = {
+            name: policy.model_copy(update={"init_from": absolute(policy.init_from)})
+            for name, policy in self.policies.items()
+        }
         evaluator = self.evaluator
         if isinstance(evaluator, str) and evaluator.rpartition(":")[0].endswith(".py"):
             file, _, fn = evaluator.rpartition(":")
@@ -166,6 +171,7 @@ class TrainConfig(Section):
                 "output_dir": absolute(self.output_dir),
                 "metrics": metrics,
                 "server": server,
+                "policies": policies,
             }
         )
 
@@ -215,7 +221,12 @@ def parse_config(raw: Any, base: Path, source: str = "config") -> TrainConfig:
         config = TrainConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{source} has {exc.error_count()} problem(s):\n{describe_errors(exc)}") from None
-    return config.resolve_paths(base)
+    config = config.resolve_paths(base)
+    try:
+        check_init_folders(config.policies)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    return config
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> TrainConfig:

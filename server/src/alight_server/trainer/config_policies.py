@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel, Field
@@ -25,6 +26,8 @@ class PolicyConfig(Section):
     trainable: bool = True
     # a checkpoint folder (a run folder, its checkpoints/ or a step-N) whose LoRA adapter this policy starts from
     init_from: str | None = Field(default=None, min_length=1)
+    # the named reward (`alight.reward(v, name=...)`) that scores this policy's calls; unset: the rollout's final one
+    reward: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 def overridden(top: S, override: BaseModel | None) -> S:
@@ -35,13 +38,17 @@ def overridden(top: S, override: BaseModel | None) -> S:
 
 
 def check_policies(
-    policies: dict[str, PolicyConfig], routing: RoutingConfig | None, model: str, lora: LoraConfig
+    policies: dict[str, PolicyConfig], routing: RoutingConfig | None, model: str, lora: LoraConfig, backend: str
 ) -> None:
     """The `policies:` / `routing:` pair makes sense; a ValueError saying what to change when it does not."""
     if not policies:
         if routing is not None:
             raise ValueError("routing: sends calls to policies, but policies: is not set; name them under policies:")
         return
+    if backend == "verl":
+        raise ValueError("trainer.backend: verl trains one policy: several need an actor adapter per policy and a "
+                         "rollout LoRA slot per policy, which the verl seam does not pass yet; use "
+                         "trainer.backend: embedded with policies: (or remove policies:)")  # fmt: skip
     names = list(policies)
     if routing is None and len(policies) > 1:
         raise ValueError(f"policies: names {len(policies)} policies ({', '.join(names)}) but routing: is not set; "
@@ -63,6 +70,16 @@ def check_policies(
             )
 
 
+def check_init_folders(policies: dict[str, PolicyConfig]) -> None:
+    """Every `init_from` names a folder that exists (paths already made absolute against the config's folder)."""
+    for name, policy in policies.items():
+        if policy.init_from is not None and not Path(policy.init_from).is_dir():
+            raise ValueError(
+                f"policies.{name}.init_from is {policy.init_from!r}, which is not a folder; name a run folder, its "
+                f"checkpoints/ or one checkpoints/step-N of an earlier run (relative paths start at the config's folder)"
+            )
+
+
 @dataclass(frozen=True)
 class ResolvedPolicy:
     """One policy with every setting filled in from the top level: what the trainer builds it from."""
@@ -74,6 +91,7 @@ class ResolvedPolicy:
     algorithm: AlgorithmConfig
     trainable: bool
     init_from: str | None = None  # a checkpoint whose adapter it starts from
+    reward: str | None = None  # the named reward that scores it; None: the rollout's final reward
 
 
 def resolve_policies(
@@ -93,6 +111,7 @@ def resolve_policies(
             overridden(algorithm, policy.algorithm),
             policy.trainable,
             policy.init_from,
+            policy.reward,
         )
         for name, policy in policies.items()
     ]
