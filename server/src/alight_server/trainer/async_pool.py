@@ -10,7 +10,10 @@ How one step gets its groups (`GroupPool.take`):
    replaced: a group is trained on whole or not at all, never filled with zeros;
 3. staleness of a group = the trainer's policy version - the oldest version among its model calls (the
    rollout's creation version where it made none). Past `max_staleness`: dropped (counted) or kept with
-   the weight 1 / (1 + staleness - max_staleness) (`stale: downweight`);
+   the weight 1 / (1 + staleness - max_staleness) (`stale: downweight`). With several policies (`policies:`)
+   it is counted per policy: for policy P, the updates of P since P's oldest call in the group
+   (`policy_versions.updates_between`), so another policy's updates never age P's rows; each policy's rows
+   get their own weight, and the group's staleness (what `max_staleness` drops by) is its stalest policy's;
 4. the `tasks_per_step` oldest usable groups are the step's; the others carry over and keep running while
    the weights change (the gateway attributes each call to the version that served it).
 """
@@ -25,9 +28,11 @@ from typing import Any
 import torch
 
 from alight.client import AlightClient
-from alight.schemas import Mode, Rollout, Trajectory
+from alight.schemas import Mode, PolicyVersion, Rollout, Trajectory
+from alight_server.policy_versions import updates_between
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.dataset import TaskCursor
+from alight_server.trainer.policy_samples import call_policy
 from alight_server.trainer.rollouts import RolloutPhase, collect, create_group_rollouts
 from alight_server.trainer.samples import SampleBatch
 
@@ -44,6 +49,7 @@ class Group:
     finished: dict[str, Rollout] = field(default_factory=dict)
     phase: RolloutPhase | None = None
     oldest_version: int = 0  # oldest policy version among its calls (or its rollouts' creation versions)
+    oldest_by_policy: dict[str, int] = field(default_factory=dict[str, int])  # several policies: each one's own
 
     def state(self) -> dict[str, Any]:
         return {"number": self.number, "task": self.task, "created_step": self.created_step}
@@ -57,6 +63,8 @@ class Taken:
     weights: dict[str, float]  # group id -> loss weight (1 unless down-weighted)
     staleness: list[int]  # per group taken
     metrics: dict[str, float]
+    # several policies: policy -> group id -> loss weight of that policy's rows (None with one policy)
+    policy_weights: dict[str, dict[str, float]] | None = None
 
 
 def group_prefix(run_id: str, number: int) -> str:
@@ -67,6 +75,31 @@ def oldest_version(trajectories: list[Trajectory], rollouts: list[Rollout]) -> i
     """The oldest policy version that served any call of the group; creation versions when there is no call."""
     versions = [c.call.policy_version for t in trajectories for c in t.calls if c.call.policy_version is not None]
     return min(versions) if versions else min((r.policy_version for r in rollouts), default=0)
+
+
+def oldest_versions_by_policy(trajectories: list[Trajectory], rollouts: list[Rollout]) -> dict[str, int]:
+    """Each policy with calls in the group -> the oldest version that served one of them (the rollouts' creation
+    version where its calls carry none). A call of no single policy trains none (policy_samples) and ages none."""
+    versions: dict[str, list[int]] = {}
+    for tc in (tc for t in trajectories for tc in t.calls):
+        try:
+            name = call_policy(tc.call)
+        except ValueError:
+            continue
+        if name is not None:
+            versions.setdefault(name, []).extend([] if tc.call.policy_version is None else [tc.call.policy_version])
+    created = min((r.policy_version for r in rollouts), default=0)
+    return {name: min(found, default=created) for name, found in versions.items()}
+
+
+def own_staleness(group: Group, history: list[PolicyVersion], version: int) -> dict[str, int]:
+    """Policy -> how many of its own updates came after its oldest call in the group, up to `version`."""
+    return {name: updates_between(history, name, oldest, version) for name, oldest in group.oldest_by_policy.items()}
+
+
+def stale_weight(staleness: int, max_staleness: int) -> float:
+    """A row's loss weight: 1 up to `max_staleness`, then 1 / (1 + staleness - max_staleness)."""
+    return 1.0 / (1 + staleness - max_staleness) if staleness > max_staleness else 1.0
 
 
 def merge_phases(phases: list[RolloutPhase], seconds: float) -> RolloutPhase:
@@ -94,6 +127,7 @@ class GroupPool:
         poll_s: float = 0.25,
     ) -> None:
         self.client, self.config, self.run_id, self.cursor = client, config, run_id, cursor
+        self.policies = list(config.policies)  # several policies: staleness per policy; [] with one
         self.metadata = metadata
         self.poll_s = poll_s
         self.groups: list[Group] = []
@@ -119,10 +153,17 @@ class GroupPool:
         started = time.monotonic()
         carried_in = sum(g.created_step < step for g in self.groups)  # started by an earlier step
         counts = {"dropped_stale": 0, "dropped_infra": 0}
+        history = self.client.policy().versions if self.policies else []
+
+        def staleness_of(group: Group) -> int:
+            if not self.policies:
+                return version - group.oldest_version
+            return max(own_staleness(group, history, version).values(), default=0)
+
         while True:
             self.top_up(step)
             for group in [g for g in self.groups if g.phase is not None]:
-                if pool.stale == "drop" and version - group.oldest_version > pool.max_staleness:
+                if pool.stale == "drop" and staleness_of(group) > pool.max_staleness:
                     self.groups.remove(group)
                     counts["dropped_stale"] += 1
             ready = [g for g in self.groups if g.phase is not None]
@@ -135,12 +176,9 @@ class GroupPool:
         taken = sorted(ready, key=lambda g: g.number)[:wanted]
         for group in taken:
             self.groups.remove(group)
-        staleness = [max(0, version - g.oldest_version) for g in taken]
+        staleness = [max(0, staleness_of(g)) for g in taken]
         self.used += [(step + 1, g.group_id, s) for g, s in zip(taken, staleness, strict=True)]
-        weights = {
-            g.group_id: 1.0 / (1 + s - pool.max_staleness) if s > pool.max_staleness else 1.0
-            for g, s in zip(taken, staleness, strict=True)
-        }
+        weights = {g.group_id: stale_weight(s, pool.max_staleness) for g, s in zip(taken, staleness, strict=True)}
         metrics: dict[str, float] = {
             "async/carry_over_in": float(carried_in),
             "async/carry_over_out": float(len(self.groups)),
@@ -155,7 +193,27 @@ class GroupPool:
         }
         for s in range(max(staleness) + 1):
             metrics[f"async/staleness_{s}"] = float(staleness.count(s))
-        return Taken(taken, weights, staleness, metrics)
+        if not self.policies:
+            return Taken(taken, weights, staleness, metrics)
+        by_policy = self._per_policy(taken, history, version, metrics)
+        return Taken(taken, weights, staleness, metrics, by_policy)
+
+    def _per_policy(
+        self, taken: list[Group], history: list[PolicyVersion], version: int, metrics: dict[str, float]
+    ) -> dict[str, dict[str, float]]:
+        """Each policy's row weights by group, and its `policy/<name>/async/staleness_mean|max` (over the groups
+        holding its calls) added to `metrics`."""
+        own = {g.group_id: own_staleness(g, history, version) for g in taken}
+        weights: dict[str, dict[str, float]] = {}
+        for name in self.policies:
+            ages = {group: s[name] for group, s in own.items() if name in s}
+            weights[name] = {
+                group: stale_weight(s, self.config.async_rollout.max_staleness) for group, s in ages.items()
+            }
+            if ages:
+                metrics[f"policy/{name}/async/staleness_mean"] = sum(ages.values()) / len(ages)
+                metrics[f"policy/{name}/async/staleness_max"] = float(max(ages.values()))
+        return weights
 
     def top_up(self, step: int) -> None:
         """Start new groups (`step`: the step whose collection they belong to) until `active_groups` are in flight."""
@@ -194,6 +252,8 @@ class GroupPool:
                 continue
             group.phase = phase
             group.oldest_version = oldest_version(phase.trajectories, rollouts)
+            if self.policies:
+                group.oldest_by_policy = oldest_versions_by_policy(phase.trajectories, rollouts)
         return dropped
 
 

@@ -33,6 +33,8 @@ class StepRollouts:
     phase: RolloutPhase
     metrics: dict[str, float] = field(default_factory=dict[str, float])
     weights: dict[str, float] | None = None
+    # several policies in async training: policy -> group id -> the weight of that policy's rows (staleness per policy)
+    policy_weights: dict[str, dict[str, float]] | None = None
 
 
 class RolloutSource(Protocol):
@@ -90,7 +92,7 @@ class PoolGroups:
         taken = self.pool.take(step, version, display.status)
         self.pool.top_up(step + 1)  # the taken groups' places run while this step trains and updates
         phase = merge_phases([g.phase for g in taken.groups if g.phase is not None], taken.metrics["time/wait_s"])
-        return StepRollouts(phase, taken.metrics, taken.weights)
+        return StepRollouts(phase, taken.metrics, taken.weights, taken.policy_weights)
 
     def checkpoint(self) -> dict[str, Any]:
         return {"async_pool": self.pool.state()}
