@@ -92,6 +92,9 @@ class TrainerSettings(Section):
     world_size: int | None = Field(default=None, ge=1, le=1024)
     # ddp: every rank holds the whole model; fsdp: parameters, gradients and optimizer state are sharded (FSDP2).
     strategy: Literal["ddp", "fsdp"] = "ddp"
+    # How long rank 0 waits for the other ranks to connect before it fails the run naming the missing ones (a
+    # rank it started that exits fails the run at once, with its exit code and the end of its log).
+    join_timeout_s: float = Field(default=60.0, gt=0, le=3600)
     # torch CPU threads for the embedded update alone (unset: inference.torch_threads for everything). In a
     # synchronous run nothing else computes during the update, so it can use every core the rollouts share.
     torch_threads: int | None = Field(default=None, ge=1)

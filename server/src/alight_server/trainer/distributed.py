@@ -10,6 +10,7 @@ Two ways to get N ranks, both for `alight train`:
 - `torchrun --nproc-per-node N -m alight train CONFIG`: torchrun starts every rank; rank 0 trains,
   the others follow (`trainer.world_size`, if set, must equal torchrun's).
 gloo on CPU, NCCL on CUDA (rank k on cuda:LOCAL_RANK); commands always travel over a gloo group.
+Where the ranks meet, and how rank 0 notices one that died or never came, is trainer/rendezvous.py.
 """
 
 from __future__ import annotations
@@ -17,10 +18,8 @@ from __future__ import annotations
 import contextlib
 import datetime
 import heapq
-import json
 import os
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,10 +27,19 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
+from alight_server.trainer.rendezvous import (
+    JoinError,
+    await_ranks,
+    exited_rank,
+    host_store,
+    launcher_store,
+    ready_key,
+    start_ranks,
+)
+
 if TYPE_CHECKING:
     from alight_server.trainer.config import TrainConfig
 
-CONFIG_ENV = "ALIGHT_RANK_CONFIG"  # the run's config (JSON) for ranks rank 0 started
 # Followers wait for rank 0 through a whole rollout phase between two commands: the command group's
 # timeout is long. Training collectives (and the start, where a rank that crashed is waited for) are bounded.
 COMMAND_WAIT = datetime.timedelta(hours=12)
@@ -58,9 +66,8 @@ class World:
         """On rank 0: tell the other ranks to run `command` (they receive `payload` too)."""
         if self.size == 1:
             return
-        for worker, log in zip(self.workers, self.logs, strict=True):
-            if worker.poll() is not None:
-                raise RuntimeError(f"training rank exited with code {worker.returncode}; see {log}")
+        if (gone := exited_rank(self.workers, self.logs)) is not None:
+            raise RuntimeError(gone)
         dist.broadcast_object_list([command, payload], src=0, group=self.commands)
 
     def receive(self) -> tuple[str, Any]:
@@ -91,10 +98,16 @@ class World:
                 worker.wait()
         self.workers.clear()
 
+    def abort(self) -> None:
+        """After a failed join: stop the ranks this process started now (they would wait for it for TRAIN_WAIT)."""
+        for worker in self.workers:
+            worker.kill()
+            worker.wait()
+        self.workers.clear()
+
 
 def join(config: TrainConfig) -> World:
     """Join (or start) the ranks this config asks for; one process when it asks for none."""
-    from alight_server.serving import free_port
     from alight_server.trainer.devices import pick_device
 
     base = pick_device(config.inference.device)
@@ -108,48 +121,35 @@ def join(config: TrainConfig) -> World:
     if config.lora.enabled and config.trainer.strategy == "fsdp":
         raise RuntimeError("lora with trainer.strategy: fsdp is not supported yet; use strategy: ddp for LoRA")
     world = World(device=base, size=size, strategy=config.trainer.strategy)
+    join_wait = datetime.timedelta(seconds=config.trainer.join_timeout_s)
+    local_rank = 0
     if launched:
         world.rank = int(os.environ["RANK"])
         local_rank = int(os.environ.get("LOCAL_RANK", world.rank))
-        init = "env://"
-    else:
-        local_rank = 0
-        init = f"tcp://127.0.0.1:{free_port()}"
-        _start_ranks(config, world, init)
     if base.type == "cuda":
         world.device = torch.device("cuda", local_rank)
         torch.cuda.set_device(world.device)
     backend = "nccl" if base.type == "cuda" else "gloo"
     try:
-        dist.init_process_group(backend, init_method=init, rank=world.rank, world_size=size, timeout=TRAIN_WAIT)
+        if launched:  # the other ranks wait for rank 0 as long as a training collective may: it starts its stack first
+            store = launcher_store(world.rank, size, join_wait if world.leader else TRAIN_WAIT)
+        else:
+            store, port = host_store(size, join_wait)
+            world.workers, world.logs = start_ranks(config, size, port)
+        if world.leader:
+            await_ranks(store, size, join_wait, world.workers, world.logs)
+        else:
+            store.set(ready_key(world.rank), "1")
+        dist.init_process_group(backend, store=store, rank=world.rank, world_size=size, timeout=TRAIN_WAIT)
+    except JoinError:
+        world.abort()
+        raise
     except Exception as exc:
-        world.close()
+        world.abort()
         logs = ", ".join(map(str, world.logs)) or "the launcher's output"
         raise RuntimeError(f"the {size} training ranks did not connect ({exc}); see {logs}") from exc
     world.commands = dist.new_group(backend="gloo", timeout=COMMAND_WAIT)
     return world
-
-
-def _start_ranks(config: TrainConfig, world: World, init: str) -> None:
-    """Rank 0 without a launcher: start ranks 1..N-1 as subprocesses that connect to `init`."""
-    logs = Path(config.output_dir) / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    port = init.rsplit(":", 1)[1]
-    for rank in range(1, world.size):
-        env = {
-            **os.environ,
-            "RANK": str(rank),
-            "LOCAL_RANK": str(rank),
-            "WORLD_SIZE": str(world.size),
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": port,
-            CONFIG_ENV: json.dumps(config.public_dump()),  # keys hidden: followers never talk to servers
-        }
-        log = logs / f"rank-{rank}.log"
-        with log.open("ab") as out:
-            command = [sys.executable, "-m", "alight_server.trainer.follower"]
-            world.workers.append(subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT))
-        world.logs.append(log)
 
 
 def shard_rows(lengths: list[int], ranks: int) -> list[list[int]]:

@@ -12,8 +12,8 @@ import os
 import torch
 
 from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.distributed import CONFIG_ENV
 from alight_server.trainer.embedded_backend import make_embedded_backend
+from alight_server.trainer.rendezvous import CONFIG_ENV
 
 
 def follow(config: TrainConfig) -> None:
