@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from alight.client import AlightClient
-from alight.schemas import Mode
+from alight.schemas import Mode, Trajectory
 from alight_server.trainer.config import TrainConfig
+from alight_server.trainer.config_policies import PolicyConfig
 from alight_server.trainer.dataset import TaskCursor, TaskSplits
 from alight_server.trainer.display import RunDisplay
+from alight_server.trainer.policy_samples import named_reward, with_reward
 from alight_server.trainer.rollouts import (
     Progress,
     RolloutPhase,
@@ -44,6 +47,21 @@ def val_task_count(config: TrainConfig, splits: TaskSplits) -> int:
     """How many held-out tasks one validation runs (`validation.max_tasks`, 0: all)."""
     limit = config.validation.max_tasks
     return min(limit, len(splits.val)) if limit else len(splits.val)
+
+
+def policy_scores(trajectories: Sequence[Trajectory], policies: Mapping[str, PolicyConfig]) -> dict[str, float]:
+    """`policy/<name>/val/score` (and `_se`) for each policy with a named reward: that reward scored as
+    `val/score` scores the final one (0 for a rollout without it, infra failures left out), and
+    `policy/<name>/val/rewarded`: how many rollouts reported it."""
+    metrics: dict[str, float] = {}
+    for name, policy in policies.items():
+        if policy.reward is None:
+            continue
+        score, error = score_and_error([with_reward(t, policy.reward) for t in trajectories])
+        metrics[f"policy/{name}/val/score"], metrics[f"policy/{name}/val/score_se"] = score, error
+        rewarded = sum(named_reward(t, policy.reward) is not None for t in trajectories)
+        metrics[f"policy/{name}/val/rewarded"] = float(rewarded)
+    return metrics
 
 
 @dataclass
@@ -111,4 +129,5 @@ class RunPhases:
             "val/score_se": error,
             "val/rollouts": float(len(scores)),
             "time/val_s": phase.seconds,
+            **policy_scores(phase.trajectories, self.config.policies),
         }
