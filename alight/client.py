@@ -223,13 +223,21 @@ class AlightClient:
 
     # gateway: pause, drain and resume around a weight update
 
-    def pause_gateway(self) -> dict[str, Any]:
-        """New model calls get 429 + Retry-After until resume; calls already in flight finish."""
-        return self.request("POST", "/api/gateway/pause").json()
+    def pause_gateway(self, policy: str | None = None) -> dict[str, Any]:
+        """New model calls get 429 + Retry-After until resume; calls already in flight finish.
 
-    def drain_gateway(self, timeout_s: float = 60.0) -> dict[str, Any]:
-        """Wait until no model call is in flight: `{"drained", "in_flight_at_start", "waited_s"}`."""
-        return self.request("POST", "/api/gateway/drain", json={"timeout_s": timeout_s}, timeout=timeout_s + 30).json()
+        With several policies, `policy` pauses only the calls routed to it; the others run on.
+        """
+        body: dict[str, Any] = {} if policy is None else {"policy": policy}
+        return self.request("POST", "/api/gateway/pause", json=body).json()
+
+    def drain_gateway(self, timeout_s: float = 60.0, policy: str | None = None) -> dict[str, Any]:
+        """Wait until no model call (of `policy`, when given) is in flight on any gateway replica:
+        `{"drained", "in_flight_at_start", "waited_s", "replicas"}`."""
+        body: dict[str, Any] = {"timeout_s": timeout_s}
+        if policy is not None:
+            body["policy"] = policy
+        return self.request("POST", "/api/gateway/drain", json=body, timeout=timeout_s + 30).json()
 
     def resume_gateway(
         self,
@@ -237,15 +245,20 @@ class AlightClient:
         weights_changed: bool = False,
         policy_version: int | None = None,
         metadata: dict[str, Any] | None = None,
+        policy: str | None = None,
     ) -> dict[str, Any]:
-        """Reopen the gateway; with `weights_changed` later calls count as the next (or given) policy version."""
+        """Reopen the gateway (or `policy`'s calls); with `weights_changed` later calls count as the next (or
+        given) policy version, which with `policy` is recorded as changing only that policy."""
         body: dict[str, Any] = {"weights_changed": weights_changed, "metadata": metadata or {}}
         if policy_version is not None:
             body["policy_version"] = policy_version
+        if policy is not None:
+            body["policy"] = policy
         return self.request("POST", "/api/gateway/resume", json=body).json()
 
     def gateway_status(self) -> dict[str, Any]:
-        """`{"paused", "in_flight", "policy_version", "paused_seconds_total", "upstreams"}`."""
+        """`{"paused", "in_flight", "policy_version", "paused_seconds_total", "upstreams", "paused_policies",
+        "in_flight_by_policy", "own_versions", ...}`."""
         return self.request("GET", "/api/gateway/status").json()
 
 

@@ -34,7 +34,8 @@ ROOMS: dict[str, Floors] = {
         ["alight_openai_agents", "alight_langchain", "alight_autogen", "alight_mcp", "alight_server"],
     ],
     "alight_server": [
-        ["json_depth", "hooks", "error_types", "call_output", "routing"],  # routing: which policy serves a call
+        # routing: which policy serves a call; policy_versions: a policy's own version among the global ones
+        ["json_depth", "hooks", "error_types", "call_output", "routing", "policy_versions"],
         ["upstream_keys", "auth", "redaction"],
         ["store", "controller"],  # the controller reaches the server over HTTP, with the SDK's client
         ["config"],  # it turns `data_key:` into the store's key-encryption key source (store/kek.py)

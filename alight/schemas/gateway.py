@@ -10,6 +10,7 @@ class GatewayPause(BaseModel):
 
     paused: bool
     epoch: int
+    policies: list[str] = Field(default_factory=list, description="policies paused on their own, sorted")
 
 
 class GatewayReplica(BaseModel):
@@ -21,6 +22,9 @@ class GatewayReplica(BaseModel):
     pause_epoch: int = Field(description="the newest pause epoch this replica has applied")
     in_flight: int
     reported_at: float = Field(description="unix time of the report")
+    in_flight_by_policy: dict[str, int] = Field(
+        default_factory=dict, description="several policies: its calls in flight per policy (routed calls only)"
+    )
 
 
 class GatewaySync(BaseModel):

@@ -39,6 +39,10 @@ class TrajectoryCall(BaseModel):
     span_path: list[str] = Field(default_factory=list)
     agent_name: str | None = None
     rewards: list[Reward] = Field(default_factory=list)
+    # Several policies: the policy that served the call (its `policy:<name>` flag) and that policy's own
+    # version then (the bumps up to `call.policy_version` that changed it); None in a single-policy run.
+    policy: str | None = None
+    policy_own_version: int | None = None
 
 
 class ToolSpan(BaseModel):

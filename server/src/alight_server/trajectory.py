@@ -10,6 +10,8 @@
 5. Each call's answer is also read into one shape (text, tool calls, finish reason) whatever its flavour.
 6. Rewards: every reward of the attempt; a non-final reward linked to a call
    (by model_call_id, or by the span that made the call) is also on that call.
+7. Several policies: each call's policy (its `policy:<name>` flag) and that policy's own version at the
+   call's global policy version (policy_versions.py).
 Calls with no traceparent, or whose span never arrived, keep an empty path.
 """
 
@@ -18,6 +20,8 @@ from __future__ import annotations
 from alight import semconv
 from alight.schemas import ModelCall, Reward, RewardSource, SpanRecord, ToolSpan, Trajectory, TrajectoryCall
 from alight_server.call_output import call_output
+from alight_server.policy_versions import own_version
+from alight_server.routing import policy_of
 from alight_server.store.base import NotFound, Store
 
 SPAN_KIND_CLIENT = 3  # OTLP SpanKind
@@ -152,6 +156,8 @@ def build_trajectory(store: Store, rollout_id: str, attempt: int | None = None) 
         if target is not None:
             per_call.setdefault(target, []).append(reward)
 
+    policies = [policy_of(call.flags) for call in calls]
+    history = store.list_policy_versions() if any(policies) else []  # read only in a several-policy run
     joined = [
         TrajectoryCall(
             call=call,
@@ -159,8 +165,12 @@ def build_trajectory(store: Store, rollout_id: str, attempt: int | None = None) 
             agent_name=tree.agent_name(caller),
             rewards=per_call.get(call.id, []),
             output=call_output(call),
+            policy=policy,
+            policy_own_version=None
+            if policy is None or call.policy_version is None
+            else own_version(history, policy, upto=call.policy_version),
         )
-        for call, caller in zip(calls, callers, strict=True)
+        for call, caller, policy in zip(calls, callers, policies, strict=True)
     ]
     ends = [_call_end_ns(c, tree) for c in calls]
     tools = sorted((s for s in tree.by_id.values() if is_tool_span(s)), key=lambda s: s.start_time_ns)

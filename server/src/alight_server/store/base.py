@@ -229,8 +229,9 @@ class Store(Protocol):
         """The pause, the policy version and the ids of rollouts changed after `since_seq` (a rollout seq), at once."""
         ...
 
-    def set_gateway_paused(self, paused: bool) -> GatewayPause:
-        """Pause or open every gateway on this store; the epoch moves only when the state changes."""
+    def set_gateway_paused(self, paused: bool, policy: str | None = None) -> GatewayPause:
+        """Pause or open every gateway on this store, or only the calls of `policy` (several policies);
+        the epoch moves only when the state changes."""
         ...
 
     def report_gateway_replica(self, replica: GatewayReplica) -> None:

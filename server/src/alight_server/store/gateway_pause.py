@@ -1,9 +1,9 @@
-"""The gateway's shared pause (every gateway process on one store pauses, drains and resumes together), and
-the one read with which each gateway follows the store."""
+"""The gateway's shared pause (every gateway process on one store pauses, drains and resumes together, for all
+policies or one), and the one read with which each gateway follows the store."""
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import Connection, bindparam, func, select, update
 
 from alight.schemas import GatewayPause, GatewayReplica, GatewaySync
 from alight_server.store import rows
@@ -13,6 +13,7 @@ from alight_server.store.database import SqlDatabase
 _PAUSED, _EPOCH, _ROLLOUT_SEQ = "gateway_paused", "gateway_pause_epoch", "rollout_seq"
 _PAUSE = select(t.counters.c.name, t.counters.c.value).where(t.counters.c.name.in_((_PAUSED, _EPOCH)))
 _FOLLOWED = select(t.counters.c.name, t.counters.c.value).where(t.counters.c.name.in_((_PAUSED, _EPOCH, _ROLLOUT_SEQ)))
+_PAUSED_POLICIES = select(t.gateway_paused_policies.c.policy).order_by(t.gateway_paused_policies.c.policy)
 _VERSION = select(func.coalesce(func.max(t.policy_versions.c.version), 0))
 # A sync that finds more changes than this drops every cached rollout instead of listing them.
 MAX_CHANGED = 1000
@@ -24,11 +25,15 @@ _CHANGED = (
 )
 
 
+def _pause(conn: Connection, values: dict[str, int]) -> GatewayPause:
+    policies = list(conn.execute(_PAUSED_POLICIES).scalars())
+    return GatewayPause(paused=bool(values[_PAUSED]), epoch=int(values[_EPOCH]), policies=policies)
+
+
 class SqlGatewayReplicas(SqlDatabase):
     def gateway_pause(self) -> GatewayPause:
         with self._read() as conn:
-            values = dict(conn.execute(_PAUSE).tuples().all())
-        return GatewayPause(paused=bool(values[_PAUSED]), epoch=int(values[_EPOCH]))
+            return _pause(conn, dict(conn.execute(_PAUSE).tuples().all()))
 
     def gateway_sync(self, since_seq: int | None) -> GatewaySync:
         """The pause, the policy version and the rollouts changed after `since_seq`, in one read.
@@ -45,34 +50,60 @@ class SqlGatewayReplicas(SqlDatabase):
                 if len(changed) > MAX_CHANGED:
                     changed = None
             version = int(conn.execute(_VERSION).scalar_one())
-        pause = GatewayPause(paused=bool(values[_PAUSED]), epoch=int(values[_EPOCH]))
+            pause = _pause(conn, values)
         return GatewaySync(pause=pause, policy_version=version, rollout_seq=upto, changed=changed)
 
-    def set_gateway_paused(self, paused: bool) -> GatewayPause:
-        """Pause or open every replica; the epoch moves only when the state changes."""
+    def set_gateway_paused(self, paused: bool, policy: str | None = None) -> GatewayPause:
+        """Pause or open every replica, or only `policy`'s calls; the epoch moves only when the state changes."""
         with self._write() as conn:
             c = t.counters.c
-            flag = conn.execute(select(c.value).where(c.name == _PAUSED).with_for_update()).scalar_one()
-            if bool(flag) != paused:
-                conn.execute(update(t.counters).where(c.name == _PAUSED).values(value=int(paused)))
-                self._bump(conn, _EPOCH)
-            values = dict(conn.execute(_PAUSE).tuples().all())
-        return GatewayPause(paused=bool(values[_PAUSED]), epoch=int(values[_EPOCH]))
+            if policy is None:
+                flag = conn.execute(select(c.value).where(c.name == _PAUSED).with_for_update()).scalar_one()
+                if bool(flag) != paused:
+                    conn.execute(update(t.counters).where(c.name == _PAUSED).values(value=int(paused)))
+                    self._bump(conn, _EPOCH)
+            else:
+                # The epoch's row lock orders policy pauses (a global one locks the flag first, then the epoch).
+                conn.execute(select(c.value).where(c.name == _EPOCH).with_for_update()).scalar_one()
+                held = t.gateway_paused_policies
+                found = conn.execute(select(held.c.policy).where(held.c.policy == policy)).first() is not None
+                if found != paused:
+                    if paused:
+                        conn.execute(held.insert().values(policy=policy))
+                    else:
+                        conn.execute(held.delete().where(held.c.policy == policy))
+                    self._bump(conn, _EPOCH)
+            return _pause(conn, dict(conn.execute(_PAUSE).tuples().all()))
 
     def report_gateway_replica(self, replica: GatewayReplica) -> None:
-        """Insert or replace the replica's report."""
+        """Insert or replace the replica's report, its calls in flight per policy with it."""
         values = rows.values(t.gateway_replicas, replica)
         stmt = self._upsert(t.gateway_replicas)
         stmt = stmt.on_conflict_do_update(index_elements=["id"], set_={k: stmt.excluded[k] for k in values})
+        per_policy = t.gateway_replica_policies
         with self._write() as conn:
             conn.execute(stmt, values)
+            conn.execute(per_policy.delete().where(per_policy.c.replica_id == replica.id))
+            if replica.in_flight_by_policy:
+                counts = sorted(replica.in_flight_by_policy.items())
+                conn.execute(
+                    per_policy.insert(), [{"replica_id": replica.id, "policy": p, "in_flight": n} for p, n in counts]
+                )
 
     def list_gateway_replicas(self) -> list[GatewayReplica]:
         with self._read() as conn:
+            per_policy: dict[str, dict[str, int]] = {}
+            for replica_id, policy, in_flight in conn.execute(select(t.gateway_replica_policies)).tuples():
+                per_policy.setdefault(replica_id, {})[policy] = in_flight
             found = conn.execute(select(t.gateway_replicas).order_by(t.gateway_replicas.c.id))
-            return [rows.from_row(GatewayReplica, t.gateway_replicas, row) for row in found]
+            return [
+                rows.from_row(GatewayReplica, t.gateway_replicas, row, in_flight_by_policy=per_policy.get(row.id, {}))
+                for row in found
+            ]
 
     def remove_gateway_replica(self, replica_id: str) -> None:
         """Forget a replica that stopped; unknown ids are ignored (it may have been removed already)."""
         with self._write() as conn:
             conn.execute(t.gateway_replicas.delete().where(t.gateway_replicas.c.id == replica_id))
+            per_policy = t.gateway_replica_policies
+            conn.execute(per_policy.delete().where(per_policy.c.replica_id == replica_id))

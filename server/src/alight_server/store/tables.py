@@ -213,6 +213,18 @@ gateway_replicas = Table(
     Column("reported_at", Float, nullable=False),
 )
 
+# Several policies: a row per policy paused on its own (its calls get 429); the pause epoch moves with each change.
+gateway_paused_policies = Table("gateway_paused_policies", metadata, Column("policy", String(200), primary_key=True))
+
+# Each replica's calls in flight per policy, written with its gateway_replicas row (a policy's drain waits on them).
+gateway_replica_policies = Table(
+    "gateway_replica_policies",
+    metadata,
+    Column("replica_id", String(64), primary_key=True),
+    Column("policy", String(200), primary_key=True),
+    Column("in_flight", Integer, nullable=False),
+)
+
 # Training runs as their trainers report them (the dashboard's runs page), and each step's metrics.
 runs = Table(
     "runs",

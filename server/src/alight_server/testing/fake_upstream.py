@@ -49,6 +49,8 @@ class Faults:
     latency_s: float = 0.0  # added before every answer
     hang_s: float = 0.0  # sleep this long before answering (a hung upstream)
     hold: threading.Event | None = None  # answer only once set: the test decides when calls end (no timing race)
+    # the same, for the calls that name one model (several policies: one adapter's calls held, the others not)
+    hold_by_model: dict[str, threading.Event] = field(default_factory=dict)
     fail_times: int = 0  # answer the next N calls with fail_status
     fail_status: int = 500
     retry_after_s: float | None = None  # Retry-After on failures (429)
@@ -185,6 +187,8 @@ def create_fake_upstream(
             await asyncio.sleep(f.hang_s)
         if f.hold is not None:
             await asyncio.to_thread(f.hold.wait, 60)
+        if (held := f.hold_by_model.get(str(logged.request.get("model")))) is not None:
+            await asyncio.to_thread(held.wait, 60)
         if f.fail_times > 0:
             f.fail_times -= 1
             resp = _error(f.fail_status, f"injected failure {f.fail_status}")

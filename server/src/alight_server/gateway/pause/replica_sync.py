@@ -1,4 +1,4 @@
-"""Gateway replicas: every gateway process on one store pauses, drains and resumes together."""
+"""Gateway replicas: every gateway process on one store pauses, drains and resumes together (all policies or one)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ class Replicas:
     replica's PauseGate; `report` writes back the pause epoch applied and the
     calls in flight, so `drain` on any replica waits for the calls of all of
     them. Alone on its store a replica behaves as a single gateway: its own
-    pause takes effect at once and drain waits only for it.
+    pause takes effect at once and drain waits only for it. A pause of one
+    policy travels the same way; its drain waits only for that policy's calls.
     """
 
     def __init__(self, store: Store, gate: PauseGate, reopen: Callable[[], Awaitable[None]], sync_s: float) -> None:
@@ -44,14 +45,16 @@ class Replicas:
         self.id = uuid.uuid4().hex[:16]
         self.address = f"{socket.gethostname()}:{os.getpid()}"
         self.epoch = -1  # the newest pause epoch applied here
-        self._reported: tuple[int, bool, int] | None = None
+        self._reported: tuple[object, ...] | None = None
         self._reported_at = float("-inf")
         self._joined = False
 
     async def start(self, state: GatewayPause) -> None:
         """Join the shared pause as the store has it now. A pause whose replicas have all stopped lapses."""
-        if state.paused and not await self.others():
+        if (state.paused or state.policies) and not await self.others():
             log.warning("the gateway pause outlived every gateway that shared it; starting open")
+            for policy in state.policies:
+                await anyio.to_thread.run_sync(self.store.set_gateway_paused, False, policy)
             state = await anyio.to_thread.run_sync(self.store.set_gateway_paused, False)
         await self.apply(state)
         await self.report(force=True)
@@ -63,27 +66,35 @@ class Replicas:
             with contextlib.suppress(Exception):  # the store may be gone already; the report goes stale then
                 await anyio.to_thread.run_sync(self.store.remove_gateway_replica, self.id)
 
-    async def pause(self) -> None:
-        """New calls get 429 here at once, on the other replicas within `sync_s`."""
-        self.gate.pause()
-        self.epoch = max(self.epoch, (await anyio.to_thread.run_sync(self.store.set_gateway_paused, True)).epoch)
+    async def pause(self, policy: str | None = None) -> None:
+        """New calls (of `policy` only, when given) get 429 here at once, on the other replicas within `sync_s`."""
+        self.gate.pause(policy)
+        state = await anyio.to_thread.run_sync(self.store.set_gateway_paused, True, policy)
+        self.epoch = max(self.epoch, state.epoch)
         await self.report(force=True)
 
-    async def resume(self) -> float:
-        """Open every replica (the others within `sync_s`); returns how long this one was paused."""
-        self.epoch = max(self.epoch, (await anyio.to_thread.run_sync(self.store.set_gateway_paused, False)).epoch)
-        paused_s = self.gate.resume()
+    async def resume(self, policy: str | None = None) -> float:
+        """Open every replica (or `policy`'s calls; the others within `sync_s`); returns how long this one was
+        paused."""
+        state = await anyio.to_thread.run_sync(self.store.set_gateway_paused, False, policy)
+        self.epoch = max(self.epoch, state.epoch)
+        paused_s = self.gate.resume(policy)
         await self.report(force=True)
         return paused_s
 
-    async def drain(self, timeout_s: float) -> DrainResult:
-        """Wait until no replica has a call in flight and each has applied this replica's pause epoch."""
+    async def drain(self, timeout_s: float, policy: str | None = None) -> DrainResult:
+        """Wait until no replica has a call (of `policy`, when given) in flight and each has applied this
+        replica's pause epoch."""
+
+        def busy(r: GatewayReplica) -> int:
+            return r.in_flight if policy is None else r.in_flight_by_policy.get(policy, 0)
+
         started = time.monotonic()
         others = await self.others()
-        at_start = self.gate.in_flight + sum(r.in_flight for r in others)
-        local = await self.gate.drain(timeout_s)
+        at_start = self.gate.busy(policy) + sum(busy(r) for r in others)
+        local = await self.gate.drain(timeout_s, policy)
         while True:
-            pending = [r for r in await self.others() if r.pause_epoch < self.epoch or r.in_flight > 0]
+            pending = [r for r in await self.others() if r.pause_epoch < self.epoch or busy(r) > 0]
             if not pending or time.monotonic() - started >= timeout_s:
                 break
             await asyncio.sleep(min(self.sync_s, max(0.0, timeout_s - (time.monotonic() - started))))
@@ -104,7 +115,8 @@ class Replicas:
         """Follow the shared pause as last read from the store."""
         if state.epoch <= self.epoch:  # read before a change this replica made itself
             return
-        if not state.paused and self.gate.paused:
+        reopened = set(self.gate.paused_policies) - set(state.policies)
+        if (not state.paused and self.gate.paused) or reopened:
             await self.reopen()
             if state.epoch <= self.epoch:  # a newer pause or resume was applied meanwhile
                 return
@@ -113,13 +125,18 @@ class Replicas:
             self.gate.pause()
         else:
             self.gate.resume()
+        for policy in reopened:
+            self.gate.resume(policy)
+        for policy in state.policies:
+            self.gate.pause(policy)
 
     async def report(self, *, force: bool = False) -> None:
         """Tell the other replicas this one's pause epoch and calls in flight (at least once a second)."""
-        snapshot = (self.epoch, self.gate.paused, self.gate.in_flight)
+        by_policy = {p: n for p, n in self.gate.in_flight_by_policy.items() if n}
+        snapshot = (self.epoch, self.gate.paused, self.gate.in_flight, tuple(sorted(by_policy.items())))
         now = time.time()
         # While open, in-flight counts change all the time and nobody waits on them: report once a second.
-        changed = snapshot != self._reported and self.gate.paused
+        changed = snapshot != self._reported and (self.gate.paused or bool(self.gate.policy_paused_since))
         if not (force or changed or now - self._reported_at >= REPORT_EVERY_S):
             return
         report = GatewayReplica(
@@ -129,6 +146,7 @@ class Replicas:
             paused=snapshot[1],
             in_flight=snapshot[2],
             reported_at=now,
+            in_flight_by_policy=by_policy,
         )
         await anyio.to_thread.run_sync(self.store.report_gateway_replica, report)
         self._reported, self._reported_at = snapshot, now

@@ -117,8 +117,12 @@ class CallPipeline:
         except GatewayError as exc:
             return self._refused(exc, flavour)
         reply: Reply | None = None
+        held: str | None = None  # the policy this call counts under once routed (it leaves with it)
         try:
             call = await self._prepare(flavour, caller, await read_body(), traceparent, who)
+            if call.policy is not None:
+                self._enter_policy(call.policy)
+                held = call.policy
             try:
                 reply = await self._forward(call, caller)
             except asyncio.CancelledError:  # the agent disconnected (client_gone.py): keep what is known
@@ -129,18 +133,26 @@ class CallPipeline:
             return self._refused(exc, flavour)
         finally:
             if reply is None or reply.release is None:  # a stream frees its slot when it ends
-                self.gw.gate.leave()
+                self.gw.gate.leave(held)
 
     async def _admit(self, token: str | None, rollout: str | None, attempt: int | None) -> CallerAttempt:
         caller = await self.gw.attempts.resolve(token, rollout, attempt)
         if not self.gw.gate.enter():
-            wait = self.gw.config.retry_after_s
-            raise GatewayError(
-                429,
-                "the gateway is paused for a policy update; retry after the Retry-After delay",
-                headers={"retry-after": f"{wait:g}", "retry-after-ms": str(int(wait * 1000))},
-            )
+            raise self._paused("the gateway is paused for a policy update")
         return caller
+
+    def _enter_policy(self, policy: str) -> None:
+        """After routing: a call of a paused policy gets the same 429 (its slot is freed by `handle`)."""
+        if not self.gw.gate.enter_policy(policy):
+            raise self._paused(f"policy {policy!r} is paused for its update")
+
+    def _paused(self, what: str) -> GatewayError:
+        wait = self.gw.config.retry_after_s
+        return GatewayError(
+            429,
+            f"{what}; retry after the Retry-After delay",
+            headers={"retry-after": f"{wait:g}", "retry-after-ms": str(int(wait * 1000))},
+        )
 
     def _refused(self, exc: GatewayError, flavour: Flavour) -> Reply:
         self.gw.metrics.reject(exc.status)

@@ -55,7 +55,7 @@ class StreamRelay:
         if not self._released:
             self._released = True
             self.resp.close()
-            self.gw.gate.leave()
+            self.gw.gate.leave(self.record.policy)  # routed: it entered its policy too
 
     async def events(self) -> AsyncIterator[bytes]:
         try:
