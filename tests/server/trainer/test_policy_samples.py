@@ -7,8 +7,10 @@ from datetime import timedelta
 
 from alight.schemas import FailureKind, ModelCall, Reward, RewardSource, Trajectory, TrajectoryCall
 from alight_server.trainer.config_policies import PolicyConfig
-from alight_server.trainer.policy_samples import named_reward, split_by_policy
-from alight_server.trainer.samples import build_samples
+from alight_server.trainer.config_sections import SamplesConfig
+from alight_server.trainer.filters import drop_reason
+from alight_server.trainer.policy_samples import named_reward, prefix_breaks_by_policy, split_by_policy
+from alight_server.trainer.samples import SampleConfig, build_samples
 from tests.server.trainer.samples_fixtures import CREATED, model_call, trajectory
 
 TWO = {"planner": PolicyConfig(), "executor": PolicyConfig()}
@@ -167,3 +169,19 @@ def test_an_infra_failure_is_left_to_the_builder_to_count_not_called_unscored() 
     assert metrics["policy/planner/filter/no_named_reward"] == 0.0
     _, report = build_samples(split["planner"])
     assert report.dropped_rollouts == {"infra_failure": 1}
+
+
+def test_the_filter_counts_prefix_breaks_in_each_policys_own_calls() -> None:
+    """The planner's second call rewrites its history: one break, although the gateway flagged every call."""
+    calls = [
+        routed(0, "planner", [1, 2], [3]),
+        routed(1, "executor", [1, 2, 3, 5], [6]),
+        routed(2, "planner", [7, 8], [9]),
+    ]
+    t = trajectory(calls)
+    assert prefix_breaks_by_policy(t, SampleConfig()) == 1
+    assert drop_reason(t, set(), SampleConfig(), SamplesConfig(max_prefix_breaks=0)) == "prefix_breaks"
+
+
+def test_a_handoff_between_policies_is_no_prefix_break() -> None:
+    assert prefix_breaks_by_policy(handoff(), SampleConfig()) == 0

@@ -14,13 +14,15 @@ from alight.evaluation import REWARD_HACKING
 from alight.schemas import FailureKind, Trajectory
 from alight_server.call_output import call_output
 from alight_server.trainer.config_sections import SamplesConfig
-from alight_server.trainer.samples.build import SampleConfig, prefix_breaks
+from alight_server.trainer.policy_samples import prefix_breaks_by_policy
+from alight_server.trainer.samples.build import SampleConfig
 
 # The capture-problem thresholds are off unless a config sets them (samples.max_prefix_breaks,
 # samples.max_truncated_share): a small policy's calls are often cut at max_tokens, and its group
 # would lose the rollouts that carry its signal. The coding example sets 2 and 0.5.
 # A prefix break is what the sample builder counts as one (`samples.build.prefix_breaks`), under the run's
 # own sample settings: a retry, a sub-agent's interleaved calls or an excluded side model's call is no break.
+# With several policies it is counted in each policy's own calls (`policy_samples.prefix_breaks_by_policy`).
 
 
 def truncated_share(trajectory: Trajectory) -> float:
@@ -37,7 +39,8 @@ def drop_reason(trajectory: Trajectory, flagged: set[str], samples: SampleConfig
         return "infra"
     if trajectory.rollout_id in flagged:
         return "gate_flagged"
-    if limits.max_prefix_breaks is not None and prefix_breaks(trajectory, samples) > limits.max_prefix_breaks:
+    limit = limits.max_prefix_breaks
+    if limit is not None and prefix_breaks_by_policy(trajectory, samples) > limit:
         return "prefix_breaks"
     if limits.max_truncated_share is not None and truncated_share(trajectory) > limits.max_truncated_share:
         return "truncated"

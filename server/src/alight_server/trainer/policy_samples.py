@@ -12,17 +12,20 @@
    P's samples (`policy/P/filter/no_named_reward`). Rewards named for a policy are outcomes, never step
    rewards: they are taken off the calls of every copy, so an agent reporting a reward named like another
    policy's scores that policy alone.
-Then `build_samples` runs per policy, unchanged.
+Then `build_samples` runs per policy, unchanged; the trajectory filter counts prefix breaks per policy too
+(`prefix_breaks_by_policy`), as the builder will see the rows.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from alight.schemas import FailureKind, ModelCall, Reward, Trajectory, TrajectoryCall
 from alight_server.routing import POLICY_FLAG
 from alight_server.trainer.config_policies import PolicyConfig
+from alight_server.trainer.samples.build import SampleConfig, prefix_breaks
 from alight_server.trajectory import SOURCE_PRECEDENCE
 
 CALL_REASONS = ("no_policy", "unknown_policy", "several_policies")  # why a call belongs to no policy
@@ -76,6 +79,20 @@ def split_by_policy(
         {f"policy/{name}/filter/no_named_reward": float(no_named[name]) for name, p in policies.items() if p.reward}
     )
     return split, metrics
+
+
+def prefix_breaks_by_policy(trajectory: Trajectory, samples: SampleConfig) -> int:
+    """Prefix breaks as the builder will count them: in each policy's own copy, summed (the flags say which
+    policies served the attempt); `samples.build.prefix_breaks` itself for an attempt of one policy."""
+    names: set[str] = set()
+    for tc in trajectory.calls:
+        with contextlib.suppress(ValueError):  # a call of several policies trains none, so breaks none
+            names.add(call_policy(tc.call) or "")
+    names.discard("")
+    if not names:
+        return prefix_breaks(trajectory, samples)
+    split, _ = split_by_policy([trajectory], {name: PolicyConfig() for name in names})
+    return sum(prefix_breaks(copy, samples) for copies in split.values() for copy in copies)
 
 
 def _calls_by_policy(
