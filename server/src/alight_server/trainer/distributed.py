@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from alight_server.trainer.config import TrainConfig
 
 # Followers wait for rank 0 through a whole rollout phase between two commands: the command group's
-# timeout is long. Training collectives (and the start, where a rank that crashed is waited for) are bounded.
+# timeout is long. Training collectives, and the other ranks' wait for rank 0 at the start, are bounded
+# (rank 0's wait for them is trainer.join_timeout_s: trainer/rendezvous.py).
 COMMAND_WAIT = datetime.timedelta(hours=12)
 TRAIN_WAIT = datetime.timedelta(minutes=10)
 
