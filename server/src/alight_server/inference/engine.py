@@ -11,6 +11,10 @@
 4. `update_weights` copies new tensors into the live parameters between two steps, under the prefill
    lock once the prefills of the old weights have joined the batch, and bumps the policy version (and
    empties the prefix cache); every event carries the version of the weights that produced it.
+5. With `adapters` the engine serves several LoRA adapters (and the base) over one base model
+   (`adapters.py`): each request names its model, one decode batch holds rows of every adapter, and
+   `update_adapter` swaps one adapter's tensors between two steps the same way, bumping that adapter's
+   own version and clearing only its prefix-cache entries; the other adapters' rows decode on.
 """
 
 from __future__ import annotations
@@ -26,13 +30,21 @@ from typing import Any
 
 import torch
 
+from alight_server.inference.adapters import (
+    BASE,
+    AdapterSpec,
+    adapter_tensors,
+    check_adapter_tensors,
+    copy_adapter,
+    wrap_with_adapters,
+)
 from alight_server.inference.batching import DecodeBatch
 from alight_server.inference.detokenize import IncrementalText
 from alight_server.inference.generation import Completion, GenerationHandle, TokenEvent
 from alight_server.inference.prefill import Prefiller
 from alight_server.inference.prefix_cache import PrefixCache
 from alight_server.inference.sampling import InvalidRequest, SamplingParams, choice_generator, raw_logprobs, sample_next
-from alight_server.inference.weights import check_state_dict, read_state_dict
+from alight_server.inference.weights import WeightsError, check_state_dict, read_state_dict
 
 
 @dataclass
@@ -40,7 +52,7 @@ class _Sequence:
     handle: GenerationHandle
     choice: int
     generator: torch.Generator
-    version: int  # the weights that prefilled it: its cached keys and values are theirs from then on
+    version: tuple[int, int]  # the weights (base, own adapter) that prefilled it: its cached keys and values
     text: IncrementalText
     tokens: list[int] = field(default_factory=list)  # sampled so far; all but the last are in the batch's cache
 
@@ -61,7 +73,14 @@ class InferenceEngine:
         batch_window_s: float = 0.003,
         prefix_cache_tokens: int = 16384,
         overlap_prefill: bool = True,
+        adapters: Mapping[str, AdapterSpec | None] | None = None,
     ) -> None:
+        # Served name -> peft row name (itself, or "__base__" for a None spec); None: one model, `model_name`.
+        self.adapters: dict[str, str] | None = None
+        if adapters is not None:
+            model, self.adapters = wrap_with_adapters(model, adapters)
+        self._mixed = self.adapters is not None and any(row != BASE for row in self.adapters.values())
+        self.adapter_versions = {name: 0 for name, row in (self.adapters or {}).items() if row != BASE}
         self.model = model
         self.tokenizer = tokenizer
         self.model_name = model_name
@@ -77,9 +96,9 @@ class InferenceEngine:
         self.version = 0
         self._cond = threading.Condition()
         self._pending: list[GenerationHandle] = []
-        self._weight_updates: list[tuple[dict[str, torch.Tensor], Future[int]]] = []
+        self._weight_updates: list[tuple[Callable[[], int], Future[int]]] = []
         self._sequences: list[_Sequence] = []
-        self._batch = DecodeBatch(model, self.device)
+        self._batch = DecodeBatch(model, self.device, mixed=self._mixed)
         # 0 turns reuse off. SmolLM2-135M keeps ~46 KB of fp32 keys and values per token (16384 tokens: ~750 MB).
         self.prefix_cache = PrefixCache(prefix_cache_tokens)
         self._thread: threading.Thread | None = None
@@ -128,10 +147,26 @@ class InferenceEngine:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    @property
+    def served_names(self) -> list[str]:
+        """The model names requests may name: the adapters' (and base names'), else `model_name`."""
+        return list(self.adapters) if self.adapters is not None else [self.model_name]
+
     # -- requests --------------------------------------------------------------------------------
+    def _row(self, params: SamplingParams) -> str | None:
+        """The peft row name a request runs under (None: the engine has no adapters)."""
+        if params.adapter is None:
+            return BASE if self._mixed else None
+        if self.adapters is None or params.adapter not in self.adapters:
+            raise InvalidRequest(
+                f"the model {params.adapter!r} does not exist; this engine serves {self.served_names}", "model"
+            )
+        return self.adapters[params.adapter] if self._mixed else None
+
     def check_request(self, prompt_ids: list[int], params: SamplingParams) -> int:
         """Validate against this model; returns the max_tokens the request will run with."""
         params.validate(self.max_n)
+        self._row(params)
         if not prompt_ids:
             raise InvalidRequest("the prompt is empty; send at least one token", "prompt")
         vocab = self.model.get_input_embeddings().num_embeddings
@@ -150,7 +185,8 @@ class InferenceEngine:
 
     def submit(self, prompt_ids: list[int], params: SamplingParams, sink: Callable[[Any], object]) -> GenerationHandle:
         """Queue a request; `sink` gets TokenEvents (or one exception) on the engine thread."""
-        handle = GenerationHandle(list(prompt_ids), params, self.check_request(prompt_ids, params), sink)
+        max_tokens = self.check_request(prompt_ids, params)
+        handle = GenerationHandle(list(prompt_ids), params, max_tokens, sink, self._row(params))
         with self._cond:
             if self._thread is None:
                 raise RuntimeError("the inference engine is not running; call engine.start() first")
@@ -208,13 +244,36 @@ class InferenceEngine:
     # -- weights ---------------------------------------------------------------------------------
     def update_weights(self, weights: Mapping[str, torch.Tensor] | str | Path) -> int:
         """Copy new weights into the live parameters between two decode steps; returns the new policy version."""
+        if self._mixed:
+            raise WeightsError(
+                "this engine serves LoRA adapters over one frozen base model; load an adapter with "
+                "update_adapter(name, tensors) (or /admin/weights with 'adapter')"
+            )
         state = read_state_dict(weights) if isinstance(weights, str | Path) else dict(weights)
         check_state_dict(self.model, state)
+        return self._between_steps(lambda: self._apply_weights(state))
+
+    def update_adapter(self, name: str, tensors: Mapping[str, torch.Tensor] | str | Path) -> int:
+        """Copy one adapter's LoRA tensors in between two decode steps; returns that adapter's own new version.
+
+        `tensors` are named as `peft.get_peft_model_state_dict` names a one-adapter model's (or a folder /
+        file holding them, e.g. `adapter_model.safetensors`). Rows of other adapters are untouched.
+        """
+        if name not in self.adapter_versions:
+            served = sorted(self.adapter_versions)
+            raise WeightsError(f"adapter {name!r} is not a LoRA adapter of this engine; its adapters: {served}")
+        state = read_state_dict(tensors) if isinstance(tensors, str | Path) else dict(tensors)
+        targets = adapter_tensors(self.model, name)
+        checked = check_adapter_tensors(targets, name, state)
+        return self._between_steps(lambda: self._apply_adapter(name, targets, checked))
+
+    def _between_steps(self, apply: Callable[[], int]) -> int:
+        """Run `apply` on the engine thread between two decode steps (now, when the engine is not running)."""
         future: Future[int] = Future()
         with self._cond:
             if self._thread is None:
-                return self._apply_weights(state)
-            self._weight_updates.append((state, future))
+                return apply()
+            self._weight_updates.append((apply, future))
             self._cond.notify_all()
         return future.result()
 
@@ -226,6 +285,21 @@ class InferenceEngine:
         self.prefix_cache.clear()  # the cached keys and values belong to the old weights
         self.version += 1
         return self.version
+
+    def _apply_adapter(self, name: str, targets: dict[str, torch.Tensor], state: dict[str, torch.Tensor]) -> int:
+        copy_adapter(targets, state)
+        self.prefix_cache.clear_scope(name)  # only this adapter's keys and values are stale
+        self.adapter_versions[name] += 1
+        return self.adapter_versions[name]
+
+    def _weights_of(self, row: str | None) -> tuple[int, int]:
+        """The versions (base, adapter) a row of adapter `row` runs under now."""
+        return self.version, self.adapter_versions.get(row, 0) if row is not None else 0
+
+    def policy_version(self, name: str | None = None) -> int:
+        """What events of model `name` report: an adapter's own version, else the base weights' version."""
+        row = self.adapters.get(name) if self.adapters is not None and name is not None else None
+        return self.adapter_versions.get(row or BASE, self.version)
 
     # -- the engine thread -----------------------------------------------------------------------
     def _run(self) -> None:
@@ -247,9 +321,9 @@ class InferenceEngine:
                 if updates:
                     with self._prefiller.lock:  # no prefill runs; the finished ones join under the old weights
                         self._join_prefilled()
-                        for state, future in updates:
+                        for apply, future in updates:
                             try:
-                                future.set_result(self._apply_weights(state))
+                                future.set_result(apply())
                             except Exception as exc:  # reported to the caller of update_weights; serving goes on
                                 future.set_exception(exc)
                 if not self._prefiller.overlap:
@@ -264,7 +338,7 @@ class InferenceEngine:
                     for handle in {s.handle for s in self._sequences}:
                         handle.fail(exc)
                     self._sequences = []
-                    self._batch = DecodeBatch(self.model, self.device)
+                    self._batch = DecodeBatch(self.model, self.device, mixed=self._mixed)
         self._fail_outstanding(RuntimeError("the inference engine stopped before this request finished"))
 
     def _has_work(self) -> bool:
@@ -294,7 +368,7 @@ class InferenceEngine:
                         handle,
                         i,
                         choice_generator(handle.params, i, self.device),
-                        self.version,
+                        self._weights_of(handle.row),
                         IncrementalText(self.tokenizer, handle.params.stop),
                     )
                     for i in range(n)
@@ -302,7 +376,7 @@ class InferenceEngine:
                 chosen = self._emit(sequences, item.logits.expand(n, -1))
                 alive = [(s, t) for s, t, finished in chosen if not finished]
                 if alive:
-                    self._batch.add(item.layers, [t for _, t in alive])
+                    self._batch.add(item.layers, [t for _, t in alive], handle.row)
                     self._sequences.extend(s for s, _ in alive)
             except Exception as exc:  # this request alone fails; the batch is untouched until add()
                 handle.fail(exc)
@@ -314,7 +388,7 @@ class InferenceEngine:
         if self.prefix_cache.max_tokens > 0:
             for row, (seq, _, finished) in enumerate(chosen):
                 # A row that decoded across a weight update holds keys and values of both: not reusable.
-                if finished and not seq.handle.cancelled and seq.version == self.version:
+                if finished and not seq.handle.cancelled and seq.version == self._weights_of(seq.handle.row):
                     self._cache_reply(row, seq)
         keep = [row for row, (s, _, finished) in enumerate(chosen) if not finished and not s.handle.cancelled]
         self._sequences = [self._sequences[row] for row in keep]
@@ -332,7 +406,9 @@ class InferenceEngine:
             (k[row : row + 1, :, -length:].clone(), v[row : row + 1, :, -length:].clone())
             for k, v in self._batch.layers
         ]
-        self.prefix_cache.store([*seq.handle.prompt_ids, *fed], layers, replaces=seq.handle.prompt_ids)
+        self.prefix_cache.store(
+            [*seq.handle.prompt_ids, *fed], layers, replaces=seq.handle.prompt_ids, scope=seq.handle.row
+        )
 
     def _emit(self, sequences: list[_Sequence], logits: torch.Tensor) -> list[tuple[_Sequence, int, bool]]:
         """Sample each row, report it to its request; returns (sequence, token, finished) per row."""
@@ -355,7 +431,8 @@ class InferenceEngine:
             k = seq.handle.params.top_logprobs
             top = list(zip(ids[:k], values[:k], strict=True))
             try:
-                seq.handle.sink(TokenEvent(seq.choice, token, logp, top, text, finish, self.version))
+                version = self.adapter_versions.get(seq.handle.row or BASE, self.version)  # an adapter's own
+                seq.handle.sink(TokenEvent(seq.choice, token, logp, top, text, finish, version))
             except Exception:  # a broken consumer (e.g. its event loop closed) loses only its own request
                 seq.handle.cancel()
             out.append((seq, token, finish is not None))

@@ -38,8 +38,16 @@ class Completion:
 class GenerationHandle:
     """A submitted request; `cancel()` retires its choices at the next step (a client went away)."""
 
-    def __init__(self, prompt_ids: list[int], params: SamplingParams, max_tokens: int, sink: Callable[[Any], object]):
+    def __init__(
+        self,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        max_tokens: int,
+        sink: Callable[[Any], object],
+        row: str | None = None,
+    ):
         self.prompt_ids = prompt_ids
+        self.row = row  # peft's adapter name for its rows (an engine with adapters), else None
         self.params = params
         self.max_tokens = max_tokens
         self.sink = sink

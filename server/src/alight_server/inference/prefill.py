@@ -4,8 +4,9 @@
    `overlap_prefill` a second thread prefills them while the engine thread goes on decoding (a prefill
    costs about what a decode step does, and torch runs both at once on two cores); without it the
    engine thread prefills them itself between two steps (`prefill`).
-2. A prompt is prefilled alone, exact, reusing the longest prefix it shares with an earlier prompt
-   (`prefix_cache`); the result waits in the prefilled list until the engine thread takes it (`take`).
+2. A prompt is prefilled alone, exact (under its own LoRA adapter when the engine serves several),
+   reusing the longest prefix it shares with an earlier prompt of that adapter (`prefix_cache`); the
+   result waits in the prefilled list until the engine thread takes it (`take`).
 3. A prefill runs, and hands its result over, under `lock`: a weight update takes that lock, so it
    finds no prefill running and every prefill of the old weights already handed over, joins those to
    the batch under the old version, and only then copies the new weights.
@@ -111,9 +112,10 @@ class Prefiller:
             done = None
             if not handle.cancelled:
                 try:
-                    _, reused = self.prefix_cache.lookup(handle.prompt_ids)
-                    layers, logits = batching.prefill(self.model, handle.prompt_ids, self.device, reused)  # logits (V,)
-                    self.prefix_cache.store(handle.prompt_ids, layers)
+                    ids, row = handle.prompt_ids, handle.row
+                    _, reused = self.prefix_cache.lookup(ids, scope=row)
+                    layers, logits = batching.prefill(self.model, ids, self.device, reused, row)  # logits (V,)
+                    self.prefix_cache.store(ids, layers, scope=row)
                     done = Prefilled(handle, layers, logits)
                 except Exception as exc:  # this request alone fails; the batch is untouched
                     handle.fail(exc)

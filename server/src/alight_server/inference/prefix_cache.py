@@ -6,7 +6,9 @@ Entries are per-layer (keys, values) of batch 1: whole prompts, and finished rep
 turn). A new prompt reuses the longest common prefix it shares with any entry (sliced from that entry),
 so prompts that diverge after a shared system prompt still share it. Causal attention makes a prefix's keys and values independent of what follows it,
 so reuse changes nothing but floating-point summation order. Entries hold one weights' version: the
-engine clears the cache when the weights change. Least recently used entries go first once the stored
+engine clears the cache when the weights change. An engine serving LoRA adapters keys each entry by its
+adapter too (`scope`): another adapter's keys and values are not this one's, and an adapter's update
+clears only its own entries. Least recently used entries go first once the stored
 tokens exceed the budget. Thread-safe: the engine's prefill thread looks up and stores prompts while its
 decode thread stores replies.
 """
@@ -32,24 +34,24 @@ def _common_prefix(a: tuple[int, ...], b: list[int]) -> int:
 class PrefixCache:
     def __init__(self, max_tokens: int) -> None:
         self.max_tokens = max_tokens
-        self._entries: OrderedDict[tuple[int, ...], Layers] = OrderedDict()
+        self._entries: OrderedDict[tuple[str | None, tuple[int, ...]], Layers] = OrderedDict()  # (scope, tokens)
         self._tokens = 0
         self._lock = threading.Lock()
         self.hit_tokens = 0  # prompt tokens whose prefill was skipped, since start
         self.miss_tokens = 0  # prompt tokens prefilled
 
-    def lookup(self, prompt_ids: list[int]) -> tuple[int, Layers]:
-        """The longest reusable prefix: (its length, its layers sliced to it); (0, []) when none.
+    def lookup(self, prompt_ids: list[int], scope: str | None = None) -> tuple[int, Layers]:
+        """The longest reusable prefix among `scope`'s entries: (its length, its layers sliced to it); (0, []) when none.
 
         At most len(prompt) - 1 tokens are reused: the last prompt token must run to give the first logits.
         """
         with self._lock:
-            return self._lookup(prompt_ids)
+            return self._lookup(prompt_ids, scope)
 
-    def _lookup(self, prompt_ids: list[int]) -> tuple[int, Layers]:
+    def _lookup(self, prompt_ids: list[int], scope: str | None) -> tuple[int, Layers]:
         best_len, best_key = 0, None
         for key in self._entries:
-            length = _common_prefix(key, prompt_ids)
+            length = _common_prefix(key[1], prompt_ids) if key[0] == scope else 0
             if length > best_len:
                 best_len, best_key = length, key
         best_len = min(best_len, len(prompt_ids) - 1)
@@ -62,27 +64,37 @@ class PrefixCache:
         layers = self._entries[best_key]
         return best_len, [(k[:, :, :best_len], v[:, :, :best_len]) for k, v in layers]
 
-    def store(self, token_ids: list[int], layers: Layers, replaces: list[int] | None = None) -> None:
+    def store(
+        self, token_ids: list[int], layers: Layers, replaces: list[int] | None = None, scope: str | None = None
+    ) -> None:
         """Keep a token sequence's layers (callers never write into them: the decode batch concatenates copies).
 
         `replaces`: an entry this one extends (a prompt, now stored with its reply), dropped as redundant.
         """
         with self._lock:
-            self._store(tuple(token_ids), layers, replaces)
+            self._store(tuple(token_ids), layers, replaces, scope)
 
-    def _store(self, key: tuple[int, ...], layers: Layers, replaces: list[int] | None) -> None:
-        if self.max_tokens <= 0 or len(key) > self.max_tokens or key in self._entries:
+    def _store(self, tokens: tuple[int, ...], layers: Layers, replaces: list[int] | None, scope: str | None) -> None:
+        key = (scope, tokens)
+        if self.max_tokens <= 0 or len(tokens) > self.max_tokens or key in self._entries:
             return
-        old = tuple(replaces) if replaces is not None else key
-        if old != key and key[: len(old)] == old and self._entries.pop(old, None) is not None:
+        old = tuple(replaces) if replaces is not None else tokens
+        if old != tokens and tokens[: len(old)] == old and self._entries.pop((scope, old), None) is not None:
             self._tokens -= len(old)
         self._entries[key] = layers
-        self._tokens += len(key)
+        self._tokens += len(tokens)
         while self._tokens > self.max_tokens:
-            old, _ = self._entries.popitem(last=False)
-            self._tokens -= len(old)
+            (_, dropped), _ = self._entries.popitem(last=False)
+            self._tokens -= len(dropped)
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
             self._tokens = 0
+
+    def clear_scope(self, scope: str | None) -> None:
+        """Drop `scope`'s entries only (one adapter changed; the others' keys and values still hold)."""
+        with self._lock:
+            for key in [k for k in self._entries if k[0] == scope]:
+                del self._entries[key]
+                self._tokens -= len(key[1])

@@ -31,6 +31,7 @@ class SamplingParams:
     stop: list[str] = field(default_factory=list)
     top_logprobs: int = 0
     ignore_eos: bool = False
+    adapter: str | None = None  # the served model name of an engine with adapters; None: the base model
 
     def validate(self, max_n: int) -> None:
         if self.max_tokens is not None and self.max_tokens < 1:

@@ -29,6 +29,7 @@ VERSION_HEADER = "X-Alight-Policy-Version"
 
 class WeightsUpdate(BaseModel):
     path: str
+    adapter: str | None = None  # set: `path` holds that LoRA adapter's tensors (adapter_model.safetensors)
 
 
 class _HttpError(Exception):
@@ -144,17 +145,21 @@ def create_inference_app(engine: InferenceEngine, api_key: str, admin_key: str |
             where or None,
         )
 
-    def check_model(name: str) -> None:
-        if name != engine.model_name:
+    def check_model(name: str) -> str | None:
+        """The request's adapter (an engine with adapters serves each by its name), else None."""
+        served = engine.served_names
+        if name not in served:
             # A 400 like every other bad request (OpenAI itself answers 404 here; clients
             # treat both as final, and the gateway never sends another model's name anyway).
+            listed = ", ".join(repr(n) for n in served)
             raise _HttpError(
                 400,
-                f"The model {name!r} does not exist; this server serves {engine.model_name!r}.",
+                f"The model {name!r} does not exist; this server serves {listed}.",
                 "invalid_request_error",
                 "model",
                 "model_not_found",
             )
+        return name if engine.adapters is not None else None
 
     def headers(version: int) -> dict[str, str]:
         return {VERSION_HEADER: str(version)}
@@ -180,8 +185,9 @@ def create_inference_app(engine: InferenceEngine, api_key: str, admin_key: str |
 
     @app.post("/v1/chat/completions")
     async def chat_completions(req: ChatCompletionRequest, request: Request) -> Any:
-        check_model(req.model)
+        adapter = check_model(req.model)
         params = req.sampling_params()
+        params.adapter = adapter
         prompt_ids = render_chat(req)
         first, events = await start(prompt_ids, params)
         rid, created, version = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), first.policy_version
@@ -248,8 +254,9 @@ def create_inference_app(engine: InferenceEngine, api_key: str, admin_key: str |
 
     @app.post("/v1/completions")
     async def completions(req: CompletionRequest, request: Request) -> Any:
-        check_model(req.model)
+        adapter = check_model(req.model)
         params = req.sampling_params()
+        params.adapter = adapter
         prompt_ids = req.prompt_ids(tokenizer)
         first, events = await start(prompt_ids, params)
         rid, created, version = f"cmpl-{uuid.uuid4().hex}", int(time.time()), first.policy_version
@@ -294,9 +301,10 @@ def create_inference_app(engine: InferenceEngine, api_key: str, admin_key: str |
 
     @app.get("/v1/models")
     async def models() -> Any:
-        card = {"id": engine.model_name, "object": "model", "created": 0, "owned_by": "alight",
-                "max_model_len": engine.max_model_len, "policy_version": engine.version}  # fmt: skip
-        return JSONResponse({"object": "list", "data": [card]}, headers=headers(engine.version))
+        cards = [{"id": name, "object": "model", "created": 0, "owned_by": "alight",
+                  "max_model_len": engine.max_model_len, "policy_version": engine.policy_version(name)}
+                 for name in engine.served_names]  # fmt: skip
+        return JSONResponse({"object": "list", "data": cards}, headers=headers(engine.version))
 
     @app.get("/healthz")
     @app.get("/health")
@@ -306,7 +314,10 @@ def create_inference_app(engine: InferenceEngine, api_key: str, admin_key: str |
 
     @app.post("/admin/weights")
     async def load_weights(update: WeightsUpdate) -> Any:
-        version = await asyncio.to_thread(engine.update_weights, update.path)
-        return JSONResponse({"policy_version": version}, headers=headers(version))
+        if update.adapter is None:
+            version = await asyncio.to_thread(engine.update_weights, update.path)
+            return JSONResponse({"policy_version": version}, headers=headers(version))
+        version = await asyncio.to_thread(engine.update_adapter, update.adapter, update.path)
+        return JSONResponse({"policy_version": version, "adapter": update.adapter}, headers=headers(version))
 
     return app

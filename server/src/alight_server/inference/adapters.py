@@ -1,0 +1,131 @@
+"""Several LoRA adapters over one base model: peft wraps the model once, each row of a batch names its adapter.
+
+Each served model name maps to a peft adapter of the same name (an `AdapterSpec`), or to the base model
+itself (`None`, peft's "__base__" row name). Every adapter starts with B zero-initialised (peft's
+default), so it answers exactly as the base does until its first update. A forward pass runs under
+`rows([...])`, one adapter name per row: peft's LoRA layers run the base layer once for the whole batch
+and add each row's own LoRA product (peft's mixed-adapter batch, `LoraLayer._mixed_batch_forward`).
+
+peft itself hands `adapter_names=` to its layers through forward hooks it registers on every LoRA layer
+for the length of one call; two threads (the engine's decode and prefill threads) calling at once would
+see each other's hooks. So the hooks here are registered once, at wrap time, and read the calling
+thread's row names. peft is imported only when an engine has adapters.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from alight_server.inference.weights import WeightsError
+
+BASE = "__base__"  # peft's row name for "no adapter"
+_calling = threading.local()  # .rows: the adapter name of each row of this thread's forward pass
+
+
+@dataclass(frozen=True)
+class AdapterSpec:
+    """One LoRA adapter's shape: rank, alpha and the module names it wraps (as peft's LoraConfig takes them)."""
+
+    r: int
+    alpha: float
+    target_modules: tuple[str, ...]
+
+
+def wrap_with_adapters(model: Any, adapters: Mapping[str, AdapterSpec | None]) -> tuple[Any, dict[str, str]]:
+    """The model wrapped in peft with one adapter per spec, in eval mode -> (peft model, served name -> row name).
+
+    Served names whose spec is None map to the base ("__base__"); raises ValueError for no names or a bad name.
+    """
+    if not adapters:
+        raise ValueError("adapters: name at least one model to serve")
+    if BASE in adapters:
+        raise ValueError(f"adapters: {BASE!r} is peft's name for the base model; give the policy another name")
+    specs = {name: spec for name, spec in adapters.items() if spec is not None}
+    rows = {name: (name if spec is not None else BASE) for name, spec in adapters.items()}
+    if not specs:
+        return model, rows  # only base names: nothing to wrap, no peft on the path
+    from peft import LoraConfig, get_peft_model
+
+    def config(spec: AdapterSpec) -> Any:
+        alpha: Any = spec.alpha  # peft annotates an int; it only divides by r (the trainer's config gives an int)
+        return LoraConfig(r=spec.r, lora_alpha=alpha, lora_dropout=0.0, target_modules=list(spec.target_modules))
+
+    first, *rest = specs.items()
+    peft_model = get_peft_model(model, config(first[1]), adapter_name=first[0])
+    for name, spec in rest:
+        peft_model.add_adapter(name, config(spec))
+    peft_model.eval()
+    for p in peft_model.parameters():
+        p.requires_grad_(False)
+    from peft.tuners.lora import LoraLayer
+
+    modules: list[torch.nn.Module] = list(peft_model.modules())
+    for module in modules:
+        if isinstance(module, LoraLayer):
+            module.register_forward_pre_hook(_thread_rows, with_kwargs=True)
+    return peft_model, rows
+
+
+def _thread_rows(module: Any, args: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    names = getattr(_calling, "rows", None)
+    if names is not None:
+        kwargs["adapter_names"] = names
+    return args, kwargs
+
+
+@contextmanager
+def rows(names: list[str] | None) -> Iterator[None]:
+    """Forward passes of this thread inside run row i under adapter names[i] (None: the model has no adapters)."""
+    if names is None:
+        yield
+        return
+    _calling.rows = names
+    try:
+        yield
+    finally:
+        _calling.rows = None
+
+
+def adapter_tensors(model: Any, name: str) -> dict[str, torch.Tensor]:
+    """The live LoRA tensors of adapter `name`, named as `get_peft_model_state_dict` names a one-adapter model's."""
+    from peft import get_peft_model_state_dict
+
+    # state_dict() tensors share storage with the parameters: copying into them changes the adapter.
+    return get_peft_model_state_dict(model, adapter_name=name)
+
+
+def check_adapter_tensors(
+    targets: Mapping[str, torch.Tensor], name: str, tensors: Mapping[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """Every tensor must name a LoRA tensor of adapter `name`, with its shape and finite values (a subset is fine)."""
+    if not tensors:
+        raise WeightsError(f"the new weights of adapter {name!r} hold no tensors")
+    state = dict(tensors)
+    unknown = sorted(set(state) - set(targets))
+    if unknown:
+        raise WeightsError(
+            f"tensor {unknown[0]!r} matches no LoRA tensor of adapter {name!r} ({len(unknown)} unknown); "
+            f"expected names like {sorted(targets)[:2]} (peft.get_peft_model_state_dict of a one-adapter model)"
+        )
+    for key, tensor in state.items():
+        if tensor.shape != targets[key].shape:
+            raise WeightsError(
+                f"tensor {key!r} of adapter {name!r} has shape {tuple(tensor.shape)} but the served adapter expects "
+                f"{tuple(targets[key].shape)} (same lora r and target_modules?)"
+            )
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise WeightsError(f"tensor {key!r} of adapter {name!r} holds NaN or infinite values")
+    return state
+
+
+def copy_adapter(targets: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor]) -> None:
+    """Copy checked tensors into the live adapter (one no_grad copy each)."""
+    with torch.no_grad():
+        for key, tensor in state.items():
+            targets[key].copy_(tensor)
