@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from alight.schemas import FailureKind, ModelCall, Reward, Trajectory, TrajectoryCall
-from alight_server.routing import POLICY_FLAG
+from alight_server.routing import POLICY_FLAG, policy_of
 from alight_server.trainer.config_policies import PolicyConfig
 from alight_server.trainer.samples.build import SampleConfig, prefix_breaks
 from alight_server.trajectory import SOURCE_PRECEDENCE
@@ -32,11 +32,12 @@ CALL_REASONS = ("no_policy", "unknown_policy", "several_policies")  # why a call
 
 
 def call_policy(call: ModelCall) -> str | None:
-    """The policy named by the call's `policy:<name>` flag; None without one; ValueError with several."""
-    named = {flag.removeprefix(POLICY_FLAG) for flag in call.flags if flag.startswith(POLICY_FLAG)}
+    """The policy named by the call's `policy:<name>` flag (`routing.policy_of`); None without one; ValueError
+    with several, which the gateway never records: such a call trains no policy rather than the first named."""
+    named = {flag for flag in call.flags if flag.startswith(POLICY_FLAG)}
     if len(named) > 1:
         raise ValueError(f"call {call.id} is flagged with several policies: {sorted(named)}")
-    return next(iter(named), None)
+    return policy_of(call.flags)
 
 
 def named_reward(trajectory: Trajectory, name: str) -> float | None:
