@@ -4,13 +4,18 @@ Model calls that arrive during the pause get a retryable 429 with Retry-After (t
 retries by itself), so an agent never sees a broken call, and every recorded call names the policy
 version that really served it. The new version is chosen before loading (one past the current), so
 a server that records versions itself (vLLM's weight_version) is told the same number the gateway records.
+
+Several policies: `push(..., policy=NAME)` pauses and drains only that policy's calls (the other
+policies' calls run on), loads the tensors as that policy's LoRA adapter (the engine's
+`update_adapter`, /admin/weights with `adapter`, or the target's `load_adapter`), and resumes with the
+global version bumped for that policy alone (policy_versions.py).
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,7 +29,11 @@ Weights = dict[str, torch.Tensor]
 
 
 class WeightTarget(Protocol):
-    """An inference server that loads new weights in place (`inference.vllm_weights.VllmWeights`)."""
+    """An inference server that loads new weights in place (`inference.vllm_weights.VllmWeights`).
+
+    One serving several policies also loads one LoRA adapter by name: `load_adapter(name, tensors, version)`,
+    the tensors in peft's naming (`peft.get_peft_model_state_dict`), asked for only when needed.
+    """
 
     def load(self, weights: Callable[[], Weights], version: int) -> None: ...
 
@@ -67,34 +76,45 @@ class WeightSync:
         self.drain_timeout_s, self.late_calls_allowed = drain_timeout_s, True
 
     def push(
-        self, weights: Weights | Callable[[], Weights], metadata: dict[str, Any] | None = None
+        self,
+        weights: Weights | Callable[[], Weights],
+        metadata: dict[str, Any] | None = None,
+        policy: str | None = None,
     ) -> tuple[int, float]:
         """Load `weights` (or what the function returns, asked only when needed: a LoRA adapter target never
-        asks) everywhere the gateway sends calls; returns (new policy version, seconds paused)."""
+        asks) everywhere the gateway sends calls; returns (new policy version, seconds paused).
+
+        With `policy` the weights are that policy's LoRA adapter tensors, and only its calls are paused.
+        """
 
         def get() -> Weights:
             return weights() if callable(weights) else weights
 
         def load(version: int) -> None:
-            if self.target is not None:
+            if policy is not None:
+                self._load_adapter(policy, get, version)
+            elif self.target is not None:
                 self.target.load(get, version)
             else:
                 self._load(get())
 
-        return self.paused(load, metadata)
+        return self.paused(load, metadata, policy)
 
-    def paused(self, load: Callable[[int], int | None], metadata: dict[str, Any] | None = None) -> tuple[int, float]:
-        """Run `load(next version)` with the gateway paused and drained, then resume as that policy version.
+    def paused(
+        self, load: Callable[[int], int | None], metadata: dict[str, Any] | None = None, policy: str | None = None
+    ) -> tuple[int, float]:
+        """Run `load(next version)` with the gateway (or `policy`'s calls) paused and drained, then resume as that
+        policy version.
 
         `load` may return the version the upstreams now serve (when it re-registers them); None: the next one.
         Returns (new policy version, seconds paused).
         """
         started = time.monotonic()
-        version = int(self.client.pause_gateway()["policy_version"]) + 1
+        version = int(self.client.pause_gateway(policy)["policy_version"]) + 1
         changed = False
         try:
             # drain_gateway waits longer than the drain itself; the client's own 60 s would cut it short
-            drain = self.client.drain_gateway(self.drain_timeout_s)
+            drain = self.client.drain_gateway(self.drain_timeout_s, policy)
             drained = bool(drain.get("drained", False))
             self.last_drain = DrainReport(
                 int(drain.get("in_flight_at_start", 0)), float(drain.get("waited_s", 0.0)), not drained
@@ -107,9 +127,29 @@ class WeightSync:
             changed = True
         finally:
             resumed = self.client.resume_gateway(
-                weights_changed=changed, policy_version=version if changed else None, metadata=metadata
+                weights_changed=changed,
+                policy_version=version if changed else None,
+                metadata=metadata,
+                policy=policy,
             )
         return int(resumed["policy_version"]), time.monotonic() - started
+
+    def _load_adapter(self, policy: str, tensors: Callable[[], Weights], version: int) -> None:
+        """One policy's LoRA adapter into the engine, the weight target, or the inference server."""
+        if self.target is not None:
+            load_adapter: Callable[[str, Callable[[], Mapping[str, torch.Tensor]], int], None] | None = getattr(
+                self.target, "load_adapter", None
+            )
+            if load_adapter is None:
+                raise ValueError(
+                    f"the weight target {type(self.target).__name__} loads whole models only; it cannot update "
+                    f"policy {policy!r}'s adapter (serve several policies with a target that has load_adapter)"
+                )
+            load_adapter(policy, tensors, version)
+        elif self.engine is not None:
+            self.engine.update_adapter(policy, tensors())
+        else:
+            self._post_weights(tensors(), "adapter_model.safetensors", {"adapter": policy})
 
     def _load(self, weights: Weights) -> None:
         if self.engine is None and self.inference_url is None:
@@ -118,16 +158,22 @@ class WeightSync:
         if self.engine is not None:
             self.engine.update_weights(weights)
             return
+        self._post_weights(weights, "model.safetensors", {})
+
+    def _post_weights(self, weights: Weights, filename: str, extra: dict[str, Any]) -> None:
+        """Write `weights` to a folder and ask the inference server's /admin/weights to load it."""
+        if self.inference_url is None:
+            raise ValueError("weight sync needs the embedded engine, a weight target or server.inference_url")
         from safetensors.torch import save_file
 
         if self.weights_dir:
             Path(self.weights_dir).mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="alight-weights-", dir=self.weights_dir) as folder:
-            path = Path(folder) / "model.safetensors"
+            path = Path(folder) / filename
             save_file({k: v.detach().cpu().clone() for k, v in weights.items()}, str(path))  # clone: tied tensors
             headers = {"Authorization": f"Bearer {self.inference_key}"} if self.inference_key else {}
             response = httpx.post(
-                f"{self.inference_url}/admin/weights", json={"path": folder}, headers=headers, timeout=600
+                f"{self.inference_url}/admin/weights", json={"path": folder, **extra}, headers=headers, timeout=600
             )
             if response.status_code >= 400:
                 raise RuntimeError(
