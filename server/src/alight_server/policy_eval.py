@@ -56,7 +56,7 @@ def _stack(config: TrainConfig) -> Any:
 
     from alight_server.run_stacks import stack_options
     from alight_server.stack import EmbeddedStack, ExternalStack
-    from alight_server.trainer.policy_engine import policy_engine
+    from alight_server.trainer.policy_engine import engine_adapters, policy_engine
 
     run_dir = Path(config.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -64,7 +64,9 @@ def _stack(config: TrainConfig) -> Any:
         torch.set_num_threads(config.inference.torch_threads)
     if config.server.url is not None:
         return ExternalStack(config.server, config.model, run_dir, config.evaluator)
-    return EmbeddedStack(policy_engine(config.model, config.inference), run_dir, **stack_options(config))
+    return EmbeddedStack(
+        policy_engine(config.model, config.inference, engine_adapters(config)), run_dir, **stack_options(config)
+    )
 
 
 def run_rollouts(

@@ -18,7 +18,8 @@ from alight_server.stack import EmbeddedStack, ExternalStack, ReplicaStack
 from alight_server.stack_state import STATE_FILE
 from alight_server.trainer.backend import TrainerBackend
 from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.policy_engine import policy_engine
+from alight_server.trainer.policy_engine import engine_adapters, policy_engine
+from alight_server.trainer.policy_set import PolicySet
 from alight_server.trainer.servers import RunStack
 from alight_server.ui import run_link
 
@@ -40,12 +41,12 @@ class TrainingStacks:
             self._vllm.spawn()  # vLLM's start-up runs while the trainer loads
         return None
 
-    def open_local(self, config: TrainConfig, run_dir: Path, backend: TrainerBackend) -> RunStack:
+    def open_local(self, config: TrainConfig, run_dir: Path, backend: TrainerBackend | PolicySet) -> RunStack:
         engine = None
         if self._vllm is not None:
             self._vllm.adapter = _lora_model(backend)
         else:
-            engine = policy_engine(config.model, config.inference)
+            engine = policy_engine(config.model, config.inference, engine_adapters(config))
         stack = EmbeddedStack(engine, run_dir, vllm=self._vllm, **stack_options(config)).start()
         self._vllm = None
         return stack
@@ -95,7 +96,7 @@ def stack_options(config: TrainConfig) -> dict[str, Any]:
     )  # fmt: skip
 
 
-def _lora_model(backend: TrainerBackend) -> Any:
+def _lora_model(backend: TrainerBackend | PolicySet) -> Any:
     """The trainer's PEFT model when LoRA is on (vLLM then loads only its adapter), else None."""
     if getattr(backend, "lora", None) is None:
         return None

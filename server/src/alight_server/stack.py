@@ -93,11 +93,11 @@ class EmbeddedStack:
     def _check_policy(self) -> None:
         if (self.engine is None) == (self.vllm is None):
             raise ValueError("the embedded stack serves the policy with the engine or with vLLM: give one")
-        if self.routing is not None:
+        if self.routing is not None and self.vllm is not None:
             raise ValueError(
-                f"policies: names {', '.join(self.routing.policies)}, but the embedded engine and the vLLM this "
-                "run starts serve one policy, not an adapter per policy, yet (issue 32); remove policies: and "
-                "routing:, or serve the adapters yourself (docs/training.md#several-policies)"
+                f"policies: names {', '.join(self.routing.policies)}, but the vLLM this run starts serves one "
+                "policy, not an adapter per policy, yet; use inference.backend: embedded, or serve the adapters "
+                "yourself (docs/training.md#several-policies)"
             )
 
     @property

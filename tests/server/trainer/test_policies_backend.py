@@ -2,44 +2,23 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from policies_fixtures import TWO, digest, step
 
-from alight_server.testing.batches import batch_for
 from alight_server.trainer.checkpoint import save_checkpoint
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.policy_set import PolicySet, make_policy_set
-
-TWO = {
-    "lora": {"enabled": True, "r": 2, "alpha": 4},
-    "optimizer": {"lr": 1e-2},
-    "policies": {"planner": {}, "executor": {"optimizer": {"lr": 5e-3}}},
-    "routing": {"rules": [{"agent": "executor*", "policy": "executor"}], "default": "planner"},
-}
-
-
-def digest(tensors: dict[str, torch.Tensor]) -> str:
-    """One hash of every tensor's name and bytes."""
-    sha = hashlib.sha256()
-    for name in sorted(tensors):
-        sha.update(name.encode())
-        sha.update(tensors[name].detach().cpu().contiguous().numpy().tobytes())
-    return sha.hexdigest()
 
 
 @pytest.fixture
 def two_policies(tiny_config: Callable[..., TrainConfig]) -> tuple[TrainConfig, PolicySet]:
     config = tiny_config(**TWO)
     return config, make_policy_set(config)
-
-
-def step(policies: PolicySet, name: str) -> dict[str, float]:
-    return policies.step(name, batch_for(policies.backends[name].model))
 
 
 def test_a_step_of_one_policy_leaves_the_others_adapter_unchanged_and_the_reverse(
@@ -117,3 +96,10 @@ def test_init_from_starts_a_policy_from_a_checkpoints_adapter_trainable_or_froze
 def test_several_policies_refuse_more_than_one_training_process(tiny_config: Callable[..., TrainConfig]) -> None:
     with pytest.raises(ValueError, match="several policies train in one process"):
         make_policy_set(tiny_config(**TWO, trainer={"world_size": 2}))
+
+
+def test_a_lone_policy_trained_without_lora_is_refused_naming_the_setting(
+    tiny_config: Callable[..., TrainConfig],
+) -> None:
+    with pytest.raises(ValueError, match=r"policies.solo trains without LoRA.*set lora.enabled: true"):
+        make_policy_set(tiny_config(policies={"solo": {}}))

@@ -20,6 +20,7 @@ Per step:
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -47,6 +48,8 @@ from alight_server.trainer.display import RunDisplay
 from alight_server.trainer.filters import filter_for_training
 from alight_server.trainer.metrics import MetricsLog
 from alight_server.trainer.phases import RunPhases, val_task_count
+from alight_server.trainer.policy_set import PolicySet, make_policy_set
+from alight_server.trainer.policy_step import step_policies
 from alight_server.trainer.rendered import rows_for_step
 from alight_server.trainer.rollout_source import ImportedTraces, PoolGroups, RolloutSource, StepGroups
 from alight_server.trainer.run_report import RunReporter
@@ -77,7 +80,7 @@ def _torch_threads(threads: int | None) -> Iterator[None]:
 class Started:
     """What a started run works with, each part built once what it needs exists (`TrainingRun._run`)."""
 
-    backend: TrainerBackend
+    backend: TrainerBackend | PolicySet  # a PolicySet with `policies:` (trainer/policy_step.py)
     client: AlightClient
     phases: RunPhases  # the step's and the validations' rollouts
     rollouts: RolloutSource  # each step's own groups, or (async_rollout) the groups in flight
@@ -120,7 +123,7 @@ class TrainingRun:
         path.write_text(json.dumps({"run_id": run_id, "config": self.config.public_dump()}, indent=2))
         return run_id
 
-    def _restore(self, backend: TrainerBackend) -> dict[str, Any] | None:
+    def _restore(self, backend: TrainerBackend | PolicySet) -> dict[str, Any] | None:
         """Continue from the latest checkpoint with --resume (refuse one without it); the checkpoint's payload."""
         checkpoints = self.config.run_dir_checkpoints()
         found = latest_checkpoint(checkpoints)
@@ -179,6 +182,21 @@ class TrainingRun:
         if sft:
             trajectories, chosen = select_for_sft(trajectories, {r.id: r for r in phase.rollouts}, cfg.sft)
             metrics.update(chosen)
+        threads = functools.partial(
+            _torch_threads, None if live.rollouts.runs_during_training else cfg.trainer.torch_threads
+        )
+        if isinstance(live.backend, PolicySet):  # several policies: samples, a step and a push per policy
+            update, version = step_policies(
+                live.backend, trajectories, cfg, sample_config, decode=tokenizer.decode, sync=sync,
+                step=self.step + 1, policy_weights=taken.policy_weights, threads=threads,
+            )  # fmt: skip
+            metrics.update(update)
+            if version is None:
+                display.line(f"step {self.step + 1}: no policy had a group with unequal rewards; weights unchanged")
+            self.policy_version = self.policy_version if version is None else version
+            metrics["time/train_s"] = time.monotonic() - started - metrics.get("time/sync_s", 0.0)
+            metrics["policy_version"] = float(self.policy_version)
+            return metrics
         batch, report = build_samples(trajectories, sample_config, decode=tokenizer.decode)
         batch, rendered = rows_for_step(batch, cfg.algorithm)
         metrics.update(rendered)
@@ -192,7 +210,7 @@ class TrainingRun:
         # sft learns from each selected row alone: a group's equal rewards take nothing away
         keep = [r for r in range(batch.num_rows) if sft or not bool(uniform[int(batch.row_group[r])])]
         if keep:
-            with _torch_threads(None if live.rollouts.runs_during_training else cfg.trainer.torch_threads):
+            with threads():
                 metrics.update({f"train/{k}": v for k, v in live.backend.step(batch.select(keep)).items()})
             metrics["time/train_s"] = time.monotonic() - started
             display.status("syncing weights")
@@ -227,14 +245,16 @@ class TrainingRun:
         torch.manual_seed(cfg.seed)
         self.run_id = self._run_id()
         stack: RunStack | None = None
-        backend: TrainerBackend | None = None
+        backend: TrainerBackend | PolicySet | None = None
         metrics_log: MetricsLog | None = None
         reporter: RunReporter | None = None
         ok = False
         try:
             stack = self.stacks.open_servers(cfg, self.run_dir)
             # self.backend and self.rollouts stay set after the run, for a caller (a test) to look at.
-            backend = self.backend = make_backend(cfg, stack.client if stack is not None else None)
+            backend = self.backend = (
+                make_policy_set(cfg) if cfg.policies else make_backend(cfg, stack.client if stack is not None else None)
+            )
             tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model))
             restored = self._restore(backend)
             metrics_log = MetricsLog(self.run_dir, cfg.metrics, cfg.public_dump(), resume=self.resume)
@@ -248,8 +268,11 @@ class TrainingRun:
             sync = stack.weight_sync()
             self.rollouts = self._rollout_source(client, phases, sync, restored or {})
             # Inference must serve the trainer's weights: after a resume, or when it holds an earlier run's.
-            if self.step > 0 or stack.serves_other_weights:
+            # ... or policies starting from `init_from` adapters (several policies)
+            adapters = isinstance(backend, PolicySet) and backend.starts_from_checkpoints
+            if self.step > 0 or stack.serves_other_weights or adapters:
                 why = {"resumed_at": self.step} if self.step else {"replaced": "weights of an earlier run"}
+                why = {"init_from": "policies' adapters"} if adapters and not self.step else why
                 self.policy_version, _ = backend.push_weights(sync, why)
             live = Started(backend, client, phases, self.rollouts, sync, tokenizer, metrics_log, reporter)
             result = self._loop(live)

@@ -52,12 +52,10 @@ class PolicySet:
         return self.backends[name].step(batch)
 
     def weights(self, name: str) -> Weights:
-        """What inference loads for `name`: its adapter (C1 names), or whole merged weights when it trains alone
-        without LoRA (the config allows that only for a single policy)."""
+        """What inference loads for `name`: its adapter's tensors (C1 names)."""
         if name in self.frozen:
             return self.frozen[name]
-        backend = self.backends[name]
-        return backend.adapter_weights() if backend.lora is not None else backend.policy_weights()
+        return self.backends[name].adapter_weights()
 
     def push(self, sync: WeightSync, name: str, metadata: dict[str, Any]) -> tuple[int, float]:
         """Load policy `name`'s weights into inference, pausing only its calls; (new global version, seconds)."""
@@ -127,6 +125,11 @@ def make_policy_set(config: TrainConfig) -> PolicySet:
             if start is not None:
                 frozen[policy.name] = start
             continue
+        if not policy.lora.enabled:  # the engine's base is shared by every policy: only adapters change
+            raise ValueError(
+                f"policies.{policy.name} trains without LoRA, but under policies: inference updates adapters only; "
+                f"set lora.enabled: true (top level or policies.{policy.name}.lora), or remove policies:"
+            )
         torch.manual_seed(config.seed)  # each policy's LoRA starts as a one-policy run's would
         model, _ = load_policy(policy.model, device=device, dtype=dtype)
         backend = EmbeddedBackend(model, policy.optimizer, policy.algorithm, policy.lora, world=World(device=device))

@@ -16,6 +16,7 @@ from alight_server.trainer.sync import WeightSync
 
 if TYPE_CHECKING:
     from alight_server.trainer.config import TrainConfig
+    from alight_server.trainer.policy_set import PolicySet
 
 
 class RunStack(Protocol):
@@ -43,7 +44,7 @@ class StackOpener(Protocol):
         """The started stack when it does not serve the trainer's model itself (servers you run, verl's replicas)."""
         ...
 
-    def open_local(self, config: TrainConfig, run_dir: Path, backend: TrainerBackend) -> RunStack:
+    def open_local(self, config: TrainConfig, run_dir: Path, backend: TrainerBackend | PolicySet) -> RunStack:
         """The run's own stack, serving the loaded trainer's policy."""
         ...
 
