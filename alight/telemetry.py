@@ -21,7 +21,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from alight import semconv
+from alight import agent_header, semconv
 from alight.context import AttemptContext
 
 EXPORT_TIMEOUT_S = 10.0
@@ -176,7 +176,8 @@ def start(ctx: AttemptContext) -> RolloutTelemetry:
 
 
 # W3C traceparent on outgoing HTTP: the gateway records the calling span of
-# every model call. The OpenAI and Anthropic clients use httpx2, others httpx.
+# every model call; and X-Alight-Agent when an integration named the calling
+# agent (agent_header.py), for routing. The OpenAI and Anthropic clients use httpx2, others httpx.
 _http_holders = 0
 _http_ours: list[object] = []  # instrumentors alight switched on (not ones the app already had on)
 
@@ -197,6 +198,7 @@ def hold_http() -> None:
     with _lock:
         _http_holders += 1
         if _http_holders == 1:
+            agent_header.install()
             for instrumentor in _http_instrumentors():
                 if not getattr(instrumentor, "is_instrumented_by_opentelemetry", False):
                     instrumentor.instrument()  # type: ignore[attr-defined]
@@ -211,3 +213,4 @@ def release_http() -> None:
         if _http_holders == 0:
             while _http_ours:
                 _http_ours.pop().uninstrument()  # type: ignore[attr-defined]
+            agent_header.uninstall()

@@ -16,11 +16,12 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
-from alight import semconv
+from alight import agent_header, semconv
 
 FRAMEWORK = "langchain"
 MAX_ATTRIBUTE_CHARS = 8192  # tool arguments/results can be long; spans keep a readable head
 _NODE_KEY = "langgraph_node"  # metadata LangGraph puts on every run inside a node
+_AGENT_KEY = "lc_agent_name"  # metadata LangChain's create_agent(name=...) puts on its runs
 
 
 @dataclass
@@ -28,6 +29,7 @@ class _Run:
     span: trace.Span | None  # None: a chain alight does not show; its children hang under `parent`
     parent: trace.Span | None
     token: object | None = None  # from context.attach, when the span was made active
+    agent: str | None = None  # the top-level runnable's name, inherited by the runs under it
 
 
 class AlightCallbackHandler(BaseCallbackHandler):
@@ -36,7 +38,8 @@ class AlightCallbackHandler(BaseCallbackHandler):
     A top-level chain (a LangGraph graph, `create_react_agent`, an LCEL chain) is an `invoke_agent` span
     named after the runnable; a LangGraph node is a `node <name>` span; chat models are `chat` spans that
     stay active while their HTTP request is made; tools are `execute_tool` spans. Other chains are
-    folded into their parent to keep the tree readable.
+    folded into their parent to keep the tree readable. A model call carries its agent to the gateway
+    (X-Alight-Agent, for routing): `create_agent`'s name, else the LangGraph node, else the top-level runnable.
     """
 
     run_inline = True  # called in the caller's context, so the chat span is current for the HTTP call
@@ -60,14 +63,15 @@ class AlightCallbackHandler(BaseCallbackHandler):
         name = kwargs.get("name") or _serialized_name(serialized) or "chain"
         parent = self._parent(parent_run_id)
         node = (metadata or {}).get(_NODE_KEY)
+        agent = name if parent_run_id is None else self._agent(parent_run_id)
         if parent_run_id is None:
             attributes = {semconv.GEN_AI_OPERATION_NAME: semconv.OP_INVOKE_AGENT, semconv.GEN_AI_AGENT_NAME: name}
-            self._start(run_id, parent, f"{semconv.OP_INVOKE_AGENT} {name}", attributes, activate=False)
+            self._start(run_id, parent, f"{semconv.OP_INVOKE_AGENT} {name}", attributes, activate=False, agent=agent)
         elif node == name and any(tag.startswith("graph:step:") for tag in kwargs.get("tags") or []):
-            self._start(run_id, parent, f"node {name}", {semconv.ATTR_GRAPH_NODE: name}, activate=False)
+            self._start(run_id, parent, f"node {name}", {semconv.ATTR_GRAPH_NODE: name}, activate=False, agent=agent)
         else:
             with self._lock:
-                self._runs[run_id] = _Run(span=None, parent=parent)
+                self._runs[run_id] = _Run(span=None, parent=parent, agent=agent)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._end(run_id)
@@ -126,7 +130,9 @@ class AlightCallbackHandler(BaseCallbackHandler):
         }
         if kwargs.get("tool_call_id"):
             attributes[semconv.GEN_AI_TOOL_CALL_ID] = str(kwargs["tool_call_id"])
-        self._start(run_id, self._parent(parent_run_id), f"{semconv.OP_EXECUTE_TOOL} {name}", attributes, activate=True)
+        span_name = f"{semconv.OP_EXECUTE_TOOL} {name}"
+        agent = self._agent(parent_run_id)
+        self._start(run_id, self._parent(parent_run_id), span_name, attributes, activate=True, agent=agent)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         run = self._runs.get(run_id)
@@ -145,7 +151,12 @@ class AlightCallbackHandler(BaseCallbackHandler):
         if model:
             attributes[semconv.GEN_AI_REQUEST_MODEL] = str(model)
         name = f"{operation} {model or ''}".strip()
-        self._start(run_id, self._parent(parent_run_id), name, attributes, activate=True)
+        agent = _calling_agent(kwargs.get("metadata")) or self._agent(parent_run_id)
+        self._start(run_id, self._parent(parent_run_id), name, attributes, activate=True, agent=agent)
+
+    def _agent(self, parent_run_id: UUID | None) -> str | None:
+        run = self._runs.get(parent_run_id) if parent_run_id is not None else None
+        return run.agent if run is not None else None
 
     def _parent(self, parent_run_id: UUID | None) -> trace.Span | None:
         run = self._runs.get(parent_run_id) if parent_run_id is not None else None
@@ -154,14 +165,24 @@ class AlightCallbackHandler(BaseCallbackHandler):
         return run.span or run.parent
 
     def _start(
-        self, run_id: UUID, parent: trace.Span | None, name: str, attributes: dict[str, Any], *, activate: bool
+        self,
+        run_id: UUID,
+        parent: trace.Span | None,
+        name: str,
+        attributes: dict[str, Any],
+        *,
+        activate: bool,
+        agent: str | None = None,
     ) -> None:
         attributes[semconv.ATTR_FRAMEWORK] = FRAMEWORK
         context = trace.set_span_in_context(parent) if parent is not None else None
         span = trace.get_tracer("alight.langchain").start_span(name, context=context, attributes=attributes)
-        token = otel_context.attach(trace.set_span_in_context(span)) if activate else None
+        token = None
+        if activate:
+            active = trace.set_span_in_context(span)
+            token = otel_context.attach(agent_header.with_agent(agent, active) if agent else active)
         with self._lock:
-            self._runs[run_id] = _Run(span=span, parent=parent, token=token)
+            self._runs[run_id] = _Run(span=span, parent=parent, token=token, agent=agent)
 
     def _end(self, run_id: UUID, error: BaseException | None = None) -> None:
         with self._lock:
@@ -208,6 +229,15 @@ def _describe_response(span: trace.Span, response: LLMResult) -> None:
         span.set_attribute(semconv.GEN_AI_USAGE_INPUT_TOKENS, usage["input_tokens"])
     if isinstance(usage.get("output_tokens"), int):
         span.set_attribute(semconv.GEN_AI_USAGE_OUTPUT_TOKENS, usage["output_tokens"])
+
+
+def _calling_agent(metadata: dict[str, Any] | None) -> str | None:
+    """The agent a model run belongs to by its metadata: create_agent's name, else the LangGraph node."""
+    for key in (_AGENT_KEY, _NODE_KEY):
+        value = (metadata or {}).get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _serialized_name(serialized: dict[str, Any] | None) -> str | None:

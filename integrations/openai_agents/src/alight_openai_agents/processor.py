@@ -21,7 +21,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import Status, StatusCode
 
-from alight import semconv
+from alight import agent_header, semconv
 
 FRAMEWORK = "openai_agents"
 MAX_ATTRIBUTE_CHARS = 8192  # tool arguments/results can be long; spans keep a readable head
@@ -35,6 +35,7 @@ _ACTIVATED = (ResponseSpanData, GenerationSpanData, FunctionSpanData, GuardrailS
 class _Open:
     span: otel_trace.Span
     token: object | None  # from context.attach, when the span was made active
+    agent: str | None = None  # the agent this span runs under: its model calls carry it (X-Alight-Agent)
 
 
 class AlightTracingProcessor(TracingProcessor):
@@ -43,6 +44,8 @@ class AlightTracingProcessor(TracingProcessor):
     The SDK's trace becomes a workflow span under whatever span is current (the `alight.rollout` root),
     agents become `invoke_agent` spans, responses/generations `chat` spans, function tools
     `execute_tool` spans, plus handoff and guardrail spans. Parents follow the SDK's own parent ids.
+    While a response/generation span is open, the running agent's name is in the context too, so the
+    model call carries it to the gateway (X-Alight-Agent, for routing to that agent's policy).
     """
 
     def __init__(self) -> None:
@@ -73,9 +76,13 @@ class AlightTracingProcessor(TracingProcessor):
         name, attributes = _describe_start(data)
         attributes[semconv.ATTR_FRAMEWORK] = FRAMEWORK
         otel_span = _tracer().start_span(name, context=parent_context, attributes=attributes)
-        token = otel_context.attach(otel_trace.set_span_in_context(otel_span)) if isinstance(data, _ACTIVATED) else None
+        agent = data.name if isinstance(data, AgentSpanData) else parent.agent if parent else None
+        token = None
+        if isinstance(data, _ACTIVATED):
+            active = otel_trace.set_span_in_context(otel_span)
+            token = otel_context.attach(agent_header.with_agent(agent, active) if agent else active)
         with self._lock:
-            self._open[span.span_id] = _Open(otel_span, token)
+            self._open[span.span_id] = _Open(otel_span, token, agent)
 
     def on_span_end(self, span: Span[Any]) -> None:
         with self._lock:
