@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -37,6 +38,16 @@ class AdapterSpec:
     target_modules: tuple[str, ...]
 
 
+def lora_config(spec: AdapterSpec) -> Any:
+    """peft's LoraConfig for `spec` (no dropout: serving only)."""
+    from peft import LoraConfig
+
+    alpha: Any = spec.alpha  # peft annotates an int; it only divides by r (the trainer's config gives an int)
+    return LoraConfig(
+        r=spec.r, lora_alpha=alpha, lora_dropout=0.0, target_modules=list(spec.target_modules), task_type="CAUSAL_LM"
+    )
+
+
 def wrap_with_adapters(model: Any, adapters: Mapping[str, AdapterSpec | None]) -> tuple[Any, dict[str, str]]:
     """The model wrapped in peft with one adapter per spec, in eval mode -> (peft model, served name -> row name).
 
@@ -50,16 +61,12 @@ def wrap_with_adapters(model: Any, adapters: Mapping[str, AdapterSpec | None]) -
     rows = {name: (name if spec is not None else BASE) for name, spec in adapters.items()}
     if not specs:
         return model, rows  # only base names: nothing to wrap, no peft on the path
-    from peft import LoraConfig, get_peft_model
-
-    def config(spec: AdapterSpec) -> Any:
-        alpha: Any = spec.alpha  # peft annotates an int; it only divides by r (the trainer's config gives an int)
-        return LoraConfig(r=spec.r, lora_alpha=alpha, lora_dropout=0.0, target_modules=list(spec.target_modules))
+    from peft import get_peft_model
 
     first, *rest = specs.items()
-    peft_model = get_peft_model(model, config(first[1]), adapter_name=first[0])
+    peft_model = get_peft_model(model, lora_config(first[1]), adapter_name=first[0])
     for name, spec in rest:
-        peft_model.add_adapter(name, config(spec))
+        peft_model.add_adapter(name, lora_config(spec))
     peft_model.eval()
     for p in peft_model.parameters():
         p.requires_grad_(False)
@@ -129,3 +136,35 @@ def copy_adapter(targets: Mapping[str, torch.Tensor], state: Mapping[str, torch.
     with torch.no_grad():
         for key, tensor in state.items():
             targets[key].copy_(tensor)
+
+
+def zero_adapter(model_dir: str | Path, spec: AdapterSpec) -> dict[str, torch.Tensor]:
+    """A LoRA adapter of `spec` for the model in `model_dir` whose A and B are zero (the base model's outputs).
+
+    Shapes come from peft wrapping the model built on the meta device: nothing is loaded or computed.
+    """
+    from peft import get_peft_model, get_peft_model_state_dict
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(model_dir)))
+        state = get_peft_model_state_dict(get_peft_model(model, lora_config(spec)))
+    return {name: torch.zeros(tensor.shape, dtype=torch.float32) for name, tensor in state.items()}
+
+
+def write_adapter_folder(
+    folder: Path, spec: AdapterSpec, tensors: Mapping[str, torch.Tensor], base_model: str | Path
+) -> Path:
+    """`folder` as peft's save_pretrained writes an adapter (adapter_config.json, adapter_model.safetensors)."""
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    config = lora_config(spec)
+    config.base_model_name_or_path = str(base_model)
+    config.save_pretrained(str(folder))
+    # clone: views of one storage (or of live parameters) cannot be saved by safetensors
+    save_file(
+        {k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()},
+        str(folder / "adapter_model.safetensors"),
+    )
+    return folder

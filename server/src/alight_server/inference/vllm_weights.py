@@ -7,6 +7,8 @@ included, is its worker's in-place `reload_weights(weights_path=...)`, reached o
    already; this also covers clients that call vLLM directly);
 2. full weights: write them as `model.safetensors` into a folder and `collective_rpc("reload_weights")`;
    LoRA: write the PEFT adapter and `POST /v1/load_lora_adapter` with `load_inplace` under the same name;
+   one policy's adapter of several (`load_adapter`): its tensors as a peft folder of its own, the same way
+   (the gateway has drained only that policy's calls; vLLM's pause lets the others' running requests finish);
 3. `POST /reset_prefix_cache`: cached KV blocks were computed by the old weights;
 4. `POST /update_weight_version` with the new policy version (read back from `GET /weight_info`);
 5. `POST /resume`, also when a step above failed.
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,8 @@ class VllmWeights:
         adapter: Any = None,
         adapter_name: str | None = None,
         api_key: str | None = None,
+        adapter_specs: Mapping[str, Any] | None = None,
+        base_model: str | Path | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.weights_dir = Path(weights_dir)
@@ -48,6 +52,9 @@ class VllmWeights:
         self.adapter_name = adapter_name
         if adapter is not None and not adapter_name:
             raise ValueError("a LoRA adapter needs the name vLLM serves it under")
+        # Several policies: each adapter's AdapterSpec by the name vLLM serves it under (--lora-modules).
+        self.adapter_specs = dict(adapter_specs or {})
+        self.base_model = base_model
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = httpx.Client(base_url=self.url, timeout=_TIMEOUT, headers=headers)
 
@@ -60,6 +67,24 @@ class VllmWeights:
                 self._load_adapter(inplace=True)
             else:
                 self._reload(weights())
+            self._call("POST", "/reset_prefix_cache", "reset the prefix cache")
+            self._call("POST", "/update_weight_version", "set the weight version", json={"new_version": str(version)})
+        finally:
+            self._call("POST", "/resume", "resume generation")
+
+    def load_adapter(self, name: str, tensors: Callable[[], Mapping[str, Any]], version: int) -> None:
+        """Replace adapter `name` (one of several, served since launch) with `tensors` (peft names) as `version`."""
+        from alight_server.inference.adapters import write_adapter_folder
+
+        spec = self.adapter_specs.get(name)
+        if spec is None:
+            raise VllmWeightError(f"vLLM at {self.url} serves no LoRA adapter {name!r}; its adapters: "
+                                  f"{sorted(self.adapter_specs)}")  # fmt: skip
+        self._call("POST", "/pause", "pause generation", params={"mode": "wait"})
+        try:
+            folder = write_adapter_folder(self._fresh_folder(f"lora-{name}"), spec, tensors(), self.base_model or "")
+            body = {"lora_name": name, "lora_path": str(folder), "load_inplace": True}
+            self._call("POST", "/v1/load_lora_adapter", f"load LoRA adapter {name!r}", json=body)
             self._call("POST", "/reset_prefix_cache", "reset the prefix cache")
             self._call("POST", "/update_weight_version", "set the weight version", json={"new_version": str(version)})
         finally:
