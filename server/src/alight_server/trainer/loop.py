@@ -15,6 +15,7 @@ Per step:
    backend hands its weights to inference (new policy version);
 5. validation on the held-out tasks (val mode) before training, every K steps and at the end;
 6. a checkpoint (weights, optimizer, step, RNG, data cursor, history) that `--resume` continues from.
+With `policies:` the backend is a `PolicySet` and steps 3-4 run per policy (trainer/policy_step.py).
 """
 
 from __future__ import annotations
@@ -190,13 +191,11 @@ class TrainingRun:
                 live.backend, trajectories, cfg, sample_config, decode=tokenizer.decode, sync=sync,
                 step=self.step + 1, policy_weights=taken.policy_weights, threads=threads,
             )  # fmt: skip
-            metrics.update(update)
             if version is None:
                 display.line(f"step {self.step + 1}: no policy had a group with unequal rewards; weights unchanged")
             self.policy_version = self.policy_version if version is None else version
-            metrics["time/train_s"] = time.monotonic() - started - metrics.get("time/sync_s", 0.0)
-            metrics["policy_version"] = float(self.policy_version)
-            return metrics
+            train_s = time.monotonic() - started - update.get("time/sync_s", 0.0)
+            return {**metrics, **update, "time/train_s": train_s, "policy_version": float(self.policy_version)}
         batch, report = build_samples(trajectories, sample_config, decode=tokenizer.decode)
         batch, rendered = rows_for_step(batch, cfg.algorithm)
         metrics.update(rendered)
@@ -267,8 +266,8 @@ class TrainingRun:
             print(self.stacks.link(stack, self.run_id), file=sys.stderr, flush=True)
             sync = stack.weight_sync()
             self.rollouts = self._rollout_source(client, phases, sync, restored or {})
-            # Inference must serve the trainer's weights: after a resume, or when it holds an earlier run's.
-            # ... or policies starting from `init_from` adapters (several policies)
+            # Inference must serve the trainer's weights: after a resume, when it holds an earlier run's, or
+            # (several policies) when a policy starts from an `init_from` adapter.
             adapters = isinstance(backend, PolicySet) and backend.starts_from_checkpoints
             if self.step > 0 or stack.serves_other_weights or adapters:
                 why = {"resumed_at": self.step} if self.step else {"replaced": "weights of an earlier run"}
