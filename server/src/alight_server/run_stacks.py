@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from alight_server.inference.models import resolve_model
-from alight_server.inference.vllm_policy import VllmPolicy
+from alight_server.inference.vllm_policy import VllmPolicy, policy_launch
 from alight_server.inference.vllm_server import VllmLaunch, VllmServer, default_python
 from alight_server.serving import free_port
 from alight_server.stack import EmbeddedStack, ExternalStack, ReplicaStack
@@ -65,9 +65,16 @@ def vllm_policy(config: TrainConfig, run_dir: Path, adapter: Any = None) -> Vllm
     """vLLM for a run, from the config's `inference.vllm`; `adapter` is the trainer's PEFT model when LoRA is on.
 
     The launch depends only on the config (LoRA on: one adapter of rank lora.r), so the server can be
-    spawned before the trainer exists and `adapter` set once it does.
+    spawned before the trainer exists and `adapter` set once it does. With `policies:` each LoRA policy is one
+    of vLLM's adapters (a zero adapter to start) and each frozen policy without LoRA a name of the base model.
     """
     settings = config.inference.vllm
+    weights_dir, specs = run_dir / "vllm-weights", engine_adapters(config)
+    served = (
+        {"lora_rank": config.lora.r if config.lora.enabled else None}
+        if specs is None
+        else policy_launch(weights_dir, resolve_model(config.model), specs)
+    )
     launch = VllmLaunch(
         model_dir=resolve_model(config.model),
         served_name=config.model,
@@ -79,11 +86,12 @@ def vllm_policy(config: TrainConfig, run_dir: Path, adapter: Any = None) -> Vllm
         gpu_memory_utilization=settings.gpu_memory_utilization,
         enforce_eager=settings.enforce_eager,
         tool_call_parser=settings.tool_call_parser,
-        lora_rank=config.lora.r if config.lora.enabled else None,
         extra_args=list(settings.extra_args),
+        **served,
     )
     server = VllmServer(launch, log_path=run_dir / "logs" / "vllm.log", startup_timeout_s=settings.startup_timeout_s)
-    return VllmPolicy(server, config.model, run_dir / "vllm-weights", adapter=adapter)
+    adapters = {name: spec for name, spec in (specs or {}).items() if spec is not None}
+    return VllmPolicy(server, config.model, weights_dir, adapter=adapter, adapter_specs=adapters)
 
 
 def stack_options(config: TrainConfig) -> dict[str, Any]:

@@ -93,12 +93,6 @@ class EmbeddedStack:
     def _check_policy(self) -> None:
         if (self.engine is None) == (self.vllm is None):
             raise ValueError("the embedded stack serves the policy with the engine or with vLLM: give one")
-        if self.routing is not None and self.vllm is not None:
-            raise ValueError(
-                f"policies: names {', '.join(self.routing.policies)}, but the vLLM this run starts serves one "
-                "policy, not an adapter per policy, yet; use inference.backend: embedded, or serve the adapters "
-                "yourself (docs/training.md#several-policies)"
-            )
 
     @property
     def url(self) -> str:
