@@ -99,6 +99,7 @@ def rollout_view(
     return {
         "rollout": shown,
         "run_id": run.id if (run := samples.run_of(store, rollout)) else None,
+        "policies": list(samples.run_policies(run.config if run else None)),  # config order: the policies' colours
         "trajectory": trajectory.model_dump(mode="json"),
         "log": log,
         "gate_violations": gate_violations,

@@ -31,6 +31,18 @@ def run_of(store: Store, rollout: Rollout) -> Any:
         return None
 
 
+def run_policies(run_config: dict[str, Any] | None) -> dict[str, str | None]:
+    """The run's policies in config order, each with its named reward (`policies.NAME.reward`); {} for one policy."""
+    policies = (run_config or {}).get("policies")
+    if not isinstance(policies, dict):
+        return {}
+    return {
+        str(name): reward if isinstance(reward := (spec or {}).get("reward"), str) else None
+        for name, spec in policies.items()
+        if isinstance(spec, dict) or spec is None
+    }
+
+
 def samples_section(run_config: dict[str, Any] | None) -> SamplesConfig:
     """The run's `samples:` section as it trained with it; the defaults without a run."""
     samples = (run_config or {}).get("samples")

@@ -4,15 +4,18 @@ Each row lists its tokens as `[id, text, loss_mask, logprob]` (text null without
 null off the mask), where each merged call's generated tokens start, and why the row started: the
 attempt's first conversation, a new conversation (a sub-agent), or a prefix break with its cause.
 In a copy for people a redacted span is one block, `[null, "[REDACTED:kind]", loss_mask, null, count]`.
+With several policies each row is one policy's (`policy`), as the trainer splits the calls.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from alight.schemas import Trajectory
 from alight_server.redaction import Redactor
 from alight_server.redaction.views import redact_tokens
+from alight_server.routing import policy_of
 from alight_server.store import Store
 from alight_server.ui import samples
 
@@ -20,8 +23,11 @@ from alight_server.ui import samples
 def token_view(store: Store, trajectory: Trajectory, redaction: Redactor | None = None) -> dict[str, Any]:
     """Run the real sample builder on this one trajectory, with the settings of the run it belongs to.
 
-    With a redactor (a copy for people), each redacted span of a row's text becomes one block over the
-    tokens it covers (redaction/views.py `redact_tokens`); the builder itself always reads the exact data.
+    With several policies the trainer's split runs first (trainer/policy_samples.py): each policy's rows hold
+    only its calls, scored by its reward, and each row names its `policy`; calls of no known policy are
+    counted among the dropped calls. With a redactor (a copy for people), each redacted span of a row's text
+    becomes one block over the tokens it covers (redaction/views.py `redact_tokens`); the builder itself
+    always reads the exact data.
     """
     from alight_server.trainer.samples import build_samples
 
@@ -29,33 +35,44 @@ def token_view(store: Store, trajectory: Trajectory, redaction: Redactor | None 
     run = samples.run_of(store, rollout)
     config = samples.sample_config(run.config if run else None)
     model = samples.model_name(store, run.config if run else None, [tc.call.upstream for tc in trajectory.calls])
-    batch, report = build_samples([trajectory], config, decode=samples.decoder(model))
-    causes = {e.call_seq: e.cause for e in report.break_examples}
     calls = {tc.call.seq: tc.call for tc in trajectory.calls}
-    rows = []
-    for r in range(batch.num_rows):
-        length = int(batch.attention_mask[r].sum())
-        ids = batch.input_ids[r, :length].tolist()
-        mask = batch.loss_mask[r, :length].tolist()
-        logprobs = batch.old_logprobs[r, :length].tolist()
-        texts = samples.token_texts(model, ids)
-        first = batch.row_calls[r][0]
-        shown: list[list[Any]] = [
-            [ids[i], texts[i] if texts else None, int(mask[i]), logprobs[i] if mask[i] else None] for i in range(length)
-        ]
-        starts = {str(seq): len(calls[seq].prompt_token_ids) for seq in batch.row_calls[r]}
-        if redaction is not None:
-            shown, starts = redact_tokens(redaction, shown, starts)
-        rows.append(
-            {
-                "calls": list(batch.row_calls[r]),
-                "starts": starts,
-                "cause": causes.get(first, "conversation"),
-                "tokens": shown,
-                "length": length,
-                "trained_tokens": int(sum(mask)),
-            }
-        )
+    rows: list[dict[str, Any]] = []
+    dropped_rollout: str | None = None
+    dropped_calls: Counter[str] = Counter()
+    breaks: Counter[str] = Counter()
+    truncated = 0
+    for policy, part in _parts(trajectory, run.config if run else None, dropped_calls):
+        batch, report = build_samples([part], config, decode=samples.decoder(model))
+        causes = {e.call_seq: e.cause for e in report.break_examples}
+        for r in range(batch.num_rows):
+            length = int(batch.attention_mask[r].sum())
+            ids = batch.input_ids[r, :length].tolist()
+            mask = batch.loss_mask[r, :length].tolist()
+            logprobs = batch.old_logprobs[r, :length].tolist()
+            texts = samples.token_texts(model, ids)
+            first = batch.row_calls[r][0]
+            shown: list[list[Any]] = [
+                [ids[i], texts[i] if texts else None, int(mask[i]), logprobs[i] if mask[i] else None]
+                for i in range(length)
+            ]
+            starts = {str(seq): len(calls[seq].prompt_token_ids) for seq in batch.row_calls[r]}
+            if redaction is not None:
+                shown, starts = redact_tokens(redaction, shown, starts)
+            rows.append(
+                {
+                    "calls": list(batch.row_calls[r]),
+                    "starts": starts,
+                    "cause": causes.get(first, "conversation"),
+                    "tokens": shown,
+                    "length": length,
+                    "trained_tokens": int(sum(mask)),
+                    "policy": policy,
+                }
+            )
+        dropped_rollout = dropped_rollout or next(iter(report.dropped_rollouts), None)
+        dropped_calls.update(report.dropped_calls)
+        breaks.update(report.breaks)
+        truncated += report.truncated_rows
     return {
         "model": model,
         "run_id": run.id if run else None,
@@ -63,8 +80,35 @@ def token_view(store: Store, trajectory: Trajectory, redaction: Redactor | None 
         "decoded": samples.decoder(model) is not None,
         "redacted": redaction is not None,
         "rows": rows,
-        "dropped_rollout": next(iter(report.dropped_rollouts), None),
-        "dropped_calls": dict(report.dropped_calls),
-        "breaks": dict(report.breaks),
-        "truncated_rows": report.truncated_rows,
+        "dropped_rollout": dropped_rollout,
+        "dropped_calls": {k: v for k, v in dropped_calls.items() if v},
+        "breaks": dict(breaks),
+        "truncated_rows": truncated,
     }
+
+
+def _parts(
+    trajectory: Trajectory, run_config: dict[str, Any] | None, dropped_calls: Counter[str]
+) -> list[tuple[str | None, Trajectory]]:
+    """(policy, its copy of the trajectory) per policy as the trainer splits it; [(None, trajectory)] with one.
+
+    The policies are the run's (`policies:` in its config); a trajectory of no run whose calls carry policy
+    flags is split by the names the flags give. A call the split leaves out is counted by its reason
+    (`no_policy`, `unknown_policy`, `several_policies`).
+    """
+    from alight_server.trainer.config_policies import PolicyConfig
+    from alight_server.trainer.policy_samples import split_by_policy
+
+    # only `reward` matters to the split; the run's config was checked when it trained (a report is not re-checked)
+    configured = samples.run_policies(run_config).items()
+    policies = {name: PolicyConfig.model_construct(reward=reward) for name, reward in configured}
+    if not policies:
+        flagged = [policy_of(tc.call.flags) for tc in trajectory.calls]
+        policies = {name: PolicyConfig() for name in dict.fromkeys(f for f in flagged if f is not None)}
+    if not policies:
+        return [(None, trajectory)]
+    split, metrics = split_by_policy([trajectory], policies)
+    for key, count in metrics.items():
+        if key.startswith("filter/calls_") and count:
+            dropped_calls[key.removeprefix("filter/calls_")] += int(count)
+    return [(name, part) for name, parts in split.items() for part in parts]

@@ -109,12 +109,19 @@ async function runsPage() {
     h("td", {}, link(`#/run/${encodeURIComponent(r.id)}`, r.id)),
     h("td", {}, h("span", { class: `state ${r.status}` }, r.status)),
     h("td", {}, String(r.config.model ?? "")),
+    h("td", { class: "policies" }, runPolicies(r.config)),
     h("td", { class: "num" }, `${r.step ?? "–"} / ${r.steps_planned ?? "?"}`),
     h("td", {}, new Date(r.created_at).toLocaleString()),
     h("td", {}, new Date(r.updated_at).toLocaleString())));
   return h("section", {}, h("h1", {}, "Training runs"),
-    runs.length ? table(["run", "status", "model", "step", "started", "last report"], rows)
+    runs.length ? table(["run", "status", "model", "policies", "step", "started", "last report"], rows)
       : h("p", { class: "muted" }, "No run has reported to this server yet (`alight train` reports each step)."));
+}
+
+// The policies a run trains, each a chip in its colour; a frozen one (trainable: false) says so.
+function runPolicies(config) {
+  const order = Policies.configured(config);
+  return order.flatMap((name) => [Policies.chip(name, order, config.policies[name]?.trainable === false ? "(frozen)" : ""), " "]);
 }
 
 function table(headers, rows, attrs) {
@@ -123,7 +130,7 @@ function table(headers, rows, attrs) {
 
 const CURVES = [
   ["train reward (mean ± std)", (m) => [["reward", m["train/reward_mean"], m["train/reward_std"]]]],
-  ["validation score (95% interval)", null],
+  ["validation score (95% interval)", null, { name: "val" }],
   ["loss", (m) => [["loss", m["train/loss"]]]],
   ["KL (approx)", (m) => [["kl", m["train/approx_kl"]]]],
   ["clip fraction", (m) => [["clip", m["train/clip_fraction"]]]],
@@ -131,27 +138,36 @@ const CURVES = [
   ["phase times (s)", (m) => [["rollouts", m["time/rollouts_s"]], ["train", m["time/train_s"]], ["sync", m["time/sync_s"]], ["val", m["time/val_s"]]]],
 ];
 
-function curves(runId, steps, validation) {
+const RUN_WIDE = ["tokens / s", "phase times (s)"]; // the run's, however many policies it trains
+
+// specs: CURVES, or Policies.curves for a several-policy run. A pick returns [name, value, std?, colour?] per series.
+function curves(runId, steps, validation, specs) {
   const onPoint = (step) => { location.hash = `#/rollouts${enc({ run: runId, step, mode: "train" })}`; };
-  return CURVES.map(([title, pick]) => {
-    if (!pick) {
+  return specs.map(([title, pick, val]) => {
+    if (val) {
+      const { name, color } = val;
       const points = validation.map((v) => [v.step, v.mean]);
       const band = validation.map((v) => [v.step, v.low, v.high]);
       const onVal = (step) => { location.hash = `#/rollouts${enc({ run: runId, step, mode: "val" })}`; };
-      return Charts.line({ title, series: [{ name: "val", points, band }], onPoint: onVal });
+      const series = (points.length ? [{ name, points, band, color }] : []).concat(pick ? stepSeries(steps, pick) : []);
+      return Charts.line({ title, series, onPoint: onVal });
     }
-    const series = {};
-    for (const s of steps) {
-      for (const [name, v, sd] of pick(s.metrics)) {
-        if (v === undefined) continue;
-        const entry = (series[name] = series[name] || { name, points: [], band: [] });
-        entry.points.push([s.step, v]);
-        if (sd !== undefined) entry.band.push([s.step, v - sd, v + sd]);
-      }
-    }
-    const order = pick({}).map(([name]) => name); // the legend in the order CURVES lists, whichever step has which
-    return Charts.line({ title, series: order.filter((name) => series[name]).map((name) => series[name]), onPoint });
+    return Charts.line({ title, series: stepSeries(steps, pick), onPoint });
   });
+}
+
+// A pick's series over the steps, in the order the pick lists them (whichever step has which).
+function stepSeries(steps, pick) {
+  const series = {};
+  for (const s of steps) {
+    for (const [name, v, sd, color] of pick(s.metrics)) {
+      if (v === undefined) continue;
+      const entry = (series[name] = series[name] || { name, points: [], band: [], color });
+      entry.points.push([s.step, v]);
+      if (sd !== undefined) entry.band.push([s.step, v - sd, v + sd]);
+    }
+  }
+  return pick({}).map(([name]) => name).filter((name) => series[name]).map((name) => series[name]);
 }
 
 // Capture health rebuilds every step's samples on the server: the live refresh asks for it once a minute.
@@ -169,6 +185,9 @@ async function runPage(runId) {
   const [{ run, steps, validation }, health] = await Promise.all([api(`/api/ui/runs/${id}/curves`), runHealth(runId)]);
   const page = () => runPage(runId);
   if (run.status === "running" && !timer) setTimeout(() => { if (!timer) timer = setInterval(() => refresh(page), 5000); });
+  const order = Policies.configured(run.config);
+  const names = [...new Set([...order, ...Policies.inMetrics(steps, order)])];
+  const specs = names.length ? Policies.curves(names, order, steps, CURVES.filter(([t]) => RUN_WIDE.includes(t))) : CURVES;
   const stepRows = steps.map((s) => {
     const m = s.metrics, train = s.step > 0;
     return h("tr", {},
@@ -178,6 +197,8 @@ async function runPage(runId) {
       h("td", { class: "num" }, num(m["train/loss"], 4)),
       h("td", { class: "num" }, num(m["train/groups"], 0)),
       h("td", { class: "num" }, num(m["train/uniform_groups"], 0)),
+      names.length ? h("td", { class: "own-versions" }, names.filter((n) => Policies.metric(m, n, "policy_version") !== undefined)
+        .flatMap((n) => [Policies.chip(n, order, `v${num(Policies.metric(m, n, "policy_version"), 0)}`), " "])) : null,
       h("td", {}, train ? link(`#/rollouts${enc({ run: runId, step: s.step, mode: "train" })}`, "groups") : null,
         " ", m["val/score"] !== undefined ? link(`#/rollouts${enc({ run: runId, step: s.step, mode: "val" })}`, "validation") : null));
   });
@@ -187,9 +208,11 @@ async function runPage(runId) {
       link(`#/rollouts${enc({ run: run.id })}`, "all rollouts"),
       run.config.offline ? [" · ", link(`#/check/${encodeURIComponent(run.id)}`, "check report")] : null,
       run.status === "running" ? h("span", { class: "live" }, " · live") : null),
-    h("div", { class: "charts" }, curves(run.id, steps, validation)),
+    Policies.legend(names, order, "run-policies"),
+    h("div", { class: "charts" }, curves(run.id, steps, validation, specs)),
     h("h2", {}, "Steps"),
-    table(["step", "train reward", "val score", "loss", "groups", "equal-reward groups", ""], stepRows, { id: "steps" }),
+    table(["step", "train reward", "val score", "loss", "groups", "equal-reward groups", names.length ? "own versions" : null, ""]
+      .filter((x) => x !== null), stepRows, { id: "steps" }),
     h("h2", {}, "Capture health"),
     healthTable(run.id, health),
     h("h2", {}, "Config"),
@@ -307,14 +330,20 @@ function responseMessages(res) {
   return [h("pre", {}, json(res))];
 }
 
-function callCard(tc, index) {
+// order: the run's configured policies (their colours); a call of a policy shows it as a chip in its colour.
+function callCard(tc, index, order) {
   const c = tc.call;
-  return h("div", { class: "call", "data-seq": c.seq },
+  const policy = Policies.ofCall(tc);
+  const own = policy !== null && tc.policy_own_version !== null && tc.policy_own_version !== undefined ? `v${tc.policy_own_version}` : "";
+  const flags = c.flags.filter((f) => !f.startsWith(Policies.FLAG)); // the policy flag is the chip, not a warning
+  return h("div", { class: "call", "data-seq": c.seq, "data-policy": policy,
+    style: policy === null ? null : `border-left-color: ${Policies.colour(policy, order)}` },
     h("div", { class: "call-head" },
-      h("b", {}, `model call ${c.seq}`), ` · ${c.flavour} · policy v${c.policy_version ?? "?"} · ${num(c.latency_ms, 0)} ms · `,
+      h("b", {}, `model call ${c.seq}`), " · ", policy === null ? null : [Policies.chip(policy, order, own), " · "],
+      `${c.flavour} · ${policy === null ? "policy" : "global"} v${c.policy_version ?? "?"} · ${num(c.latency_ms, 0)} ms · `,
       `${c.prompt_token_ids.length} prompt + ${c.response_token_ids.length} generated tokens`,
       c.status_code !== 200 ? h("span", { class: "warn" }, ` · HTTP ${c.status_code} ${c.error ?? ""}`) : null,
-      c.flags.length ? h("span", { class: "warn" }, ` · flags: ${c.flags.join(", ")}`) : null),
+      flags.length ? h("span", { class: "warn" }, ` · flags: ${flags.join(", ")}`) : null),
     h("div", { class: "path" }, tc.span_path.length ? tc.span_path.join(" › ") : "(no span)", tc.agent_name ? ` · agent ${tc.agent_name}` : ""),
     h("details", { open: index === 0 ? null : null }, h("summary", {}, "request messages"), requestMessages(c.request)),
     h("div", { class: "response" }, responseMessages(c.response)),
@@ -331,16 +360,31 @@ function toolCard(t) {
     h("div", { class: "kv" }, h("span", { class: "k" }, "result "), h("code", {}, messageText(t.result ?? ""))));
 }
 
-function timeline(trajectory) {
+function timeline(trajectory, order) {
   const items = [];
   const tools = trajectory.tool_spans || [];
   const before = (i) => tools.filter((t) => t.after_call === i).map(toolCard);
   items.push(...before(-1));
-  trajectory.calls.forEach((tc, i) => { items.push(callCard(tc, i)); items.push(...before(i)); });
+  trajectory.calls.forEach((tc, i) => { items.push(callCard(tc, i, order)); items.push(...before(i)); });
   return items;
 }
 
-function tokenRow(row, index) {
+// The policies of a trajectory's calls: configured ones in config order, then the others in call order.
+function trajectoryPolicies(trajectory, order) {
+  const seen = [...new Set(trajectory.calls.map(Policies.ofCall).filter((p) => p !== null))];
+  return order.filter((n) => seen.includes(n)).concat(seen.filter((n) => !order.includes(n)));
+}
+
+// "show calls of policy X": hides the other policies' calls (tool spans stay). Compares names, builds no selector.
+function policyFilter(names) {
+  if (names.length < 2) return null;
+  const select = h("select", { id: "policy-filter", onchange: (e) => {
+    for (const card of document.querySelectorAll("#timeline .call")) card.hidden = e.target.value !== "" && card.dataset.policy !== e.target.value;
+  } }, h("option", { value: "" }, "every policy"), names.map((n) => h("option", { value: n }, n)));
+  return h("label", { class: "policy-filter" }, "show calls of ", select);
+}
+
+function tokenRow(row, index, order) {
   const starts = new Map(Object.entries(row.starts).map(([seq, at]) => [at, seq]));
   const spans = [];
   row.tokens.forEach(([id, text, mask, logprob, covered], i) => {
@@ -356,13 +400,16 @@ function tokenRow(row, index) {
     spans.push(h("span", { class: `tok m${mask}`, "data-id": id, style, title }, shown));
   });
   const cause = row.cause === "conversation" ? "starts a conversation" : `prefix break: ${row.cause}`;
-  return h("div", { class: "token-row", "data-row": index },
+  const policy = row.policy ?? null;
+  return h("div", { class: "token-row", "data-row": index, "data-policy": policy,
+    style: policy === null ? null : `border-left: 4px solid ${Policies.colour(policy, order)}` },
     h("div", { class: `row-head ${row.cause === "conversation" ? "" : "break"}` },
+      policy === null ? null : [Policies.chip(policy, order), " · "],
       `row ${index} · calls ${row.calls.join(", ")} · ${row.length ?? row.tokens.length} tokens, ${row.trained_tokens} trained · ${cause}`),
     h("div", { class: "tokens" }, spans));
 }
 
-function tokenView(view) {
+function tokenView(view, order) {
   if (view.error) return h("p", { class: "error" }, view.error);
   const legend = h("p", { class: "legend-line" }, h("span", { class: "tok m0" }, "context (mask 0)"), " ",
     h("span", { class: "tok m1", style: "background: rgba(22,163,74,.9)" }, "generated, likely"), " ",
@@ -372,7 +419,9 @@ function tokenView(view) {
   const notes = [];
   if (view.dropped_rollout) notes.push(h("p", { class: "warn" }, `The sample builder leaves this attempt out: ${view.dropped_rollout}.`));
   if (Object.keys(view.dropped_calls).length) notes.push(h("p", { class: "muted" }, `dropped calls: ${counts(view.dropped_calls)}`));
-  return h("div", { id: "token-view" }, legend, notes, view.rows.map(tokenRow));
+  const policies = [...new Set(view.rows.map((r) => r.policy).filter((p) => p !== null && p !== undefined))];
+  return h("div", { id: "token-view" }, legend, Policies.legend(policies, order, "token-policies"), notes,
+    view.rows.map((row, i) => tokenRow(row, i, order)));
 }
 
 // A rollout that retention or `alight data purge` deleted: the API answers 410 with when and why.
@@ -396,6 +445,8 @@ async function rolloutPage(rolloutId, params) {
   });
   if (view.purged) return purgedPage(rolloutId, view.purged);
   const { rollout, trajectory, log, run_id: runId, gate_violations: gates } = view;
+  const order = view.policies || [];
+  const policies = trajectoryPolicies(trajectory, order);
   const attempts = rollout.attempts.map((a) => h("span", { class: "attempt" },
     a.attempt === trajectory.attempt ? h("b", {}, `attempt ${a.attempt}`) : link(`#/rollout/${id}${enc({ attempt: a.attempt })}`, `attempt ${a.attempt}`),
     ` ${a.status}${a.failure_kind ? ` (${a.failure_kind})` : ""}${a.message ? `: ${a.message}` : ""}`));
@@ -412,13 +463,14 @@ async function rolloutPage(rolloutId, params) {
       table(["attempt", "rule", "evidence"], gates.map((g) => h("tr", {}, h("td", { class: "num" }, String(g.attempt ?? "")),
         h("td", {}, String(g.rule ?? "")), h("td", {}, h("code", {}, messageText(g.evidence ?? ""))))), { id: "gates" })] : null,
     h("h2", {}, "Trajectory"),
-    h("div", { class: "timeline", id: "timeline" }, timeline(trajectory)),
+    Policies.legend(policies, order, "trajectory-policies"), policyFilter(policies),
+    h("div", { class: "timeline", id: "timeline" }, timeline(trajectory, order)),
     h("h2", {}, "Rewards"),
     table(["value", "name", "final", "source", "on"], trajectory.rewards.map((r) => h("tr", {},
       h("td", { class: "num" }, num(r.value)), h("td", {}, r.name ?? ""), h("td", {}, r.final ? "final" : "step"),
       h("td", {}, r.source), h("td", {}, r.model_call_id ?? r.span_id ?? ""))), { id: "rewards" }),
     h("h2", {}, "Token view: what the gradient sees"),
-    tokenView(tokens),
+    tokenView(tokens, order),
     h("h2", {}, "Attempt log"),
     log === null ? h("p", { class: "muted" }, "no log uploaded for this attempt") : h("pre", { class: "log", id: "log" }, log));
 }

@@ -26,7 +26,8 @@ const Charts = (() => {
     return { x, column };
   }
 
-  // opts: {title, series: [{name, points: [[x, y]], band: [[x, lo, hi]]?}], onPoint(x)?}
+  // opts: {title, series: [{name, points: [[x, y]], band: [[x, lo, hi]]?, color?}], onPoint(x)?}
+  // A series without a colour takes the next of COLORS (a policy's series bring their policy's: policies.js).
   // Returns the chart's box; `box.chart` is the uPlot instance (its series and data), for readers and tests.
   function line(opts) {
     const box = document.createElement("div");
@@ -47,7 +48,7 @@ const Charts = (() => {
     const series = [{ label: "step" }];
     const bands = [];
     opts.series.forEach((s, i) => {
-      const color = COLORS[i % COLORS.length];
+      const color = s.color || COLORS[i % COLORS.length];
       data.push(column(s.points, (p) => p[1]));
       series.push({ label: s.name, stroke: color, width: 2, spanGaps: true, points: { show: true, size: 7 } });
       if (s.band && s.band.length) {
