@@ -70,7 +70,7 @@ def vllm_policy(config: TrainConfig, run_dir: Path, adapter: Any = None) -> Vllm
     """
     settings = config.inference.vllm
     weights_dir, specs = run_dir / "vllm-weights", engine_adapters(config)
-    served = (
+    served: dict[str, Any] = (
         {"lora_rank": config.lora.r if config.lora.enabled else None}
         if specs is None
         else policy_launch(weights_dir, resolve_model(config.model), specs)
