@@ -1,7 +1,8 @@
 """`alight train` with two policies on the tiny model, end to end: a two-role agent, each role its own LoRA adapter.
 
-Three runs share this module: both policies trained one step; the same run resumed (both adapters, optimizers
-and the engine's served adapters restored); the planner frozen while the executor trains.
+Both policies trained one step (a run the other tests share); that run resumed (both adapters, optimizers and
+the engine's served adapters restored); the planner frozen while the executor trains; the planner frozen at
+the first run's trained adapter (`init_from`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from alight_server.stack_state import open_run_store
 from alight_server.testing.tiny_run import tiny_run_config
 from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint
 from alight_server.trainer.config import TrainConfig, parse_config
+from alight_server.trainer.init_from import checkpoint_adapter
 from alight_server.trainer.loop import TrainingRun
 from alight_server.trainer.policy_set import PolicySet
 from alight_server.trainer.servers import RunStack
@@ -150,3 +152,14 @@ def test_a_frozen_policy_is_served_bit_identical_while_the_other_trains(planner_
         for r in val
     }  # fmt: skip
     assert set(plans) == {0, 1} and plans[0] == plans[1]
+
+
+def test_a_frozen_policy_starting_from_a_checkpoints_adapter_is_served_with_it(
+    both_trained: Finished, tmp_path: Path
+) -> None:
+    earlier = str(both_trained.config.output_dir)
+    started = train(two_role_config(tmp_path, {"trainable": False, "init_from": earlier}))
+    assert started.after["planner"][0] == digest(checkpoint_adapter(Path(earlier), "planner"))
+    # served as the earlier run's engine served its trained planner: greedy tokens and logprobs equal
+    assert started.after["planner"] == both_trained.after["planner"]
+    assert started.stacks.at_start["planner"] != started.after["planner"]  # the engine started from a zero adapter
