@@ -476,6 +476,18 @@ async function rolloutPage(rolloutId, params) {
 }
 
 // ---- gateway
+// Several policies (gateway.routing): each policy's own pause, its calls in flight and its own version.
+function gatewayPolicies(s) {
+  const order = Object.keys(s.own_versions || {}); // routing's policies, in the run config's order
+  if (!order.length) return null;
+  const paused = new Set(s.paused_policies || []);
+  const rows = order.map((name) => h("tr", { "data-policy": name }, h("td", {}, Policies.chip(name, order)),
+    h("td", {}, paused.has(name) || s.paused ? "paused" : "open"),
+    h("td", { class: "num" }, String((s.in_flight_by_policy || {})[name] ?? 0)),
+    h("td", { class: "num" }, String(s.own_versions[name]))));
+  return [h("h2", {}, "Policies"), table(["policy", "state", "in flight", "own version"], rows, { id: "gateway-policies" })];
+}
+
 async function gatewayPage() {
   const s = await api("/api/gateway/status");
   const replicas = (s.other_replicas || []).map((r) => h("tr", {}, h("td", {}, r.id), h("td", {}, r.address),
@@ -485,6 +497,7 @@ async function gatewayPage() {
   return h("section", {}, h("h1", {}, "Gateway"),
     h("p", { id: "gateway-state" }, h("span", { class: `state ${s.paused ? "failed" : "succeeded"}` }, s.paused ? "paused" : "open"),
       ` · ${s.in_flight} calls in flight · policy version ${s.policy_version} · paused ${num(s.paused_seconds_total, 1)} s in all · this replica ${s.replica}`),
+    gatewayPolicies(s),
     h("h2", {}, "Upstreams"),
     table(["id", "url", "model", "policy version"], s.upstreams.map((u) => h("tr", {}, h("td", {}, u.id), h("td", {}, u.url),
       h("td", {}, u.model ?? ""), h("td", { class: "num" }, String(u.policy_version))))),
