@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from policies_fixtures import TWO, digest, step
 
 from alight_server.trainer.checkpoint import save_checkpoint
 from alight_server.trainer.config import TrainConfig
+from alight_server.trainer.init_from import checkpoint_adapter, export_policy
 from alight_server.trainer.policy_set import PolicySet, make_policy_set
 
 
@@ -103,3 +105,21 @@ def test_a_lone_policy_trained_without_lora_is_refused_naming_the_setting(
 ) -> None:
     with pytest.raises(ValueError, match=r"policies.solo trains without LoRA.*set lora.enabled: true"):
         make_policy_set(tiny_config(policies={"solo": {}}))
+
+
+def test_a_several_policy_checkpoint_given_to_init_from_is_refused_pointing_at_each_policys_init_from(
+    two_policies: tuple[TrainConfig, PolicySet], tmp_path: Path
+) -> None:
+    _, policies = two_policies
+    save_checkpoint(tmp_path / "checkpoints", 1, {"trainer": policies.state_dict()})
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "config": {"model": "tiny"}}))
+    with pytest.raises(ValueError, match=r"trained several policies \(planner, executor\).*policies.NAME.init_from"):
+        export_policy(tmp_path, "tiny", tmp_path / "out")
+    with pytest.raises(ValueError, match=r"trained the policies planner, executor, not 'judge'"):
+        checkpoint_adapter(tmp_path, "judge")
+
+
+def test_init_from_a_checkpoint_trained_without_lora_is_refused(tmp_path: Path) -> None:
+    save_checkpoint(tmp_path / "checkpoints", 1, {"trainer": {"trainable": {"lm_head.weight": torch.zeros(2)}}})
+    with pytest.raises(ValueError, match="trained without LoRA, so holds no adapter"):
+        checkpoint_adapter(tmp_path, "planner")

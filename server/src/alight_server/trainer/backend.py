@@ -7,6 +7,9 @@
   data-parallel over torch.distributed when `trainer.world_size` > 1 or under torchrun (trainer/distributed.py);
 - `verl` (trainer/verl/, `pip install 'alight-server[verl]'`): verl's FSDP actor and rollout replicas on Ray.
 
+With `policies:` the loop holds a `PolicySet` (trainer/policy_set.py) instead: one embedded backend per
+trainable policy, the same `push_weights` / `state_dict` / `load_state_dict` / `close`, a step per policy.
+
 A backend in a few lines, for the shape of the contract::
 
     class Frozen:  # trains nothing, serves the base weights

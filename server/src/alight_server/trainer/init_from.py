@@ -59,6 +59,11 @@ def export_policy(checkpoint: Path, model: str, out: Path) -> Path:
             "set model to the checkpoint's base model"
         )
     state = load_checkpoint(step_folder)["trainer"]
+    if "policies" in state:
+        raise ValueError(
+            f"--init-from: {step_folder} trained several policies ({', '.join(state['policies'])}); start each "
+            "policy from its adapter with policies.NAME.init_from instead"
+        )
     if "trainable" not in state:
         raise ValueError(f"--init-from: {step_folder} was written by the verl backend; export its weights with verl")
     base, _ = load_policy(trained["model"], device="cpu")

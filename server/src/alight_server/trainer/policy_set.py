@@ -112,8 +112,6 @@ def make_policy_set(config: TrainConfig) -> PolicySet:
             "several policies train in one process for now: set trainer.world_size: 1 (or remove it) and run "
             "`alight train` without torchrun"
         )
-    if config.trainer.backend != "embedded":
-        raise ValueError(f"policies: trains with trainer.backend: embedded only, not {config.trainer.backend!r}")
     device = pick_device(config.inference.device)
     dtype = pick_dtype(config.inference.dtype, device)
     policies = config.resolved_policies()
