@@ -70,6 +70,7 @@ def step_policies(
             if sync.last_drain is not None:
                 own["sync/in_flight_at_pause"] = float(sync.last_drain.in_flight_at_pause)
                 own["sync/drain_s"] = sync.last_drain.seconds
+                own["sync/drain_timed_out"] = float(sync.last_drain.timed_out)
         own["policy_version"] = float(policies.own_versions[policy.name])
         metrics.update({f"policy/{policy.name}/{key}": value for key, value in own.items()})
         for key in SUMMED:
