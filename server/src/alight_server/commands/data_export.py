@@ -2,9 +2,10 @@
 
 The format is docs/data.md#export-format. Everything is read through the server's API with the admin key,
 as the trainer reads it: each rollout's latest attempt goes through the trainer's own filter
-(`filter_for_training`) and sample builder (`build_samples`) under the run's `samples:` settings, so the
-rows are the ones training made. `--redacted` writes a copy for people: text through the redaction
-detectors, token ids dropped (they decode back to the text).
+(`filter_for_training`), split by policy when the run has `policies:` (as the trainer splits), and its
+sample builder (`build_samples`) under the run's `samples:` settings, so the rows are the ones training
+made. `--redacted` writes a copy for people: text through the redaction detectors, token ids dropped (they
+decode back to the text).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import gzip
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +33,7 @@ TOKEN_ID_FIELDS = ("prompt_token_ids", "response_token_ids", "input_ids")
 TEXT_FIELDS = ("task", "request", "response")
 
 Line = dict[str, Any]
+Policies = Mapping[str, str | None]  # the run's policies, each with its named reward; {} for one policy
 
 
 class ExportError(Exception):
@@ -59,11 +61,12 @@ def export_lines(client: AlightClient, run_id: str, *, now: datetime | None = No
     One rollout at a time: a run of any size is written in the memory of its largest rollout. Rows are built
     per rollout, which gives the rows the trainer's batch gave (a row never spans two rollouts).
     """
-    from alight_server.ui.samples import sample_config, samples_section
+    from alight_server.ui.samples import run_policies, sample_config, samples_section
 
     run = _get_run(client, run_id)
     rollouts = run_rollouts(client, run_id)
     config, limits = sample_config(run.config), samples_section(run.config)
+    policies = run_policies(run.config)  # {} for one policy
     yield {
         "format": FORMAT,
         "version": VERSION,
@@ -76,24 +79,31 @@ def export_lines(client: AlightClient, run_id: str, *, now: datetime | None = No
         attempts = sorted(a.attempt for a in rollout.attempts)
         trajectories = [client.trajectory(rollout.id, n, reveal=True) for n in attempts]  # the exact data
         latest = trajectories[-1] if trajectories else None
-        rows = _rows(client, rollout, latest, config, limits)
+        rows = _rows(client, rollout, latest, config, limits, policies)
         yield _rollout_line(client, rollout, latest, len(rows))
         yield from (_call_line(tc.call) for trajectory in trajectories for tc in trajectory.calls)
         yield from rows
 
 
-def _rows(client: AlightClient, rollout: Rollout, latest: Trajectory | None, config: Any, limits: Any) -> list[Line]:
+def _rows(
+    client: AlightClient, rollout: Rollout, latest: Trajectory | None, config: Any, limits: Any, policies: Policies
+) -> list[Line]:
     """What the trainer trains on: the latest attempt of a finished training rollout, through its filter
-    (`filter_for_training`) and sample builder (`build_samples`) under the run's settings."""
+    (`filter_for_training`), its split by policy with `policies:` (ui/policy_parts.py, as the trainer splits) and
+    sample builder (`build_samples`) under the run's settings; with several policies each row names its `policy`."""
     from alight_server.trainer.filters import filter_for_training
     from alight_server.trainer.samples import build_samples
+    from alight_server.ui.policy_parts import split_run
 
     finished = rollout.state in (RolloutState.SUCCEEDED, RolloutState.FAILED)
     if latest is None or rollout.mode != Mode.TRAIN or not finished:
         return []
     kept, _ = filter_for_training(client, [latest], config, limits)
-    batch, _ = build_samples(kept, config)
-    return list(row_lines(batch, latest))
+    rows: list[Line] = []
+    for policy, part in split_run(kept, policies).parts:
+        batch, _ = build_samples(part, config)
+        rows.extend(row_lines(batch, latest, policy=policy, first_index=len(rows)))
+    return rows
 
 
 def redact_line(line: Line, redact: Callable[[Any], Any]) -> Line:
@@ -167,16 +177,19 @@ def _call_line(call: ModelCall) -> Line:
     }
 
 
-def row_lines(batch: Any, trajectory: Trajectory) -> Iterator[Line]:
-    """One rollout's padded rows unpadded, with each generated token's policy version from its call."""
+def row_lines(batch: Any, trajectory: Trajectory, *, policy: str | None = None, first_index: int = 0) -> Iterator[Line]:
+    """One rollout's padded rows unpadded, with each generated token's policy version from its call; with
+    several policies, one policy's rows (`policy`), indexed on from `first_index` after the other policies' rows."""
     for r in range(batch.num_rows):
         length = int(batch.attention_mask[r].sum())
         loss_mask = [int(m) for m in batch.loss_mask[r, :length].tolist()]
+        named = {} if policy is None else {"policy": policy}  # a run of one policy writes the rows as before
         yield {
             "kind": "row",
             "rollout_id": trajectory.rollout_id,
             "attempt": trajectory.attempt,
-            "index": r,
+            "index": first_index + r,
+            **named,
             "input_ids": batch.input_ids[r, :length].tolist(),
             "loss_mask": loss_mask,
             "old_logprobs": batch.old_logprobs[r, :length].tolist(),

@@ -5,20 +5,24 @@ retried and never trained on; task failures are), the rows the builder made (sin
 prefix breaks by cause), calls dropped by reason (token/logprob mismatches among them), calls the gateway
 flagged, calls cut off at their length limit (finish reason `length`), and the hard gates' violations
 (`reward_hacking` events from alight.guards, by rule: the trainer leaves those rollouts out).
+With several policies the builder runs on each policy's share of the calls, as the trainer does, and the
+step also gives each policy's own counts (`policies`); a call's `policy:<name>` flag is routing, not a flag.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from alight.evaluation import REWARD_HACKING
-from alight.schemas import Mode, Rollout, RolloutState
+from alight.schemas import Mode, Rollout, RolloutState, Trajectory
 from alight_server.call_output import call_output
+from alight_server.routing import POLICY_FLAG
 from alight_server.store import Store
 from alight_server.store.browse import RolloutFilter
 from alight_server.trajectory import build_trajectory
-from alight_server.ui import samples, summaries
+from alight_server.ui import policy_parts, samples, summaries
 
 MAX_ROLLOUTS = 100_000
 
@@ -31,11 +35,17 @@ def run_health(store: Store, run_id: str) -> dict[str, Any]:
         by_step[summaries.metrics_step(rollout) or 0].append(rollout)
     config = samples.sample_config(run.config)
     decode = samples.decoder(samples.model_name(store, run.config))
-    steps = [step_health(store, step, rollouts, config, decode) for step, rollouts in sorted(by_step.items())]
+    policies = samples.run_policies(run.config)  # {} for one policy
+    steps = [step_health(store, step, rollouts, config, decode, policies) for step, rollouts in sorted(by_step.items())]
     return {"run_id": run_id, "steps": steps}
 
 
-def step_health(store: Store, step: int, rollouts: list[Rollout], config: Any, decode: Any) -> dict[str, Any]:
+def step_health(
+    store: Store, step: int, rollouts: list[Rollout], config: Any, decode: Any, policies: Mapping[str, str | None]
+) -> dict[str, Any]:
+    """One step's counts. With several `policies` (name -> named reward) the builder runs on each policy's share
+    of the calls (ui/policy_parts.py, as the trainer splits them): counts are summed, a rollout left out of any
+    policy's samples counts once per reason, and `policies` in the answer gives each policy's own counts."""
     from alight_server.trainer.samples import build_samples
 
     states = Counter(r.state.value for r in rollouts)
@@ -44,30 +54,62 @@ def step_health(store: Store, step: int, rollouts: list[Rollout], config: Any, d
     finished = [r for r in rollouts if r.state in (RolloutState.SUCCEEDED, RolloutState.FAILED) and r.attempts]
     trajectories = [build_trajectory(store, r.id) for r in finished]
     calls = [tc.call for t in trajectories for tc in t.calls]
-    batch, report = build_samples(trajectories, config, decode=decode)
-    merged = sum(len(seqs) > 1 for seqs in batch.row_calls)
+    split = policy_parts.split_run(trajectories, policies)
+    total = Counter[str]()
+    dropped_calls, breaks = Counter[str](split.dropped_calls), Counter[str]()
+    dropped_rollouts: dict[str, set[str]] = {}
+    own: dict[str, dict[str, Any]] = {}
+    for policy, part in split.parts:
+        batch, report = build_samples(part, config, decode=decode)
+        merged = sum(len(seqs) > 1 for seqs in batch.row_calls)
+        counts = {"calls": report.calls, "calls_used": report.calls_used, "rows": report.rows, "merged_rows": merged,
+                  "truncated_rows": report.truncated_rows, "trained_tokens": report.trained_tokens}  # fmt: skip
+        total.update(counts)
+        dropped_calls.update(report.dropped_calls)
+        breaks.update(report.breaks)
+        left_out = {t.rollout_id for t in part} - set(batch.rollout_ids)
+        for reason, ids in _drop_reasons([t for t in part if t.rollout_id in left_out], config).items():
+            dropped_rollouts.setdefault(reason, set()).update(ids)
+        if policy is not None:
+            own[policy] = {**counts, "dropped_rollouts": _nonzero(report.dropped_rollouts),
+                           "no_named_reward": len(split.no_named_reward.get(policy, ()))}  # fmt: skip
+    for ids in split.no_named_reward.values():
+        dropped_rollouts.setdefault("no_named_reward", set()).update(ids)
     gates = {r.id: gate_rules(store, r.id) for r in rollouts}
-    return {
+    health = {
         "step": step,
         "rollouts": len(rollouts),
         "states": dict(states),
         "attempt_failures": dict(attempt_failures),
         "calls": len(calls),
-        "calls_used": report.calls_used,
-        "rows": report.rows,
-        "merged_rows": merged,
-        "single_call_rows": report.rows - merged,
-        "breaks": dict(report.breaks),
-        "dropped_rollouts": _nonzero(report.dropped_rollouts),
-        "dropped_calls": _nonzero(report.dropped_calls),
-        "logprob_mismatches": report.dropped_calls.get("logprob_length_mismatch", 0),
-        "flagged_calls": dict(Counter(flag for c in calls for flag in c.flags)),
+        "calls_used": total["calls_used"],
+        "rows": total["rows"],
+        "merged_rows": total["merged_rows"],
+        "single_call_rows": total["rows"] - total["merged_rows"],
+        "breaks": dict(breaks),
+        "dropped_rollouts": {reason: len(ids) for reason, ids in dropped_rollouts.items() if ids},
+        "dropped_calls": _nonzero(dropped_calls),
+        "logprob_mismatches": dropped_calls.get("logprob_length_mismatch", 0),
+        "flagged_calls": dict(Counter(flag for c in calls for flag in c.flags if not flag.startswith(POLICY_FLAG))),
         "truncated_calls": sum(call_output(c).finish_reason == "length" for c in calls),
-        "truncated_rows": report.truncated_rows,
-        "trained_tokens": report.trained_tokens,
+        "truncated_rows": total["truncated_rows"],
+        "trained_tokens": total["trained_tokens"],
         "gate_violations": dict(sorted(Counter(rule for rules in gates.values() for rule in rules).items())),
         "gate_flagged_rollouts": sum(bool(rules) for rules in gates.values()),
     }
+    return {**health, "policies": own} if own else health
+
+
+def _drop_reasons(left_out: list[Trajectory], config: Any) -> dict[str, set[str]]:
+    """reason -> ids of the rollouts the builder left out (each alone: it stops at the reward, before merging)."""
+    from alight_server.trainer.samples import build_samples
+
+    reasons: dict[str, set[str]] = {}
+    for trajectory in left_out:
+        _, report = build_samples([trajectory], config)
+        for reason in report.dropped_rollouts:
+            reasons.setdefault(reason, set()).add(trajectory.rollout_id)
+    return reasons
 
 
 def gate_rules(store: Store, rollout_id: str) -> set[str]:

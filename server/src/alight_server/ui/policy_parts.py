@@ -1,0 +1,58 @@
+"""A recorded run's trajectories split by policy as its trainer split them, for the export and capture health.
+
+With `policies:` the gateway flags every call `policy:<name>` and the sample builder drops a flagged call, so
+a reader of the record that built samples from whole trajectories would find no rows. The trainer first
+splits (`trainer/policy_samples.split_by_policy`): each policy gets copies holding only its calls, scored by
+its reward. `split_run` does the same with the run's recorded policies (`ui/samples.run_policies`); a run of
+one policy is one part, as is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from alight.schemas import Trajectory
+
+NO_NAMED_REWARD = "rollout_no_named_reward"  # calls left out with a rollout lacking its policy's named reward
+
+
+@dataclass
+class RunParts:
+    """Each policy's share of the trajectories (policy None: the run has one policy) and what the split left out."""
+
+    parts: list[tuple[str | None, list[Trajectory]]]
+    # reason -> calls of no policy (`no_policy`, `unknown_policy`, `several_policies`) and NO_NAMED_REWARD
+    dropped_calls: Counter[str] = field(default_factory=Counter[str])
+    no_named_reward: dict[str, set[str]] = field(default_factory=dict[str, set[str]])  # policy -> rollouts left out
+
+
+def split_run(trajectories: Sequence[Trajectory], policies: Mapping[str, str | None]) -> RunParts:
+    """The trainer's split of `trajectories` among `policies` (name -> named reward; {} for one policy)."""
+    from alight_server.trainer.config_policies import PolicyConfig
+    from alight_server.trainer.policy_samples import call_policy, split_by_policy
+
+    if not policies:
+        return RunParts([(None, list(trajectories))])
+    configs = {name: PolicyConfig.model_construct(reward=reward) for name, reward in policies.items()}
+    split, metrics = split_by_policy(trajectories, configs)
+    dropped: Counter[str] = Counter()
+    for key, count in metrics.items():
+        if key.startswith("filter/calls_") and count:
+            dropped[key.removeprefix("filter/calls_")] += int(count)
+    # A rollout left out of P's share lacks P's named reward (the split keeps every other): its P calls go with it.
+    own: Counter[str] = Counter()
+    for trajectory in trajectories:
+        for tc in trajectory.calls:
+            with contextlib.suppress(ValueError):  # a call of several policies is counted above
+                own[call_policy(tc.call) or ""] += 1
+    no_named: dict[str, set[str]] = {}
+    for name in policies:
+        left = own[name] - sum(len(copy.calls) for copy in split[name])
+        if left:
+            dropped[NO_NAMED_REWARD] += left
+        if missing := {t.rollout_id for t in trajectories} - {copy.rollout_id for copy in split[name]}:
+            no_named[name] = missing
+    return RunParts([(name, copies) for name, copies in split.items()], dropped, no_named)
