@@ -275,3 +275,20 @@ def test_the_gateway_page_shows_each_policys_pause_calls_in_flight_and_own_versi
             admin.post("/api/gateway/resume", json={"policy": "specialist"}).raise_for_status()
     assert cells == [["triage", "open", "0", "1"], ["specialist", "paused", "0", "0"]]
     assert page.errors == []
+
+
+CHIP_COLOURS_JS = "els => els.map(e => [e.dataset.policy, e.style.getPropertyValue('--policy')])"
+
+
+def test_a_policy_has_the_same_colour_in_every_view(page: Any, seeded: Seeded) -> None:
+    """Runs list, run page (legend, own versions, chart lines), rollout (calls, legend, token rows), gateway."""
+    seen: dict[str, set[str]] = {}
+    for route, chips in (("/", f"tr:has(a:text-is('{RUN}')) .policy-chip"), (f"/run/{RUN}", "#app .policy-chip"),
+                         (f"/rollout/{ROLLOUT}", "#app .policy-chip"), ("/gateway", "#app .policy-chip")):  # fmt: skip
+        _goto(page, seeded, route, chips)
+        for policy, colour in page.locator(chips).evaluate_all(CHIP_COLOURS_JS):
+            seen.setdefault(policy, set()).add(colour)
+    _goto(page, seeded, f"/run/{RUN}", "div.chart .uplot canvas")
+    for policy, colours in _colours(page.locator("div.chart").evaluate_all(CHARTS_JS)).items():
+        seen.setdefault(policy, set()).update(colours)
+    assert len(seen["triage"]) == 1 and len(seen["specialist"]) == 1 and seen["triage"] != seen["specialist"]
