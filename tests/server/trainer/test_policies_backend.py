@@ -10,11 +10,16 @@ from typing import Any
 import pytest
 import torch
 from policies_fixtures import TWO, digest, step
+from samples_fixtures import model_call, trajectory
 
+from alight.client import AlightClient
 from alight_server.trainer.checkpoint import save_checkpoint
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.init_from import checkpoint_adapter, export_policy
 from alight_server.trainer.policy_set import PolicySet, make_policy_set
+from alight_server.trainer.policy_step import step_policies
+from alight_server.trainer.samples import SampleConfig
+from alight_server.trainer.sync import WeightSync
 
 
 @pytest.fixture
@@ -123,3 +128,31 @@ def test_init_from_a_checkpoint_trained_without_lora_is_refused(tmp_path: Path) 
     save_checkpoint(tmp_path / "checkpoints", 1, {"trainer": {"trainable": {"lm_head.weight": torch.zeros(2)}}})
     with pytest.raises(ValueError, match="trained without LoRA, so holds no adapter"):
         checkpoint_adapter(tmp_path, "planner")
+
+
+def test_a_step_whose_groups_all_have_equal_rewards_steps_and_pushes_no_policy(
+    two_policies: tuple[TrainConfig, PolicySet],
+) -> None:
+    config, policies = two_policies
+    trajectories = [
+        trajectory(
+            [
+                model_call(0, [1, 5, 6], [7, 8], rollout_id=rid, flags=["policy:planner"]),
+                model_call(1, [1, 5, 6, 7, 8, 9], [10, 11], rollout_id=rid, flags=["policy:executor"]),
+            ],
+            rollout_id=rid,
+            reward=0.5,
+        )
+        for rid in ("r1", "r2")
+    ]
+    before = {name: digest(policies.weights(name)) for name in policies.trainable}
+    nowhere = WeightSync(AlightClient("http://127.0.0.1:9", "no-server"))  # a push would fail: none may happen
+    metrics, version = step_policies(
+        policies, trajectories, config, SampleConfig(pad_token_id=0), decode=str, sync=nowhere, step=1
+    )
+    assert version is None
+    assert {name: digest(policies.weights(name)) for name in policies.trainable} == before
+    for name in ("planner", "executor"):
+        assert metrics[f"policy/{name}/samples/rows"] == 2.0 and metrics[f"policy/{name}/train/uniform_groups"] == 1.0
+        assert f"policy/{name}/train/loss" not in metrics and metrics[f"policy/{name}/policy_version"] == 0.0
+    assert metrics["samples/rows"] == 4.0 and metrics["train/uniform_groups"] == 2.0
