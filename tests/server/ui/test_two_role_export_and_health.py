@@ -241,3 +241,10 @@ def test_capture_health_gives_each_policy_its_own_counts(health: dict[str, Any])
         "planner": {"calls": 6, "calls_used": 6, "rows": 6, "no_named_reward": 0},
         "executor": {"calls": 2, "calls_used": 2, "rows": 2, "no_named_reward": 2},
     }
+
+
+def test_the_token_view_counts_the_calls_left_out_with_a_missing_named_reward(seeded: Seeded) -> None:
+    with httpx.Client(base_url=seeded.url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30) as admin:
+        view = admin.get(f"/api/ui/rollouts/{NO_ANSWER}/tokens").raise_for_status().json()
+    assert {row["policy"] for row in view["rows"]} == {"planner"}
+    assert view["dropped_calls"] == {"rollout_no_named_reward": 1}  # the executor's call, with its reward missing

@@ -17,7 +17,7 @@ from alight_server.redaction import Redactor
 from alight_server.redaction.views import redact_tokens
 from alight_server.routing import policy_of
 from alight_server.store import Store
-from alight_server.ui import samples
+from alight_server.ui import policy_parts, samples
 
 
 def token_view(store: Store, trajectory: Trajectory, redaction: Redactor | None = None) -> dict[str, Any]:
@@ -94,21 +94,12 @@ def _parts(
 
     The policies are the run's (`policies:` in its config); a trajectory of no run whose calls carry policy
     flags is split by the names the flags give. A call the split leaves out is counted by its reason
-    (`no_policy`, `unknown_policy`, `several_policies`).
+    (`no_policy`, `unknown_policy`, `several_policies`, `rollout_no_named_reward`: ui/policy_parts.py).
     """
-    from alight_server.trainer.config_policies import PolicyConfig
-    from alight_server.trainer.policy_samples import split_by_policy
-
-    # only `reward` matters to the split; the run's config was checked when it trained (a report is not re-checked)
-    configured = samples.run_policies(run_config).items()
-    policies = {name: PolicyConfig.model_construct(reward=reward) for name, reward in configured}
+    policies = samples.run_policies(run_config)
     if not policies:
         flagged = [policy_of(tc.call.flags) for tc in trajectory.calls]
-        policies = {name: PolicyConfig() for name in dict.fromkeys(f for f in flagged if f is not None)}
-    if not policies:
-        return [(None, trajectory)]
-    split, metrics = split_by_policy([trajectory], policies)
-    for key, count in metrics.items():
-        if key.startswith("filter/calls_") and count:
-            dropped_calls[key.removeprefix("filter/calls_")] += int(count)
-    return [(name, part) for name, parts in split.items() for part in parts]
+        policies = dict.fromkeys((f for f in flagged if f is not None), None)
+    split = policy_parts.split_run([trajectory], policies)
+    dropped_calls.update(split.dropped_calls)
+    return [(name, part) for name, parts in split.parts for part in parts]
