@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 import torch
-from inference_testkit import ADMIN_AUTH, ADMIN_KEY, API_KEY, MODEL
+from inference_testkit import ADMIN_AUTH, ADMIN_KEY, API_KEY, MODEL, forward_logprobs
 
 from alight_server.inference.adapters import AdapterSpec
 from alight_server.inference.engine import InferenceEngine
@@ -32,13 +32,23 @@ NAMES = ["planner", "executor", "judge"]
 PROMPT = "The quick brown fox"
 
 
-def trained_adapter(seed: int, scale: float = 0.3) -> dict[str, torch.Tensor]:
-    """An adapter as a trainer hands it over: a one-adapter peft model's state dict, A and B random (B non-zero)."""
-    from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
+def trainer_model(model_name: str = MODEL, tensors: dict[str, torch.Tensor] | None = None) -> Any:
+    """The trainer's side: the base wrapped in peft with one adapter (named as the trainer names it), eval mode."""
+    from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
 
-    model, _ = load_policy(MODEL, device="cpu")
+    model, _ = load_policy(model_name, device="cpu")
     config = LoraConfig(r=SPEC.r, lora_alpha=int(SPEC.alpha), target_modules=list(SPEC.target_modules))
-    state = get_peft_model_state_dict(get_peft_model(model, config))
+    peft_model = get_peft_model(model, config)
+    if tensors is not None:
+        set_peft_model_state_dict(peft_model, tensors)
+    return peft_model.eval()
+
+
+def trained_adapter(seed: int, scale: float = 0.3, model_name: str = MODEL) -> dict[str, torch.Tensor]:
+    """An adapter as a trainer hands it over: a one-adapter peft model's state dict, A and B random (B non-zero)."""
+    from peft import get_peft_model_state_dict
+
+    state = get_peft_model_state_dict(trainer_model(model_name))
     generator = torch.Generator().manual_seed(seed)
     return {k: scale * torch.randn(v.shape, generator=generator) for k, v in state.items()}
 
@@ -110,6 +120,29 @@ def test_two_adapters_and_the_base_decode_in_one_batch_and_match_serving_each_al
         # Float summation order differs with the batch's size and padding (as with no adapters): ~1e-6.
         torch.testing.assert_close(torch.tensor(logprobs), torch.tensor(alone[name][1]), atol=1e-4, rtol=0)
     assert alone["planner"][0] != alone["executor"][0] != alone["judge"][0]
+
+
+@pytest.mark.parametrize(
+    ("model_name", "tolerance"), [(MODEL, 1e-4), pytest.param("smollm2-135m", 1e-3, marks=pytest.mark.slow)]
+)
+def test_each_row_of_a_mixed_batch_gets_the_logprobs_the_trainers_model_computes(
+    model_name: str, tolerance: float
+) -> None:
+    adapters = {"planner": trained_adapter(1, 0.05, model_name), "executor": trained_adapter(2, 0.05, model_name)}
+    model, tokenizer = load_policy(model_name, device="cpu")
+    prompt = tokenizer(PROMPT)["input_ids"]
+    with InferenceEngine(model, tokenizer, adapters=SERVED) as engine:
+        for name, tensors in adapters.items():
+            engine.update_adapter(name, tensors)
+        params = {n: SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True, adapter=n) for n in NAMES}
+        with ThreadPoolExecutor(3) as pool:
+            served = dict(zip(NAMES, pool.map(lambda n: engine.generate(prompt, params[n])[0], NAMES), strict=True))
+    references = {name: trainer_model(model_name, tensors) for name, tensors in adapters.items()}
+    references["judge"] = load_policy(model_name, device="cpu")[0]
+    for name, done in served.items():
+        expected = forward_logprobs(references[name], prompt, done.token_ids)
+        torch.testing.assert_close(torch.tensor(done.logprobs), expected, atol=tolerance, rtol=tolerance)
+    assert len({tuple(done.token_ids) for done in served.values()}) == 3, "the adapters did not change the output"
 
 
 def test_a_fresh_adapter_answers_exactly_as_the_base_model(fresh: InferenceEngine) -> None:

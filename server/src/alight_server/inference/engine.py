@@ -81,6 +81,7 @@ class InferenceEngine:
             model, self.adapters = wrap_with_adapters(model, adapters)
         self._mixed = self.adapters is not None and any(row != BASE for row in self.adapters.values())
         self.adapter_versions = {name: 0 for name, row in (self.adapters or {}).items() if row != BASE}
+        self._adapter_targets: dict[str, dict[str, torch.Tensor]] = {}
         self.model = model
         self.tokenizer = tokenizer
         self.model_name = model_name
@@ -263,7 +264,9 @@ class InferenceEngine:
             served = sorted(self.adapter_versions)
             raise WeightsError(f"adapter {name!r} is not a LoRA adapter of this engine; its adapters: {served}")
         state = read_state_dict(tensors) if isinstance(tensors, str | Path) else dict(tensors)
-        targets = adapter_tensors(self.model, name)
+        if name not in self._adapter_targets:  # views of the live tensors: found once (a walk of the whole model)
+            self._adapter_targets[name] = adapter_tensors(self.model, name)
+        targets = self._adapter_targets[name]
         checked = check_adapter_tensors(targets, name, state)
         return self._between_steps(lambda: self._apply_adapter(name, targets, checked))
 
