@@ -292,3 +292,12 @@ def test_a_policy_has_the_same_colour_in_every_view(page: Any, seeded: Seeded) -
     for policy, colours in _colours(page.locator("div.chart").evaluate_all(CHARTS_JS)).items():
         seen.setdefault(policy, set()).update(colours)
     assert len(seen["triage"]) == 1 and len(seen["specialist"]) == 1 and seen["triage"] != seen["specialist"]
+
+
+def test_capture_health_gives_each_policy_its_own_row_under_the_step(page: Any, seeded: Seeded) -> None:
+    _goto(page, seeded, f"/run/{RUN}", "#health tr.policy-health")
+    rows = page.locator("#health tr.policy-health[data-policy-step='1']")
+    assert [r.get_attribute("data-policy") for r in rows.all()] == ["triage", "specialist"]
+    assert rows.locator("td[data-k=calls]").all_inner_texts() == ["2/2", "1/1"]  # routed calls, none dropped
+    assert page.locator("#health tr[data-step='1'] td[data-k=calls]").inner_text() == "3/3"
+    screenshot(page, "health-policies", "#health")

@@ -214,7 +214,7 @@ async function runPage(runId) {
     table(["step", "train reward", "val score", "loss", "groups", "equal-reward groups", names.length ? "own versions" : null, ""]
       .filter((x) => x !== null), stepRows, { id: "steps" }),
     h("h2", {}, "Capture health"),
-    healthTable(run.id, health),
+    healthTable(run.id, health, order),
     h("h2", {}, "Config"),
     h("details", {}, h("summary", {}, "the run's config, as its trainer reported it (secrets hidden)"), h("pre", {}, json(run.config))));
 }
@@ -224,9 +224,9 @@ function counts(obj) {
   return entries.length ? entries.map(([k, v]) => `${k} ${v}`).join(", ") : "0";
 }
 
-function healthTable(runId, health) {
+function healthTable(runId, health, order) {
   if (health.error) return h("p", { class: "error" }, health.error);
-  const rows = health.steps.map((s) => h("tr", { "data-step": s.step },
+  const rows = health.steps.flatMap((s) => [h("tr", { "data-step": s.step },
     h("td", { class: "num" }, link(`#/rollouts${enc({ run: runId, step: s.step, mode: "train" })}`, String(s.step))),
     h("td", { class: "num", "data-k": "rollouts" }, String(s.rollouts)),
     h("td", { "data-k": "failures" }, counts(s.attempt_failures)),
@@ -240,10 +240,25 @@ function healthTable(runId, health) {
     h("td", { "data-k": "dropped_rollouts" }, counts(s.dropped_rollouts)),
     h("td", { "data-k": "dropped" }, counts(s.dropped_calls)),
     h("td", { "data-k": "gates", class: s.gate_flagged_rollouts ? "warn" : null },
-      s.gate_flagged_rollouts ? `${s.gate_flagged_rollouts} rollouts: ${counts(s.gate_violations)}` : "0")));
+      s.gate_flagged_rollouts ? `${s.gate_flagged_rollouts} rollouts: ${counts(s.gate_violations)}` : "0")),
+    ...Object.entries(s.policies || {}).map(([name, p]) => policyHealth(s.step, name, p, order))]);
   return table(["step", "rollouts", "failed attempts (kind)", "calls used", "merged rows", "single-call rows",
     "prefix breaks", "logprob mismatches", "flagged calls", "truncated calls", "dropped rollouts", "dropped calls",
     "gate violations (rule)"], rows, { id: "health" });
+}
+
+// Under a step of a several-policy run, one row per policy: the builder's counts on that policy's share alone.
+function policyHealth(step, name, p, order) {
+  const none = () => h("td", { class: "muted" }, "");
+  return h("tr", { class: "policy-health", "data-policy-step": step, "data-policy": name },
+    h("td", {}, Policies.chip(name, order)), none(), none(),
+    h("td", { class: "num", "data-k": "calls" }, `${p.calls_used}/${p.calls}`),
+    h("td", { class: "num", "data-k": "merged_rows" }, String(p.merged_rows)),
+    h("td", { class: "num", "data-k": "single_call_rows" }, String(p.rows - p.merged_rows)),
+    none(), none(), none(),
+    h("td", { class: "num", "data-k": "truncated_rows" }, p.truncated_rows ? `${p.truncated_rows} rows` : ""),
+    h("td", { "data-k": "dropped_rollouts" }, counts({ ...p.dropped_rollouts, no_named_reward: p.no_named_reward })),
+    none(), none());
 }
 
 // ---- rollouts table

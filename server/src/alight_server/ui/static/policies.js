@@ -58,6 +58,7 @@ const Policies = (() => {
     node.dataset.policy = name;
     node.style.setProperty("--policy", colour(name, order));
     node.textContent = suffix ? `${name} ${suffix}` : name;
+    node.title = node.textContent; // a long name is cut with an ellipsis on screen
     return node;
   }
 
