@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from alight_server.inference.sampling import InvalidRequest
 from alight_server.inference.weights import WeightsError
 
 BASE = "__base__"  # peft's row name for "no adapter"
@@ -136,6 +137,40 @@ def copy_adapter(targets: Mapping[str, torch.Tensor], state: Mapping[str, torch.
     with torch.no_grad():
         for key, tensor in state.items():
             targets[key].copy_(tensor)
+
+
+class ServedAdapters:
+    """What an engine with adapters serves: each name's peft row, each adapter's own version and live tensors."""
+
+    def __init__(self, model: Any, specs: Mapping[str, AdapterSpec | None]) -> None:
+        self.model, self.rows = wrap_with_adapters(model, specs)  # served name -> peft row name
+        self.mixed = any(row != BASE for row in self.rows.values())  # False: base names only, nothing wrapped
+        self.versions = {name: 0 for name, row in self.rows.items() if row != BASE}
+        self._targets: dict[str, dict[str, torch.Tensor]] = {}
+
+    def row(self, name: str | None) -> str | None:
+        """The peft row a request for model `name` (None: the base) runs under; None when nothing is wrapped."""
+        if name is not None and name not in self.rows:
+            raise InvalidRequest(f"the model {name!r} does not exist; this engine serves {list(self.rows)}", "model")
+        if not self.mixed:
+            return None
+        return self.rows[name] if name is not None else BASE
+
+    def version(self, row: str | None, base_version: int) -> int:
+        """What a row reports: its adapter's own version, or the base weights' for a base row."""
+        return self.versions.get(row or BASE, base_version)
+
+    def checked(
+        self, name: str, tensors: Mapping[str, torch.Tensor]
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """(adapter `name`'s live tensors, `tensors` checked against them); WeightsError names what is wrong."""
+        if name not in self.versions:
+            raise WeightsError(
+                f"adapter {name!r} is not a LoRA adapter of this engine; its adapters: {sorted(self.versions)}"
+            )
+        if name not in self._targets:  # views of the live tensors: found once (a walk of the whole model)
+            self._targets[name] = adapter_tensors(self.model, name)
+        return self._targets[name], check_adapter_tensors(self._targets[name], name, tensors)
 
 
 def zero_adapter(model_dir: str | Path, spec: AdapterSpec) -> dict[str, torch.Tensor]:

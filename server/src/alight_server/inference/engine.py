@@ -30,14 +30,7 @@ from typing import Any
 
 import torch
 
-from alight_server.inference.adapters import (
-    BASE,
-    AdapterSpec,
-    adapter_tensors,
-    check_adapter_tensors,
-    copy_adapter,
-    wrap_with_adapters,
-)
+from alight_server.inference.adapters import AdapterSpec, ServedAdapters, copy_adapter
 from alight_server.inference.batching import DecodeBatch
 from alight_server.inference.detokenize import IncrementalText
 from alight_server.inference.generation import Completion, GenerationHandle, TokenEvent
@@ -75,13 +68,11 @@ class InferenceEngine:
         overlap_prefill: bool = True,
         adapters: Mapping[str, AdapterSpec | None] | None = None,
     ) -> None:
-        # Served name -> peft row name (itself, or "__base__" for a None spec); None: one model, `model_name`.
-        self.adapters: dict[str, str] | None = None
-        if adapters is not None:
-            model, self.adapters = wrap_with_adapters(model, adapters)
-        self._mixed = self.adapters is not None and any(row != BASE for row in self.adapters.values())
-        self.adapter_versions = {name: 0 for name, row in (self.adapters or {}).items() if row != BASE}
-        self._adapter_targets: dict[str, dict[str, torch.Tensor]] = {}
+        # None: one model served as `model_name`, no peft anywhere on the path.
+        self.adapters = ServedAdapters(model, adapters) if adapters is not None else None
+        self._mixed = self.adapters is not None and self.adapters.mixed
+        if self.adapters is not None:
+            model = self.adapters.model
         self.model = model
         self.tokenizer = tokenizer
         self.model_name = model_name
@@ -151,18 +142,25 @@ class InferenceEngine:
     @property
     def served_names(self) -> list[str]:
         """The model names requests may name: the adapters' (and base names'), else `model_name`."""
-        return list(self.adapters) if self.adapters is not None else [self.model_name]
+        return list(self.adapters.rows) if self.adapters is not None else [self.model_name]
+
+    @property
+    def adapter_versions(self) -> dict[str, int]:
+        """Each LoRA adapter's own version: the number of `update_adapter` calls it took."""
+        return dict(self.adapters.versions) if self.adapters is not None else {}
+
+    def policy_version(self, name: str | None = None) -> int:
+        """What events of model `name` report: an adapter's own version, else the base weights' version."""
+        return self._reported(self.adapters.rows.get(name) if self.adapters is not None and name else None)
 
     # -- requests --------------------------------------------------------------------------------
     def _row(self, params: SamplingParams) -> str | None:
-        """The peft row name a request runs under (None: the engine has no adapters)."""
-        if params.adapter is None:
-            return BASE if self._mixed else None
-        if self.adapters is None or params.adapter not in self.adapters:
-            raise InvalidRequest(
-                f"the model {params.adapter!r} does not exist; this engine serves {self.served_names}", "model"
-            )
-        return self.adapters[params.adapter] if self._mixed else None
+        """The peft row name a request runs under (None: the engine wraps no adapters)."""
+        if self.adapters is None:
+            if params.adapter is not None:
+                raise InvalidRequest(f"the model {params.adapter!r} does not exist; this engine serves one model")
+            return None
+        return self.adapters.row(params.adapter)
 
     def check_request(self, prompt_ids: list[int], params: SamplingParams) -> int:
         """Validate against this model; returns the max_tokens the request will run with."""
@@ -260,14 +258,10 @@ class InferenceEngine:
         `tensors` are named as `peft.get_peft_model_state_dict` names a one-adapter model's (or a folder /
         file holding them, e.g. `adapter_model.safetensors`). Rows of other adapters are untouched.
         """
-        if name not in self.adapter_versions:
-            served = sorted(self.adapter_versions)
-            raise WeightsError(f"adapter {name!r} is not a LoRA adapter of this engine; its adapters: {served}")
+        if self.adapters is None:
+            raise WeightsError(f"adapter {name!r}: this engine serves one model and no LoRA adapters")
         state = read_state_dict(tensors) if isinstance(tensors, str | Path) else dict(tensors)
-        if name not in self._adapter_targets:  # views of the live tensors: found once (a walk of the whole model)
-            self._adapter_targets[name] = adapter_tensors(self.model, name)
-        targets = self._adapter_targets[name]
-        checked = check_adapter_tensors(targets, name, state)
+        targets, checked = self.adapters.checked(name, state)
         return self._between_steps(lambda: self._apply_adapter(name, targets, checked))
 
     def _between_steps(self, apply: Callable[[], int]) -> int:
@@ -290,19 +284,19 @@ class InferenceEngine:
         return self.version
 
     def _apply_adapter(self, name: str, targets: dict[str, torch.Tensor], state: dict[str, torch.Tensor]) -> int:
+        assert self.adapters is not None
         copy_adapter(targets, state)
         self.prefix_cache.clear_scope(name)  # only this adapter's keys and values are stale
-        self.adapter_versions[name] += 1
-        return self.adapter_versions[name]
+        self.adapters.versions[name] += 1
+        return self.adapters.versions[name]
+
+    def _reported(self, row: str | None) -> int:
+        """The version events of a row of `row` carry: its adapter's own, or the base weights'."""
+        return self.adapters.version(row, self.version) if self.adapters is not None else self.version
 
     def _weights_of(self, row: str | None) -> tuple[int, int]:
         """The versions (base, adapter) a row of adapter `row` runs under now."""
-        return self.version, self.adapter_versions.get(row, 0) if row is not None else 0
-
-    def policy_version(self, name: str | None = None) -> int:
-        """What events of model `name` report: an adapter's own version, else the base weights' version."""
-        row = self.adapters.get(name) if self.adapters is not None and name is not None else None
-        return self.adapter_versions.get(row or BASE, self.version)
+        return self.version, self.adapters.version(row, 0) if self.adapters is not None and row else 0
 
     # -- the engine thread -----------------------------------------------------------------------
     def _run(self) -> None:
@@ -434,8 +428,7 @@ class InferenceEngine:
             k = seq.handle.params.top_logprobs
             top = list(zip(ids[:k], values[:k], strict=True))
             try:
-                version = self.adapter_versions.get(seq.handle.row or BASE, self.version)  # an adapter's own
-                seq.handle.sink(TokenEvent(seq.choice, token, logp, top, text, finish, version))
+                seq.handle.sink(TokenEvent(seq.choice, token, logp, top, text, finish, self._reported(seq.handle.row)))
             except Exception:  # a broken consumer (e.g. its event loop closed) loses only its own request
                 seq.handle.cancel()
             out.append((seq, token, finish is not None))
