@@ -11,12 +11,17 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from alight.client import AlightClient
+from alight_server.config import GatewayConfig, ServerConfig
 from alight_server.inference.adapters import AdapterSpec, adapter_tensors, wrap_with_adapters
 from alight_server.inference.models import load_policy, resolve_model
 from alight_server.inference.vllm_policy import policy_launch
 from alight_server.inference.vllm_server import VllmLaunch
 from alight_server.inference.vllm_weights import VllmWeightError, VllmWeights
+from alight_server.routing import GatewayRouting, RoutingRule
 from alight_server.serving import ServerThread, free_port
+from alight_server.trainer.sync import WeightSync
+from tests.conftest import LiveServer
 from tests.server.inference.vllm_double import VllmDouble
 
 SPEC = AdapterSpec(r=4, alpha=8.0, target_modules=("q_proj", "v_proj"))
@@ -100,3 +105,23 @@ def test_a_failed_adapter_load_still_resumes_vllm(double: VllmDouble, vllm_url: 
     with pytest.raises(VllmWeightError, match="could not load LoRA adapter 'planner'"):
         weights.load_adapter("planner", dict, 1)
     assert double.calls[-1] == "/resume" and not double.paused and double.weight_version == "default"
+
+
+@pytest.fixture
+def server_config(server_config: ServerConfig) -> ServerConfig:
+    """A gateway routing the two LoRA policies (by harness role), so a push can name one."""
+    rules = [RoutingRule(role=name, policy=name) for name in ("planner", "executor")]
+    routing = GatewayRouting(policies=["planner", "executor"], rules=rules)
+    return server_config.model_copy(update={"gateway": GatewayConfig(routing=routing)})
+
+
+def test_the_weight_sync_replaces_only_the_pushed_policys_adapter_on_vllm(
+    live_server: LiveServer, double: VllmDouble, vllm_url: str, tmp_path: Path
+) -> None:
+    weights = VllmWeights(vllm_url, tmp_path, adapter_specs={"planner": SPEC, "executor": SPEC}, base_model="tiny")
+    tensors = {"base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight": torch.ones(64, 4)}
+    with AlightClient(live_server.url, live_server.admin_key) as client:
+        version, _ = WeightSync(client, target=weights).push(lambda: tensors, {"step": 1}, policy="planner")
+        history = client.policy().versions
+    assert list(double.adapters) == ["planner"] and double.weight_version == str(version) == "1"
+    assert history[-1].metadata["policies"] == ["planner"]
