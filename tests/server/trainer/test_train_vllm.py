@@ -19,7 +19,7 @@ from alight.api_models import RolloutQuery
 from alight.schemas import Mode
 from alight_server.run_stacks import TrainingStacks
 from alight_server.stack import EmbeddedStack
-from alight_server.store import open_store
+from alight_server.stack_state import open_run_store
 from alight_server.testing.tiny_model import build_tiny_vllm_model
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.loop import TrainingRun
@@ -65,16 +65,18 @@ def test_two_steps_through_vllm_update_its_weights_in_place_and_record_its_own_t
 
     def checking_close(self: EmbeddedStack) -> None:
         # Before vLLM goes: ask it directly for what the final validation's greedy calls recorded.
-        if self.vllm is not None and self.vllm.server.process is not None:
-            store = open_store(f"sqlite:///{self.run_dir / 'alight.db'}")
-            for rollout in store.list_rollouts(RolloutQuery(limit=1000)):
-                for call in store.list_model_calls(rollout.id):
-                    if rollout.mode == Mode.VAL and call.policy_version == 2:
-                        direct = greedy(self.vllm.server.url, self.vllm.api_key, config.model, call.prompt_token_ids,
-                                        len(call.response_token_ids))  # fmt: skip
-                        seen["direct"].append((call.response_token_ids, call.response_logprobs, *direct))
-            store.close()
-        original_close(self)
+        try:
+            if self.vllm is not None and self.vllm.server.process is not None:
+                store = open_run_store(self.run_dir)
+                for rollout in store.list_rollouts(RolloutQuery(limit=1000)):
+                    for call in store.list_model_calls(rollout.id):
+                        if rollout.mode == Mode.VAL and call.policy_version == 2:
+                            direct = greedy(self.vllm.server.url, self.vllm.api_key, config.model,
+                                            call.prompt_token_ids, len(call.response_token_ids))  # fmt: skip
+                            seen["direct"].append((call.response_token_ids, call.response_logprobs, *direct))
+                store.close()
+        finally:
+            original_close(self)  # a failed check must not leave vLLM running
 
     monkeypatch.setattr(WeightSync, "push", recording_push)
     monkeypatch.setattr(EmbeddedStack, "close", checking_close)
@@ -91,7 +93,7 @@ def test_two_steps_through_vllm_update_its_weights_in_place_and_record_its_own_t
         assert recorded_ids == direct_ids
         assert recorded_logprobs == pytest.approx(direct_logprobs, abs=1e-3)
     # and the calls of step 2 were served by version 1
-    store = open_store(f"sqlite:///{result.run_dir / 'alight.db'}")
+    store = open_run_store(result.run_dir)
     versions = {
         (r.metadata["step"], c.policy_version)
         for r in store.list_rollouts(RolloutQuery(limit=1000))
