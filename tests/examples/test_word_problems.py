@@ -3,13 +3,15 @@
 The scripted agents are policies behind a real OpenAI-compatible endpoint on loopback, driving the example's own
 agent loop (`solve`) and calculator: the oracle reads each calculator result to write its next call, as a model
 would have to. The learning test (opt-in: `pytest -m word_problems_learning`) is the example's own config on
-SmolLM2-135M, as `alight train` runs it.
+SmolLM2-135M, as `recipe.sh` runs it (a warm start on the oracle's train conversations, then RL).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
+import os
 import re
 import subprocess
 import sys
@@ -145,12 +147,34 @@ def test_one_training_step_runs_on_the_tiny_model(tmp_path: Path) -> None:
     assert step["samples/rows"] >= 4 and step["perf/generated_tokens"] > 0, step
 
 
+def test_the_oracle_traces_are_train_problems_each_solved_through_the_agents_own_loop(tmp_path: Path) -> None:
+    out = tmp_path / "oracle.jsonl"
+    subprocess.run([sys.executable, "oracle_traces.py", "--count", "10", "--out", str(out)], cwd=EXAMPLE, check=True)
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 30  # two calculator calls and the answer, each one chat-completions call
+    assert [line["task"] for line in lines[::3]] == read_tasks("train")[:10]
+    held_out = {task["question"] for task in read_tasks("val")}
+    assert not {m["content"] for line in lines for m in line["request"]["messages"]} & held_out
+    for first, second, answer in zip(lines[::3], lines[1::3], lines[2::3], strict=True):
+        assert second["request"]["messages"][:-2] == first["request"]["messages"]  # one conversation
+        reply = answer["response"]["choices"][0]["message"]["content"]
+        assert agent.score(reply, int(answer["task"]["answer"])) == 1.0
+
+
+def summary(run: Path) -> dict[str, Any]:
+    return json.loads((run / "summary.json").read_text())
+
+
 @pytest.mark.word_problems_learning
 @pytest.mark.timeout(3600)
-def test_training_lifts_the_held_out_score_beyond_two_standard_errors(tmp_path: Path) -> None:
-    argv = [ALIGHT, "train", str(EXAMPLE / "config.yaml"), "--quiet", "--output-dir", str(tmp_path)]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=3500, cwd=REPO)
+def test_the_warm_start_recipe_lifts_the_held_out_score_beyond_two_standard_errors(tmp_path: Path) -> None:
+    """recipe.sh: SFT on the oracle's train conversations, then the example's RL config from that checkpoint."""
+    proc = subprocess.run(
+        ["bash", str(EXAMPLE / "recipe.sh"), "0"],
+        capture_output=True, text=True, timeout=3500, cwd=REPO, env={**os.environ, "WP_OUT": str(tmp_path)},
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["val_before"] <= 0.3, summary  # a task the base policy mostly fails
-    assert summary["val_gain"] > 2 * summary["val_gain_se"], summary
+    sft, rl = summary(tmp_path / "seed0" / "sft"), summary(tmp_path / "seed0" / "rl")
+    assert sft["val_before"] <= 0.3, sft  # a task the base policy mostly fails
+    gain = rl["val_after"] - sft["val_before"]
+    assert rl["val_after"] >= 0.6 and gain > 2 * math.hypot(sft["val_before_se"], rl["val_after_se"]), (sft, rl)
