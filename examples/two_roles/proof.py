@@ -171,6 +171,32 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def cost_table(results: list[dict[str, Any]], out: Path) -> str:
+    """Per run: wall time (fingerprints included), the validations, s/step and generated tok/s from metrics.jsonl.
+
+    Step 1's rollouts run beside the first validation, so s/step and tok/s are the later steps' means.
+    """
+    lines = [
+        "| run | wall | validation before / after | s/step (rollouts + update) | generated tok/s |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results:
+        rows = [
+            json.loads(line) for line in (out / f"{r['kind']}-s{r['seed']}" / "metrics.jsonl").read_text().splitlines()
+        ]
+        vals = [row["time/val_s"] for row in rows if "time/val_s" in row]
+        later = [row for row in rows if row["step"] >= 2 and "time/rollouts_s" in row]
+        per_step = statistics.fmean(
+            row["time/rollouts_s"] + row.get("time/train_s", 0.0) + row.get("time/sync_s", 0.0) for row in later
+        )
+        tok_s = statistics.fmean(row["perf/tokens_per_s"] for row in later)
+        wall = f"{int(r['wall_s'] // 60)} min {int(r['wall_s'] % 60)} s"
+        lines.append(
+            f"| {r['kind']} seed {r['seed']} | {wall} | {vals[0]:.0f} s / {vals[-1]:.0f} s | {per_step:.1f} s | {tok_s:.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def _mean_se(values: list[float], sign: bool = False) -> str:
     mean = statistics.fmean(values)
     se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
@@ -193,6 +219,8 @@ def main() -> None:
                     train_one(kind, seed, args.settings, args.out)
     results = [json.loads(p.read_text()) for p in sorted(args.out.glob("*-s*.json"))]
     print(table(results))
+    print()
+    print(cost_table(results, args.out))
 
 
 if __name__ == "__main__":
