@@ -4,10 +4,13 @@ Needs the vLLM environment (not built by default) and a few minutes to start the
 
     ALIGHT_VLLM=1 bash scripts/setup.sh
     .venv/bin/pytest -m vllm tests/server/inference/test_vllm_policies.py
+
+On the tiny Qwen2 test model by default; ALIGHT_VLLM_TEST_MODEL=smollm2-135m (a name or folder) runs it on another.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import httpx
@@ -18,6 +21,7 @@ from safetensors.torch import load_file
 from alight.client import AlightClient
 from alight_server.config import GatewayConfig, ServerConfig
 from alight_server.inference.adapters import AdapterSpec
+from alight_server.inference.models import resolve_model
 from alight_server.inference.vllm_policy import VllmPolicy, policy_launch
 from alight_server.inference.vllm_server import VllmLaunch, VllmServer
 from alight_server.routing import GatewayRouting, RoutingRule
@@ -37,7 +41,8 @@ PROMPTS = [[1, 85, 91, 85, 86, 71, 79, 201], [5, 17, 300, 42, 9]]
 def vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmPolicy]:
     """vLLM launched as a run launches it for POLICIES (policy_launch -> VllmLaunch -> VllmPolicy)."""
     folder = tmp_path_factory.mktemp("vllm-policies")
-    model = build_tiny_vllm_model(folder / "tiny-vllm")
+    other = os.environ.get("ALIGHT_VLLM_TEST_MODEL")
+    model = resolve_model(other) if other else build_tiny_vllm_model(folder / "tiny-vllm")
     settings = policy_launch(folder / "vllm-weights", model, POLICIES)
     launch = VllmLaunch(model_dir=model, served_name="tiny", port=free_port(), dtype="float32", max_model_len=512,
                         **settings)  # fmt: skip
