@@ -21,6 +21,7 @@ import hashlib
 import json
 import math
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -210,13 +211,21 @@ def main() -> None:
     parser.add_argument("--set", dest="settings", action="append", default=[], help="a config override, KEY=VALUE")
     parser.add_argument("--out", type=Path, default=ROOT, help="the runs' folder and result files")
     parser.add_argument("--table", action="store_true", help="only print the table from the result files")
+    parser.add_argument("--one", nargs=2, metavar=("CONFIG", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.one:
+        train_one(args.one[0], int(args.one[1]), args.settings, args.out)
+        return
     if not args.table:
         for seed in args.seeds:
             for kind in args.configs:
                 if not (args.out / f"{kind}-s{seed}.json").exists():
-                    train_one(kind, seed, args.settings, args.out)
+                    # Each run in its own process: runs in one process kept ~2.5 GB each alive (the OOM killer
+                    # ended the fifth here, at 10 GB).
+                    sets = [f"--set={item}" for item in args.settings]
+                    command = [sys.executable, __file__, "--one", kind, str(seed), "--out", str(args.out), *sets]
+                    subprocess.run(command, check=True)
     results = [json.loads(p.read_text()) for p in sorted(args.out.glob("*-s*.json"))]
     print(table(results))
     print()
