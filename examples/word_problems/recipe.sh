@@ -12,6 +12,7 @@ ALIGHT=.venv/bin/alight
 HERE=examples/word_problems
 SEED="${1:-0}"; shift || true
 OUT="${WP_OUT:-runs/word_problems-recipe}/seed$SEED"
+case "$OUT" in /*) ;; *) OUT="$PWD/$OUT" ;; esac
 # One content key for the fine-tuning run's store: the import seals the traces with it, the trainer opens them.
 export ALIGHT_SECRET_KEY="${ALIGHT_SECRET_KEY:-word-problems-recipe-local-key}"
 read -r -a extra <<< "${WP_ARGS:-}"
@@ -25,12 +26,12 @@ for stage in "${stages[@]}"; do
     import)
       mkdir -p "$OUT/sft"
       $ALIGHT data import "$OUT/oracle.jsonl" --format openai --name word_problems.oracle --model smollm2-135m \
-        --db "sqlite:///$PWD/$OUT/sft/alight.db" ;;
+        --db "sqlite:///$OUT/sft/alight.db" ;;
     sft)
-      $ALIGHT train $HERE/traces/sft.yaml --quiet --seed "$SEED" --output-dir "$PWD/$OUT/sft" "${extra[@]}" ;;
+      $ALIGHT train $HERE/traces/sft.yaml --quiet --seed "$SEED" --output-dir "$OUT/sft" "${extra[@]}" ;;
     rl)  # the example's RL config, at a fifth of its learning rate: one GRPO step at 5e-5 after the warm start
          # sent the policy from 0.5 to 0.0 train reward (it stopped answering and chained calls to 4 turns)
-      $ALIGHT train $HERE/config.yaml --quiet --seed "$SEED" --init-from "$OUT/sft" --output-dir "$PWD/$OUT/rl" \
+      $ALIGHT train $HERE/config.yaml --quiet --seed "$SEED" --init-from "$OUT/sft" --output-dir "$OUT/rl" \
         --lr 1.0e-5 --steps "${WP_RL_STEPS:-3}" "${extra[@]}" ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac
