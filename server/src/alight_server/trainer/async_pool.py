@@ -33,7 +33,7 @@ from alight_server.policy_versions import updates_between
 from alight_server.trainer.config import TrainConfig
 from alight_server.trainer.dataset import TaskCursor
 from alight_server.trainer.policy_samples import call_policy
-from alight_server.trainer.rollouts import RolloutPhase, collect, create_group_rollouts
+from alight_server.trainer.rollouts import RolloutPhase, collect, create_group_rollouts, poll_done
 from alight_server.trainer.samples import SampleBatch
 
 
@@ -238,7 +238,7 @@ class GroupPool:
         pending = [i for g in running for i in g.ids if i not in g.finished]
         if not pending:
             return 0
-        done = {r.id: r for r in self.client.wait_rollouts(pending[:500], timeout_s=self.poll_s).done}
+        done = {r.id: r for r in poll_done(self.client, pending[:500], self.poll_s)}
         dropped = 0
         for group in running:
             group.finished.update({i: done[i] for i in group.ids if i in done})

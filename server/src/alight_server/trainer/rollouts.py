@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import httpx
 
 from alight.client import AlightClient
 from alight.schemas import FailureKind, Mode, Rollout, RolloutCreate, RolloutState, RunnerSpec, Trajectory
@@ -78,6 +81,28 @@ def create_group_rollouts(
     return client.create_rollouts(items)
 
 
+log = logging.getLogger("alight.trainer")
+
+# A server too loaded to answer a long-poll in time (seen at load ~20 on 2 cores) is asked again this many
+# times in a row before the run fails: the wait only reads, so asking again loses and repeats nothing.
+SLOW_SERVER_RETRIES = 5
+
+
+def poll_done(
+    client: AlightClient, ids: Sequence[str], poll_s: float, retries: int = SLOW_SERVER_RETRIES
+) -> list[Rollout]:
+    """One long-poll: the rollouts of `ids` that are final; a server that did not answer in time is asked again."""
+    for attempt in range(retries + 1):
+        try:
+            return client.wait_rollouts(ids, timeout_s=poll_s).done
+        except httpx.ReadTimeout:
+            if attempt == retries:
+                raise
+            log.warning("the server did not answer a rollout wait in time (try %d of %d); asking again",
+                        attempt + 1, retries + 1)  # fmt: skip
+    return []  # pragma: no cover - the loop returns or raises
+
+
 def wait_all(
     client: AlightClient,
     ids: Sequence[str],
@@ -97,8 +122,7 @@ def wait_all(
     warned = on_unclaimed is None
     while pending:
         # Ask in chunks the API accepts; a short timeout keeps the display moving.
-        result = client.wait_rollouts(pending[:500], timeout_s=poll_s)
-        for rollout in result.done:
+        for rollout in poll_done(client, pending[:500], poll_s):
             finished[rollout.id] = rollout
         pending = [i for i in pending if i not in finished]
         if on_progress is not None:
