@@ -172,21 +172,30 @@ SCREENSHOTS = (
 )
 
 
-@pytest.fixture
-def page(browser: Any, dashboard: Dashboard) -> Iterator[Any]:
-    """A fresh tab logged in with the admin key; console errors and page errors are collected on `page.errors`."""
+@contextlib.contextmanager
+def logged_in_tab(browser: Any, url: str, admin_key: str = ADMIN_KEY) -> Iterator[Any]:
+    """A tab of the dashboard at `url` logged in with `admin_key`; console and page errors on `tab.errors`."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     tab = context.new_page()
     errors: list[str] = []
     tab.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     tab.on("pageerror", lambda exc: errors.append(str(exc)))
     tab.errors = errors
-    tab.goto(f"{dashboard.url}/ui/")
-    tab.fill("#admin-key", ADMIN_KEY)
+    tab.goto(f"{url}/ui/")
+    tab.fill("#admin-key", admin_key)
     tab.click("button[type=submit]")
     tab.wait_for_selector("h1:has-text('Training runs')")
-    yield tab
-    context.close()
+    try:
+        yield tab
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def page(browser: Any, dashboard: Dashboard) -> Iterator[Any]:
+    """A fresh tab logged in with the admin key; console errors and page errors are collected on `page.errors`."""
+    with logged_in_tab(browser, dashboard.url) as tab:
+        yield tab
 
 
 def screenshot(page: Any, name: str, selector: str | None = None) -> Path:

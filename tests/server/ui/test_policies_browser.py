@@ -26,7 +26,7 @@ from alight_server.routing import GatewayRouting, RoutingRule
 from alight_server.serving import ServerThread, free_port
 from alight_server.store import Store, open_store
 from alight_server.testing import create_fake_upstream
-from tests.server.ui.conftest import screenshot
+from tests.server.ui.conftest import logged_in_tab, screenshot
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -131,18 +131,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
 @pytest.fixture(scope="module")
 def page(browser: Any, seeded: Seeded) -> Iterator[Any]:
     """One logged-in tab for the module; console and page errors collected on `page.errors`."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    tab = context.new_page()
-    errors: list[str] = []
-    tab.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    tab.on("pageerror", lambda exc: errors.append(str(exc)))
-    tab.errors = errors
-    tab.goto(f"{seeded.url}/ui/")
-    tab.fill("#admin-key", ADMIN_KEY)
-    tab.click("button[type=submit]")
-    tab.wait_for_selector("h1:has-text('Training runs')")
-    yield tab
-    context.close()
+    with logged_in_tab(browser, seeded.url, ADMIN_KEY) as tab:
+        yield tab
 
 
 def _goto(page: Any, seeded: Seeded, route: str, ready: str) -> None:
