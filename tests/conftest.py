@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,6 +39,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if marker in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=how))
+
+
+@pytest.fixture(autouse=True)
+def _agents_sdk_defaults_do_not_leak() -> Iterator[None]:
+    """The OpenAI Agents SDK keeps process-wide defaults (client, key, Responses or chat, transport): each test
+    starts from the SDK's own defaults, so none talks to a server an earlier test set and stopped."""
+    yield
+    shared = sys.modules.get("agents.models._openai_shared")
+    if shared is None:
+        return
+    if not _AGENTS_DEFAULTS:  # the module's values as it sets them itself, read from a fresh copy of it
+        spec = importlib.util.find_spec(shared.__name__)
+        assert spec is not None and spec.loader is not None
+        fresh = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(fresh)
+        _AGENTS_DEFAULTS.update({k: v for k, v in vars(fresh).items() if k.startswith(("_default_", "_use_"))})
+    for name, value in _AGENTS_DEFAULTS.items():
+        setattr(shared, name, value)
+
+
+_AGENTS_DEFAULTS: dict[str, object] = {}
 
 
 @pytest.fixture(scope="session")

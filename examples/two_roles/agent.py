@@ -23,7 +23,7 @@ import re
 import sys
 from typing import Any
 
-from agents import Agent, ModelSettings, Runner, set_default_openai_api, set_default_openai_client
+from agents import Agent, ModelSettings, OpenAIProvider, RunConfig, Runner
 from openai import AsyncOpenAI
 from opentelemetry import trace
 
@@ -31,7 +31,6 @@ import alight
 import alight_openai_agents
 from alight import semconv
 
-set_default_openai_api("chat_completions")  # one chat call per turn; the gateway records token ids either way
 tracer = trace.get_tracer("two-roles-agent")
 
 MODEL = os.environ.get("AGENT_MODEL", "policy")  # the gateway routes by agent name, whatever the model name
@@ -128,17 +127,26 @@ def parse_answer(reply: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-async def plan(question: str) -> str:
-    result = await Runner.run(planner, [*PLANNER_EXAMPLES, {"role": "user", "content": question}], max_turns=1)
+def run_config(client: AsyncOpenAI) -> RunConfig:
+    """Both roles' calls through `client`, one chat call per turn (the gateway records token ids either way).
+
+    Passed to every run rather than set as the SDK's process-wide default, which would outlive the attempt.
+    """
+    return RunConfig(model_provider=OpenAIProvider(openai_client=client, use_responses=False))
+
+
+async def plan(question: str, config: RunConfig) -> str:
+    messages: list[Any] = [*PLANNER_EXAMPLES, {"role": "user", "content": question}]
+    result = await Runner.run(planner, messages, max_turns=1, run_config=config)
     return str(result.final_output)
 
 
-async def solve(expression: str) -> str:
+async def solve(expression: str, config: RunConfig) -> str:
     """The solver's tool loop: it calls the calculator in text, reads the result, answers. Its final reply."""
     messages: list[Any] = [*SOLVER_EXAMPLES, {"role": "user", "content": f"Compute {expression}"}]
     reply = ""
     for _ in range(MAX_SOLVER_TURNS):
-        reply = str((await Runner.run(solver, messages, max_turns=1)).final_output)
+        reply = str((await Runner.run(solver, messages, max_turns=1, run_config=config)).final_output)
         call = TOOL_CALL.search(reply)
         if call is None:
             return reply
@@ -164,16 +172,17 @@ def solver_reward(reply: str, expression: str) -> float:
     return 1.0 if given is not None and given == evaluate(expression) else 0.0
 
 
-async def run_roles(question: str, answer: int, reference: str) -> dict[str, float]:
+async def run_roles(question: str, answer: int, reference: str, client: AsyncOpenAI) -> dict[str, float]:
     """Both roles on one problem: each role's reward and the final one.
 
     When the planner wrote no expression the solver practices on the task's own (`reference`), so every
     rollout trains the solver, not only those the planner got through; the chain failed, so the final reward
     is 0 whatever the solver answers.
     """
-    plan_reply = await plan(question)
+    config = run_config(client)
+    plan_reply = await plan(question, config)
     expression = parse_expression(plan_reply)
-    solve_reply = await solve(expression or reference)
+    solve_reply = await solve(expression or reference, config)
     return {
         "planner": planner_reward(plan_reply, answer),
         "solver": solver_reward(solve_reply, expression or reference),
@@ -188,8 +197,8 @@ async def main(task: dict[str, Any]) -> float:
     alight_openai_agents.instrument()
     # The client is built here, under the attempt's environment (OPENAI_BASE_URL is its gateway); retries ride
     # out the 429s of a weight update of this role's policy.
-    set_default_openai_client(AsyncOpenAI(max_retries=8), use_for_tracing=False)
-    rewards = await run_roles(task["question"], int(task["answer"]), task["expression"])
+    client = AsyncOpenAI(max_retries=8)
+    rewards = await run_roles(task["question"], int(task["answer"]), task["expression"], client)
     alight.reward(rewards["planner"], name="planner")
     alight.reward(rewards["solver"], name="solver")
     return rewards["final"]
@@ -197,4 +206,4 @@ async def main(task: dict[str, Any]) -> float:
 
 if __name__ == "__main__":
     question = " ".join(sys.argv[1:]) or "Ana has 12 pens and buys 30 more. How many pens does Ana have now?"
-    print(asyncio.run(plan(question)))
+    print(asyncio.run(plan(question, run_config(AsyncOpenAI()))))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import set_default_openai_client, set_tracing_disabled
+from agents import set_tracing_disabled
 from openai import AsyncOpenAI
 
 from alight.api_models import RolloutQuery
@@ -57,10 +57,10 @@ def play() -> Iterator[Callable[[Planner, Solver], list[dict[str, float]]]]:
             return solver(expression, None if result is None else result.group(1))
 
         with scripted_policy(reply) as (url, _):
-            set_default_openai_client(AsyncOpenAI(base_url=url, api_key="scripted"), use_for_tracing=False)
+            client = AsyncOpenAI(base_url=url, api_key="scripted")
 
             async def all_tasks() -> list[dict[str, float]]:
-                return [await agent.run_roles(t["question"], t["answer"], t["expression"]) for t in TASKS]
+                return [await agent.run_roles(t["question"], t["answer"], t["expression"], client) for t in TASKS]
 
             return asyncio.run(all_tasks())
 
