@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from alight_server import error_types
@@ -76,6 +77,12 @@ _STORE_STATUS = ((Purged, 410), (NotFound, 404), (Conflict, 409), (InvalidValue,
 async def _store_error(request: Request, exc: Exception) -> JSONResponse:
     status = next((code for kind, code in _STORE_STATUS if isinstance(exc, kind)), 503)
     return error_response(status, str(exc))
+
+
+async def _client_gone(request: Request, exc: Exception) -> JSONResponse:
+    """The client hung up while sending its body: nobody reads the answer, and the server did nothing wrong."""
+    log.info("client went away while sending its request body: %s %s", request.method, request.url.path)
+    return error_response(400, "the request body ended early: the client disconnected")
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -177,6 +184,7 @@ def install_error_handlers(app: FastAPI, config: ServerConfig) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(ValidationError, _validation_error)
     app.add_exception_handler(StoreError, _store_error)
+    app.add_exception_handler(ClientDisconnect, _client_gone)
     app.add_exception_handler(Exception, _unexpected)
     app.add_middleware(ApiNestingLimit)  # inside BodyLimit: bodies it reads are under the size limit
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
