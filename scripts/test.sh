@@ -5,8 +5,13 @@
 # Usage: bash scripts/test.sh [pytest args...]   (CI runs it with none: .ci/run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Output goes to a pipe in CI: unbuffered, a run stopped from outside shows how far it really got.
+export PYTHONUNBUFFERED=1
+stamp() { echo "== $1 $(date -u +%H:%M:%S) (${SECONDS}s) load $(cut -d' ' -f1-3 /proc/loadavg)"; }
 
+stamp "set-up"
 bash scripts/setup.sh --all
+stamp "set-up done"
 
 pg_dir=$(mktemp -d /tmp/alight-pg.XXXXXX)
 trap 'bash scripts/postgres.sh stop "$pg_dir"' EXIT
@@ -26,10 +31,12 @@ if [ "$#" -eq 0 ]; then
   matrix=(ALIGHT_HARNESS_MATRIX="$PWD/.alight/harness-matrix.json")
 fi
 
+stamp "pytest"
 set +e
 env "${matrix[@]}" .venv/bin/pytest -q -p no:cacheprovider --durations=25 "$@"
 rc=$?
 set -e
+stamp "pytest done"
 # 5 = no tests collected: only an error when the whole suite is empty.
 if [ "$rc" -eq 5 ] && [ "$#" -gt 0 ]; then rc=0; fi
 if [ "$rc" -ne 0 ]; then status=$rc; fi
@@ -37,6 +44,8 @@ if [ "$#" -eq 0 ]; then
   # The README's harness matrix is what this run's tests earned, cell by cell.
   .venv/bin/python scripts/harness_matrix.py --check --last || status=1
   # Each integration at the lowest framework versions it declares.
+  stamp "lowest versions"
   bash integrations/test_lowest_versions.sh || status=1
 fi
+stamp "done, status $status"
 exit "$status"
