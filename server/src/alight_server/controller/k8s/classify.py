@@ -9,7 +9,7 @@
 | CreateContainerConfigError & co., longer than the limit      | FAILED_TO_START | infra        |
 | OOMKilled, Evicted, DisruptionTarget (node lost, preempted)  | KILLED          | infra        |
 | Pod deleted before it finished (by someone else)             | KILLED          | infra        |
-| Job Failed, reason DeadlineExceeded                          | DEADLINE        | timeout      |
+| Job FailureTarget or Failed, reason DeadlineExceeded         | DEADLINE        | timeout      |
 | Job deleted while it ran                                     | LOST            | infra        |
 """
 
@@ -126,7 +126,10 @@ def classify(
         return RunStatus(RunPhase.LOST, message=f"Job {job_name} was deleted while the attempt ran")
     started_at = epoch(job["metadata"].get("creationTimestamp"))
     failed = _condition(job, "Failed")
-    if failed is not None and failed.get("reason") == "DeadlineExceeded":
+    # The Job controller marks FailureTarget before it deletes the Pods and sets Failed after: from the first
+    # the Pods' deletion is the deadline's doing, not someone else's.
+    ending = failed or _condition(job, "FailureTarget")
+    if ending is not None and ending.get("reason") == "DeadlineExceeded":
         deadline = job["spec"].get("activeDeadlineSeconds")
         message = f"Kubernetes stopped Job {job_name} at its activeDeadlineSeconds ({deadline}s)"
         return RunStatus(RunPhase.DEADLINE, message=message, started_at=started_at)

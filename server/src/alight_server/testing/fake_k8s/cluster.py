@@ -37,6 +37,16 @@ def _epoch(timestamp: str) -> float:
     return float(timegm(time.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ")))
 
 
+_DEADLINE_MESSAGE = "Job was active longer than specified deadline"
+
+
+def _condition(type_: str, reason: str | None, message: str | None) -> Obj:
+    condition: Obj = {"type": type_, "status": "True", "lastTransitionTime": now_rfc3339()}
+    if reason:
+        condition.update(reason=reason, message=message)
+    return condition
+
+
 def _finished(job: Obj) -> bool:
     conditions = (job.get("status") or {}).get("conditions") or []
     return any(c["type"] in ("Complete", "Failed") and c["status"] == "True" for c in conditions)
@@ -238,9 +248,11 @@ class FakeCluster:
             return
         deadline = spec.get("activeDeadlineSeconds")
         if deadline is not None and time.time() - _epoch(status["startTime"]) >= deadline:
+            # As the Job controller does (Kubernetes 1.31+): FailureTarget first, then the Pods go, then Failed.
+            self._set_status(job, conditions=[_condition("FailureTarget", "DeadlineExceeded", _DEADLINE_MESSAGE)])
             for pod in pods:
                 self.delete("pods", namespace, pod["metadata"]["name"])
-            self._finish(job, "Failed", "DeadlineExceeded", "Job was active longer than specified deadline")
+            self._finish(job, "Failed", "DeadlineExceeded", _DEADLINE_MESSAGE)
             return
         phases = [(p.get("status") or {}).get("phase") for p in pods]
         if "Succeeded" in phases:
@@ -253,10 +265,15 @@ class FakeCluster:
         self.store.update("jobs", meta["namespace"], meta["name"], lambda o: o.setdefault("status", {}).update(fields))
 
     def _finish(self, job: Obj, type_: str, reason: str | None, message: str | None, **counts: int) -> None:
-        condition: Obj = {"type": type_, "status": "True", "lastTransitionTime": now_rfc3339()}
-        if reason:
-            condition.update(reason=reason, message=message)
-        self._set_status(job, active=0, conditions=[condition], completionTime=now_rfc3339(), **counts)
+        added = _condition(type_, reason, message)
+
+        def finish(obj: Obj) -> None:
+            status = obj.setdefault("status", {})
+            status.update(active=0, conditions=[*(status.get("conditions") or []), added], completionTime=now_rfc3339())
+            status.update(counts)
+
+        meta = job["metadata"]
+        self.store.update("jobs", meta["namespace"], meta["name"], finish)
 
     def _create_pod(self, job: Obj) -> None:
         meta, template = job["metadata"], job["spec"]["template"]
