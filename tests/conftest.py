@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +33,12 @@ OPT_IN = {
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        # pytest-timeout's default stops a test by raising in it; Hypothesis catches that as a failing example and
+        # replays it to shrink, with no timer left, so a hung request would hang the run for good. Those tests get
+        # the timeout that dumps every thread's stack and ends the run instead.
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False) and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(TEST_TIMEOUT_S, method="thread"))
     selected = config.getoption("-m") or ""
     for marker, how in OPT_IN.items():
         if marker in selected:
@@ -39,6 +46,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if marker in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=how))
+
+
+# What one test may take (pyproject's `timeout`), and the whole run: past the budget the run stops with a failure
+# and its slowest tests listed, rather than being killed from outside with nothing said (CI's limit is 90 minutes).
+TEST_TIMEOUT_S = 300
+RUN_BUDGET_S = float(os.environ.get("ALIGHT_TEST_BUDGET_S", 75 * 60))
+_RUN_STARTED = time.monotonic()
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    elapsed = time.monotonic() - _RUN_STARTED
+    if elapsed > RUN_BUDGET_S and _SESSION:
+        session = _SESSION[0]
+        session.shouldfail = (
+            f"the test run passed its budget of {RUN_BUDGET_S / 60:.0f} minutes after {nodeid} "
+            "(ALIGHT_TEST_BUDGET_S; --durations lists the slowest)"
+        )
+
+
+_SESSION: list[pytest.Session] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _SESSION.append(session)
 
 
 @pytest.fixture(autouse=True)
