@@ -20,23 +20,16 @@ from typing import Any
 import httpx2
 from agent import score, solve  # pyright: ignore[reportImplicitRelativeImport]
 from openai import OpenAI
+from problems import TEMPLATES  # pyright: ignore[reportImplicitRelativeImport]
 
 HERE = Path(__file__).resolve().parent
-# Each template's two steps (problems.TEMPLATES, in order), as functions of (a, b, c) and the first result r.
-STEPS = [
-    ("{a} * {b}", "{r} - {c}"),
-    ("{a} * {b}", "{r} + {c}"),
-    ("{a} + {b}", "{r} * {c}"),
-    ("{a} - {b}", "{r} * {c}"),
-    ("{a} * {b}", "{r} * {c}"),
-]
 RESULT = re.compile(r"calculator result: (-?\d+)")
 
 
 def oracle_reply(task: dict[str, Any], messages: list[dict[str, Any]]) -> str:
     """The next reply: the first step, the second on the tool's last result, then that result as the answer."""
     template, a, b, c = task["instance"]
-    first, second = STEPS[template]
+    first, second = TEMPLATES[template].steps
     question = max(i for i, m in enumerate(messages) if m["content"] == task["question"])
     turns = messages[question + 1 :]
     if not turns:

@@ -21,24 +21,25 @@ class Template:
     text: str
     answer: Callable[[int, int, int], int]
     ranges: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
+    steps: tuple[str, str]  # the two calculator calls, of a, b, c and the first call's result r
 
 
 TEMPLATES = [
     Template("{name} has {a} boxes with {b} {item} in each and gives away {c} {item}. How many {item} are left? "
              "Multiply {a} by {b}, then subtract {c}.",
-             lambda a, b, c: a * b - c, ((12, 60), (12, 60), (10, 99))),
+             lambda a, b, c: a * b - c, ((12, 60), (12, 60), (10, 99)), ("{a} * {b}", "{r} - {c}")),
     Template("{name} has {a} boxes with {b} {item} in each and buys {c} more {item}. How many {item} are there now? "
              "Multiply {a} by {b}, then add {c}.",
-             lambda a, b, c: a * b + c, ((12, 60), (12, 60), (10, 99))),
+             lambda a, b, c: a * b + c, ((12, 60), (12, 60), (10, 99)), ("{a} * {b}", "{r} + {c}")),
     Template("{name} had {a} {item} and got {b} more. Each of the {item} costs {c} dollars. What are they worth in dollars? "
              "Add {a} and {b}, then multiply by {c}.",
-             lambda a, b, c: (a + b) * c, ((20, 99), (20, 99), (3, 19))),
+             lambda a, b, c: (a + b) * c, ((20, 99), (20, 99), (3, 19)), ("{a} + {b}", "{r} * {c}")),
     Template("{name} had {a} {item} and sold {b} of them. Each of the rest weighs {c} grams. How many grams do they weigh? "
              "Subtract {b} from {a}, then multiply by {c}.",
-             lambda a, b, c: (a - b) * c, ((60, 199), (10, 59), (3, 19))),
+             lambda a, b, c: (a - b) * c, ((60, 199), (10, 59), (3, 19)), ("{a} - {b}", "{r} * {c}")),
     Template("{name} packs {a} bags of {b} {item} each day for {c} days. How many {item} is that? "
              "Multiply {a} by {b}, then multiply by {c}.",
-             lambda a, b, c: a * b * c, ((3, 19), (11, 49), (3, 9))),
+             lambda a, b, c: a * b * c, ((3, 19), (11, 49), (3, 9)), ("{a} * {b}", "{r} * {c}")),
 ]  # fmt: skip
 
 

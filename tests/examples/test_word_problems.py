@@ -29,14 +29,6 @@ EXAMPLE = REPO / "examples" / "word_problems"
 ALIGHT = str(Path(sys.executable).parent / "alight")
 agent = load("word_problems", "agent")
 problems = load("word_problems", "problems")
-# The two steps of each template (problems.TEMPLATES, in order), each a function of (a, b, c, first result).
-STEPS = [
-    ("{a} * {b}", "{r} - {c}"),
-    ("{a} * {b}", "{r} + {c}"),
-    ("{a} + {b}", "{r} * {c}"),
-    ("{a} - {b}", "{r} * {c}"),
-    ("{a} * {b}", "{r} * {c}"),
-]
 RESULT = re.compile(r"calculator result: (-?\d+)")
 
 
@@ -55,7 +47,7 @@ def oracle(messages: list[dict[str, Any]]) -> str:
     turns = own_turns(messages)
     task = next(t for t in read_tasks("val") + read_tasks("train") if t["question"] == turns[0]["content"])
     template, a, b, c = task["instance"]
-    first, second = STEPS[template]
+    first, second = problems.TEMPLATES[template].steps
     if len(turns) == 1:
         return f"CALL calculator({first.format(a=a, b=b)})"
     result = RESULT.fullmatch(turns[-1]["content"])
