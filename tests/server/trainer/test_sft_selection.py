@@ -100,3 +100,13 @@ def test_sft_refuses_settings_that_need_a_ratio(tmp_path: Path) -> None:
     raw = base_config(tmp_path, algorithm={"estimator": "sft", "kl_coef": 0.1})
     with pytest.raises(ConfigError, match=r"kl_coef=0\.1 has no meaning for estimator sft"):
         parse_config(raw, tmp_path)
+
+
+def test_only_steps_whose_training_or_selection_reads_rewards_warn_when_none_came() -> None:
+    from alight_server.trainer.sft import needs_rewards
+
+    assert needs_rewards("grpo", SftConfig()) and needs_rewards("rloo", SftConfig())
+    assert not needs_rewards("sft", SftConfig())  # imported traces, all kept: a reward is not needed
+    assert not needs_rewards("sft", SftConfig(where="calls <= 2"))
+    assert needs_rewards("sft", SftConfig(min_reward=1.0))
+    assert needs_rewards("sft", SftConfig(where="reward >= 1 and calls <= 2"))

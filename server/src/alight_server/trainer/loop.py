@@ -56,7 +56,7 @@ from alight_server.trainer.rollout_source import ImportedTraces, PoolGroups, Rol
 from alight_server.trainer.run_report import RunReporter
 from alight_server.trainer.samples import SampleConfig, build_samples
 from alight_server.trainer.servers import RunStack, StackOpener
-from alight_server.trainer.sft import select_for_sft
+from alight_server.trainer.sft import needs_rewards, select_for_sft
 from alight_server.trainer.summary import RunResult, finish_run
 from alight_server.trainer.sync import WeightSync
 
@@ -172,7 +172,8 @@ class TrainingRun:
             "time/rollouts_s": phase.seconds,
             **taken.metrics,
         }
-        if hint := phase.no_reward_hint():
+        # Supervised steps on traces need no reward unless their selection reads one.
+        if needs_rewards(cfg.algorithm.estimator, cfg.sft) and (hint := phase.no_reward_hint()):
             display.line(f"step {self.step + 1}: [yellow]{hint}[/]") if display.enabled else log.warning(hint)
         display.status("building samples and training")
         started = time.monotonic()

@@ -28,6 +28,13 @@ from alight.schemas import Rollout, Trajectory
 from alight_server.trainer.config_sections import SftConfig
 
 
+def needs_rewards(estimator: str, config: SftConfig) -> bool:
+    """Whether a step's trajectories need rewards: every estimator but sft, and sft when its selection reads them."""
+    if estimator != "sft":
+        return True
+    return config.min_reward is not None or (config.where is not None and "reward" in config.where)
+
+
 def expression_names(trajectory: Trajectory, rollout: Rollout | None) -> dict[str, Any]:
     """What an `sft.where` expression can read about one trajectory (the module docstring's table)."""
     return {
