@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import sqlite3
@@ -122,6 +123,11 @@ def test_a_rotation_killed_midway_finishes_when_run_again(store_url: str, tmp_pa
 
     command = [ALIGHT, "data", "rotate-key", "--db", store_url, "--old-kek", old, "--new-kek", new, "--batch", "1"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A one-page pipe that nobody reads past the first line: the rotation blocks writing its progress after about
+    # 130 of 402 committed batches, however slowly this test is scheduled (seen on a loaded machine: it had
+    # re-wrapped all 402 before SQLite's lock below was taken).
+    assert proc.stdout is not None
+    fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, 4096)
     hold = _hold_sqlite if store_url.startswith("sqlite") else _hold_postgresql
     release = hold(store_url, proc)  # the rotation now waits mid-way: it is killed there for sure
     os.kill(proc.pid, signal.SIGKILL)
