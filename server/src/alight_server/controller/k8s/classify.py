@@ -10,6 +10,7 @@
 | OOMKilled, Evicted, DisruptionTarget (node lost, preempted)  | KILLED          | infra        |
 | Pod deleted before it finished (by someone else)             | KILLED          | infra        |
 | Job FailureTarget or Failed, reason DeadlineExceeded         | DEADLINE        | timeout      |
+| Pod deleted (no other reason) once the Job's deadline passed | DEADLINE        | timeout      |
 | Job deleted while it ran                                     | LOST            | infra        |
 """
 
@@ -129,10 +130,14 @@ def classify(
     # The Job controller marks FailureTarget before it deletes the Pods and sets Failed after: from the first
     # the Pods' deletion is the deadline's doing, not someone else's.
     ending = failed or _condition(job, "FailureTarget")
+    deadline = job["spec"].get("activeDeadlineSeconds")
+    deadline_status = RunStatus(
+        RunPhase.DEADLINE,
+        message=f"Kubernetes stopped Job {job_name} at its activeDeadlineSeconds ({deadline}s)",
+        started_at=started_at,
+    )
     if ending is not None and ending.get("reason") == "DeadlineExceeded":
-        deadline = job["spec"].get("activeDeadlineSeconds")
-        message = f"Kubernetes stopped Job {job_name} at its activeDeadlineSeconds ({deadline}s)"
-        return RunStatus(RunPhase.DEADLINE, message=message, started_at=started_at)
+        return deadline_status
     for pod in pods:
         if not pod["metadata"].get("deletionTimestamp"):
             ended = _terminal(pod, job_name)
@@ -144,6 +149,11 @@ def classify(
         )
     for pod in [*gone, *(p for p in pods if p["metadata"].get("deletionTimestamp"))]:
         disrupted = _disrupted(pod)
+        # Jobs and Pods come on two watches: the Pods' deletion can arrive before the Job's FailureTarget. A Pod
+        # deleted once the Job's deadline has passed is the deadline's doing.
+        active_since = epoch((job.get("status") or {}).get("startTime")) or started_at
+        if ending is None and not disrupted and deadline and active_since and now >= active_since + float(deadline):
+            return deadline_status
         why = f" ({disrupted})" if disrupted else " (by someone else, or its node was lost)"
         message = f"Pod {pod['metadata']['name']} of Job {job_name} was deleted before its agent finished{why}"
         return RunStatus(RunPhase.KILLED, message=message, started_at=started_at)
