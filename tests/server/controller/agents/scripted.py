@@ -10,6 +10,13 @@ import sys
 import time
 
 
+def _write(path: str, text: str) -> None:
+    """Whole or not at all: the tests poll for these files, and a reader between open and write saw it empty."""
+    with open(f"{path}.part", "w") as f:
+        f.write(text)
+    os.replace(f"{path}.part", path)
+
+
 def main() -> int:
     task = json.loads(os.environ.get("ALIGHT_TASK") or "{}")
     attempt = os.environ.get("ALIGHT_ATTEMPT", "1")
@@ -17,26 +24,22 @@ def main() -> int:
     task.update(task.get("by_attempt", {}).get(attempt, {}))
     print(f"agent attempt {attempt} starting", flush=True)
     if task.get("env_out"):
-        with open(task["env_out"], "w") as f:
-            json.dump(dict(os.environ), f)
+        _write(task["env_out"], json.dumps(dict(os.environ)))
     if task.get("ignore_term"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if task.get("grandchild_pidfile"):
         # A grandchild that ignores SIGTERM: only a SIGKILL to the whole group stops it.
         code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
         child = subprocess.Popen([sys.executable, "-c", code])
-        with open(task["grandchild_pidfile"], "w") as f:
-            f.write(str(child.pid))
+        _write(task["grandchild_pidfile"], str(child.pid))
     if task.get("pidfile"):
-        with open(task["pidfile"], "w") as f:
-            f.write(str(os.getpid()))
+        _write(task["pidfile"], str(os.getpid()))
     began = time.time()
     time.sleep(float(task.get("sleep", 0)))
     if task.get("interval_dir"):
         # [start, end] of this run, for the concurrency test to compute the overlap.
         name = f"{os.environ.get('ALIGHT_ROLLOUT_ID')}-{attempt}.json"
-        with open(os.path.join(task["interval_dir"], name), "w") as f:
-            json.dump([began, time.time()], f)
+        _write(os.path.join(task["interval_dir"], name), json.dumps([began, time.time()]))
     print(task.get("say", "agent done"), flush=True)
     return int(task.get("exit", 0))
 
