@@ -154,29 +154,36 @@ def admin_client(live_server: LiveServer) -> Iterator[httpx.Client]:
 
 
 # -- the harness matrix (README): tests marked `harness(...)` report their outcome per cell ----------------------
+# The cells ride on each report's user_properties, which pytest-xdist sends from its workers to the process that
+# writes the file (scripts/test.sh runs the suite on several workers).
 _HARNESS_RESULTS: list[dict[str, object]] = []
+_HARNESS_PROPERTY = "alight_harness_cells"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_itemcollected(item: pytest.Item) -> None:
+    marks = list(item.iter_markers("harness"))
+    if marks:
+        item.user_properties.append((_HARNESS_PROPERTY, [dict(m.kwargs) for m in marks]))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if os.environ.get("ALIGHT_HARNESS_MATRIX") is None:
         return
-    cells = getattr(report, "harness_cells", None)
+    cells: list[dict[str, object]] | None = next(
+        (value for name, value in report.user_properties if name == _HARNESS_PROPERTY),  # pyright: ignore[reportAssignmentType]
+        None,
+    )
     if not cells or (report.when != "call" and not (report.when == "setup" and not report.passed)):
         return
     outcome = "passed" if report.passed else ("skipped" if report.skipped else "failed")
     _HARNESS_RESULTS.extend({**cell, "test": report.nodeid, "outcome": outcome} for cell in cells)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
-    outcome = yield
-    marks = list(item.iter_markers("harness"))
-    if marks:
-        outcome.get_result().harness_cells = [dict(m.kwargs) for m in marks]
-
-
 def pytest_sessionfinish(session: pytest.Session) -> None:
     target = os.environ.get("ALIGHT_HARNESS_MATRIX")
+    if hasattr(session.config, "workerinput"):  # an xdist worker: its reports reach the controller, which writes
+        return
     if target and _HARNESS_RESULTS:
         import json
 
