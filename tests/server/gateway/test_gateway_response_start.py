@@ -11,6 +11,9 @@ import httpx
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 WAIT_S = 0.3
+# The kernel completes the handshake before the server's loop accepts it: under load (seen with two pytest workers)
+# the gateway saw 0.298 s of a 0.3 s wait. Its clock can only start at the accept.
+ACCEPT_SLACK_S = 0.1
 
 
 def _histogram_sum(metrics: str, name: str) -> float:
@@ -43,8 +46,8 @@ def test_the_time_between_accept_and_request_counts_in_the_response_start_but_no
     metrics = httpx.get(f"{gateway.url}/metrics").text
     response_start = _histogram_sum(metrics, "alight_gateway_response_start_seconds")
     call_latency = _histogram_sum(metrics, "alight_gateway_call_latency_seconds")
-    assert _histogram_sum(metrics, "alight_gateway_queued_seconds") >= WAIT_S
-    assert response_start - call_latency >= WAIT_S
+    assert _histogram_sum(metrics, "alight_gateway_queued_seconds") >= WAIT_S - ACCEPT_SLACK_S
+    assert response_start - call_latency >= WAIT_S - ACCEPT_SLACK_S
 
 
 def test_a_kept_alive_connections_next_request_counts_from_its_own_first_byte(gateway, attempt):
