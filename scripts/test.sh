@@ -33,8 +33,14 @@ fi
 
 # Tests on every core (at most 4: each worker holds its own models), one file per worker at a time so a file's
 # shared set-up is built once. Half of a serial run's time was spent waiting (servers, subprocesses, sandboxes).
-workers=${ALIGHT_TEST_WORKERS:-$(nproc)}
+cores=$(nproc)
+# A container held to fewer CPUs than it sees (cgroup v2 quota) counts its quota.
+if read -r quota period 2>/dev/null </sys/fs/cgroup/cpu.max && [ "$quota" != max ]; then
+  cores=$(( (quota + period - 1) / period ))
+fi
+workers=${ALIGHT_TEST_WORKERS:-$cores}
 [ "$workers" -gt 4 ] && workers=4
+[ "$workers" -lt 1 ] && workers=1
 
 stamp "pytest ($workers workers)"
 set +e
