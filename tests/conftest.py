@@ -7,6 +7,7 @@ import os
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,10 @@ OPT_IN = {
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # pytest-xdist hands out tests by node id and runs a repeated id once: the others would pass unseen.
+    repeated = sorted(nodeid for nodeid, n in Counter(item.nodeid for item in items).items() if n > 1)
+    if repeated:
+        raise pytest.UsageError(f"tests share a node id, and scripts/test.sh's workers would run each once: {repeated}")
     for item in items:
         # pytest-timeout's default stops a test by raising in it; Hypothesis catches that as a failing example and
         # replays it to shrink, with no timer left, so a hung request would hang the run for good. Those tests get
