@@ -32,7 +32,8 @@ if [ "$#" -eq 0 ]; then
 fi
 
 # Tests on every core (at most 4: each worker holds its own models), one file per worker at a time so a file's
-# shared set-up is built once. Half of a serial run's time was spent waiting (servers, subprocesses, sandboxes).
+# shared set-up is built once. Serially the suite kept under one of two cores busy on average, waiting on servers,
+# subprocesses and sandboxes (docs/testing.md, Workers).
 cores=$(nproc)
 # A container held to fewer CPUs than it sees (cgroup v2 quota) counts its quota.
 if read -r quota period 2>/dev/null </sys/fs/cgroup/cpu.max && [ "$quota" != max ]; then
