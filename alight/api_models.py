@@ -40,7 +40,7 @@ class RolloutFilter(Strict):
     mode: Mode | None = None
     group_id: str | None = Field(default=None, max_length=200)
     ids: list[str] | None = Field(default=None, max_length=MAX_BATCH)
-    # A training run's rollouts share `<run id>-` (trainer/rollouts.py names them).
+    # A training run's rollouts share `<run id>-` (trainer/run/rollouts.py names them).
     id_prefix: str | None = Field(default=None, max_length=200)
     failure_kind: FailureKind | None = Field(default=None, description="of the latest attempt")
 

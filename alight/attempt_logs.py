@@ -1,7 +1,7 @@
 """Where an attempt's captured output lives: the local runner's files, and the event its controller uploads.
 
 While an attempt runs its output is `<n>.log`, in the clear (the agent writes it); once the controller
-releases the attempt it is `<n>.log.sealed` (alight_server/store/sealed_logs.py) and the clear file is gone.
+releases the attempt it is `<n>.log.sealed` (alight_server/store/keys/sealed_logs.py) and the clear file is gone.
 """
 
 from __future__ import annotations

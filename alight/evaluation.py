@@ -13,7 +13,7 @@ from typing import Any
 from alight.schemas import REVIEW_FLAG, REWARD_HACKING, Event, FailureKind, Rollout, Trajectory
 
 __all__ = ["EPISODE", "REVIEW_FLAG", "REWARD_HACKING", "EvalReport", "build_report"]
-EPISODE = "episode"  # rollout events with the harness's command counts (alight.guards)
+EPISODE = "episode"  # rollout events with the harness's command counts (alight_sandbox.guards)
 
 
 @dataclass

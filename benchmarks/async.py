@@ -29,10 +29,10 @@ from async_agent import SIGMA, STRAGGLER_FACTOR, draw
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode
-from alight_server.run_stacks import TrainingStacks
+from alight_server.stacks.opening import TrainingStacks
 from alight_server.store.sql import SqlStore
-from alight_server.trainer.config import parse_config
-from alight_server.trainer.loop import TrainingRun
+from alight_server.trainer.config.run import parse_config
+from alight_server.trainer.run.loop import TrainingRun
 
 AGENT = Path(__file__).parent / "async_agent.py"
 WORDS = ["apple", "river", "stone", "cloud", "grass", "flame", "water", "stars"]

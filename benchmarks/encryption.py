@@ -72,7 +72,7 @@ def _store(db_url: str, sealed: bool):  # -> SqlStore
 def _claim(db_url: str, sealed: bool, up_port: int, clients: int) -> list[tuple[str, int, str]]:
     """Register the upstream and start one attempt per client: (rollout id, attempt, token) each."""
     from alight.schemas import RolloutCreate, UpstreamCreate
-    from alight_server.auth import derive_token_secret, issue_attempt_token
+    from alight_server.http.auth import derive_token_secret, issue_attempt_token
 
     store = _store(db_url, sealed)
     store.add_upstream(UpstreamCreate(id="bench", url=f"http://127.0.0.1:{up_port}/v1", model=MODEL))
@@ -100,7 +100,7 @@ def _check_recorded(db_url: str, sealed: bool, tokens: list[tuple[str, int, str]
 
 
 def gateway_phase(args: argparse.Namespace, tmp: Path) -> tuple[float, float]:
-    from alight_server.serving import free_port
+    from alight_server.stacks.server_thread import free_port
 
     up_port = free_port()
     ports = {"sealed": free_port(), "clear": free_port()}
@@ -240,9 +240,9 @@ def builder_phase(args: argparse.Namespace, tmp: Path) -> tuple[float, float]:
     from alight.client import AlightClient
     from alight_server.app import create_app
     from alight_server.config import ServerConfig
-    from alight_server.serving import ServerThread, free_port
-    from alight_server.trainer.samples import SampleConfig, build_samples
-    from alight_server.trajectory import build_trajectory
+    from alight_server.stacks.server_thread import ServerThread, free_port
+    from alight_server.trainer.step.samples import SampleConfig, build_samples
+    from alight_server.trajectories.join import build_trajectory
 
     rng = random.Random(0)
     trajectories = [synthetic_trajectory(i, rng) for i in range(args.trajectories)]
@@ -258,7 +258,7 @@ def builder_phase(args: argparse.Namespace, tmp: Path) -> tuple[float, float]:
         clients[name] = AlightClient(servers[-1].__enter__(), admin_key=ADMIN_KEY, timeout=120)
     config = SampleConfig(mode="trajectory")
     paths = {
-        # as the trainer reads them (trainer/rollouts.py): the trajectory API, then the sample builder
+        # as the trainer reads them (trainer/run/rollouts.py): the trajectory API, then the sample builder
         "api": lambda name: [clients[name].trajectory(rid, reveal=True) for rid in stores[name][1]],
         # the store alone: the cells opened, no HTTP or JSON in between (the harshest ratio)
         "store": lambda name: [build_trajectory(stores[name][0], rid) for rid in stores[name][1]],

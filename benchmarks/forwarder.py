@@ -5,7 +5,7 @@
 1. Start the raw upstream double and the alight server (gateway_bench/servers.py, each its own process,
    uvloop), register the upstream and claim one attempt.
 2. Serve that attempt with a Forwarder on a Unix socket in this process (as a CLI harness does), and run
-   the relay (alight/guards/relay.py, `python -I -S`) as its own process on a loopback port, in front
+   the relay (sandbox/src/alight_sandbox/guards/relay.py, `python -I -S`) as its own process on a loopback port, in front
    of that socket, as it runs inside the sandbox (here without the sandbox's namespaces, which add
    nothing per call: the relay's socket and the forwarder's are the same either way).
 3. One client (httpx, one kept-alive connection per path), `--calls` chat completions per path per
@@ -33,10 +33,10 @@ from gateway import _claim_attempts  # the gateway benchmark's set-up, shared
 from gateway_bench.load import REALISTIC
 from gateway_bench.servers import MODEL, run_gateway, run_upstream, wait_until_up
 
-from alight.guards.forwarder import Forwarder
-from alight_server.serving import free_port
+from alight_sandbox.guards.forwarder import Forwarder
+from alight_server.stacks.server_thread import free_port
 
-RELAY = Path(__file__).resolve().parents[1] / "alight" / "guards" / "relay.py"
+RELAY = Path(__file__).resolve().parents[1] / "sandbox" / "src" / "alight_sandbox" / "guards" / "relay.py"
 PATHS = ("direct", "forwarder", "relay")
 
 

@@ -5,7 +5,7 @@
 
 1. Start a fast upstream double (`raw`: an ASGI app returning one precomputed
    vLLM-shaped chat completion with 32 tokens; `fake`: the vLLM-shaped test
-   double from alight_server.testing) and the alight server (SQLite store in a temp
+   double from alight_testing) and the alight server (SQLite store in a temp
    dir, one upstream registered, one attempt claimed per client), each in its
    own process with uvloop. `--replicas N` runs N gateway processes on that
    one store (clients spread over them), as a gateway is scaled out.
@@ -135,8 +135,8 @@ def _print_concurrent(con: dict, cpu: dict, requests: int, concurrency: int) -> 
 def _claim_attempts(db_url: str, up_port: int, clients: int) -> list[tuple[str, int, str]]:
     """Register the upstream and start one attempt per client: (rollout id, attempt, token) each."""
     from alight.schemas import RolloutCreate, UpstreamCreate
-    from alight_server.auth import derive_token_secret, issue_attempt_token
     from alight_server.config import ServerConfig
+    from alight_server.http.auth import derive_token_secret, issue_attempt_token
     from alight_server.store.sql import SqlStore
 
     store = SqlStore(db_url, ServerConfig(admin_key=ADMIN_KEY).kek_source())  # the gateway's KEK: it opens these
@@ -183,7 +183,7 @@ def _arguments() -> argparse.Namespace:
 
 
 def main() -> None:
-    from alight_server.serving import free_port
+    from alight_server.stacks.server_thread import free_port
 
     args = _arguments()
     feel = [int(n) for n in args.feel.split(",") if n.strip()]

@@ -101,7 +101,7 @@ def run_embedded(args: argparse.Namespace) -> dict[str, float]:
 
     from alight_server.inference.engine import InferenceEngine
     from alight_server.inference.server import create_inference_app
-    from alight_server.serving import ServerThread
+    from alight_server.stacks.server_thread import ServerThread
 
     start = time.perf_counter()
     dtype = None if args.dtype == "auto" else getattr(torch, args.dtype)
@@ -118,7 +118,7 @@ def run_vllm(args: argparse.Namespace) -> dict[str, float]:
     from alight_server.inference.models import load_policy, resolve_model
     from alight_server.inference.vllm_server import VllmLaunch, VllmServer, default_python
     from alight_server.inference.vllm_weights import VllmWeights
-    from alight_server.serving import free_port
+    from alight_server.stacks.server_thread import free_port
 
     work = Path(tempfile.mkdtemp(prefix="alight-bench-vllm-"))
     launch = VllmLaunch(

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from alight.schemas import ApiFlavour, AttemptFinish, ModelCall, RolloutCreate
 from alight_server.store.base import PurgeScope
-from alight_server.store.kek import KekSource
+from alight_server.store.keys.kek import KekSource
 from alight_server.store.rows import now
 from alight_server.store.sql import SqlStore
 

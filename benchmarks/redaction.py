@@ -47,7 +47,7 @@ from alight_server.redaction import RedactionConfig, Redactor, redactor
 from alight_server.redaction.detectors import finders
 from alight_server.redaction.views import redact_trajectory
 from alight_server.store.sql import SqlStore
-from alight_server.trajectory import build_trajectory
+from alight_server.trajectories.join import build_trajectory
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "server/src/alight_server").rglob("*.py"), key=lambda p: p.stat().st_size)

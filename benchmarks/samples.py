@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import torch
 
 from alight.schemas import ApiFlavour, Mode, ModelCall, RolloutState, Trajectory, TrajectoryCall
-from alight_server.trainer.samples import SampleConfig, build_samples
+from alight_server.trainer.step.samples import SampleConfig, build_samples
 
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)
 

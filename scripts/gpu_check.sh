@@ -23,7 +23,7 @@ run() { # NAME SECONDS COMMAND...
   [ "$rc" -eq 0 ] || failed=1
 }
 
-# -- embedded backend (trainer/embedded_backend.py, trainer/distributed.py) ---------------------------------------
+# -- embedded backend (trainer/backends/embedded.py, trainer/backends/distributed.py) ---------------------------------------
 # bf16, one step on 1 rank and on 2 ranks (NCCL) where the machine has 2 GPUs, DDP then FSDP2; the
 # dry run is float32 on CPU with gloo and 2 ranks.
 embedded_check() {
@@ -34,7 +34,7 @@ embedded_check() {
   done
 }
 
-# -- verl backend (trainer/verl/) ---------------------------------------------------------------------------
+# -- verl backend (trainer/backends/verl/) ---------------------------------------------------------------------------
 # Two RL steps through verl: its FSDP actor and a vLLM rollout replica on a local Ray cluster, the replica
 # registered as the gateway's upstream (scripts/gpu_verl_steps.py: policy version advanced at the replica,
 # greedy outputs changed, trained ids = recorded ids). The dry run goes as far as a CPU allows: config

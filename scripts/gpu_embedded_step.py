@@ -18,9 +18,9 @@ from pathlib import Path
 import torch
 
 from alight_server.inference.models import load_policy
-from alight_server.testing.batches import batch_for
-from alight_server.trainer.config import parse_config
-from alight_server.trainer.embedded_backend import make_embedded_backend
+from alight_server.trainer.backends.embedded import make_embedded_backend
+from alight_server.trainer.config.run import parse_config
+from alight_testing.batches import batch_for
 
 
 def one_step(

@@ -27,12 +27,12 @@ from alight.client import AlightClient
 from alight.schemas import AttemptFinish, Mode, RewardCreate, RolloutCreate
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
-from alight_server.serving import ServerThread, free_port
-from alight_server.trainer.config import parse_config
-from alight_server.trainer.samples import build_samples
-from alight_server.trainer.sync import WeightSync
-from alight_server.trainer.verl.backend import VerlBackend
-from alight_server.trainer.verl.settings import VerlSettings
+from alight_server.stacks.server_thread import ServerThread, free_port
+from alight_server.trainer.backends.verl.backend import VerlBackend
+from alight_server.trainer.backends.verl.settings import VerlSettings
+from alight_server.trainer.config.run import parse_config
+from alight_server.trainer.run.weight_sync import WeightSync
+from alight_server.trainer.step.samples import build_samples
 
 ADMIN_KEY = "alk_gpu-verl-check"
 GROUP, TASKS, MAX_TOKENS = 4, 2, 16

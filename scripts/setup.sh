@@ -6,10 +6,11 @@
 #                                        the openai client and SmolLM2 (what `scripts/quickstart.sh` runs)
 #   bash scripts/setup.sh --integrations + the framework integrations (examples/openai_agents, langchain, autogen, mcp)
 #   bash scripts/setup.sh --dev          + the test tools and everything the suite imports (pytest, ruff, pyright,
-#                                        the framework clients, PostgreSQL/Kubernetes/tracker extras, integrations)
+#                                        the framework clients, PostgreSQL/Kubernetes/tracker extras, integrations,
+#                                        the coding kit alight-sandbox and the test doubles alight-testing)
 #   bash scripts/setup.sh --browser      + Chromium for the dashboard's browser tests (apt-get, as root)
-#   bash scripts/setup.sh --cli          + the pinned Claude Code and Codex CLIs in .tools/cli (npm; examples/claude_code, codex)
-#   bash scripts/setup.sh --coding       + bubblewrap, strace, .venv-coding (mini-swe-agent) and the coding example's sdists
+#   bash scripts/setup.sh --cli          + alight-sandbox and the pinned Claude Code and Codex CLIs in .tools/cli (npm; examples/claude_code, codex)
+#   bash scripts/setup.sh --coding       + alight-sandbox, bubblewrap, strace, .venv-coding (mini-swe-agent) and the coding example's sdists
 #   bash scripts/setup.sh --scienceworld + a Java runtime (apt-get, as root) and the scienceworld simulator (examples/scienceworld)
 #   bash scripts/setup.sh --all          all of the above: what the test suite needs (scripts/test.sh runs this)
 #   bash scripts/setup.sh --vllm         .venv-vllm for `inference.backend: vllm` (~4.5 min, 3.4 GB; also ALIGHT_VLLM=1)
@@ -44,7 +45,7 @@ fi
 
 # A pip part is redone only when a pyproject.toml changed since its last success: resolving the workspace
 # again costs a minute on a small machine. Each part is a superset of the one below it.
-workspace_hash() { cat pyproject.toml server/pyproject.toml integrations/*/pyproject.toml | sha256sum | cut -d' ' -f1; }
+workspace_hash() { cat pyproject.toml server/pyproject.toml sandbox/pyproject.toml testing/pyproject.toml integrations/*/pyproject.toml | sha256sum | cut -d' ' -f1; }
 stamped() { [ "$(cat ".venv/.alight-$1" 2>/dev/null)" = "$(workspace_hash)" ]; }
 stamp() { workspace_hash >".venv/.alight-$1"; }
 if [ "$core" = 1 ] || [ "$dev" = 1 ] || [ "$integrations" = 1 ]; then
@@ -54,7 +55,7 @@ if [ "$core" = 1 ] || [ "$dev" = 1 ] || [ "$integrations" = 1 ]; then
     integrations_pkgs=(-e integrations/openai_agents -e integrations/langchain -e integrations/autogen -e integrations/mcp)
     if [ "$dev" = 1 ]; then
         stamped workspace || {
-            .venv/bin/pip install -q -e ".[dev]" -e "server[train,postgres,k8s,tracking]" "${integrations_pkgs[@]}"
+            .venv/bin/pip install -q -e ".[dev]" -e "server[train,postgres,k8s,tracking]" -e sandbox -e testing "${integrations_pkgs[@]}"
             stamp workspace
         }
     fi
@@ -108,6 +109,10 @@ fi
 
 # The closed CLI agents (Claude Code, Codex), pinned, from npm into .tools/cli; they run in bubblewrap.
 CLI_PINS="@anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0"
+# The CLI harnesses and the coding example's gates are the coding kit (alight-sandbox), not the SDK.
+if [ "$cli" = 1 ] || [ "$coding" = 1 ]; then
+    .venv/bin/python -c "import alight_sandbox" 2>/dev/null || .venv/bin/pip install -q -e sandbox
+fi
 if [ "$cli" = 1 ]; then
     command -v bwrap >/dev/null || apt_install "the CLI harnesses' sandbox" bubblewrap
     if ! command -v npm >/dev/null; then

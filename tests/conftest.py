@@ -18,7 +18,7 @@ from fastapi import FastAPI
 
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
-from alight_server.serving import ServerThread, free_port
+from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store.sql import SqlStore
 
 ADMIN_KEY = "alk_test-admin-key"

@@ -25,6 +25,8 @@ SOURCES = {
     "alight_langchain": REPO / "integrations/langchain/src/alight_langchain",
     "alight_autogen": REPO / "integrations/autogen/src/alight_autogen",
     "alight_mcp": REPO / "integrations/mcp/src/alight_mcp",
+    "alight_sandbox": REPO / "sandbox/src/alight_sandbox",
+    "alight_testing": REPO / "testing/src/alight_testing",
 }
 
 Floors = Sequence[Sequence[str]]
@@ -32,26 +34,30 @@ ROOMS: dict[str, Floors] = {
     "": [
         ["alight"],  # the SDK: never imports the server or an integration
         ["alight_openai_agents", "alight_langchain", "alight_autogen", "alight_mcp", "alight_server"],
+        # the coding kit (its `alight data clean --probe` runs the server's evaluation) and the test doubles
+        ["alight_sandbox", "alight_testing"],
     ],
     "alight_server": [
-        # routing: which policy serves a call; policy_versions: a policy's own version among the global ones
-        ["json_depth", "hooks", "error_types", "call_output", "routing", "policy_versions"],
-        ["upstream_keys", "auth", "redaction"],
+        # the faces of folders whose rooms stand on several floors (they import nothing)
+        ["http", "stacks", "evaluation", "trajectories"],
+        # policies: which policy serves a call, and a policy's own version among the global ones
+        ["http.json_depth", "http.hooks", "http.error_types", "trajectories.call_output", "policies"],
+        ["store.keys.upstream", "http.auth", "redaction"],
         ["store", "controller"],  # the controller reaches the server over HTTP, with the SDK's client
-        ["config"],  # it turns `data_key:` into the store's key-encryption key source (store/kek.py)
-        ["errors", "deps", "trajectory", "retention"],
-        ["gateway", "otlp", "evaluators", "api"],
-        ["serving"],
+        ["config"],  # it turns `data_key:` into the store's key-encryption key source (store/keys/kek.py)
+        ["http.errors", "http.deps", "trajectories.join", "store.purge"],
+        ["gateway", "traces.otlp", "evaluation.evaluators", "api"],
+        ["stacks.server_thread"],
         ["inference"],
         ["trainer"],
         ["traces"],  # imported traces: read, rendered with the policy's template, checked by the sample builder
         ["ui"],
         ["app"],
-        ["stack_state"],
-        ["stack"],
-        ["run_stacks"],  # the stacks a training run (or an evaluation) is handed
-        ["policy_eval"],
-        ["testing", "commands"],
+        ["stacks.state"],
+        ["stacks.kinds"],
+        ["stacks.opening"],  # the stacks a training run (or an evaluation) is handed
+        ["evaluation.policy", "evaluation.traces"],
+        ["commands", "stacks.one_rollout"],
     ],
     "alight_server.gateway": [
         ["reply"],

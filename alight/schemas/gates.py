@@ -6,7 +6,9 @@ from pydantic import Field
 
 from alight.schemas.strict import Strict
 
-REWARD_HACKING = "reward_hacking"  # the event kind of a hard gate's violation (alight.guards); payload: GatePayload
+REWARD_HACKING = (
+    "reward_hacking"  # the event kind of a hard gate's violation (alight_sandbox.guards); payload: GatePayload
+)
 REVIEW_FLAG = "review_flag"  # the event kind of a review flag: same payload, the reward unchanged
 MAX_EVIDENCE_CHARS = 2000
 

@@ -64,7 +64,7 @@ def run_upstream(port: int, kind: str) -> None:
     import uvicorn
 
     if kind == "fake":  # a FastAPI app that tokenizes and generates
-        from alight_server.testing import create_fake_upstream
+        from alight_testing import create_fake_upstream
 
         fake = create_fake_upstream(model=MODEL)
         uvicorn.run(fake, host="127.0.0.1", port=port, log_level="error", loop="uvloop", http="httptools")

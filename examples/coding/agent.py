@@ -2,11 +2,11 @@
 
 One rollout = one episode:
 1. the task's buggy checkout is built from its project's pristine sdist (sources.py) and copied into a
-   fresh session (alight.guards.prepare_episode: no .git, the failing tests' files hidden, canary planted);
+   fresh session (alight_sandbox.guards.prepare_episode: no .git, the failing tests' files hidden, canary planted);
 2. `mini` (from .venv-coding, as installed from PyPI) runs with mini.yaml plus two `-c` specs that make its
-   bubblewrap environment call `python -m alight.guards.launch SESSION`: every action runs sandboxed and
+   bubblewrap environment call `python -m alight_sandbox.guards.launch SESSION`: every action runs sandboxed and
    traced, while mini itself (outside the sandbox) reaches the gateway through OPENAI_BASE_URL;
-3. the gates and the tests decide the reward (alight.guards.grade_episode), recorded with report_grade.
+3. the gates and the tests decide the reward (alight_sandbox.guards.grade_episode), recorded with report_grade.
 
 `python agent.py TASKS.jsonl [INDEX]` runs one task against any OpenAI-compatible OPENAI_BASE_URL.
 """
@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE))
 from sources import buggy_checkout  # noqa: E402
 
 import alight  # noqa: E402
-from alight.guards import grade_episode, prepare_episode, report_grade, require_tools  # noqa: E402
+from alight_sandbox.guards import grade_episode, prepare_episode, report_grade, require_tools  # noqa: E402
 
 VENV = Path(os.environ.get("CODING_VENV", HERE.parent.parent / ".venv-coding"))
 MINI_CONFIG = Path(os.environ.get("CODING_MINI_CONFIG", HERE / "mini.yaml"))
@@ -39,7 +39,7 @@ OVERRIDES = {"agent.step_limit": "CODING_STEP_LIMIT", "model.model_kwargs.max_to
 
 def mini_argv(session: Path, task: dict[str, Any], output: Path) -> list[str]:
     """The `mini` command line: its own config, then per-episode specs for its bubblewrap environment."""
-    launcher = ["-m", "alight.guards.launch", str(session)]
+    launcher = ["-m", "alight_sandbox.guards.launch", str(session)]
     overrides = [
         arg for key, var in OVERRIDES.items() if var in os.environ for arg in ("-c", f"{key}={os.environ[var]}")
     ]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sources import CACHE, Project, fetch
 
-from alight.guards import SandboxPolicy, TestRun, run_tests
+from alight_sandbox.guards import SandboxPolicy, TestRun, run_tests
 
 # A bug that loops forever is stopped by CPU time, which does not depend on the machine's load the way the
 # wall clock does: the same candidates are rejected on a busy machine and an idle one. A whole suite takes

@@ -10,7 +10,7 @@ with only the tests that execute the changed lines; a candidate that breaks 1..-
 whole suite, and is kept only if 1..--max-fail baseline-passing tests fail there (FAIL_TO_PASS) and the
 run finished; every other baseline-passing test is PASS_TO_PASS. The problem statement is written from
 the failing tests' function names and messages, with what varies between runs (addresses, paths, durations)
-masked, and so is every literal of the hidden tests' assertions (alight.quoting: nothing to special-case).
+masked, and so is every literal of the hidden tests' assertions (alight_sandbox.quoting: nothing to special-case).
 --workers processes (default 1) run at nice 10 or more; the results are taken in the seeded order, so the same seed,
 sdists and Python version give the same bytes whatever the worker count or the machine's load (see
 baseline.CPU_S). --check FILE regenerates and compares with FILE's first --per-project (or --count) tasks of
@@ -41,8 +41,8 @@ from baseline import Baseline, baseline, run_in_place, suite
 from mutations import Candidate, candidates, render
 from sources import PROJECTS, Project, apply_rewrite, fetch
 
-from alight.guards import require_tools
-from alight.quoting import hidden_assertions, mask, test_function
+from alight_sandbox.guards import require_tools
+from alight_sandbox.quoting import hidden_assertions, mask, test_function
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PYTHON = HERE.parent.parent / ".venv-coding" / "bin" / "python"
@@ -125,7 +125,7 @@ def hidden_tests(task: dict[str, Any]) -> dict[str, str]:
 
 
 def hidden_literals(p: Project, failing: list[str]) -> list[str]:
-    """Every literal of every case of the failing tests' assertions (alight.quoting), from the pristine checkout."""
+    """Every literal of every case of the failing tests' assertions (alight_sandbox.quoting), from the pristine checkout."""
     sources = {f: (fetch(p) / f).read_text() for f in test_files(failing)}
     return sorted({lit for a in hidden_assertions(failing, sources) for lit in a.case})
 

@@ -74,9 +74,9 @@ def role_scores(run_dir: Path) -> dict[int, dict[str, dict[str, float]]]:
     """Per validation step, per role: its named reward's mean, clustered standard error and count of rollouts."""
     from alight.api_models import RolloutQuery
     from alight.schemas import FailureKind, Mode
-    from alight_server.stack_state import open_run_store
-    from alight_server.trainer.policy_samples import named_reward
-    from alight_server.trajectory import build_trajectory
+    from alight_server.stacks.state import open_run_store
+    from alight_server.trainer.step.policy_samples import named_reward
+    from alight_server.trajectories.join import build_trajectory
 
     store = open_run_store(run_dir)
     by_step: dict[int, dict[str, dict[str, list[float]]]] = {}
@@ -110,10 +110,10 @@ def _clustered(by_task: dict[str, list[float]]) -> dict[str, float]:
 def train_one(kind: str, seed: int, settings: list[str], out: Path) -> dict[str, Any]:
     """One run of `kind`'s config with `seed`; its result (also written next to its run folder)."""
     from alight_server.commands.train import parse_settings
-    from alight_server.run_stacks import TrainingStacks
-    from alight_server.stack import EmbeddedStack
-    from alight_server.trainer.config import load_config
-    from alight_server.trainer.loop import TrainingRun
+    from alight_server.stacks.kinds import EmbeddedStack
+    from alight_server.stacks.opening import TrainingStacks
+    from alight_server.trainer.config.run import load_config
+    from alight_server.trainer.run.loop import TrainingRun
 
     run_dir = out / f"{kind}-s{seed}"
     overrides = parse_settings([f"seed={seed}", f"output_dir={run_dir}", *settings])

@@ -49,7 +49,7 @@ def test_mini_swe_agent_fixing_the_bug_through_the_sandbox_gets_reward_1(
     assert len(received) == 3  # one model call per step, each through the OpenAI-compatible endpoint
     assert task["problem_statement"].splitlines()[0] in received[0]["messages"][1]["content"]
     commands = [json.loads(line)["command"][-1] for line in (session / "commands.jsonl").read_text().splitlines()]
-    assert commands[0] == "ls"  # mini's actions ran through alight.guards.launch, logged outside the sandbox
+    assert commands[0] == "ls"  # mini's actions ran through alight_sandbox.guards.launch, logged outside the sandbox
 
 
 def test_mini_swe_agent_reading_the_canary_gets_reward_0(

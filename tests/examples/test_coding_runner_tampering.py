@@ -13,11 +13,11 @@ import pytest
 from scripted_policy import bash_reply, scripted_policy
 
 from alight.client import AlightClient
-from alight.guards.rules import RUNNER_TAMPERING
 from alight.schemas import REWARD_HACKING, UpstreamCreate
+from alight_sandbox.guards.rules import RUNNER_TAMPERING
 from alight_server.controller.local import LocalRunner
 from alight_server.controller.loop import Controller
-from alight_server.trajectory import build_trajectory
+from alight_server.trajectories.join import build_trajectory
 
 pytestmark = [pytest.mark.coding, pytest.mark.slow, pytest.mark.timeout(900)]
 REPO = Path(__file__).resolve().parents[2]

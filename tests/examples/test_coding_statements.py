@@ -1,4 +1,4 @@
-"""The shipped coding tasks' statements describe each failure without quoting the hidden tests (alight.quoting)."""
+"""The shipped coding tasks' statements describe each failure without quoting the hidden tests (alight_sandbox.quoting)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from alight.cleaning import clean_tasks
+from alight_sandbox.cleaning import clean_tasks
 
 pytestmark = [pytest.mark.coding]
 DATA = Path(__file__).resolve().parents[2] / "examples" / "coding" / "data"

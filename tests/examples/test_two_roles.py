@@ -15,12 +15,12 @@ from openai import AsyncOpenAI
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode
-from alight_server.routing import policy_of
-from alight_server.run_stacks import TrainingStacks
-from alight_server.stack_state import open_run_store
-from alight_server.trainer.config import load_config
-from alight_server.trainer.loop import TrainingRun
-from alight_server.trajectory import build_trajectory
+from alight_server.policies.routing import policy_of
+from alight_server.stacks.opening import TrainingStacks
+from alight_server.stacks.state import open_run_store
+from alight_server.trainer.config.run import load_config
+from alight_server.trainer.run.loop import TrainingRun
+from alight_server.trajectories.join import build_trajectory
 from tests.examples.example_modules import EXAMPLES, load
 from tests.examples.scripted_policy import scripted_policy
 

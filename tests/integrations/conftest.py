@@ -22,10 +22,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from alight import envvars
 from alight.schemas import AttemptFinish, AttemptStart, RolloutCreate, ToolSpan, Trajectory, UpstreamCreate
-from alight_server.auth import derive_token_secret, issue_attempt_token
 from alight_server.config import ServerConfig
-from alight_server.serving import ServerThread
-from alight_server.testing.fake_upstream import create_fake_upstream
+from alight_server.http.auth import derive_token_secret, issue_attempt_token
+from alight_server.stacks.server_thread import ServerThread
+from alight_testing.fake_upstream import create_fake_upstream
 
 _EXPORTER = InMemorySpanExporter()
 

@@ -13,9 +13,9 @@ import pytest
 
 from alight.schemas import UpstreamCreate
 from alight_server.config import GatewayConfig, ServerConfig
-from alight_server.routing import GatewayRouting, RoutingRule, policy_of
-from alight_server.serving import ServerThread
-from alight_server.testing.fake_upstream import create_fake_upstream
+from alight_server.policies.routing import GatewayRouting, RoutingRule, policy_of
+from alight_server.stacks.server_thread import ServerThread
+from alight_testing.fake_upstream import create_fake_upstream
 from tests.integrations.conftest import AlightStack
 
 AGENTS = ("triage", "math", "planner", "solver", "writer", "critic")

@@ -25,12 +25,12 @@ from alight.schemas import TERMINAL_STATES, Mode
 from alight_mcp import reward_in_result
 from alight_mcp.calculator import create_calculator
 from alight_server.inference.models import resolve_model
-from alight_server.stack_state import open_run_store
-from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint
-from alight_server.trainer.config import load_config
-from alight_server.trainer.dataset import read_tasks
-from alight_server.trainer.samples import SampleConfig, build_samples
-from alight_server.trajectory import build_trajectory
+from alight_server.stacks.state import open_run_store
+from alight_server.trainer.config.run import load_config
+from alight_server.trainer.run.checkpoint import latest_checkpoint, load_checkpoint
+from alight_server.trainer.run.dataset import read_tasks
+from alight_server.trainer.step.samples import SampleConfig, build_samples
+from alight_server.trajectories.join import build_trajectory
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = ["openai_agents", "langchain", "autogen", "mcp"]

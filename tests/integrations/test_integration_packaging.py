@@ -12,7 +12,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from alight_server.trainer.config import load_config
+from alight_server.trainer.config.run import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 # integration folder -> (import name, the framework distribution whose range it declares)

@@ -22,8 +22,8 @@ import yaml
 from alight import envvars
 from alight.api_models import RolloutQuery
 from alight.schemas import ApiFlavour, AttemptStart, FailureKind, Mode, RewardSource, RolloutCreate, RunnerSpec
-from alight_server.auth import derive_token_secret, issue_attempt_token
-from alight_server.stack_state import open_run_store
+from alight_server.http.auth import derive_token_secret, issue_attempt_token
+from alight_server.stacks.state import open_run_store
 
 HERE = Path(__file__).parent / "zero_change"
 ALIGHT = str(Path(sys.executable).parent / "alight")
@@ -90,7 +90,7 @@ def test_an_unmodified_agent_trains_one_step_on_rewards_from_the_config_evaluato
         assert all(c.status_code == 200 and c.response_token_ids for c in calls)
         [reward] = store.list_rewards(rollout.id)
         assert reward.source == RewardSource.EVALUATOR and reward.final
-        from alight_server.call_output import call_output
+        from alight_server.trajectories.call_output import call_output
 
         assert reward.value == pytest.approx(evaluator_score(rollout.task, call_output(calls[-1]).text))
     store.close()

@@ -11,7 +11,7 @@ from opentelemetry.util._once import Once
 
 from alight import envvars
 from alight.schemas import AttemptStart, RolloutCreate
-from alight_server.auth import derive_token_secret, issue_attempt_token
+from alight_server.http.auth import derive_token_secret, issue_attempt_token
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import alight
 from alight import semconv
-from alight_server.serving import ServerThread
+from alight_server.stacks.server_thread import ServerThread
 
 pytestmark = pytest.mark.timeout(60)
 

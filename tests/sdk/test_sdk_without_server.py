@@ -86,3 +86,22 @@ def test_alight_run_without_a_server_url_asks_for_the_server_package(tmp_path: P
     done = _run_without_server(f"from alight.cli import main; sys.argv = {argv!r}; main()", tmp_path)
     assert done.returncode == 2
     assert "pip install alight-server" in done.stderr
+
+
+def test_importing_every_sdk_module_loads_no_sandbox_server_or_heavy_library(tmp_path: Path) -> None:
+    """What an agent installs with `pip install alight`: the coding kit and the server stay out of its process."""
+    code = """
+import json, pkgutil, importlib, alight
+for info in pkgutil.walk_packages(alight.__path__, "alight."):
+    importlib.import_module(info.name)
+heavy = ("alight_sandbox", "alight_server", "alight_testing", "fastapi", "sqlalchemy", "torch", "transformers")
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in heavy)))
+"""
+    done = _run_without_server(code, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_the_sdk_folder_holds_no_sandbox_gate_or_cli_harness() -> None:
+    """The coding kit is its own distribution (sandbox/, alight-sandbox): nothing of it is left in the SDK."""
+    assert sorted(p.name for p in SDK.iterdir() if p.name in {"guards", "harness", "quoting.py", "cleaning.py"}) == []

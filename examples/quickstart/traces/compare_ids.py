@@ -13,8 +13,8 @@ import argparse
 
 from alight.api_models import RolloutQuery
 from alight_server.store import open_store
-from alight_server.store.kek import KekSource
-from alight_server.trajectory import build_trajectory
+from alight_server.store.keys.kek import KekSource
+from alight_server.trajectories.join import build_trajectory
 
 Calls = list[tuple[list[int], list[int]]]
 

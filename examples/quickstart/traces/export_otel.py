@@ -28,10 +28,10 @@ from opentelemetry.trace import Tracer
 from alight import semconv
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode, RolloutState, Trajectory
-from alight_server.call_output import call_output
 from alight_server.store import open_store
-from alight_server.store.kek import KekSource
-from alight_server.trajectory import build_trajectory
+from alight_server.store.keys.kek import KekSource
+from alight_server.trajectories.call_output import call_output
+from alight_server.trajectories.join import build_trajectory
 
 
 def parts(message: dict[str, Any]) -> dict[str, Any]:

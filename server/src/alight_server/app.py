@@ -8,10 +8,10 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from alight_server.auth import derive_token_secret, generate_admin_key
 from alight_server.config import ServerConfig
+from alight_server.http.auth import derive_token_secret, generate_admin_key
 from alight_server.store import Store, open_store
-from alight_server.upstream_keys import check_sealed
+from alight_server.store.keys.upstream import check_sealed
 
 log = logging.getLogger("alight.server")
 
@@ -33,19 +33,21 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
     With no admin key configured a random one is generated, so admin routes
     are never open (`alight serve` prints the key it generated).
     """
-    from alight_server import hooks, retention, ui
+    from alight_server import ui
     from alight_server.api import attempts, health, rollouts, runs, trajectory, upstreams
-    from alight_server.errors import install_error_handlers
-    from alight_server.evaluators import install_evaluator
+    from alight_server.evaluation.evaluators import install_evaluator
     from alight_server.gateway import routes as gateway_routes
-    from alight_server.otlp import router as otlp_router
+    from alight_server.http import hooks
+    from alight_server.http.errors import install_error_handlers
+    from alight_server.store import purge
+    from alight_server.traces.otlp import router as otlp_router
 
     config = config or ServerConfig()
     if not config.admin_key:
         config = config.model_copy(update={"admin_key": generate_admin_key()})
         log.warning("no admin key configured: generated one for this process only")
     assert config.admin_key is not None
-    data_key = config.kek_source()  # the KEK that wraps the store's data keys (store/kek.py)
+    data_key = config.kek_source()  # the KEK that wraps the store's data keys (store/keys/kek.py)
     store = store or open_store(config.db_url, data_key)
     store.use_data_key(data_key)  # a store handed in opened under its own: every replica opens the same keys
     store.seal_runner_env_under(config.admin_key)  # without ALIGHT_SECRET_KEY: a restart with this key opens them
@@ -76,5 +78,5 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
     ui.install(app)
     app.include_router(otlp_router)
     gateway_routes.install(app)
-    retention.install(app, config.retention)  # the periodic purge, when retention is configured
+    purge.install(app, config.retention)  # the periodic purge, when retention is configured
     return app

@@ -7,10 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from alight_server.policies.routing import GatewayRouting
 from alight_server.redaction.config import RedactionConfig
-from alight_server.routing import GatewayRouting
-from alight_server.store.kek import KekError, KekSource
-from alight_server.upstream_keys import KeySources
+from alight_server.store.keys.kek import KekError, KekSource
+from alight_server.store.keys.upstream import KeySources
 
 # A viewer key is a bearer secret like the admin key: long enough not to be guessed.
 MIN_VIEWER_KEY_CHARS = 16
@@ -60,7 +60,7 @@ class GatewayConfig(BaseModel):
 
 
 class RetentionConfig(BaseModel):
-    """How long captured data is kept (alight_server/retention.py purges on a period). Off when absent: kept forever."""
+    """How long captured data is kept (alight_server/store/purge.py purges on a period). Off when absent: kept forever."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -96,7 +96,7 @@ class ServerConfig(BaseModel):
     max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0)
     log_level: str = "info"
     # "module:function" / "path.py:function", or a check command's argv, run when an attempt
-    # ends as the agent's own outcome (alight_server/evaluators.py).
+    # ends as the agent's own outcome (alight_server/evaluation/evaluators.py).
     evaluator: str | list[str] | None = None
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     # Where an upstream registered with api_key_env / api_key_file may take its key from (upstream_keys.py):
@@ -108,7 +108,7 @@ class ServerConfig(BaseModel):
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
     # What the copies people read hide (redaction/, docs/data.md "Redaction"); training data is never changed.
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
-    # The key-encryption key that wraps the store's data keys (store/kek.py, docs/data.md "Keys and rotation"):
+    # The key-encryption key that wraps the store's data keys (store/keys/kek.py, docs/data.md "Keys and rotation"):
     # `secret` (ALIGHT_SECRET_KEY, else derived from admin_key), `file: PATH` or `command: "CMD"` (a key
     # manager's CLI printing the key); a string `file:PATH` / `command:CMD` too (env ALIGHT_DATA_KEY).
     data_key: str = "secret"

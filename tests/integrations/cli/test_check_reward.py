@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from alight.harness.workspace import CliTask, check_reward, make_workspace
+from alight_sandbox.harness.workspace import CliTask, check_reward, make_workspace
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")

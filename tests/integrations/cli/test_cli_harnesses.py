@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from alight.schemas import ApiFlavour, Trajectory
-from alight_server.serving import ServerThread
-from alight_server.testing import FakeUpstreamState, create_fake_upstream
+from alight_server.stacks.server_thread import ServerThread
+from alight_testing import FakeUpstreamState, create_fake_upstream
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = ROOT / ".tools" / "cli" / "node_modules" / ".bin"
@@ -43,7 +43,7 @@ def _episode(harness: str, binary: str, task: dict, upstream_url: str, tmp_path:
     # The harness's settings go in as the agent's env (as agent.env in a config): no shell variable reaches it.
     settings = [f"--env=ALIGHT_{binary.upper()}_BIN={exe}", f"--env=ALIGHT_WORKSPACE_ROOT={tmp_path}"]
     done = subprocess.run(
-        [ALIGHT, "run", f"alight.harness.{harness}:episode", "--task", json.dumps(task), "--upstream", upstream_url,
+        [ALIGHT, "run", f"alight_sandbox.harness.{harness}:episode", "--task", json.dumps(task), "--upstream", upstream_url,
          "--model", "policy", "--json", "--reveal", "--timeout", "240", *settings],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip

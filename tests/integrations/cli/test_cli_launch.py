@@ -16,7 +16,7 @@ import pytest
 
 from alight.client import AlightClient
 from alight.schemas import Trajectory
-from alight_server.commands.embedded_server import embedded_server
+from alight_server.stacks.one_rollout import embedded_server
 
 ALIGHT = str(Path(sys.executable).parent / "alight")
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -41,7 +41,7 @@ def run_stand_in(
     task = {"prompt": "report", "check": check}
     on = ["--server", server[0], "--admin-key", server[1]] if server else []
     return subprocess.run(
-        [ALIGHT, "run", "alight.harness.claude_code:episode", "--task", json.dumps(task), "--json", "--timeout", "60",
+        [ALIGHT, "run", "alight_sandbox.harness.claude_code:episode", "--task", json.dumps(task), "--json", "--timeout", "60",
          *on, *(f"--env={name}={value}" for name, value in settings.items())],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )  # fmt: skip
@@ -83,7 +83,7 @@ def test_a_glob_that_matches_the_attempt_contracts_variables_passes_none_of_them
     assert done.returncode == 0, done.stderr[-3000:]
     env = seen(tmp_path, "env.txt")
     assert "NAMED_SETTING=passed" in env.splitlines()
-    assert "alt1." not in env  # every attempt token starts so (alight_server.auth.TOKEN_PREFIX)
+    assert "alt1." not in env  # every attempt token starts so (alight_server.http.auth.TOKEN_PREFIX)
 
 
 def test_the_check_does_not_see_what_the_cli_left_in_its_tmp(tmp_path):

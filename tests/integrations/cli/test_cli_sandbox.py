@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 
 from alight.client import AlightClient
-from alight.harness.sandbox import PLACEHOLDER_KEY, RELAY_PORT
 from alight.schemas import Trajectory
-from alight_server.commands.embedded_server import embedded_server
-from alight_server.serving import ServerThread
-from alight_server.testing import FakeUpstreamState, create_fake_upstream
+from alight_sandbox.harness.sandbox import PLACEHOLDER_KEY, RELAY_PORT
+from alight_server.stacks.one_rollout import embedded_server
+from alight_server.stacks.server_thread import ServerThread
+from alight_testing import FakeUpstreamState, create_fake_upstream
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = ROOT / ".tools" / "cli" / "node_modules" / ".bin"
@@ -153,7 +153,7 @@ def probe(request, loopback_service, abstract_service, tmp_path_factory) -> Iter
     settings = [f"--env=ALIGHT_{binary.upper()}_BIN={exe}", f"--env=ALIGHT_WORKSPACE_ROOT={tmp}"]
     with ServerThread(app) as url:
         done = subprocess.run(
-            [ALIGHT, "run", f"alight.harness.{harness}:episode", "--task", json.dumps(task), "--upstream",
+            [ALIGHT, "run", f"alight_sandbox.harness.{harness}:episode", "--task", json.dumps(task), "--upstream",
              url + "/v1", "--model", "policy", "--json", "--reveal", "--timeout", "240", *settings],
             capture_output=True, text=True, env=env, timeout=300, cwd=tmp,
         )  # fmt: skip
@@ -176,7 +176,7 @@ def test_a_host_environment_secret_does_not_reach_the_cli_shell(probe):
 
 def test_the_attempt_token_does_not_reach_the_cli_shell(probe):
     env = probe.section("env")
-    assert "alt1." not in probe.output  # every attempt token starts so (alight_server.auth.TOKEN_PREFIX)
+    assert "alt1." not in probe.output  # every attempt token starts so (alight_server.http.auth.TOKEN_PREFIX)
     assert "ALIGHT_TOKEN=" not in env
     keys = re.findall(r"^(?:ANTHROPIC_API_KEY|OPENAI_API_KEY)=(.*)$", env, re.M)
     assert keys == [PLACEHOLDER_KEY]
@@ -228,7 +228,7 @@ def test_a_not_finite_check_score_is_refused_with_a_rollout_event(tmp_path):
     settings = [f"--env=ALIGHT_CLAUDE_BIN={exe}", f"--env=ALIGHT_WORKSPACE_ROOT={tmp_path}"]
     with ServerThread(app) as upstream, embedded_server(tmp_path) as (server, key):
         done = subprocess.run(
-            [ALIGHT, "run", "alight.harness.claude_code:episode", "--task", json.dumps(task), "--upstream",
+            [ALIGHT, "run", "alight_sandbox.harness.claude_code:episode", "--task", json.dumps(task), "--upstream",
              upstream + "/v1", "--model", "policy", "--json", "--timeout", "240", "--server", server,
              "--admin-key", key, *settings],
             capture_output=True, text=True, timeout=300, cwd=tmp_path,

@@ -19,8 +19,8 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
-from alight.guards.forwarder import Forwarder
-from alight_server.serving import ServerThread
+from alight_sandbox.guards.forwarder import Forwarder
+from alight_server.stacks.server_thread import ServerThread
 
 TOKEN = "alt1.attempt-token-for-r1"
 ATTEMPT = "/gw/r1/1/v1"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from alight_server.trainer.samples import SampleConfig, build_samples
+from alight_server.trainer.step.samples import SampleConfig, build_samples
 
 
 def test_react_agent_trajectory_has_calls_under_the_agent_tool_between_and_reward(alight_stack) -> None:

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from alight_server.app import create_app
-from alight_server.serving import ServerThread
+from alight_server.stacks.server_thread import ServerThread
 
 if TYPE_CHECKING:
     from tests.conftest import LiveServer

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from alight.schemas import AttemptFinish, RewardCreate, RewardSource, Rollout
-from alight_server.auth import verify_attempt_token
+from alight_server.http.auth import verify_attempt_token
 from alight_server.store import Store
 
 if TYPE_CHECKING:

@@ -9,9 +9,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from alight_server.auth import issue_attempt_token
-from alight_server.deps import AttemptDep, AttemptTokenDep, CallerDep
-from alight_server.serving import ServerThread
+from alight_server.http.auth import issue_attempt_token
+from alight_server.http.deps import AttemptDep, AttemptTokenDep, CallerDep
+from alight_server.stacks.server_thread import ServerThread
 
 if TYPE_CHECKING:
     from tests.conftest import LiveServer

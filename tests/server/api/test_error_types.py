@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from alight_server.error_types import ERROR_TYPES, error_type
+from alight_server.http.error_types import ERROR_TYPES, error_type
 
 if TYPE_CHECKING:
     from tests.conftest import LiveServer

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from alight.schemas import RolloutCreate, UpstreamCreate
-from alight_server.auth import issue_attempt_token
-from alight_server.json_depth import MAX_JSON_DEPTH
-from alight_server.serving import ServerThread
-from alight_server.testing.fake_upstream import create_fake_upstream
+from alight_server.http.auth import issue_attempt_token
+from alight_server.http.json_depth import MAX_JSON_DEPTH
+from alight_server.stacks.server_thread import ServerThread
+from alight_testing.fake_upstream import create_fake_upstream
 from tests.conftest import ADMIN_KEY
 from tests.server.otlp.test_ingest import otlp_json
 
@@ -180,7 +180,7 @@ def test_the_gateway_refuses_what_every_upstream_would_with_an_openai_shaped_400
 
 
 def test_the_vllm_shaped_double_refuses_out_of_vocabulary_prompt_ids() -> None:
-    from alight_server.testing.fake_upstream import vllm_refusal
+    from alight_testing.fake_upstream import vllm_refusal
 
     assert vllm_refusal({"prompt": [1, 2, 40000]}, vocab_size=32000) == (
         "prompt",

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from alight.schemas import AttemptFinish, FailureKind, RewardCreate, RewardSource
-from alight_server import deps
+from alight_server.http import deps
 from tests.server.otlp.test_ingest import otlp_json
 
 if TYPE_CHECKING:

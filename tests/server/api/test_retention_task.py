@@ -11,13 +11,13 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from alight.harness.workspace import WORKSPACE_ROOT_ENV, CliTask, make_workspace, workspace_name
 from alight.schemas import RunStepReport
+from alight_sandbox.harness.workspace import WORKSPACE_ROOT_ENV, CliTask, make_workspace, workspace_name
 from alight_server.app import create_app
 from alight_server.config import RetentionConfig, ServerConfig
-from alight_server.serving import ServerThread, free_port
+from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store import Store, open_store
-from alight_server.store.kek import KekSource
+from alight_server.store.keys.kek import KekSource
 from tests.conftest import ADMIN_KEY
 from tests.server.retention_data import ended, group, run, started
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from alight.client import AlightClient
-from alight_server.trainer.run_report import RunReporter
+from alight_server.trainer.report.server import RunReporter
 
 if TYPE_CHECKING:
     from tests.conftest import LiveServer

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from alight.cli import app as cli
 from alight_server.commands.serve import build_config
-from alight_server.serving import free_port
+from alight_server.stacks.server_thread import free_port
 
 ALIGHT = str(Path(sys.executable).parent / "alight")
 

@@ -14,9 +14,9 @@ from test_serve import serve
 from alight.schemas import UpstreamCreate
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
-from alight_server.serving import ServerThread, free_port
+from alight_server.stacks.server_thread import ServerThread, free_port
+from alight_server.store.keys.upstream import SECRET_KEY_ENV, UpstreamKeyError
 from alight_server.store.sql import SqlStore
-from alight_server.upstream_keys import SECRET_KEY_ENV, UpstreamKeyError
 
 PLAIN = "sk-live-never-echoed-91c3"
 ADMIN = "admin-key-of-these-tests"

@@ -13,7 +13,7 @@ from alight.client import AlightClient
 from alight_server.controller.k8s import KubernetesRunner
 from alight_server.controller.local import LocalRunner
 from alight_server.controller.loop import Controller
-from alight_server.testing.fake_k8s import FakeCluster
+from alight_testing.fake_k8s import FakeCluster
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from alight.client import AlightClient
 from alight_server.controller.local import LocalRunner
 from alight_server.controller.loop import Controller
 from alight_server.store.base import SealError
-from alight_server.store.kek import KekSource
-from alight_server.store.sealed_logs import MAGIC, LogSeal, open_attempt_log
+from alight_server.store.keys.kek import KekSource
+from alight_server.store.keys.sealed_logs import MAGIC, LogSeal, open_attempt_log
 
 ALIGHT = str(Path(sys.executable).parent / "alight")
 MARKER = "the agent printed plum tomato sunrise"

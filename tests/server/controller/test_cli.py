@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from alight.cli import app
 from alight_server.controller.loop import Controller
-from alight_server.store.sealed_logs import open_attempt_log
+from alight_server.store.keys.sealed_logs import open_attempt_log
 
 ALIGHT = str(Path(sys.executable).parent / "alight")
 

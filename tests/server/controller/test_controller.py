@@ -15,10 +15,10 @@ from controller_testkit import AGENTS, SCRIPTED, create_rollout, get_rollout, pi
 
 from alight.client import AlightClient
 from alight_server.app import create_app
-from alight_server.auth import derive_token_secret, verify_attempt_token
 from alight_server.controller.local import LocalRunner
 from alight_server.controller.loop import Controller, log_event_id
-from alight_server.serving import ServerThread
+from alight_server.http.auth import derive_token_secret, verify_attempt_token
+from alight_server.stacks.server_thread import ServerThread
 
 Make = Callable[..., Controller]
 

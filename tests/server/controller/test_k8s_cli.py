@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from alight.cli import app
 from alight_server.controller.k8s import kube
-from alight_server.testing.fake_k8s import FakeCluster
+from alight_testing.fake_k8s import FakeCluster
 
 ALIGHT = str(Path(sys.executable).parent / "alight")
 REPO = Path(__file__).parents[3]

@@ -9,7 +9,7 @@ from controller_testkit import AGENT_IMAGE, k8s_runner, make_start, wait_until
 from alight.schemas import RunnerSpec
 from alight_server.controller.k8s.manifest import JobTemplate
 from alight_server.controller.k8s.preflight import preflight
-from alight_server.testing.fake_k8s import FakeCluster
+from alight_testing.fake_k8s import FakeCluster
 
 TEMPLATE = Path(__file__).parents[3] / "examples" / "coding" / "k8s-job.yaml"
 ENTRYPOINT = "examples/coding/agent.py:main"

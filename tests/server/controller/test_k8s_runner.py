@@ -15,7 +15,7 @@ from controller_testkit import AGENT_IMAGE, SCRIPTED, create_rollout, get_rollou
 
 from alight_server.controller.k8s import names
 from alight_server.controller.loop import Controller, log_event_id
-from alight_server.testing.fake_k8s import FakeCluster
+from alight_testing.fake_k8s import FakeCluster
 
 Make = Callable[..., Controller]
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from alight.api_models import RolloutQuery
 from alight.schemas import AttemptStatus, FailureKind, RolloutState
-from alight_server.store.kek import KekSource
+from alight_server.store.keys.kek import KekSource
 from alight_server.store.sql import SqlStore
-from alight_server.testing.services import stop as stop  # the drills stop processes like every other test
+from alight_testing.services import stop as stop  # the drills stop processes like every other test
 
 BIN = Path(sys.executable).parent
 AGENTS = Path(__file__).parent / "agents"

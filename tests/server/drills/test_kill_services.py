@@ -21,9 +21,9 @@ import pytest
 from drill_kit import AGENTS, BIN, agent_pids, assert_settled, group_alive, kill_9, start, stop, wait_for
 
 from alight.schemas import TERMINAL_STATES
-from alight_server.serving import ServerThread, free_port
-from alight_server.store.kek import KekSource
-from alight_server.testing.fake_upstream import create_fake_upstream
+from alight_server.stacks.server_thread import ServerThread, free_port
+from alight_server.store.keys.kek import KekSource
+from alight_testing.fake_upstream import create_fake_upstream
 
 pytestmark = pytest.mark.timeout(600)
 KEY = "drill-admin-key"

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from drill_kit import AGENTS, BIN, agent_pids, assert_settled, group_alive, kill_9, start, stop, wait_for
 
-from alight_server.stack_state import run_data_key
+from alight_server.stacks.state import run_data_key
 from alight_server.store.sql import SqlStore
 
 pytestmark = pytest.mark.timeout(900)

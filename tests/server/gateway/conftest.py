@@ -19,11 +19,11 @@ import httpx
 import pytest
 
 from alight.schemas import Mode, RolloutCreate, UpstreamCreate
-from alight_server.auth import issue_attempt_token
 from alight_server.config import ServerConfig
-from alight_server.serving import ServerThread
-from alight_server.stack import KEY_DIR
-from alight_server.testing import FakeUpstreamState, Faults, create_fake_upstream
+from alight_server.http.auth import issue_attempt_token
+from alight_server.stacks.kinds import KEY_DIR
+from alight_server.stacks.server_thread import ServerThread
+from alight_testing import FakeUpstreamState, Faults, create_fake_upstream
 
 # Add a kind here (and a branch in `upstream_server`) to run the gateway suite on another backend.
 # A real vLLM joins when ALIGHT_TEST_VLLM_URL names one (see docs/gateway.md).

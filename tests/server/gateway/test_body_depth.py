@@ -9,7 +9,7 @@ import pytest
 
 from alight_server.gateway.errors import GatewayError
 from alight_server.gateway.request.pipeline import parse_body
-from alight_server.json_depth import MAX_JSON_DEPTH
+from alight_server.http.json_depth import MAX_JSON_DEPTH
 
 
 def _nested(levels: int) -> Any:

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from alight.schemas import ModelCall, RolloutCreate, UpstreamCreate
-from alight_server.auth import issue_attempt_token
+from alight_server.http.auth import issue_attempt_token
 from alight_server.inference.engine import InferenceEngine
 from alight_server.inference.server import create_inference_app
-from alight_server.serving import ServerThread
-from alight_server.stack import KEY_DIR
+from alight_server.stacks.kinds import KEY_DIR
+from alight_server.stacks.server_thread import ServerThread
 
 pytestmark = pytest.mark.timeout(120)
 

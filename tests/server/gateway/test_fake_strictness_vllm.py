@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from alight_server.serving import ServerThread
-from alight_server.testing import create_fake_upstream
+from alight_server.stacks.server_thread import ServerThread
+from alight_testing import create_fake_upstream
 
 VLLM_URL = os.environ.get("ALIGHT_TEST_VLLM_URL")
 pytestmark = [

@@ -5,9 +5,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from alight_server.serving import ServerThread
-from alight_server.testing import create_fake_upstream
-from alight_server.testing.fake_model import FakeTokenizer
+from alight_server.stacks.server_thread import ServerThread
+from alight_testing import create_fake_upstream
+from alight_testing.fake_model import FakeTokenizer
 
 
 @pytest.fixture(scope="module")

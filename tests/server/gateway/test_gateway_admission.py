@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from alight.schemas import AttemptFinish, Mode, RolloutState
-from alight_server.auth import issue_attempt_token
+from alight_server.http.auth import issue_attempt_token
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 

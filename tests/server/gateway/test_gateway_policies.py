@@ -11,11 +11,11 @@ import pytest
 
 from alight.schemas import RolloutCreate, UpstreamCreate
 from alight.semconv import HEADER_AGENT, HEADER_ROLE
-from alight_server.auth import issue_attempt_token
 from alight_server.config import GatewayConfig, ServerConfig
-from alight_server.routing import GatewayRouting, RoutingRule, policy_of
-from alight_server.serving import ServerThread
-from alight_server.testing import FakeUpstreamState, create_fake_upstream
+from alight_server.http.auth import issue_attempt_token
+from alight_server.policies.routing import GatewayRouting, RoutingRule, policy_of
+from alight_server.stacks.server_thread import ServerThread
+from alight_testing import FakeUpstreamState, create_fake_upstream
 
 ROUTING = GatewayRouting(
     policies=["triage", "specialist"],

@@ -19,10 +19,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from alight.schemas import RolloutCreate, UpstreamCreate
-from alight_server.auth import issue_attempt_token
 from alight_server.gateway.flavours.reasoning import ThinkSplitter, split_message
-from alight_server.serving import ServerThread
-from alight_server.testing import FakeUpstreamState, create_fake_upstream
+from alight_server.http.auth import issue_attempt_token
+from alight_server.stacks.server_thread import ServerThread
+from alight_testing import FakeUpstreamState, create_fake_upstream
 
 
 @dataclass

@@ -24,7 +24,7 @@ import pytest
 from alight.schemas import GatewayReplica
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
-from alight_server.serving import ServerThread, free_port
+from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store.sql import SqlStore
 
 ALIGHT = str(Path(sys.executable).parent / "alight")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 
 from alight.schemas import UpstreamCreate
-from alight_server.serving import ServerThread
-from alight_server.testing import create_fake_upstream
+from alight_server.stacks.server_thread import ServerThread
+from alight_testing import create_fake_upstream
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 

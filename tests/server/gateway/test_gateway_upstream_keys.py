@@ -10,8 +10,8 @@ from cryptography.fernet import Fernet
 
 from alight.schemas import UpstreamCreate
 from alight_server.config import ServerConfig
-from alight_server.serving import free_port
-from alight_server.upstream_keys import SECRET_KEY_ENV
+from alight_server.stacks.server_thread import free_port
+from alight_server.store.keys.upstream import SECRET_KEY_ENV
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from alight.client import AlightClient, ApiError
 from alight.semconv import HEADER_AGENT, HEADER_ROLE
 from alight_server.app import create_app
 from alight_server.config import GatewayConfig, ServerConfig
-from alight_server.routing import GatewayRouting
-from alight_server.serving import ServerThread
+from alight_server.policies.routing import GatewayRouting
+from alight_server.stacks.server_thread import ServerThread
 from alight_server.store.sql import SqlStore
 from tests.server.gateway.test_gateway_policies import ROUTING, Routed, routed_gateway
 

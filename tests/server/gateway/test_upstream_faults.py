@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from alight.schemas import UpstreamCreate
-from alight_server.serving import free_port
+from alight_server.stacks.server_thread import free_port
 
 
 def _client(attempt, retries: int = 0) -> openai.OpenAI:

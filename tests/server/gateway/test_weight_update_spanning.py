@@ -10,7 +10,7 @@ import pytest
 
 from alight.client import AlightClient
 from alight_server.gateway.capture.record import SPANNED_WEIGHT_UPDATE
-from alight_server.trainer.sync import WeightSync
+from alight_server.trainer.run.weight_sync import WeightSync
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 

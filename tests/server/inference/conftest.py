@@ -10,7 +10,7 @@ from inference_testkit import ADMIN_KEY, API_KEY, MODEL
 
 from alight_server.inference.engine import InferenceEngine
 from alight_server.inference.server import create_inference_app
-from alight_server.serving import ServerThread
+from alight_server.stacks.server_thread import ServerThread
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,7 @@ from alight_server.inference.models import load_policy
 from alight_server.inference.sampling import InvalidRequest, SamplingParams
 from alight_server.inference.server import create_inference_app
 from alight_server.inference.weights import WeightsError
-from alight_server.serving import ServerThread
+from alight_server.stacks.server_thread import ServerThread
 
 SPEC = AdapterSpec(r=4, alpha=8.0, target_modules=("q_proj", "v_proj"))
 SERVED = {"planner": SPEC, "executor": SPEC, "judge": None}  # two adapters and the base under its own name

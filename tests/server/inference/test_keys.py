@@ -26,9 +26,9 @@ from alight_server.inference.engine import InferenceEngine
 from alight_server.inference.guard.alight_keyguard import ADMIN_KEY_ENV, API_KEY_ENV, KeyGuard
 from alight_server.inference.server import create_inference_app
 from alight_server.inference.vllm_server import GUARD_DIR, GUARD_MIDDLEWARE, VllmLaunch
-from alight_server.serving import ServerThread, free_port
-from alight_server.stack import KEY_DIR, UPSTREAM_ID, EmbeddedStack
-from alight_server.testing.services import wait_ready
+from alight_server.stacks.kinds import KEY_DIR, UPSTREAM_ID, EmbeddedStack
+from alight_server.stacks.server_thread import ServerThread, free_port
+from alight_testing.services import wait_ready
 
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
 WRONG = [

@@ -9,7 +9,7 @@ from inference_testkit import API_KEY, forward_logprobs, render
 
 from alight_server.inference.engine import InferenceEngine
 from alight_server.inference.server import create_inference_app
-from alight_server.serving import ServerThread
+from alight_server.stacks.server_thread import ServerThread
 
 pytest.importorskip("gguf")
 

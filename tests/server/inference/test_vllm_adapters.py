@@ -18,9 +18,9 @@ from alight_server.inference.models import load_policy, resolve_model
 from alight_server.inference.vllm_policy import policy_launch
 from alight_server.inference.vllm_server import VllmLaunch
 from alight_server.inference.vllm_weights import VllmWeightError, VllmWeights
-from alight_server.routing import GatewayRouting, RoutingRule
-from alight_server.serving import ServerThread, free_port
-from alight_server.trainer.sync import WeightSync
+from alight_server.policies.routing import GatewayRouting, RoutingRule
+from alight_server.stacks.server_thread import ServerThread, free_port
+from alight_server.trainer.run.weight_sync import WeightSync
 from tests.conftest import LiveServer
 from tests.server.inference.vllm_double import VllmDouble
 

@@ -16,8 +16,8 @@ import pytest
 
 from alight_server.inference.vllm_server import VllmLaunch, VllmServer
 from alight_server.inference.vllm_weights import VllmWeightError, VllmWeights
-from alight_server.serving import free_port
-from alight_server.testing.tiny_model import build_tiny_vllm_model
+from alight_server.stacks.server_thread import free_port
+from alight_testing.tiny_model import build_tiny_vllm_model
 from tests.server.vllm_env import needs_vllm
 
 pytestmark = needs_vllm(__file__, timeout_s=1200)

@@ -24,10 +24,10 @@ from alight_server.inference.adapters import AdapterSpec
 from alight_server.inference.models import resolve_model
 from alight_server.inference.vllm_policy import VllmPolicy, policy_launch
 from alight_server.inference.vllm_server import VllmLaunch, VllmServer
-from alight_server.routing import GatewayRouting, RoutingRule
-from alight_server.serving import free_port
-from alight_server.testing.tiny_model import build_tiny_vllm_model
-from alight_server.trainer.sync import WeightSync
+from alight_server.policies.routing import GatewayRouting, RoutingRule
+from alight_server.stacks.server_thread import free_port
+from alight_server.trainer.run.weight_sync import WeightSync
+from alight_testing.tiny_model import build_tiny_vllm_model
 from tests.conftest import LiveServer
 from tests.server.vllm_env import needs_vllm
 

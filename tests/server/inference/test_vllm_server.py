@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from alight_server.inference.vllm_server import VllmLaunch, VllmServer, VllmStartError
-from alight_server.serving import free_port
+from alight_server.stacks.server_thread import free_port
 
 FAKE = Path(__file__).with_name("fake_vllm.py")
 
@@ -168,9 +168,9 @@ def test_a_server_spawned_early_is_the_one_start_waits_for(
 def test_a_run_whose_trainer_fails_after_vllm_was_spawned_leaves_no_vllm_behind(
     tmp_path: Path, fake_python: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from alight_server.run_stacks import TrainingStacks
-    from alight_server.trainer.config import parse_config
-    from alight_server.trainer.loop import TrainingRun
+    from alight_server.stacks.opening import TrainingStacks
+    from alight_server.trainer.config.run import parse_config
+    from alight_server.trainer.run.loop import TrainingRun
 
     monkeypatch.setenv("FAKE_VLLM_MODE", "hang")  # still starting when the trainer fails
     port = free_port()

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from alight_server.inference.vllm_weights import VllmWeightError, VllmWeights
-from alight_server.run_stacks import vllm_policy
-from alight_server.serving import ServerThread
-from alight_server.stack import ExternalStack
-from alight_server.trainer.config import ConfigError, parse_config
-from alight_server.trainer.config_sections import ServerSettings
+from alight_server.stacks.kinds import ExternalStack
+from alight_server.stacks.opening import vllm_policy
+from alight_server.stacks.server_thread import ServerThread
+from alight_server.trainer.config.run import ConfigError, parse_config
+from alight_server.trainer.config.sections import ServerSettings
 from tests.conftest import LiveServer
 from tests.server.inference.vllm_double import VllmDouble
 from tests.server.train_cli import alight_train

@@ -10,8 +10,8 @@ import torch
 
 from alight.client import AlightClient
 from alight_server.inference.vllm_weights import VllmWeightError, VllmWeights
-from alight_server.serving import ServerThread
-from alight_server.trainer.sync import WeightSync
+from alight_server.stacks.server_thread import ServerThread
+from alight_server.trainer.run.weight_sync import WeightSync
 from tests.conftest import LiveServer
 from tests.server.inference.vllm_double import VllmDouble
 

@@ -15,7 +15,7 @@ from inference_testkit import ADMIN_AUTH, ADMIN_KEY, API_KEY, MODEL, forward_log
 from alight_server.inference.engine import InferenceEngine
 from alight_server.inference.models import load_policy
 from alight_server.inference.server import create_inference_app
-from alight_server.serving import ServerThread
+from alight_server.stacks.server_thread import ServerThread
 
 TOOLS: list[Any] = [
     {

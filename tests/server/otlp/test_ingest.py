@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from alight import semconv
 from alight.schemas import RolloutCreate
-from alight_server.auth import derive_token_secret, issue_attempt_token
+from alight_server.http.auth import derive_token_secret, issue_attempt_token
 
 pytestmark = pytest.mark.timeout(60)
 

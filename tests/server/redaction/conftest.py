@@ -6,7 +6,7 @@ import pytest
 
 from alight_server.config import ServerConfig
 from alight_server.redaction import PatternRule, RedactionConfig
-from alight_server.serving import free_port
+from alight_server.stacks.server_thread import free_port
 from tests.conftest import ADMIN_KEY
 from tests.server.redaction.planted import PATTERN
 

@@ -93,7 +93,7 @@ def test_a_variant_no_detector_names_is_still_hidden(redactor: Redactor, name: s
 
 
 READABLE = '''def tokenize(text: str, max_length: int = 4096) -> list[int]:
-    """Encode `text` for the policy; see trainer/samples/build.py."""
+    """Encode `text` for the policy; see trainer/step/samples/build.py."""
     ids = tokenizer.encode(text, add_special_tokens=False)[:max_length]
     return ids  # e.g. [151644, 872, 198, 3838, 374, 220, 17, 10, 17, 30]
 

@@ -13,9 +13,9 @@ from alight.client import AlightClient
 from alight.schemas import RolloutCreate
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
-from alight_server.serving import ServerThread, free_port
-from alight_server.trainer.samples import SampleConfig, build_samples
-from alight_server.trajectory import build_trajectory
+from alight_server.stacks.server_thread import ServerThread, free_port
+from alight_server.trainer.step.samples import SampleConfig, build_samples
+from alight_server.trajectories.join import build_trajectory
 from tests.conftest import ADMIN_KEY
 from tests.server.redaction.planted import SECRETS, leaked
 from tests.server.redaction.planted_rollout import CLEAN, ROLLOUT, TOOL_CALL_ID, plant_run
@@ -121,7 +121,7 @@ def test_the_trainers_read_and_the_training_rows_are_unchanged_by_redaction(plan
     for path in (f"/api/rollouts/{ROLLOUT}/trajectory", f"/api/ui/rollouts/{ROLLOUT}/view"):
         _get(planted, path)  # people read redacted copies first
     with AlightClient(planted.url, planted.admin_key) as client:
-        read = client.trajectory(ROLLOUT, reveal=True)  # what trainer/rollouts.py reads
+        read = client.trajectory(ROLLOUT, reveal=True)  # what trainer/run/rollouts.py reads
     after = build_samples([read], SampleConfig())[0]
     assert [c.model_dump() for c in planted.store.list_model_calls(ROLLOUT)] == stored
     assert after.input_ids.tolist() == before.input_ids.tolist()

@@ -14,8 +14,8 @@ import pytest
 
 from alight import envvars
 from alight.schemas import Trajectory, UpstreamCreate
-from alight_server.serving import ServerThread
-from alight_server.testing.fake_upstream import create_fake_upstream
+from alight_server.stacks.server_thread import ServerThread
+from alight_testing.fake_upstream import create_fake_upstream
 from tests.server.redaction.planted import BLOCK, SECRETS, leaked
 from tests.server.redaction.planted_rollout import ROLLOUT, plant_run
 

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from alight.schemas import RolloutCreate
 from alight_server.config import ServerConfig
 from alight_server.redaction import PatternRule, RedactionConfig
-from alight_server.serving import free_port
+from alight_server.stacks.server_thread import free_port
 from alight_server.store.base import NotFound
 from tests.conftest import ADMIN_KEY
 from tests.server.redaction.planted import PATTERN, SECRETS, leaked

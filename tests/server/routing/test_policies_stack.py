@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from alight_server.inference.engine import InferenceEngine
-from alight_server.routing import GatewayRouting
-from alight_server.run_stacks import vllm_policy
-from alight_server.stack import EmbeddedStack
-from alight_server.testing.tiny_run import tiny_run_config
-from alight_server.trainer.config import parse_config
+from alight_server.policies.routing import GatewayRouting
+from alight_server.stacks.kinds import EmbeddedStack
+from alight_server.stacks.opening import vllm_policy
+from alight_server.trainer.config.run import parse_config
+from alight_testing.tiny_run import tiny_run_config
 
 ROUTING = GatewayRouting(policies=["planner", "executor"], default="planner")
 

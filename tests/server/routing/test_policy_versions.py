@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from alight.schemas import PolicyVersion
-from alight_server.policy_versions import bump_metadata, own_version, updates_between
+from alight_server.policies.versions import bump_metadata, own_version, updates_between
 
 
 def _bump(version: int, metadata: dict[str, object] | None = None) -> PolicyVersion:

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from alight_server.routing import CallFacts, GatewayRouting, RoutingConfig, RoutingRule, Unroutable, policy_of, route
+from alight_server.policies.routing import (
+    CallFacts,
+    GatewayRouting,
+    RoutingConfig,
+    RoutingRule,
+    Unroutable,
+    policy_of,
+    route,
+)
 
 RULES = RoutingConfig(
     rules=[

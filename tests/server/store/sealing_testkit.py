@@ -12,7 +12,7 @@ from sqlalchemy.engine import make_url
 from store_testkit import model_call
 
 from alight.schemas import AttemptFinish, EventCreate, FailureKind, RolloutCreate, RunReport, RunStatus, SpanRecord
-from alight_server.store.kek import KekSource
+from alight_server.store.keys.kek import KekSource
 from alight_server.store.sql import SqlStore
 from alight_server.store.tables import metadata
 

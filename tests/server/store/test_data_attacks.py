@@ -14,10 +14,10 @@ from sealing_testkit import make_legacy_store, write_content
 from alight.schemas import EventCreate, RolloutCreate
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
-from alight_server.serving import ServerThread, free_port
+from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store.base import SealError
-from alight_server.store.seal_existing import seal_existing
-from alight_server.store.sealing import PREFIX
+from alight_server.store.keys.seal_existing import seal_existing
+from alight_server.store.keys.sealing import PREFIX
 from alight_server.store.sql import SqlStore
 from alight_server.store.tables import attempts, events
 

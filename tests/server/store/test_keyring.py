@@ -10,8 +10,8 @@ from sqlalchemy import select, update
 
 from alight_server.config import ServerConfig
 from alight_server.store import tables as t
-from alight_server.store.kek import KekError, KekSource
-from alight_server.store.keyring import Keyring, SealError
+from alight_server.store.keys.kek import KekError, KekSource
+from alight_server.store.keys.keyring import Keyring, SealError
 from alight_server.store.sql import SqlStore
 
 
@@ -189,7 +189,7 @@ def test_a_store_opened_without_a_kek_opens_its_keys_again_in_the_same_process_o
         assert again.keyring.current() == (key_id, key)
     finally:
         again.close()
-    probe = "from alight_server.store.kek import KekSource; print(KekSource.process().ids()[0])"
+    probe = "from alight_server.store.keys.kek import KekSource; print(KekSource.process().ids()[0])"
     import subprocess
 
     other = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()

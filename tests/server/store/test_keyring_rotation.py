@@ -18,9 +18,9 @@ from alight.attempt_logs import attempt_log_path
 from alight.schemas import RolloutCreate
 from alight_server.store import tables as t
 from alight_server.store.database import make_engine
-from alight_server.store.kek import KekSource
-from alight_server.store.keyring import Keyring, new_data_key
-from alight_server.store.sealed_logs import LogSeal
+from alight_server.store.keys.kek import KekSource
+from alight_server.store.keys.keyring import Keyring, new_data_key
+from alight_server.store.keys.sealed_logs import LogSeal
 from alight_server.store.sql import SqlStore
 
 ALIGHT = str(Path(sys.executable).parent / "alight")

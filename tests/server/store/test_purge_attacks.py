@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from alight.attempt_logs import attempt_dir, attempt_log_path
 from alight.cli import app as cli
 from alight_server.store import Store, open_store
-from alight_server.store.kek import KekSource
+from alight_server.store.keys.kek import KekSource
 from tests.server.retention_data import ended
 
 ADMIN_KEY = "alk_purge-attacks-key"

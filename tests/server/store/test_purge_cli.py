@@ -15,12 +15,12 @@ from typer.testing import CliRunner
 
 from alight.attempt_logs import attempt_log_path
 from alight.cli import app as cli
-from alight.harness.workspace import WORKSPACE_ROOT_ENV, CliTask, make_workspace, workspace_name
+from alight_sandbox.harness.workspace import WORKSPACE_ROOT_ENV, CliTask, make_workspace, workspace_name
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
-from alight_server.serving import ServerThread, free_port
+from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store import Store, open_store
-from alight_server.store.kek import KekSource
+from alight_server.store.keys.kek import KekSource
 from tests.server.retention_data import TABLES, ended, group, run
 
 ADMIN_KEY = "alk_purge-test-key"

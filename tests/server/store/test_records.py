@@ -20,7 +20,7 @@ from alight.schemas import (
 )
 from alight_server.store import Conflict, NotFound, SchemaTooNew, StoreError
 from alight_server.store.base import AttemptEnded
-from alight_server.store.kek import KekSource
+from alight_server.store.keys.kek import KekSource
 from alight_server.store.sql import SqlStore
 from alight_server.store.tables import SCHEMA_VERSION
 

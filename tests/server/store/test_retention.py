@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from alight.schemas import RunStepReport
 from alight_server.store import tables as t
 from alight_server.store.base import Conflict, NotFound, Purged, PurgeScope, SealError
-from alight_server.store.kek import KekSource
+from alight_server.store.keys.kek import KekSource
 from alight_server.store.rows import now
 from alight_server.store.sql import SqlStore
 from tests.server.retention_data import TABLES, ended, group, marker, run, started

@@ -11,10 +11,10 @@ from cryptography.fernet import Fernet
 from alight.api_models import RolloutFilter
 from alight.schemas import RolloutCreate, RunnerSpec
 from alight_server.store.base import Conflict
-from alight_server.store.kek import KEK_ENV, KekSource
+from alight_server.store.keys.kek import KEK_ENV, KekSource
+from alight_server.store.keys.upstream import SECRET_KEY_ENV
 from alight_server.store.runner_env import MASK
 from alight_server.store.sql import SqlStore
-from alight_server.upstream_keys import SECRET_KEY_ENV
 
 SECRETS = {"HF_TOKEN": "hf_do-not-store-77c1", "DB_PASSWORD": "pw-9d2e"}
 

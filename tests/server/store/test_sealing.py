@@ -1,4 +1,4 @@
-"""Content cells at rest (store/sealing.py), on SQLite and PostgreSQL: sealed, bound to their row, refused when moved or
+"""Content cells at rest (store/keys/sealing.py), on SQLite and PostgreSQL: sealed, bound to their row, refused when moved or
 altered, and answered by the API without a 500."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from sealing_testkit import raw_bytes, write_content
 from alight.schemas import Event, Rollout, RolloutCreate
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
-from alight_server.serving import ServerThread, free_port
+from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store.base import SealError
-from alight_server.store.sealing import PREFIX, sealed_columns
+from alight_server.store.keys.sealing import PREFIX, sealed_columns
 from alight_server.store.sql import SqlStore
 from alight_server.store.tables import attempts, events, model_calls, rollouts, runs, spans
 

@@ -17,10 +17,10 @@ from alight.client import AlightClient
 from alight.schemas import EventCreate, RolloutCreate, UpstreamCreate
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
-from alight_server.serving import ServerThread, free_port
+from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store.sql import SqlStore
-from alight_server.testing import create_fake_upstream
-from alight_server.trainer.samples import build_samples
+from alight_server.trainer.step.samples import build_samples
+from alight_testing import create_fake_upstream
 
 ADMIN_KEY = "alk_sealing-end-to-end"
 

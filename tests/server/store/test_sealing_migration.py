@@ -17,9 +17,9 @@ from sealing_testkit import make_legacy_store, raw_bytes
 
 from alight.schemas import RolloutCreate
 from alight_server.store.base import SealError
-from alight_server.store.kek import KekSource
-from alight_server.store.seal_existing import SEALED_TABLES
-from alight_server.store.sealing import PREFIX, sealed_columns
+from alight_server.store.keys.kek import KekSource
+from alight_server.store.keys.seal_existing import SEALED_TABLES
+from alight_server.store.keys.sealing import PREFIX, sealed_columns
 from alight_server.store.sql import SqlStore
 
 ADMIN_KEY = "alk_sealing-migration"

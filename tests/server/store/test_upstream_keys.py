@@ -11,9 +11,9 @@ from cryptography.fernet import Fernet
 
 from alight.schemas import Upstream, UpstreamCreate
 from alight_server.store.base import StoreError
+from alight_server.store.keys.upstream import SECRET_KEY_ENV, KeySources, UpstreamKeyError, check_sealed
+from alight_server.store.keys.upstream import resolve as resolve_with
 from alight_server.store.sql import SqlStore
-from alight_server.upstream_keys import SECRET_KEY_ENV, KeySources, UpstreamKeyError, check_sealed
-from alight_server.upstream_keys import resolve as resolve_with
 
 PLAIN = "sk-live-do-not-store-4f2a"
 ANYWHERE = KeySources(("*",), Path("/"))  # what an operator allowing every variable and file would set

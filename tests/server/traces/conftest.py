@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from alight_server.serving import ServerThread
-from alight_server.testing import create_fake_upstream
+from alight_server.stacks.server_thread import ServerThread
 from alight_server.traces.render import Renderer
+from alight_testing import create_fake_upstream
 
 WEATHER: Any = {
     "type": "function",

@@ -10,7 +10,7 @@ from alight.cli import app as cli
 from alight_server.traces.check import check_run
 from alight_server.traces.formats import openai_log
 from alight_server.traces.importer import import_traces
-from alight_server.trainer.samples import SampleConfig
+from alight_server.trainer.step.samples import SampleConfig
 from tests.server.traces.conftest import log_conversation
 
 

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from alight.cli import app as cli
 from alight.schemas import RewardSource
 from alight_server.store import open_store
-from alight_server.trajectory import build_trajectory
+from alight_server.trajectories.join import build_trajectory
 from tests.server.traces.conftest import log_conversation
 
 SCORING = """

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from alight.harness.codex import codex_config
 from alight.schemas import Trajectory
+from alight_sandbox.harness.codex import codex_config
 from alight_server.traces.check import check_run
 from alight_server.traces.formats import claude_code, codex
 from alight_server.traces.importer import import_traces
-from alight_server.trajectory import build_trajectory
+from alight_server.trajectories.join import build_trajectory
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = ROOT / ".tools" / "cli" / "node_modules" / ".bin"

@@ -11,7 +11,7 @@ from alight_server.store.sql import SqlStore
 from alight_server.traces.formats import openai_log
 from alight_server.traces.importer import import_traces
 from alight_server.traces.render import Renderer
-from alight_server.trajectory import build_trajectory
+from alight_server.trajectories.join import build_trajectory
 from tests.server.traces.conftest import log_conversation
 
 

@@ -19,7 +19,7 @@ from opentelemetry.trace import Span
 
 from alight_server.traces.formats import otel
 from alight_server.traces.importer import import_traces
-from alight_server.trajectory import build_trajectory
+from alight_server.trajectories.join import build_trajectory
 
 QUESTION, ANSWER = "What is the weather in Paris?", "It is sunny in Paris."
 ARGS = {"city": "Paris"}

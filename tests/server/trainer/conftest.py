@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from alight_server.testing.tiny_run import tiny_run_config
-from alight_server.trainer.config import TrainConfig, parse_config
+from alight_server.trainer.config.run import TrainConfig, parse_config
+from alight_testing.tiny_run import tiny_run_config
 
 AGENT = Path(__file__).parent / "agents" / "tool_agent.py"
 WORDS = ["apple", "river", "stone"]

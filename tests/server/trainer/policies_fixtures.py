@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
-from alight_server.testing.batches import batch_for
-from alight_server.trainer.policy_set import PolicySet
+from alight_server.trainer.backends.policy_set import PolicySet
+from alight_testing.batches import batch_for
 
 TWO = {
     "lora": {"enabled": True, "r": 2, "alpha": 4},

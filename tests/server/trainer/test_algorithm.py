@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from alight_server.trainer.algorithm import (
+from alight_server.trainer.step.algorithm import (
     AlgorithmConfig,
     aggregation_weights,
     group_advantages,

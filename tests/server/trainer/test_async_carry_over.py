@@ -20,14 +20,14 @@ import pytest
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode
-from alight_server.run_stacks import TrainingStacks
-from alight_server.stack_state import run_data_key
+from alight_server.stacks.opening import TrainingStacks
+from alight_server.stacks.state import run_data_key
 from alight_server.store.sql import SqlStore
-from alight_server.testing.tiny_run import tiny_run_config
-from alight_server.trainer.checkpoint import load_checkpoint
-from alight_server.trainer.config import TrainConfig, parse_config
-from alight_server.trainer.loop import TrainingRun
-from alight_server.trainer.rollout_source import PoolGroups
+from alight_server.trainer.config.run import TrainConfig, parse_config
+from alight_server.trainer.run.checkpoint import load_checkpoint
+from alight_server.trainer.run.loop import TrainingRun
+from alight_server.trainer.run.rollout_source import PoolGroups
+from alight_testing.tiny_run import tiny_run_config
 from tests.server.trainer.conftest import AGENT
 
 pytestmark = pytest.mark.timeout(600)
@@ -106,6 +106,14 @@ def carried(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CarriedRun]:
             if "-g000002-" in r.id
         ]
         first_update_at = next(v.created_at for v in store.list_policy_versions() if v.version == 1)
+        import json as _j, sys as _s  # DEBUG
+        dbg = {"versions": [(v.version, v.metadata, str(v.created_at)) for v in store.list_policy_versions()],
+               "held": [(rid, [(c.attempt, c.policy_version, str(c.created_at)) for c in store.list_model_calls(rid)]) for rid, g in after.items() if HELD in g],
+               "first_hist": [{k: v for k, v in r.items() if k in ("step", "policy_version", "train/uniform_groups", "async/staleness_max")} for r in first_result.history],
+               "resumed_hist": [{k: v for k, v in r.items() if k in ("step", "policy_version", "train/uniform_groups", "async/staleness_max")} for r in resumed_result.history],
+               "resumed_used": list(resumed.rollouts.pool.used)}
+        print("DEBUG", _j.dumps(dbg, default=str), file=_s.stderr)
+        with open("/tmp/dbg/carry.jsonl", "a") as _f: _f.write(_j.dumps(dbg, default=str) + "\n")
     finally:
         store.close()
     yield CarriedRun(

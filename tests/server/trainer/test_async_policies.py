@@ -15,9 +15,9 @@ import pytest
 
 from alight.client import AlightClient
 from alight.schemas import AttemptFinish, RewardCreate
-from alight_server.trainer.async_pool import GroupPool, oldest_versions_by_policy
-from alight_server.trainer.config import TrainConfig, parse_config
-from alight_server.trainer.dataset import TaskCursor
+from alight_server.trainer.config.run import TrainConfig, parse_config
+from alight_server.trainer.run.async_pool import GroupPool, oldest_versions_by_policy
+from alight_server.trainer.run.dataset import TaskCursor
 from tests.server.trainer.samples_fixtures import model_call, trajectory
 
 TASKS = [{"word": w} for w in ("apple", "river", "stone", "cloud", "grass", "flame")]

@@ -10,9 +10,9 @@ import pytest
 
 from alight.client import AlightClient
 from alight.schemas import AttemptFinish, FailureKind, RewardCreate, RolloutState
-from alight_server.trainer.async_pool import GroupPool
-from alight_server.trainer.config import TrainConfig, parse_config
-from alight_server.trainer.dataset import TaskCursor
+from alight_server.trainer.config.run import TrainConfig, parse_config
+from alight_server.trainer.run.async_pool import GroupPool
+from alight_server.trainer.run.dataset import TaskCursor
 
 TASKS = [{"word": w} for w in ("apple", "river", "stone", "cloud", "grass", "flame", "water", "stars")]
 

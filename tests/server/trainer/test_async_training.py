@@ -17,11 +17,11 @@ import pytest
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode, Rollout
-from alight_server.run_stacks import TrainingStacks
+from alight_server.stacks.opening import TrainingStacks
 from alight_server.store.sql import SqlStore
-from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.loop import TrainingRun
-from alight_server.trainer.rollout_source import PoolGroups
+from alight_server.trainer.config.run import TrainConfig
+from alight_server.trainer.run.loop import TrainingRun
+from alight_server.trainer.run.rollout_source import PoolGroups
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.async_e2e]
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from alight_server.run_stacks import TrainingStacks
-from alight_server.trainer.backend import make_backend
-from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.embedded_backend import EmbeddedBackend
-from alight_server.trainer.loop import TrainingRun
+from alight_server.stacks.opening import TrainingStacks
+from alight_server.trainer.backends.base import make_backend
+from alight_server.trainer.backends.embedded import EmbeddedBackend
+from alight_server.trainer.config.run import TrainConfig
+from alight_server.trainer.run.loop import TrainingRun
 
 
 def test_the_embedded_backend_is_the_default(tiny_config: Callable[..., TrainConfig]) -> None:
@@ -30,7 +30,7 @@ def test_the_embedded_backend_is_the_default(tiny_config: Callable[..., TrainCon
 def test_verl_without_its_package_names_the_pip_fix(
     tiny_config: Callable[..., TrainConfig], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "alight_server.trainer.verl", None)  # as if not installed: import fails
+    monkeypatch.setitem(sys.modules, "alight_server.trainer.backends.verl", None)  # as if not installed: import fails
     with pytest.raises(RuntimeError, match=r"pip install 'alight-server\[verl\]'"):
         make_backend(tiny_config(trainer={"backend": "verl"}))
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from alight_server.trainer.config import ConfigError, load_config
+from alight_server.trainer.config.run import ConfigError, load_config
 
 GOOD = """\
 model: tiny
@@ -73,7 +73,7 @@ def test_the_quickstart_config_is_valid() -> None:
 
 
 def test_the_agent_filter_reaches_the_sample_builder(tmp_path: Path) -> None:
-    from alight_server.trainer.samples import SampleConfig
+    from alight_server.trainer.step.samples import SampleConfig
 
     config = load_config(write(tmp_path, GOOD + "samples: {agents: [solver]}\n"))
     assert SampleConfig.from_section(config.samples).agents == ("solver",)
@@ -89,30 +89,30 @@ def test_sample_builder_keys_under_algorithm_point_to_the_samples_section(tmp_pa
 
 
 def test_the_samples_section_reaches_the_sample_builder(tmp_path: Path) -> None:
-    from alight_server.trainer.samples import SampleConfig
+    from alight_server.trainer.step.samples import SampleConfig
 
     config = load_config(write(tmp_path, GOOD + "samples: {mode: transition, max_prompt_tokens: 9, overlong: drop}\n"))
     built = SampleConfig.from_section(config.samples, pad_token_id=0)
     assert (built.mode, built.max_prompt_tokens, built.overlong) == ("transition", 9, "drop")
 
 
-# The section's settings the trajectory filter applies before the builder (trainer/filters.py).
+# The section's settings the trajectory filter applies before the builder (trainer/step/filters.py).
 FILTER_SETTINGS = {"max_prefix_breaks", "max_truncated_share"}
 
 
 def test_every_samples_setting_is_the_builder_s_or_the_filter_s() -> None:
     from dataclasses import fields
 
-    from alight_server.trainer.config_sections import SamplesConfig
-    from alight_server.trainer.samples import SampleConfig
+    from alight_server.trainer.config.sections import SamplesConfig
+    from alight_server.trainer.step.samples import SampleConfig
 
     builder = {f.name for f in fields(SampleConfig)}
     assert set(SamplesConfig.model_fields) - builder == FILTER_SETTINGS
 
 
 def test_every_builder_setting_of_the_samples_section_reaches_the_builder_unchanged() -> None:
-    from alight_server.trainer.config_sections import SamplesConfig
-    from alight_server.trainer.samples import SampleConfig
+    from alight_server.trainer.config.sections import SamplesConfig
+    from alight_server.trainer.step.samples import SampleConfig
 
     section = SamplesConfig(
         mode="transition", max_prompt_tokens=9, max_response_tokens=17, overlong="drop",
@@ -127,7 +127,7 @@ def test_every_builder_setting_of_the_samples_section_reaches_the_builder_unchan
 
 
 def test_algorithm_settings_are_the_algorithms_own_definition(tmp_path: Path) -> None:
-    from alight_server.trainer.algorithm import AlgorithmConfig
+    from alight_server.trainer.step.algorithm import AlgorithmConfig
 
     config = load_config(write(tmp_path, GOOD + "algorithm: {step_reward_coef: 0.25}\n"))
     assert isinstance(config.algorithm, AlgorithmConfig)

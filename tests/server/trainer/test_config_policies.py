@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from alight_server.trainer.config import ConfigError, load_config
+from alight_server.trainer.config.run import ConfigError, load_config
 
 BASE = """\
 model: tiny

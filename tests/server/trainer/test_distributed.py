@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from alight_server.inference.models import load_policy
-from alight_server.testing.batches import batch_for
-from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.distributed import shard_rows
-from alight_server.trainer.embedded_backend import EmbeddedBackend, make_embedded_backend
+from alight_server.trainer.backends.distributed import shard_rows
+from alight_server.trainer.backends.embedded import EmbeddedBackend, make_embedded_backend
+from alight_server.trainer.config.run import TrainConfig
+from alight_testing.batches import batch_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -59,8 +59,8 @@ def test_two_cpu_ranks_take_the_same_step_as_one_process(
 
 
 def test_alight_train_with_two_ranks_trains_and_serves_the_new_weights(tiny_config: Callable[..., TrainConfig]) -> None:
-    from alight_server.run_stacks import TrainingStacks
-    from alight_server.trainer.loop import TrainingRun
+    from alight_server.stacks.opening import TrainingStacks
+    from alight_server.trainer.run.loop import TrainingRun
 
     config = tiny_config(steps=1, validation={"every": 0, "max_tasks": 1}, trainer={"world_size": 2})
     run = TrainingRun(config, stacks=TrainingStacks(), show_progress=False)

@@ -11,12 +11,12 @@ import torch
 from alight.api_models import RolloutQuery
 from alight.schemas import TERMINAL_STATES, Mode
 from alight_server.inference.models import load_policy
-from alight_server.run_stacks import TrainingStacks
-from alight_server.stack_state import open_run_store
-from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.embedded_backend import EmbeddedBackend
-from alight_server.trainer.loop import TrainingRun
-from alight_server.trainer.samples import SampleBatch
+from alight_server.stacks.opening import TrainingStacks
+from alight_server.stacks.state import open_run_store
+from alight_server.trainer.backends.embedded import EmbeddedBackend
+from alight_server.trainer.config.run import TrainConfig
+from alight_server.trainer.run.loop import TrainingRun
+from alight_server.trainer.step.samples import SampleBatch
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -11,12 +11,12 @@ from samples_fixtures import model_call, step_reward, trajectory
 from alight.schemas import Trajectory, TrajectoryCall
 from alight_server.inference.models import load_policy
 from alight_server.inference.weights import check_state_dict
-from alight_server.testing.batches import batch_for
-from alight_server.trainer.algorithm import AlgorithmConfig
-from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.config_sections import LoraConfig, OptimizerConfig
-from alight_server.trainer.embedded_backend import EmbeddedBackend, micro_batches, token_logprobs
-from alight_server.trainer.samples import SampleConfig, build_samples
+from alight_server.trainer.backends.embedded import EmbeddedBackend, micro_batches, token_logprobs
+from alight_server.trainer.config.run import TrainConfig
+from alight_server.trainer.config.sections import LoraConfig, OptimizerConfig
+from alight_server.trainer.step.algorithm import AlgorithmConfig
+from alight_server.trainer.step.samples import SampleConfig, build_samples
+from alight_testing.batches import batch_for
 
 
 def test_logprobs_from_a_later_position_match_the_full_computation() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from samples_fixtures import model_call, trajectory
 
 from alight_server.commands.data_export import row_lines
-from alight_server.trainer.samples import SampleConfig, build_samples
+from alight_server.trainer.step.samples import SampleConfig, build_samples
 
 # Two turns of one conversation: the second prompt extends the first prompt and answer with a tool result.
 FIRST = model_call(0, [1, 2, 3], [4, 5], policy_version=3)

@@ -15,11 +15,11 @@ from alight.schemas import RolloutCreate, RolloutState
 from alight_server.inference.engine import InferenceEngine
 from alight_server.inference.models import load_policy
 from alight_server.inference.server import create_inference_app
-from alight_server.serving import ServerThread, free_port
-from alight_server.stack import ExternalStack
-from alight_server.trainer.config import ConfigError, parse_config
-from alight_server.trainer.config_sections import ServerSettings
-from alight_server.trainer.rollouts import wait_all
+from alight_server.stacks.kinds import ExternalStack
+from alight_server.stacks.server_thread import ServerThread, free_port
+from alight_server.trainer.config.run import ConfigError, parse_config
+from alight_server.trainer.config.sections import ServerSettings
+from alight_server.trainer.run.rollouts import wait_all
 from tests.server.train_cli import alight_train
 
 INFERENCE_KEY = "inference-key"

@@ -20,8 +20,8 @@ import yaml
 from wandb_records import history, read_records
 
 from alight.schemas import TERMINAL_STATES, Mode, Rollout
-from alight_server.testing.services import BIN, process, served_tiny_model
-from alight_server.testing.tiny_run import tiny_run_config
+from alight_testing.services import BIN, process, served_tiny_model
+from alight_testing.tiny_run import tiny_run_config
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -10,10 +10,10 @@ import pytest
 from samples_fixtures import chat, model_call, trajectory
 
 from alight.schemas import ApiFlavour, FailureKind, Trajectory, TrajectoryCall
-from alight_server.trainer.config_sections import SamplesConfig
-from alight_server.trainer.filters import drop_reason
-from alight_server.trainer.samples import SampleConfig, build_samples
-from alight_server.trainer.samples.build import prefix_breaks
+from alight_server.trainer.config.sections import SamplesConfig
+from alight_server.trainer.step.filters import drop_reason
+from alight_server.trainer.step.samples import SampleConfig, build_samples
+from alight_server.trainer.step.samples.build import prefix_breaks
 
 CUT = {"choices": [{"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": "..."}}]}
 # The same cut as the other flavours record it: Anthropic Messages (Claude Code) and Responses (Codex).

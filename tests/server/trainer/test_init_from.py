@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from alight_server.trainer.init_from import checkpoint_folder, export_policy
+from alight_server.trainer.run.init_from import checkpoint_folder, export_policy
 
 
 def a_run(folder: Path, model: str, state: dict[str, object]) -> Path:

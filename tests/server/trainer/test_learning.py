@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from alight_server.run_stacks import TrainingStacks
-from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.loop import TrainingRun
+from alight_server.stacks.opening import TrainingStacks
+from alight_server.trainer.config.run import TrainConfig
+from alight_server.trainer.run.loop import TrainingRun
 from tests.server.trainer.conftest import WORDS
 
 pytestmark = [pytest.mark.timeout(1200), pytest.mark.slow]

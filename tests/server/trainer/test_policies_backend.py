@@ -13,13 +13,13 @@ from policies_fixtures import TWO, digest, step
 from samples_fixtures import model_call, trajectory
 
 from alight.client import AlightClient
-from alight_server.trainer.checkpoint import save_checkpoint
-from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.init_from import checkpoint_adapter, export_policy
-from alight_server.trainer.policy_set import PolicySet, make_policy_set
-from alight_server.trainer.policy_step import step_policies
-from alight_server.trainer.samples import SampleConfig
-from alight_server.trainer.sync import WeightSync
+from alight_server.trainer.backends.policy_set import PolicySet, make_policy_set
+from alight_server.trainer.config.run import TrainConfig
+from alight_server.trainer.run.checkpoint import save_checkpoint
+from alight_server.trainer.run.init_from import checkpoint_adapter, export_policy
+from alight_server.trainer.run.weight_sync import WeightSync
+from alight_server.trainer.step.samples import SampleConfig
+from alight_server.trainer.step.update import step_policies
 
 
 @pytest.fixture

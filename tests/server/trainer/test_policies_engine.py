@@ -9,9 +9,9 @@ from policies_fixtures import TWO, digest, greedy, step
 
 from alight_server.inference.adapters import adapter_tensors
 from alight_server.inference.engine import InferenceEngine
-from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.policy_engine import engine_adapters, policy_engine
-from alight_server.trainer.policy_set import PolicySet, make_policy_set
+from alight_server.trainer.backends.policy_set import PolicySet, make_policy_set
+from alight_server.trainer.config.run import TrainConfig
+from alight_server.trainer.run.policy_engine import engine_adapters, policy_engine
 
 
 @pytest.fixture

@@ -17,18 +17,18 @@ from policies_fixtures import digest, greedy
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode
 from alight_server.inference.adapters import adapter_tensors
-from alight_server.routing import policy_of
-from alight_server.run_stacks import TrainingStacks
-from alight_server.stack import EmbeddedStack
-from alight_server.stack_state import open_run_store
-from alight_server.testing.tiny_run import tiny_run_config
-from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint
-from alight_server.trainer.config import TrainConfig, parse_config
-from alight_server.trainer.init_from import checkpoint_adapter
-from alight_server.trainer.loop import TrainingRun
-from alight_server.trainer.policy_set import PolicySet
-from alight_server.trainer.servers import RunStack
-from alight_server.trainer.summary import RunResult
+from alight_server.policies.routing import policy_of
+from alight_server.stacks.kinds import EmbeddedStack
+from alight_server.stacks.opening import TrainingStacks
+from alight_server.stacks.state import open_run_store
+from alight_server.trainer.backends.policy_set import PolicySet
+from alight_server.trainer.config.run import TrainConfig, parse_config
+from alight_server.trainer.report.summary import RunResult
+from alight_server.trainer.run.checkpoint import latest_checkpoint, load_checkpoint
+from alight_server.trainer.run.init_from import checkpoint_adapter
+from alight_server.trainer.run.loop import TrainingRun
+from alight_server.trainer.run.servers import RunStack
+from alight_testing.tiny_run import tiny_run_config
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from alight_server.trainer.config_sections import InferenceSettings
-from alight_server.trainer.policy_engine import policy_engine
+from alight_server.trainer.config.sections import InferenceSettings
+from alight_server.trainer.run.policy_engine import policy_engine
 
 # The section's settings that are not the engine's: the stack's sampling temperatures, the gateway's cap,
 # the process's threads, and which backend serves at all.

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from alight.schemas import Mode
-from alight_server.policy_eval import run_rollouts
-from alight_server.testing.tiny_run import tiny_run_config
-from alight_server.trainer.config import parse_config
+from alight_server.evaluation.policy import run_rollouts
+from alight_server.trainer.config.run import parse_config
+from alight_testing.tiny_run import tiny_run_config
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from alight.schemas import FailureKind, ModelCall, Reward, RewardSource, Trajectory, TrajectoryCall
-from alight_server.trainer.config_policies import PolicyConfig
-from alight_server.trainer.config_sections import SamplesConfig
-from alight_server.trainer.filters import drop_reason
-from alight_server.trainer.policy_samples import named_reward, prefix_breaks_by_policy, split_by_policy
-from alight_server.trainer.samples import SampleConfig, build_samples
+from alight_server.trainer.config.policies import PolicyConfig
+from alight_server.trainer.config.sections import SamplesConfig
+from alight_server.trainer.step.filters import drop_reason
+from alight_server.trainer.step.policy_samples import named_reward, prefix_breaks_by_policy, split_by_policy
+from alight_server.trainer.step.samples import SampleConfig, build_samples
 from tests.server.trainer.samples_fixtures import CREATED, model_call, trajectory
 
 TWO = {"planner": PolicyConfig(), "executor": PolicyConfig()}

@@ -7,8 +7,8 @@ import statistics
 from datetime import UTC, datetime
 
 from alight.schemas import FailureKind, Reward, Trajectory
-from alight_server.trainer.config_policies import PolicyConfig
-from alight_server.trainer.phases import policy_scores
+from alight_server.trainer.config.policies import PolicyConfig
+from alight_server.trainer.run.phases import policy_scores
 from tests.server.trainer.samples_fixtures import trajectory
 
 POLICIES = {"planner": PolicyConfig(reward="plan_score"), "executor": PolicyConfig()}

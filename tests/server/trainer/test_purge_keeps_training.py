@@ -15,8 +15,8 @@ from alight.client import AlightClient
 from alight.schemas import AttemptFinish, Mode, RunnerSpec, RunReport, RunStatus
 from alight_server.store.base import PurgeScope
 from alight_server.store.rows import now
-from alight_server.trainer.async_pool import group_prefix
-from alight_server.trainer.rollouts import create_group_rollouts
+from alight_server.trainer.run.async_pool import group_prefix
+from alight_server.trainer.run.rollouts import create_group_rollouts
 from tests.conftest import LiveServer
 
 RUN = "a1b2c3d4"  # as TrainingRun makes them: uuid hex[:8]

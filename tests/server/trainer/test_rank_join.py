@@ -1,6 +1,6 @@
 """A rank that dies before joining, or never connects, fails rank 0's join naming it, instead of hanging it.
 
-Real ranks: `trainer.world_size` starts real `python -m alight_server.trainer.follower` processes, and torchrun
+Real ranks: `trainer.world_size` starts real `python -m alight_server.trainer.backends.follower` processes, and torchrun
 real ones; a torchrun rank that never comes meets a real TCPStore hosted here as torchrun's agent hosts it.
 """
 
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from alight_server.serving import free_port
-from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.distributed import join
-from alight_server.trainer.rendezvous import JoinError, host_store
+from alight_server.stacks.server_thread import free_port
+from alight_server.trainer.backends.distributed import join
+from alight_server.trainer.backends.rendezvous import JoinError, host_store
+from alight_server.trainer.config.run import TrainConfig
 
 # A failing join must end long before this: a regression (rank 0 waiting inside torch) hangs here instead.
 pytestmark = pytest.mark.timeout(300)
@@ -32,8 +32,8 @@ LONG_JOIN = {"join_timeout_s": 240}  # far beyond how long a rank takes to die: 
 # Each torchrun rank joins, the ranks gather their numbers, rank 0 closes the others.
 TORCHRUN_RANK = """
 import json, sys
-from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.distributed import join
+from alight_server.trainer.config.run import TrainConfig
+from alight_server.trainer.backends.distributed import join
 world = join(TrainConfig.model_validate(json.loads(open(sys.argv[1]).read())))
 ranks = world.gather(world.rank)
 if world.leader:
@@ -53,7 +53,7 @@ def _followers(parent: int) -> Iterator[tuple[int, int]]:
             environ = (stat.parent / "environ").read_bytes().split(b"\0")
         except (OSError, IndexError):
             continue  # gone meanwhile
-        if ppid == parent and b"alight_server.trainer.follower" in cmdline:
+        if ppid == parent and b"alight_server.trainer.backends.follower" in cmdline:
             rank = next(int(v.split(b"=", 1)[1]) for v in environ if v.startswith(b"RANK="))
             yield int(stat.parent.name), rank
 

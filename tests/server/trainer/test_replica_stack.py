@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from alight.schemas import UpstreamCreate
-from alight_server.stack import ReplicaStack
+from alight_server.stacks.kinds import ReplicaStack
 
 
 def test_the_replica_stack_runs_the_server_and_controller_but_registers_no_upstream(tmp_path: Path) -> None:

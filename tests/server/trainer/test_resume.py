@@ -7,11 +7,11 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from alight_server.run_stacks import TrainingStacks
-from alight_server.trainer.checkpoint import latest_checkpoint, load_checkpoint
-from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.embedded_backend import EmbeddedBackend
-from alight_server.trainer.loop import TrainingRun
+from alight_server.stacks.opening import TrainingStacks
+from alight_server.trainer.backends.embedded import EmbeddedBackend
+from alight_server.trainer.config.run import TrainConfig
+from alight_server.trainer.run.checkpoint import latest_checkpoint, load_checkpoint
+from alight_server.trainer.run.loop import TrainingRun
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -7,7 +7,7 @@ import torch
 from samples_fixtures import chat, logprobs_for, model_call, step_reward, trajectory
 
 from alight.schemas import ApiFlavour, FailureKind, TrajectoryCall
-from alight_server.trainer.samples import SampleConfig, build_samples
+from alight_server.trainer.step.samples import SampleConfig, build_samples
 
 SYSTEM = ("system", "You are a calculator agent.")
 USER = ("user", "What is 2+3?")

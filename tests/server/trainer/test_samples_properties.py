@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from samples_fixtures import model_call, trajectory
 
 from alight.schemas import ModelCall
-from alight_server.trainer.samples import SampleConfig, build_samples
+from alight_server.trainer.step.samples import SampleConfig, build_samples
 
 # A small vocabulary on purpose: accidental prefix matches between unrelated calls must be harmless.
 tokens = st.lists(st.integers(0, 40), min_size=1, max_size=6)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from samples_fixtures import model_call, trajectory
 
-from alight_server.trainer.samples import build_samples
+from alight_server.trainer.step.samples import build_samples
 
 SYSTEM = {"role": "system", "content": "You add."}
 USER = {"role": "user", "content": "2+3?"}

@@ -15,12 +15,12 @@ from samples_fixtures import model_call, trajectory
 
 from alight.schemas import RENDERED_FLAG, Trajectory
 from alight_server.inference.models import load_policy
-from alight_server.trainer.algorithm import AlgorithmConfig, aggregation_weights
-from alight_server.trainer.config_sections import OptimizerConfig
-from alight_server.trainer.embedded_backend import EmbeddedBackend, token_logprobs
-from alight_server.trainer.rendered import RenderedRowsError, rows_for_step
-from alight_server.trainer.samples import SampleBatch, SampleConfig, build_samples
-from alight_server.trainer.verl.registry import alight_sft_loss
+from alight_server.trainer.backends.embedded import EmbeddedBackend, token_logprobs
+from alight_server.trainer.backends.verl.registry import alight_sft_loss
+from alight_server.trainer.config.sections import OptimizerConfig
+from alight_server.trainer.step.algorithm import AlgorithmConfig, aggregation_weights
+from alight_server.trainer.step.rendered import RenderedRowsError, rows_for_step
+from alight_server.trainer.step.samples import SampleBatch, SampleConfig, build_samples
 
 TRAIN_WORDS = ["apple", "river", "stone", "plant", "green", "table", "light", "water"]
 HELD_OUT_WORDS = ["cloud", "forest", "bread", "music"]

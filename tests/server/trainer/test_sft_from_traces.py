@@ -30,16 +30,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from alight import semconv
 from alight.api_models import RolloutQuery
 from alight_server.inference.models import load_policy
-from alight_server.run_stacks import TrainingStacks
-from alight_server.stack_state import open_run_store
+from alight_server.stacks.opening import TrainingStacks
+from alight_server.stacks.state import open_run_store
 from alight_server.store import open_store
-from alight_server.store.kek import KekSource
-from alight_server.testing.tiny_run import tiny_run_config
-from alight_server.trainer.config import parse_config
-from alight_server.trainer.embedded_backend import EmbeddedBackend, token_logprobs
-from alight_server.trainer.loop import TrainingRun
-from alight_server.trainer.samples import SampleBatch, SampleConfig, build_samples
-from alight_server.trajectory import build_trajectory
+from alight_server.store.keys.kek import KekSource
+from alight_server.trainer.backends.embedded import EmbeddedBackend, token_logprobs
+from alight_server.trainer.config.run import parse_config
+from alight_server.trainer.run.loop import TrainingRun
+from alight_server.trainer.step.samples import SampleBatch, SampleConfig, build_samples
+from alight_server.trajectories.join import build_trajectory
+from alight_testing.tiny_run import tiny_run_config
 
 pytestmark = pytest.mark.timeout(600)
 

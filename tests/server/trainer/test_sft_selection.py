@@ -11,9 +11,9 @@ import pytest
 from samples_fixtures import model_call, trajectory
 
 from alight.schemas import Mode, Rollout, RolloutState, RunnerSpec, Trajectory
-from alight_server.trainer.config import ConfigError, TrainConfig, parse_config
-from alight_server.trainer.config_sections import SftConfig
-from alight_server.trainer.sft import select_for_sft
+from alight_server.trainer.config.run import ConfigError, TrainConfig, parse_config
+from alight_server.trainer.config.sections import SftConfig
+from alight_server.trainer.step.sft import select_for_sft
 
 
 def rollout(rollout_id: str, task: dict[str, Any]) -> Rollout:
@@ -89,7 +89,7 @@ def test_sft_settings_without_the_sft_estimator_are_refused(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("settings", [{}, {"algorithm": {"estimator": "sft"}, "sft": {"min_reward": 1.0}}])
 def test_a_dumped_config_loads_again(tmp_path: Path, settings: dict[str, Any]) -> None:
-    # run.json and the training ranks' copy (trainer/distributed.py) are public_dump(), which names every sft
+    # run.json and the training ranks' copy (trainer/backends/distributed.py) are public_dump(), which names every sft
     # field, None included: a GRPO config's dump was refused, and rank 1 died before joining the step.
     config = parse_config(base_config(tmp_path, **settings), tmp_path)
     again = TrainConfig.model_validate(json.loads(json.dumps(config.public_dump())))
@@ -103,7 +103,7 @@ def test_sft_refuses_settings_that_need_a_ratio(tmp_path: Path) -> None:
 
 
 def test_only_steps_whose_training_or_selection_reads_rewards_warn_when_none_came() -> None:
-    from alight_server.trainer.sft import needs_rewards
+    from alight_server.trainer.step.sft import needs_rewards
 
     assert needs_rewards("grpo", SftConfig()) and needs_rewards("rloo", SftConfig())
     assert not needs_rewards("sft", SftConfig())  # imported traces, all kept: a reward is not needed

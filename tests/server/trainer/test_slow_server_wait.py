@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from alight.client import AlightClient
-from alight_server.trainer.rollouts import poll_done
+from alight_server.trainer.run.rollouts import poll_done
 
 
 class _SlowWaits(BaseHTTPRequestHandler):

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from alight.client import AlightClient
-from alight_server.trainer.sync import WeightSync
+from alight_server.trainer.run.weight_sync import WeightSync
 
 
 def sync_for(live_server: Any) -> tuple[AlightClient, WeightSync]:

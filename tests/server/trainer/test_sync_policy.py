@@ -18,16 +18,16 @@ import torch
 from alight.client import AlightClient, ApiError
 from alight.schemas import Mode, RolloutCreate, UpstreamCreate
 from alight.semconv import HEADER_ROLE
-from alight_server.auth import issue_attempt_token
 from alight_server.config import GatewayConfig, ServerConfig
+from alight_server.http.auth import issue_attempt_token
 from alight_server.inference.adapters import AdapterSpec
 from alight_server.inference.engine import InferenceEngine
 from alight_server.inference.models import load_policy
 from alight_server.inference.server import create_inference_app
-from alight_server.routing import GatewayRouting, RoutingRule
-from alight_server.serving import ServerThread
-from alight_server.stack import KEY_DIR
-from alight_server.trainer.sync import WeightSync
+from alight_server.policies.routing import GatewayRouting, RoutingRule
+from alight_server.stacks.kinds import KEY_DIR
+from alight_server.stacks.server_thread import ServerThread
+from alight_server.trainer.run.weight_sync import WeightSync
 
 SPEC = AdapterSpec(r=4, alpha=8.0, target_modules=("q_proj", "v_proj"))
 POLICIES = ("planner", "executor")

@@ -12,12 +12,12 @@ import pytest
 from wandb_records import config as wandb_config
 from wandb_records import history, read_records
 
-from alight_server.serving import free_port
-from alight_server.trainer.config import ConfigError, parse_config
-from alight_server.trainer.config_sections import MetricsConfig, MlflowConfig, WandbConfig
-from alight_server.trainer.metrics import MetricsLog
-from alight_server.trainer.plots import plot_run
-from alight_server.trainer.tracking import TrackingIds
+from alight_server.stacks.server_thread import free_port
+from alight_server.trainer.config.run import ConfigError, parse_config
+from alight_server.trainer.config.sections import MetricsConfig, MlflowConfig, WandbConfig
+from alight_server.trainer.report.metrics import MetricsLog
+from alight_server.trainer.report.plots import plot_run
+from alight_server.trainer.report.tracking import TrackingIds
 
 REPO = Path(__file__).parents[3]
 RUN_CONFIG = {"model": "tiny", "optimizer": {"lr": 0.001, "betas": [0.9, 0.99]}, "server": {"url": None}}
@@ -97,12 +97,19 @@ def test_mlflow_defaults_to_the_output_folder_and_resume_continues_the_same_run(
 
 
 def test_wandb_offline_run_records_each_metric_at_its_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import wandb
+
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb-dir"))
     monkeypatch.setenv("WANDB_SILENT", "true")
     (tmp_path / "wandb-dir").mkdir()
     run_dir = tmp_path / "run"
     log_run(run_dir, MetricsConfig(tensorboard=False, wandb=WandbConfig(project="alight-tests")), STEPS)
+    # run.finish() returns once the run's exit is acknowledged, then tells wandb's service process it is done
+    # without waiting: the service writes and closes the .wandb file after that (read at once, 5 of 20 files
+    # held only their 7-byte header). The file is whole when the service has exited, as at the end of an
+    # `alight train` process (wandb's exit hook); teardown() waits for that exit here.
+    wandb.teardown()
 
     run_id = TrackingIds(run_dir).get("wandb")
     assert run_id

@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from alight_server.controller.k8s import names
-from alight_server.testing.fake_k8s import FakeCluster
-from alight_server.testing.services import BIN, process, served_tiny_model
-from alight_server.testing.tiny_run import tiny_run_config
+from alight_testing.fake_k8s import FakeCluster
+from alight_testing.services import BIN, process, served_tiny_model
+from alight_testing.tiny_run import tiny_run_config
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 

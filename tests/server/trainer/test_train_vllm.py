@@ -17,13 +17,13 @@ import pytest
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode
-from alight_server.run_stacks import TrainingStacks
-from alight_server.stack import EmbeddedStack
-from alight_server.stack_state import open_run_store
-from alight_server.testing.tiny_model import build_tiny_vllm_model
-from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.loop import TrainingRun
-from alight_server.trainer.sync import WeightSync
+from alight_server.stacks.kinds import EmbeddedStack
+from alight_server.stacks.opening import TrainingStacks
+from alight_server.stacks.state import open_run_store
+from alight_server.trainer.config.run import TrainConfig
+from alight_server.trainer.run.loop import TrainingRun
+from alight_server.trainer.run.weight_sync import WeightSync
+from alight_testing.tiny_model import build_tiny_vllm_model
 from tests.server.vllm_env import needs_vllm
 
 pytestmark = needs_vllm(__file__, timeout_s=1800)

@@ -11,10 +11,10 @@ import pytest
 from rich.console import Console
 
 from alight.schemas import FailureKind, Mode, RolloutState, Trajectory
-from alight_server.trainer.display import RunDisplay
-from alight_server.trainer.plots import plot_run
-from alight_server.trainer.rollouts import score_and_error
-from alight_server.trainer.summary import finish_run
+from alight_server.trainer.report.display import RunDisplay
+from alight_server.trainer.report.plots import plot_run
+from alight_server.trainer.report.summary import finish_run
+from alight_server.trainer.run.rollouts import score_and_error
 
 
 def trajectory(task: str, reward: float | None, failure: FailureKind | None = None) -> Trajectory:

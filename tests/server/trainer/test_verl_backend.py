@@ -15,9 +15,9 @@ require_verl()
 
 from verl.trainer.ppo.core_algos import get_policy_loss_fn  # noqa: E402
 
-from alight_server.trainer.verl.backend import VerlBackend, pad_to_ranks  # noqa: E402
-from alight_server.trainer.verl.data import to_data_proto  # noqa: E402
-from alight_server.trainer.verl.registry import register, with_advantages, with_token_weights  # noqa: E402
+from alight_server.trainer.backends.verl.backend import VerlBackend, pad_to_ranks  # noqa: E402
+from alight_server.trainer.backends.verl.data import to_data_proto  # noqa: E402
+from alight_server.trainer.backends.verl.registry import register, with_advantages, with_token_weights  # noqa: E402
 
 
 def test_rows_added_for_the_ranks_train_nothing(tmp_path):

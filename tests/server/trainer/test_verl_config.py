@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 from verl_fixtures import require_verl, train_config
 
-from alight_server.trainer.verl.settings import VerlSettings
+from alight_server.trainer.backends.verl.settings import VerlSettings
 
 pytestmark = pytest.mark.verl
 require_verl()
 
 from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 
-from alight_server.trainer.verl.config import VerlConfigError, verl_config  # noqa: E402
+from alight_server.trainer.backends.verl.config import VerlConfigError, verl_config  # noqa: E402
 
 ACTOR, ROLLOUT, MODEL = "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.model"
 
@@ -43,7 +43,7 @@ def test_each_alight_key_lands_on_its_verl_key(tmp_path):
     composed = verl_config(config, settings, "/models/policy")
     expected = {
         f"{MODEL}.path": "/models/policy",
-        f"{MODEL}.external_lib": "alight_server.trainer.verl.plugin",
+        f"{MODEL}.external_lib": "alight_server.trainer.backends.verl.plugin",
         f"{MODEL}.lora_rank": 8,
         f"{MODEL}.lora_alpha": 16,
         f"{MODEL}.target_modules": ["q_proj", "v_proj"],

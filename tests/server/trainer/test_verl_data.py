@@ -6,13 +6,13 @@ import pytest
 import torch
 from verl_fixtures import real_batch, require_verl
 
-from alight_server.trainer.algorithm import group_advantages
+from alight_server.trainer.step.algorithm import group_advantages
 
 pytestmark = pytest.mark.verl
 require_verl()
 
-from alight_server.trainer.verl.data import RowKey, to_data_proto  # noqa: E402
-from alight_server.trainer.verl.registry import register, with_advantages  # noqa: E402
+from alight_server.trainer.backends.verl.data import RowKey, to_data_proto  # noqa: E402
+from alight_server.trainer.backends.verl.registry import register, with_advantages  # noqa: E402
 
 PAD = 0
 

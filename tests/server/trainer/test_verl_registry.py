@@ -1,4 +1,4 @@
-"""alight's estimator and loss, looked up in verl's own registries, give trainer/algorithm.py's numbers (1e-6)."""
+"""alight's estimator and loss, looked up in verl's own registries, give trainer/step/algorithm.py's numbers (1e-6)."""
 # pyright: reportMissingImports=false
 # (verl and omegaconf live in their own venv, .venv-verl; the type check runs in .venv)
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from verl_fixtures import actor_config, real_batch, require_verl
 
-from alight_server.trainer.algorithm import (
+from alight_server.trainer.step.algorithm import (
     AlgorithmConfig,
     aggregation_weights,
     group_advantages,
@@ -24,8 +24,8 @@ from verl.utils import tensordict_utils as tu  # noqa: E402
 from verl.workers.utils.losses import ppo_loss  # noqa: E402
 from verl.workers.utils.padding import left_right_2_no_padding  # noqa: E402
 
-from alight_server.trainer.verl.data import to_data_proto  # noqa: E402
-from alight_server.trainer.verl.registry import register, with_advantages, with_token_weights  # noqa: E402
+from alight_server.trainer.backends.verl.data import to_data_proto  # noqa: E402
+from alight_server.trainer.backends.verl.registry import register, with_advantages, with_token_weights  # noqa: E402
 
 TOL = 1e-6
 

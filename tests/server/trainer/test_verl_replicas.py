@@ -21,18 +21,18 @@ from verl_fixtures import require_verl, train_config
 
 from alight.client import AlightClient
 from alight.schemas import Mode, RolloutCreate
-from alight_server.serving import ServerThread
-from alight_server.testing import Faults, create_fake_upstream
-from alight_server.trainer.sync import WeightSync
-from alight_server.trainer.verl.settings import VerlSettings
+from alight_server.stacks.server_thread import ServerThread
+from alight_server.trainer.backends.verl.settings import VerlSettings
+from alight_server.trainer.run.weight_sync import WeightSync
+from alight_testing import Faults, create_fake_upstream
 
 pytestmark = pytest.mark.verl
 require_verl()
 
 from verl.workers.rollout.replica import RolloutReplica  # noqa: E402
 
-from alight_server.trainer.verl.config import verl_config  # noqa: E402
-from alight_server.trainer.verl.replicas import ReplicaUpstreams  # noqa: E402
+from alight_server.trainer.backends.verl.config import verl_config  # noqa: E402
+from alight_server.trainer.backends.verl.replicas import ReplicaUpstreams  # noqa: E402
 
 CHAT = {"model": "whatever-the-agent-asks", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 

@@ -27,12 +27,12 @@ import httpx
 import pytest
 from verl_fixtures import require_verl
 
-from alight_server.run_stacks import TrainingStacks
-from alight_server.serving import ServerThread
-from alight_server.testing import create_fake_upstream
-from alight_server.trainer.config import TrainConfig
-from alight_server.trainer.loop import TrainingRun
-from alight_server.trainer.rollout_source import PoolGroups
+from alight_server.stacks.opening import TrainingStacks
+from alight_server.stacks.server_thread import ServerThread
+from alight_server.trainer.config.run import TrainConfig
+from alight_server.trainer.run.loop import TrainingRun
+from alight_server.trainer.run.rollout_source import PoolGroups
+from alight_testing import create_fake_upstream
 
 pytestmark = pytest.mark.verl
 require_verl()
@@ -41,7 +41,7 @@ import ray  # noqa: E402
 from verl.utils import tensordict_utils as tu  # noqa: E402
 from verl.workers.rollout.replica import RolloutReplica  # noqa: E402
 
-from alight_server.trainer.verl.backend import VerlBackend  # noqa: E402
+from alight_server.trainer.backends.verl.backend import VerlBackend  # noqa: E402
 
 AGENT = Path(__file__).parent / "agents" / "two_turn_agent.py"
 
@@ -175,7 +175,7 @@ def test_alight_train_on_verl_trains_the_recorded_ids_and_serves_each_new_policy
     assert workers.saved == [(str(verl_dir / f"global_step_{k * u}" / "actor"), k * u) for k in (1, 2)]
 
     from alight.api_models import RolloutQuery
-    from alight_server.stack_state import open_run_store
+    from alight_server.stacks.state import open_run_store
 
     store = open_run_store(tmp_path / "run")  # with the data keys the run's server sealed content under
     try:
@@ -229,7 +229,7 @@ def test_asynchronous_rollouts_on_verl_carry_a_held_group_across_an_update(
     assert step > 1 and staleness >= 1, used  # trained after the update it waited for, its staleness counted
 
     from alight.api_models import RolloutQuery
-    from alight_server.stack_state import open_run_store
+    from alight_server.stacks.state import open_run_store
 
     store = open_run_store(tmp_path / "run")  # with the data keys the run's server sealed content under
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from samples_fixtures import model_call, trajectory
 
-from alight_server.trainer.samples import SampleBatch, build_samples
+from alight_server.trainer.step.samples import SampleBatch, build_samples
 
 # The exact commands; the `verl` marker selects these tests (CI's default venv has no verl: they skip there).
 VERL_COMMAND = (
@@ -51,7 +51,7 @@ def real_batch() -> SampleBatch:
 
 def train_config(tmp_path, **sections):
     """A TrainConfig (the tiny model) with `sections` merged in: train_config(p, algorithm={"kl_coef": 0.1})."""
-    from alight_server.trainer.config import parse_config
+    from alight_server.trainer.config.run import parse_config
 
     raw = {
         "model": "tiny",
@@ -70,8 +70,8 @@ def actor_config(tmp_path, clip_low: float = 0.2, clip_high: float = 0.28):
     """verl's ActorConfig dataclass as the backend builds it: the translated config, through verl's converter."""
     from verl.utils.config import omega_conf_to_dataclass
 
-    from alight_server.trainer.verl.config import verl_config
-    from alight_server.trainer.verl.settings import VerlSettings
+    from alight_server.trainer.backends.verl.config import verl_config
+    from alight_server.trainer.backends.verl.settings import VerlSettings
 
     config = train_config(tmp_path, algorithm={"clip_low": clip_low, "clip_high": clip_high})
     return omega_conf_to_dataclass(verl_config(config, VerlSettings(), "/models/policy").actor_rollout_ref.actor)

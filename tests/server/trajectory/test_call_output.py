@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from alight.schemas import ApiFlavour, CallOutput, ModelCall, ToolCallView
-from alight_server.call_output import call_output
+from alight_server.trajectories.call_output import call_output
 
 ADD = ToolCallView(id="c1", name="add", arguments='{"a": 1}')
 RESPONSES: dict[ApiFlavour, dict[str, Any]] = {

@@ -13,8 +13,8 @@ import pytest
 from alight import envvars, semconv
 from alight.client import AlightClient
 from alight.schemas import AttemptFinish, RolloutCreate, RunnerSpec, Trajectory, UpstreamCreate
-from alight_server.serving import ServerThread
-from alight_server.testing.fake_upstream import create_fake_upstream
+from alight_server.stacks.server_thread import ServerThread
+from alight_testing.fake_upstream import create_fake_upstream
 
 pytestmark = pytest.mark.timeout(120)
 HERE = Path(__file__).parent

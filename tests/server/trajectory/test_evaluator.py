@@ -10,7 +10,7 @@ import pytest
 from alight.schemas import RewardSource, RolloutCreate
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
-from alight_server.serving import ServerThread
+from alight_server.stacks.server_thread import ServerThread
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -146,7 +146,7 @@ def test_unknown_attempt_or_rollout_is_404_and_naming_them(joined_attempt, admin
 
 
 def test_trajectory_needs_the_admin_key(joined_attempt):
-    from alight_server.auth import issue_attempt_token
+    from alight_server.http.auth import issue_attempt_token
 
     url = f"{joined_attempt.url}/api/rollouts/r-join/trajectory"
     assert httpx.get(url).status_code == 401

@@ -5,7 +5,7 @@ by the session; while it trains, a probe (live_probe.py) looks at the run's own 
 `alight serve` on its store. Then, through the same server's gateway and the fake upstream: a rollout
 whose user turn (and so the fake model's echoed reply) carries a `<script>` tag. Straight into the
 store: a rollout of the run's step 2 that failed once for infrastructure and once as a task, and the
-hard gates' `reward_hacking` events on a rollout of step 1, as alight.guards.report_grade writes them.
+hard gates' `reward_hacking` events on a rollout of step 1, as alight_sandbox.guards.report_grade writes them.
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ from alight.evaluation import REWARD_HACKING
 from alight.schemas import AttemptFinish, EventCreate, FailureKind, RewardCreate, RolloutCreate, UpstreamCreate
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
-from alight_server.run_stacks import TrainingStacks
-from alight_server.serving import ServerThread, free_port
+from alight_server.stacks.opening import TrainingStacks
+from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store import Store, open_store
-from alight_server.testing import create_fake_upstream
-from alight_server.testing.tiny_run import tiny_run_config
-from alight_server.trainer.config import parse_config
-from alight_server.trainer.loop import TrainingRun
-from alight_server.upstream_keys import SECRET_KEY_ENV
+from alight_server.store.keys.upstream import SECRET_KEY_ENV
+from alight_server.trainer.config.run import parse_config
+from alight_server.trainer.run.loop import TrainingRun
+from alight_testing import create_fake_upstream
+from alight_testing.tiny_run import tiny_run_config
 from tests.server.ui.live_probe import LiveProbe, LiveView, Tee
 
 AGENT = Path(__file__).parent / "agents" / "dash_agent.py"
@@ -77,7 +77,7 @@ def _train(folder: Path) -> tuple[Path, LiveView]:
 
 
 def _gate_violations(store: Store, run_id: str) -> str:
-    """The events alight.guards.report_grade posts for a graded episode that broke two rules."""
+    """The events alight_sandbox.guards.report_grade posts for a graded episode that broke two rules."""
     rid = next(r.id for r in store.list_rollouts(RolloutQuery(limit=1000)) if r.id.startswith(f"{run_id}-s00000-"))
     for rule, evidence in GATE_VIOLATIONS:
         store.add_event(rid, EventCreate(kind=REWARD_HACKING, attempt=1, payload={"rule": rule, "evidence": evidence}))
@@ -122,7 +122,7 @@ def _running_attempt_token(admin: httpx.Client) -> str:
 @pytest.fixture(scope="session")
 def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     # One server secret for the run, this store and the dashboard's server: the run's content cells are sealed
-    # under data keys its KEK wraps (store/kek.py), which a store opened under another key cannot open. Set
+    # under data keys its KEK wraps (store/keys/kek.py), which a store opened under another key cannot open. Set
     # only while they open their keys, so the rest of the session runs without ALIGHT_SECRET_KEY as before.
     secret = Fernet.generate_key().decode()
     with pytest.MonkeyPatch.context() as env:

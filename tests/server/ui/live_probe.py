@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from alight_server.serving import free_port
+from alight_server.stacks.server_thread import free_port
 
 LINE = re.compile(r"dashboard, live while this run trains: (?P<url>\S+) · admin key: \"admin_key\" in (?P<file>\S+)")
 SECOND_KEY = "alk_second-server-key"

@@ -13,10 +13,10 @@ import pytest
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode, RolloutState
-from alight_server.call_output import call_output
-from alight_server.trainer.config_sections import SamplesConfig
-from alight_server.trainer.samples import SampleConfig, build_samples
-from alight_server.trajectory import build_trajectory
+from alight_server.trainer.config.sections import SamplesConfig
+from alight_server.trainer.step.samples import SampleConfig, build_samples
+from alight_server.trajectories.call_output import call_output
+from alight_server.trajectories.join import build_trajectory
 from alight_server.ui import summaries
 from tests.server.ui.conftest import ADMIN_KEY, GATE_VIOLATIONS, SCRIPT, XSS_ROLLOUT, Dashboard, screenshot
 

@@ -28,14 +28,14 @@ from alight.client import AlightClient
 from alight.schemas import Mode, ModelCall, RewardCreate, Rollout, RolloutCreate, RolloutState, RunReport
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
-from alight_server.serving import ServerThread, free_port
+from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store import Store, open_store
+from alight_server.store.keys.upstream import SECRET_KEY_ENV
 from alight_server.store.sql import SqlStore
-from alight_server.trainer.filters import filter_for_training
-from alight_server.trainer.samples import build_samples
-from alight_server.trajectory import build_trajectory
+from alight_server.trainer.step.filters import filter_for_training
+from alight_server.trainer.step.samples import build_samples
+from alight_server.trajectories.join import build_trajectory
 from alight_server.ui.samples import sample_config, samples_section
-from alight_server.upstream_keys import SECRET_KEY_ENV
 from tests.server.ui.conftest import ADMIN_KEY, Dashboard
 
 READER = Path(__file__).parent / "export_reader.py"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import stat
 
-from alight_server.stack_state import STATE_FILE
+from alight_server.stacks.state import STATE_FILE
 from tests.server.ui.conftest import Dashboard
 
 

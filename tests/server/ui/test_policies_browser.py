@@ -22,10 +22,10 @@ from alight.schemas import RunReport, RunStepReport
 from alight.semconv import HEADER_AGENT, HEADER_ROLE
 from alight_server.app import create_app
 from alight_server.config import GatewayConfig, ServerConfig
-from alight_server.routing import GatewayRouting, RoutingRule
-from alight_server.serving import ServerThread, free_port
+from alight_server.policies.routing import GatewayRouting, RoutingRule
+from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store import Store, open_store
-from alight_server.testing import create_fake_upstream
+from alight_testing import create_fake_upstream
 from tests.server.ui.conftest import logged_in_tab, screenshot
 
 pytestmark = pytest.mark.timeout(300)

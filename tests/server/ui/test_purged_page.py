@@ -11,10 +11,10 @@ import pytest
 
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
-from alight_server.serving import ServerThread, free_port
+from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store import open_store
 from alight_server.store.base import PurgeScope
-from alight_server.store.kek import KekSource
+from alight_server.store.keys.kek import KekSource
 from tests.server.retention_data import ended
 
 ADMIN_KEY = "alk_purged-page-key"

@@ -11,7 +11,7 @@ import pytest
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
 from alight_server.redaction import PatternRule, RedactionConfig
-from alight_server.serving import ServerThread, free_port
+from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store import open_store
 from tests.server.redaction.planted import PATTERN, SECRETS, leaked
 from tests.server.redaction.planted_rollout import CLEAN, ROLLOUT, plant_run

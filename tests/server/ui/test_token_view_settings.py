@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 import httpx
 
 from alight.schemas import AttemptFinish, ModelCall, RewardCreate, RolloutCreate, RunReport
-from alight_server.testing.tiny_run import tiny_run_config
-from alight_server.trainer.config import TrainConfig, parse_config
-from alight_server.trainer.samples import SampleConfig, build_samples
-from alight_server.trajectory import build_trajectory
+from alight_server.trainer.config.run import TrainConfig, parse_config
+from alight_server.trainer.step.samples import SampleConfig, build_samples
+from alight_server.trajectories.join import build_trajectory
+from alight_testing.tiny_run import tiny_run_config
 from tests.server.trainer.samples_fixtures import model_call
 
 if TYPE_CHECKING:

@@ -13,13 +13,13 @@ import pytest
 
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
-from alight_server.serving import ServerThread, free_port
+from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store import open_store
-from alight_server.store.kek import KekSource
-from alight_server.testing import create_fake_upstream
+from alight_server.store.keys.kek import KekSource
 from alight_server.traces.formats import openai_log
 from alight_server.traces.importer import import_traces
 from alight_server.traces.render import Renderer
+from alight_testing import create_fake_upstream
 from tests.server.traces.conftest import log_conversation
 
 ADMIN_KEY = "alk_traces-page-key"

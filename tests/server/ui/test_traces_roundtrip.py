@@ -19,8 +19,8 @@ from alight.cli import app as cli
 from alight_server.store import Store, open_store
 from alight_server.traces.formats import alight_export
 from alight_server.traces.importer import import_traces
-from alight_server.trainer.samples import build_samples
-from alight_server.trajectory import build_trajectory
+from alight_server.trainer.step.samples import build_samples
+from alight_server.trajectories.join import build_trajectory
 from alight_server.ui.samples import sample_config
 from tests.server.ui.conftest import ADMIN_KEY, Dashboard
 

@@ -28,16 +28,16 @@ from alight.schemas import AttemptFinish, RewardCreate, RolloutCreate, RunReport
 from alight.semconv import HEADER_AGENT
 from alight_server.app import create_app
 from alight_server.config import GatewayConfig, ServerConfig
-from alight_server.serving import ServerThread, free_port
+from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store import Store, open_store
-from alight_server.testing import create_fake_upstream
-from alight_server.testing.tiny_run import tiny_run_config
-from alight_server.trainer.config import TrainConfig, parse_config
-from alight_server.trainer.config_policies import gateway_routing
-from alight_server.trainer.filters import filter_for_training
-from alight_server.trainer.policy_samples import split_by_policy
-from alight_server.trainer.samples import SampleConfig, build_samples
-from alight_server.trajectory import build_trajectory
+from alight_server.trainer.config.policies import gateway_routing
+from alight_server.trainer.config.run import TrainConfig, parse_config
+from alight_server.trainer.step.filters import filter_for_training
+from alight_server.trainer.step.policy_samples import split_by_policy
+from alight_server.trainer.step.samples import SampleConfig, build_samples
+from alight_server.trajectories.join import build_trajectory
+from alight_testing import create_fake_upstream
+from alight_testing.tiny_run import tiny_run_config
 from tests.server.trainer.samples_fixtures import model_call
 
 pytestmark = pytest.mark.timeout(300)

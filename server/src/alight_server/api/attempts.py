@@ -10,9 +10,9 @@ from fastapi import APIRouter, Path, Request
 
 from alight.api_models import ClaimRequest, ClaimResult, RunnerHandle
 from alight.schemas import Attempt, AttemptFinish, AttemptStart, AttemptStatus, EventCreate, Rollout
-from alight_server.auth import issue_attempt_token
-from alight_server.deps import AdminDep, ConfigDep, StoreDep
-from alight_server.hooks import rollout_changed
+from alight_server.http.auth import issue_attempt_token
+from alight_server.http.deps import AdminDep, ConfigDep, StoreDep
+from alight_server.http.hooks import rollout_changed
 from alight_server.store import Store
 
 log = logging.getLogger("alight.server")

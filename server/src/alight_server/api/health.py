@@ -6,8 +6,8 @@ from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
 from alight.api_models import Health
-from alight_server.deps import StoreDep
-from alight_server.errors import error_response
+from alight_server.http.deps import StoreDep
+from alight_server.http.errors import error_response
 
 router = APIRouter(tags=["health"])
 

@@ -21,8 +21,8 @@ from alight.api_models import (
     WaitResult,
 )
 from alight.schemas import TERMINAL_STATES, Event, EventCreate, Reward, RewardCreate, Rollout, RolloutState
-from alight_server.deps import AdminDep, ReaderDep, RedactionDep, StoreDep, WriterDep, viewer_copy
-from alight_server.hooks import rollout_changed
+from alight_server.http.deps import AdminDep, ReaderDep, RedactionDep, StoreDep, WriterDep, viewer_copy
+from alight_server.http.hooks import rollout_changed
 from alight_server.redaction.views import redact_rollout
 from alight_server.store import Store
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Query, Request
 
 from alight.api_models import RunList, RunStepList
 from alight.schemas import Run, RunReport, RunStep, RunStepReport
-from alight_server.deps import AdminDep, ReaderDep, StoreDep, viewer_copy
+from alight_server.http.deps import AdminDep, ReaderDep, StoreDep, viewer_copy
 from alight_server.redaction.views import redact_run
 
 router = APIRouter(tags=["runs"])

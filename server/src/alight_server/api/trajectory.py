@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from alight.schemas import Trajectory
-from alight_server.deps import RedactionDep, StoreDep
+from alight_server.http.deps import RedactionDep, StoreDep
 from alight_server.redaction.views import redact_trajectory
-from alight_server.trajectory import build_trajectory
+from alight_server.trajectories.join import build_trajectory
 
 router = APIRouter(tags=["trajectories"])
 

@@ -6,9 +6,9 @@ from fastapi import APIRouter, HTTPException, Request, Response
 
 from alight.api_models import PolicyCreate, PolicyState, UpstreamList
 from alight.schemas import PolicyVersion, Upstream, UpstreamCreate
-from alight_server.deps import AdminDep, StoreDep
-from alight_server.hooks import upstreams_changed
-from alight_server.upstream_keys import UpstreamKeyError
+from alight_server.http.deps import AdminDep, StoreDep
+from alight_server.http.hooks import upstreams_changed
+from alight_server.store.keys.upstream import UpstreamKeyError
 
 router = APIRouter(tags=["upstreams"])
 

@@ -15,8 +15,8 @@ RUNNERS = ("local", "k8s")
 
 def _log_seal(admin_key: str) -> Any:
     """What seals ended attempts' logs: the KEK of ALIGHT_DATA_KEY, else ALIGHT_SECRET_KEY, else the admin key's."""
-    from alight_server.store.kek import KekError, KekSource
-    from alight_server.store.sealed_logs import LogSeal
+    from alight_server.store.keys.kek import KekError, KekSource
+    from alight_server.store.keys.sealed_logs import LogSeal
 
     try:
         return LogSeal(KekSource.default(admin_key))

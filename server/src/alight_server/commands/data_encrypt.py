@@ -2,7 +2,7 @@
 
 It opens the database itself (`--db` / `--config` as `alight serve` does, or an embedded run's folder with
 `--run-dir`), with the data keys the server opens (its data_key and admin key), and may run while the server
-is up: each batch is a short transaction of its own (store/seal_existing.py).
+is up: each batch is a short transaction of its own (store/keys/seal_existing.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import typer
 from alight_server.commands.data_keys import AdminKeyOption, ConfigOption, DbOption, RunDirOption, store_target
 
 if TYPE_CHECKING:
-    from alight_server.store.kek import KekSource
+    from alight_server.store.keys.kek import KekSource
 
 
 def encrypt(
@@ -29,8 +29,8 @@ def encrypt(
     Run it with the data_key and admin key the server uses, so the server opens what it seals.
     """
     from alight_server.store import StoreError
-    from alight_server.store.kek import KekError, KekSource
-    from alight_server.store.seal_existing import seal_existing
+    from alight_server.store.keys.kek import KekError, KekSource
+    from alight_server.store.keys.seal_existing import seal_existing
     from alight_server.store.sql import SqlStore
 
     url, admin, setting = store_target(db, config, admin_key, run_dir)
@@ -77,7 +77,7 @@ def _check_same_kek(url: str, source: KekSource) -> None:
 
     from alight_server.store import tables as t
     from alight_server.store.database import make_engine
-    from alight_server.store.kek import PROCESS_PREFIX, SETTING, KekError
+    from alight_server.store.keys.kek import PROCESS_PREFIX, SETTING, KekError
 
     engine = make_engine(url)
     try:

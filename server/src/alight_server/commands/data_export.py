@@ -91,8 +91,8 @@ def _rows(
     """What the trainer trains on: the latest attempt of a finished training rollout, through its filter
     (`filter_for_training`), its split by policy with `policies:` (ui/policy_parts.py, as the trainer splits) and
     sample builder (`build_samples`) under the run's settings; with several policies each row names its `policy`."""
-    from alight_server.trainer.filters import filter_for_training
-    from alight_server.trainer.samples import build_samples
+    from alight_server.trainer.step.filters import filter_for_training
+    from alight_server.trainer.step.samples import build_samples
     from alight_server.ui.policy_parts import split_run
 
     finished = rollout.state in (RolloutState.SUCCEEDED, RolloutState.FAILED)
@@ -248,7 +248,7 @@ def export(
     if not server:
         raise typer.BadParameter("give the server's URL (or set ALIGHT_SERVER_URL)", param_hint="--server")
     try:
-        import alight_server.trainer.samples  # noqa: F401  (torch: the sample builder's tensors)
+        import alight_server.trainer.step.samples  # noqa: F401  (torch: the sample builder's tensors)
     except ImportError as exc:
         typer.echo(
             f"alight data export runs the sample builder, which needs torch ({exc}): "

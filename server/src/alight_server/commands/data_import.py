@@ -22,10 +22,10 @@ ADMIN_HELP = "The server's admin key: its content key derives from it when no AL
 
 
 def open_cli_store(db: str, admin_key: str | None) -> Any:
-    """The store a server with these settings opens, under the same key-encryption key (store/kek.py)."""
+    """The store a server with these settings opens, under the same key-encryption key (store/keys/kek.py)."""
     from alight_server.commands.serve import db_url
     from alight_server.store import open_store
-    from alight_server.store.kek import KekSource
+    from alight_server.store.keys.kek import KekSource
 
     try:
         return open_store(db_url(db), KekSource.default(admin_key))
@@ -37,7 +37,7 @@ def open_cli_store(db: str, admin_key: str | None) -> Any:
 def _model(model: str | None, config: Path | None) -> str | None:
     if model or config is None:
         return model
-    from alight_server.trainer.config import ConfigError, load_config
+    from alight_server.trainer.config.run import ConfigError, load_config
 
     try:
         return load_config(config).model
@@ -115,11 +115,11 @@ def check(
 ) -> None:
     """What the sample builder would make of these traces: calls, fidelity, rows, prefix breaks and where they start."""
     from alight_server.traces.check import check_run
-    from alight_server.trainer.samples import SampleConfig
+    from alight_server.trainer.step.samples import SampleConfig
 
     sample_config = SampleConfig()
     if config is not None:
-        from alight_server.trainer.config import ConfigError, load_config
+        from alight_server.trainer.config.run import ConfigError, load_config
 
         try:
             loaded = load_config(config)

@@ -1,7 +1,7 @@
 """`alight data rotate-key --new-kek SPEC`: re-wrap the store's data keys under a new key-encryption key.
 
 It opens the database itself (`--db` / `--config`, as `alight serve` does, or an embedded run's folder with
-`--run-dir`), so it runs with the server up or down; cells are not re-encrypted (store/key_rotation.py).
+`--run-dir`), so it runs with the server up or down; cells are not re-encrypted (store/keys/rotation.py).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def store_target(
 
     setting = os.environ.get("ALIGHT_DATA_KEY", "").strip()
     if run_dir is not None:
-        from alight_server.stack_state import STATE_FILE
+        from alight_server.stacks.state import STATE_FILE
 
         try:
             admin_key = admin_key or json.loads((run_dir / STATE_FILE).read_text())["admin_key"]
@@ -88,9 +88,9 @@ def rotate_key(
     and embedded run on the store with data_key set to the new KEK.
     """
     from alight_server.store.database import make_engine
-    from alight_server.store.kek import KekError, KekSource
-    from alight_server.store.key_rotation import rotate, rotate_logs
-    from alight_server.store.keyring import SealError
+    from alight_server.store.keys.kek import KekError, KekSource
+    from alight_server.store.keys.keyring import SealError
+    from alight_server.store.keys.rotation import rotate, rotate_logs
 
     url, admin, setting = store_target(db, config, admin_key, run_dir)
     try:

@@ -67,11 +67,10 @@ def purge(
     """Delete ended rollouts and everything under them; leave a tombstone so the API answers 'purged on DATE'."""
     from sqlalchemy.engine import make_url
 
-    from alight.harness.workspace import workspace_root
-    from alight_server.retention import purge as run_purge
     from alight_server.store import NotFound, StoreError, open_store
     from alight_server.store.base import Conflict, Purged, PurgeScope
-    from alight_server.store.kek import KekSource
+    from alight_server.store.keys.kek import KekSource
+    from alight_server.store.purge import purge as run_purge
 
     when = parse_when(before, "--before")
     steps = parse_when(steps_before, "--steps-before")
@@ -96,7 +95,7 @@ def purge(
             scope,
             steps_before=steps,
             logs_dirs=logs_dirs,
-            workspace_roots=[workspace_root(), *workspace_roots],
+            workspace_roots=workspace_roots,
             dry_run=dry_run,
             full_vacuum=vacuum,
         )

@@ -35,8 +35,8 @@ def register(app: typer.Typer) -> None:
         from alight_server.redaction.redactor import redact_for_people
 
         try:
-            from alight_server.policy_eval import run_eval
-            from alight_server.trainer.config import ConfigError, load_config
+            from alight_server.evaluation.policy import run_eval
+            from alight_server.trainer.config.run import ConfigError, load_config
         except ImportError as exc:
             typer.echo(f"alight eval needs the server with its train extra ({exc}): pip install 'alight-server[train]'")
             raise typer.Exit(1) from exc
@@ -56,10 +56,10 @@ def register(app: typer.Typer) -> None:
 
 
 def _score_traces(config: Any, run_id: str, db: str, admin_key: str | None) -> Any:
-    """The config's evaluator over an imported run's trajectories (traces/offline_eval.py)."""
+    """The config's evaluator over an imported run's trajectories (evaluation/traces.py)."""
     from alight_server.commands.data_import import open_cli_store
-    from alight_server.evaluators import load_evaluator
-    from alight_server.traces.offline_eval import evaluate_traces
+    from alight_server.evaluation.evaluators import load_evaluator
+    from alight_server.evaluation.traces import evaluate_traces
 
     if config.evaluator is None:
         raise ValueError("--traces scores imported trajectories with the config's evaluator: set `evaluator:` in it")

@@ -103,10 +103,10 @@ def register(app: typer.Typer) -> None:
         from pydantic import ValidationError
 
         from alight_server.app import create_app
-        from alight_server.auth import generate_admin_key
         from alight_server.gateway.request.arrival import StampedHttp
+        from alight_server.http.auth import generate_admin_key
         from alight_server.store import StoreError, open_store
-        from alight_server.store.kek import KekError
+        from alight_server.store.keys.kek import KekError
 
         given = {"host": host, "port": port, "db_url": db, "admin_key": admin_key, "public_url": public_url,
                  "upstream_key_env": upstream_key_env, "upstream_key_dir": upstream_key_dir,
@@ -142,7 +142,7 @@ def register(app: typer.Typer) -> None:
         except Exception as exc:  # bad URL, unreachable database, missing driver
             typer.echo(f"cannot open the store at {cfg.db_url}: {type(exc).__name__}: {exc}", err=True)
             raise typer.Exit(1) from exc
-        from alight_server.upstream_keys import UpstreamKeyError
+        from alight_server.store.keys.upstream import UpstreamKeyError
 
         try:
             app = create_app(cfg, store=store)

@@ -33,7 +33,7 @@ def parse_settings(settings: list[str]) -> dict[str, Any]:
 
 def print_validation_reports(run_dir: Path) -> None:
     """The evaluation report of the run's first and last validation (as `alight eval` prints it)."""
-    from alight_server.policy_eval import validation_reports
+    from alight_server.evaluation.policy import validation_reports
 
     reports = validation_reports(run_dir)
     if not reports:
@@ -72,9 +72,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Train the policy on the agent's rollouts; prints a before/after table and the plot path."""
         try:
-            from alight_server.run_stacks import TrainingStacks
-            from alight_server.trainer.config import ConfigError, load_config
-            from alight_server.trainer.loop import TrainingRun
+            from alight_server.stacks.opening import TrainingStacks
+            from alight_server.trainer.config.run import ConfigError, load_config
+            from alight_server.trainer.run.loop import TrainingRun
         except ImportError as exc:
             typer.echo(
                 f"alight train needs the server with its train extra ({exc}): pip install 'alight-server[train]'"
@@ -99,7 +99,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(str(exc), err=True)
             raise typer.Exit(2) from exc
         if init_from is not None:
-            from alight_server.trainer.init_from import init_model
+            from alight_server.trainer.run.init_from import init_model
 
             try:
                 model = init_model(init_from, train_config.model, Path(train_config.output_dir))
@@ -113,7 +113,7 @@ def register(app: typer.Typer) -> None:
 
         signal.signal(signal.SIGTERM, interrupt)
         if int(os.environ.get("RANK", "0")) > 0:  # torchrun's other ranks train only; rank 0 runs everything else
-            from alight_server.trainer.backend import follow_rank
+            from alight_server.trainer.backends.base import follow_rank
 
             follow_rank(train_config)
             return

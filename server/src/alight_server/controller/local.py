@@ -43,7 +43,7 @@ log = logging.getLogger("alight.controller")
 
 
 class LogSealer(Protocol):
-    """Seals an ended attempt's log file at rest (alight_server/store/sealed_logs.py is the one in use)."""
+    """Seals an ended attempt's log file at rest (alight_server/store/keys/sealed_logs.py is the one in use)."""
 
     def seal(self, path: Path) -> Path:
         """Write the sealed copy of `path` beside it, remove `path`, return the sealed file."""

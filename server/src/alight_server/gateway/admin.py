@@ -11,9 +11,9 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 
-from alight_server.deps import AdminDep
 from alight_server.gateway.container import Gateway
-from alight_server.policy_versions import bump_metadata, own_version
+from alight_server.http.deps import AdminDep
+from alight_server.policies.versions import bump_metadata, own_version
 
 router = APIRouter(tags=["gateway admin"])
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import anyio.to_thread
 
 from alight.schemas import TERMINAL_STATES, AttemptStatus, Mode
-from alight_server.auth import AttemptClaims, InvalidToken, verify_attempt_token
 from alight_server.gateway.errors import GatewayError
+from alight_server.http.auth import AttemptClaims, InvalidToken, verify_attempt_token
 from alight_server.store.base import NotFound, Store
 
 # A live rollout's state is re-read at most this often per attempt when nothing tells the

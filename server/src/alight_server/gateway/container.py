@@ -20,7 +20,7 @@ from alight_server.gateway.upstream.http import UpstreamHttp
 from alight_server.gateway.upstream.pool import REFRESH_S, UpstreamPool
 from alight_server.gateway.upstream.proxy import Proxy
 from alight_server.store.base import Store
-from alight_server.upstream_keys import KeySources
+from alight_server.store.keys.upstream import KeySources
 
 
 class Gateway:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import orjson
 
-from alight_server.error_types import error_type
 from alight_server.gateway.reply import Reply
+from alight_server.http.error_types import error_type
 
 
 class GatewayError(Exception):

@@ -33,7 +33,7 @@ from alight.schemas import (
 )
 
 if TYPE_CHECKING:
-    from alight_server.store.kek import KekSource
+    from alight_server.store.keys.kek import KekSource
 
 
 class StoreError(Exception):

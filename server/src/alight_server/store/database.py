@@ -20,14 +20,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
-from alight_server import upstream_keys
 from alight_server.store import rows
 from alight_server.store import tables as t
 from alight_server.store.base import NotFound, Purged, SchemaTooNew, StoreError
-from alight_server.store.kek import KekSource
-from alight_server.store.keyring import Keyring
+from alight_server.store.keys import upstream as upstream_keys
+from alight_server.store.keys.kek import KekSource
+from alight_server.store.keys.keyring import Keyring
+from alight_server.store.keys.sealing import CellSealer, DataKeys
 from alight_server.store.runner_env import RunnerEnvBox
-from alight_server.store.sealing import CellSealer, DataKeys
 
 log = logging.getLogger("alight.store")
 # A counter: 1 while the store may hold content cells in the clear (written before schema 4, or with sealing
@@ -51,9 +51,9 @@ class SqlDatabase:
         self._runner_env = RunnerEnvBox()  # seals runner env values (store/runner_env.py)
         self._clear_content = False  # may content cells be in the clear (read as they are)? set by _open_schema
         self._open_schema()
-        # The data keys that seal content cells (store/keyring.py), wrapped under `data_key`'s KEK.
+        # The data keys that seal content cells (store/keys/keyring.py), wrapped under `data_key`'s KEK.
         self.keyring = Keyring.open(self.engine, data_key or KekSource.default())
-        # Seals and opens content cells (store/sealing.py).
+        # Seals and opens content cells (store/keys/sealing.py).
         self.sealer = CellSealer(self.keyring, clear_allowed=self._clear_content)
 
     def use_data_keys(self, keys: DataKeys | None) -> None:

@@ -10,7 +10,7 @@ from alight.schemas import TRANSITIONS, AttemptFinish, AttemptStatus, FailureKin
 from alight_server.store import rows
 from alight_server.store import tables as t
 from alight_server.store.base import Conflict, NotFound
-from alight_server.store.sealing import CellSealer
+from alight_server.store.keys.sealing import CellSealer
 
 # Infra and timeout failures say nothing about the policy: retry them as new attempts.
 RETRYABLE = frozenset({FailureKind.INFRA, FailureKind.TIMEOUT})

@@ -14,7 +14,7 @@ from alight_server.store import rows
 from alight_server.store import tables as t
 from alight_server.store.base import AttemptEnded, Conflict, NotFound
 from alight_server.store.database import SqlDatabase
-from alight_server.store.sealing import CellSealer
+from alight_server.store.keys.sealing import CellSealer
 
 
 class CaptureSql:

@@ -2,7 +2,7 @@
 
 A schema field and a column of the same name carry the same value: JSON columns (marked in the
 table) are encoded and decoded here, timestamps come back in UTC, enums go in as their values, and
-content columns are sealed and opened by the store's sealer (store/sealing.py).
+content columns are sealed and opened by the store's sealer (store/keys/sealing.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from sqlalchemy import DateTime, Row, Table
 
 from alight.schemas import RolloutCreate
 from alight_server.store.base import InvalidValue
-from alight_server.store.sealing import CellSealer, sealed_columns
+from alight_server.store.keys.sealing import CellSealer, sealed_columns
 from alight_server.store.tables import RECORDED_JSON
 
 M = TypeVar("M", bound=BaseModel)

@@ -6,7 +6,7 @@ read (the admin API, the dashboard, a rollout's list) shows "***". Only
 `claim_attempts`, whose answer goes to the controller that starts the attempt,
 carries the values themselves.
 
-The key is the server's ALIGHT_SECRET_KEY (alight_server/upstream_keys.py: the
+The key is the server's ALIGHT_SECRET_KEY (alight_server/store/keys/upstream.py: the
 same key, rotation included, as stored upstream keys). A server started without
 one seals under a key derived from its admin key (`seal_runner_env_under`, as
 the attempt tokens' secret is): nothing readable is stored either way, a server
@@ -25,8 +25,8 @@ from typing import Any
 from cryptography.fernet import Fernet, InvalidToken
 
 from alight.schemas import Rollout, RolloutCreate, RunnerSpec
-from alight_server import upstream_keys
 from alight_server.store.base import StoreError
+from alight_server.store.keys import upstream as upstream_keys
 
 MASK = "***"
 SEALED = "sealed:"  # the prefix of a stored value; one without it was stored before sealing and is opened as is

@@ -30,12 +30,12 @@ from alight.schemas import (
     UpstreamCreate,
     attempt_handle,
 )
-from alight_server import upstream_keys
 from alight_server.store import rows, runner_env
 from alight_server.store import tables as t
 from alight_server.store.base import Conflict, NotFound, SealError
 from alight_server.store.browse import SqlRolloutListing
 from alight_server.store.gateway_pause import SqlGatewayReplicas
+from alight_server.store.keys import upstream as upstream_keys
 from alight_server.store.lifecycle import apply_finish, check_transition, end_running_attempt
 from alight_server.store.offline import SqlOfflineRollouts
 from alight_server.store.records import SqlRecords

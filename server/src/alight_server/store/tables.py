@@ -22,14 +22,14 @@ from sqlalchemy import (
 # Bump when a table changes, and teach SqlStore to migrate from the previous version
 # (a new table needs no bump: opening the store creates the tables it lacks).
 # 2: spans keyed by rollout and attempt too; 3: upstream api keys encrypted (store/database.py migrates both);
-# 4: content columns sealed (store/sealing.py; cells written before stay readable until `alight data encrypt`)
+# 4: content columns sealed (store/keys/sealing.py; cells written before stay readable until `alight data encrypt`)
 SCHEMA_VERSION = 4
 
 # JSON in a text column, marked so store/rows.py encodes and decodes it: what a client sent (NaN and
 # infinities refused) or what the gateway recorded (a -inf logprob kept).
 CLIENT_JSON = {"json": "client"}
 RECORDED_JSON = {"json": "recorded"}
-# Content: each cell sealed with AES-GCM, bound to its row (store/sealing.py). docs/data.md lists them.
+# Content: each cell sealed with AES-GCM, bound to its row (store/keys/sealing.py). docs/data.md lists them.
 SEALED = {"sealed": True}
 SEALED_CLIENT_JSON = CLIENT_JSON | SEALED
 SEALED_RECORDED_JSON = RECORDED_JSON | SEALED
@@ -185,7 +185,7 @@ upstreams = Table(
     Column("url", Text, nullable=False),
     Column("policy_version", Integer, nullable=False),
     Column("model", String(500)),
-    # The key itself only as a Fernet token (alight_server/upstream_keys.py), or a reference read at use.
+    # The key itself only as a Fernet token (alight_server/store/keys/upstream.py), or a reference read at use.
     Column("api_key_sealed", Text),
     Column("api_key_env", String(200)),
     Column("api_key_file", Text),
@@ -248,7 +248,7 @@ run_steps = Table(
     PrimaryKeyConstraint("run_id", "step"),
 )
 
-# Data keys (store/keyring.py): random 32-byte keys that seal content cells, stored only wrapped (AES-GCM)
+# Data keys (store/keys/keyring.py): random 32-byte keys that seal content cells, stored only wrapped (AES-GCM)
 # by a key-encryption key; `kek_id` is that KEK's fingerprint (a digest, not the key).
 data_keys = Table(
     "data_keys",

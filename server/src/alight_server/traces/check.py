@@ -19,9 +19,9 @@ from alight.api_models import RolloutQuery
 from alight.schemas import Rollout, Trajectory
 from alight_server.store.base import Store
 from alight_server.traces.importer import UNRENDERED_EVENT
-from alight_server.trainer.samples import SampleConfig, build_samples
-from alight_server.trainer.samples.breaks import Decode, classify_break, common_prefix_length
-from alight_server.trajectory import build_trajectory
+from alight_server.trainer.step.samples import SampleConfig, build_samples
+from alight_server.trainer.step.samples.breaks import Decode, classify_break, common_prefix_length
+from alight_server.trajectories.join import build_trajectory
 
 _CONTEXT = 3  # tokens shown after the first differing one
 

@@ -4,7 +4,7 @@ Per training step: rollouts by outcome and every attempt's failure kind (infra a
 retried and never trained on; task failures are), the rows the builder made (single-call vs merged rows,
 prefix breaks by cause), calls dropped by reason (token/logprob mismatches among them), calls the gateway
 flagged, calls cut off at their length limit (finish reason `length`), and the hard gates' violations
-(`reward_hacking` events from alight.guards, by rule: the trainer leaves those rollouts out).
+(`reward_hacking` events from alight_sandbox.guards, by rule: the trainer leaves those rollouts out).
 With several policies the builder runs on each policy's share of the calls, as the trainer does, and the
 step also gives each policy's own counts (`policies`); a call's `policy:<name>` flag is routing, not a flag.
 """
@@ -17,11 +17,11 @@ from typing import Any
 
 from alight.evaluation import REWARD_HACKING
 from alight.schemas import Mode, Rollout, RolloutState, Trajectory
-from alight_server.call_output import call_output
-from alight_server.routing import POLICY_FLAG
+from alight_server.policies.routing import POLICY_FLAG
 from alight_server.store import Store
 from alight_server.store.browse import RolloutFilter
-from alight_server.trajectory import build_trajectory
+from alight_server.trajectories.call_output import call_output
+from alight_server.trajectories.join import build_trajectory
 from alight_server.ui import policy_parts, samples, summaries
 
 MAX_ROLLOUTS = 100_000
@@ -46,7 +46,7 @@ def step_health(
     """One step's counts. With several `policies` (name -> named reward) the builder runs on each policy's share
     of the calls (ui/policy_parts.py, as the trainer splits them): counts are summed, a rollout left out of any
     policy's samples counts once per reason, and `policies` in the answer gives each policy's own counts."""
-    from alight_server.trainer.samples import build_samples
+    from alight_server.trainer.step.samples import build_samples
 
     states = Counter(r.state.value for r in rollouts)
     attempt_failures = Counter(a.failure_kind.value for r in rollouts for a in r.attempts if a.failure_kind is not None)
@@ -102,7 +102,7 @@ def step_health(
 
 def _drop_reasons(left_out: list[Trajectory], config: Any) -> dict[str, set[str]]:
     """reason -> ids of the rollouts the builder left out (each alone: it stops at the reward, before merging)."""
-    from alight_server.trainer.samples import build_samples
+    from alight_server.trainer.step.samples import build_samples
 
     reasons: dict[str, set[str]] = {}
     for trajectory in left_out:
@@ -113,7 +113,7 @@ def _drop_reasons(left_out: list[Trajectory], config: Any) -> dict[str, set[str]
 
 
 def gate_rules(store: Store, rollout_id: str) -> set[str]:
-    """The gate rules a rollout broke, in any attempt (as trainer/filters.py reads them to leave it out)."""
+    """The gate rules a rollout broke, in any attempt (as trainer/step/filters.py reads them to leave it out)."""
     return {str(e.payload.get("rule")) for e in store.list_events(rollout_id, kind=REWARD_HACKING)}
 
 

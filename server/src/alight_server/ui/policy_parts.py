@@ -31,8 +31,8 @@ class RunParts:
 
 def split_run(trajectories: Sequence[Trajectory], policies: Mapping[str, str | None]) -> RunParts:
     """The trainer's split of `trajectories` among `policies` (name -> named reward; {} for one policy)."""
-    from alight_server.trainer.config_policies import PolicyConfig
-    from alight_server.trainer.policy_samples import call_policy, split_by_policy
+    from alight_server.trainer.config.policies import PolicyConfig
+    from alight_server.trainer.step.policy_samples import call_policy, split_by_policy
 
     if not policies:
         return RunParts([(None, list(trajectories))])

@@ -9,10 +9,10 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 from alight.attempt_logs import LOG_EVENT_KIND
 from alight.evaluation import REWARD_HACKING
 from alight.schemas import FailureKind, Mode, RolloutState
-from alight_server.deps import ReaderDep, RedactionDep, StoreDep, viewer_copy
+from alight_server.http.deps import ReaderDep, RedactionDep, StoreDep, viewer_copy
 from alight_server.redaction.views import redact_run, redact_trajectory
 from alight_server.store.browse import RolloutFilter
-from alight_server.trajectory import build_trajectory
+from alight_server.trajectories.join import build_trajectory
 from alight_server.ui import health, samples, summaries, tokens
 
 router = APIRouter(tags=["dashboard"])
@@ -23,7 +23,7 @@ AttemptNo = Annotated[int | None, Query(ge=1, le=2**31 - 1, description="default
 
 
 def step_prefix(run_id: str, step: int | None, mode: Mode | None) -> str:
-    """The id prefix of a run's rollouts, as the training loop names them (trainer/phases.py).
+    """The id prefix of a run's rollouts, as the training loop names them (trainer/run/phases.py).
 
     `step` is the step of the run's metrics: training step N is made of the rollouts created before
     update N (named `s{N-1}`), the validation at step N of `val{N}` (0: before training).

@@ -9,7 +9,7 @@ from typing import Any
 
 from alight.schemas import Rollout
 from alight_server.store import NotFound, Store
-from alight_server.trainer.config_sections import SamplesConfig
+from alight_server.trainer.config.sections import SamplesConfig
 
 log = logging.getLogger("alight.server")
 
@@ -56,7 +56,7 @@ def samples_section(run_config: dict[str, Any] | None) -> SamplesConfig:
 def sample_config(run_config: dict[str, Any] | None) -> Any:
     """The sample builder's settings the run trained with: its own `samples:` section; the defaults without a run."""
     try:
-        from alight_server.trainer.samples import SampleConfig
+        from alight_server.trainer.step.samples import SampleConfig
     except ImportError as exc:
         raise NeedsTrainExtra(TRAIN_HINT) from exc
     # every break, so each row can say why it started

@@ -12,7 +12,7 @@ from alight.api_models import RolloutQuery
 from alight.schemas import FailureKind, Mode, Rollout
 from alight_server.store import Store
 from alight_server.store.browse import RolloutFilter
-from alight_server.trajectory import final_reward
+from alight_server.trajectories.join import final_reward
 
 MAX_GROUP = 1000  # members read per group for its spread
 
@@ -76,7 +76,7 @@ def group_spreads(store: Store, group_ids: Sequence[str]) -> dict[str, dict[str,
 def validation_intervals(store: Store, run_id: str) -> list[dict[str, Any]]:
     """Per validation step: the mean score and its 95% normal interval over the val rollouts.
 
-    A rollout scores as the trainer scores it (trainer/rollouts.py `scored`): its final reward, 0 when
+    A rollout scores as the trainer scores it (trainer/run/rollouts.py `scored`): its final reward, 0 when
     it failed without one; infra and timeout failures are left out.
     """
     found, _ = store.browse_rollouts(RolloutFilter(mode=Mode.VAL, id_prefix=f"{run_id}-val"), limit=100_000)

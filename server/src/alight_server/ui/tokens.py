@@ -13,9 +13,9 @@ from collections import Counter
 from typing import Any
 
 from alight.schemas import Trajectory
+from alight_server.policies.routing import policy_of
 from alight_server.redaction import Redactor
 from alight_server.redaction.views import redact_tokens
-from alight_server.routing import policy_of
 from alight_server.store import Store
 from alight_server.ui import policy_parts, samples
 
@@ -23,13 +23,13 @@ from alight_server.ui import policy_parts, samples
 def token_view(store: Store, trajectory: Trajectory, redaction: Redactor | None = None) -> dict[str, Any]:
     """Run the real sample builder on this one trajectory, with the settings of the run it belongs to.
 
-    With several policies the trainer's split runs first (trainer/policy_samples.py): each policy's rows hold
+    With several policies the trainer's split runs first (trainer/step/policy_samples.py): each policy's rows hold
     only its calls, scored by its reward, and each row names its `policy`; calls of no known policy are
     counted among the dropped calls. With a redactor (a copy for people), each redacted span of a row's text
     becomes one block over the tokens it covers (redaction/views.py `redact_tokens`); the builder itself
     always reads the exact data.
     """
-    from alight_server.trainer.samples import build_samples
+    from alight_server.trainer.step.samples import build_samples
 
     rollout = store.get_rollout(trajectory.rollout_id)
     run = samples.run_of(store, rollout)

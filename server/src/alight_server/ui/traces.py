@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path
 
-from alight_server.deps import AdminDep, StoreDep
+from alight_server.http.deps import AdminDep, StoreDep
 from alight_server.ui import samples
 
 router = APIRouter(tags=["dashboard"])

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from alight.schemas import ApiFlavour, ModelCall
-from alight_server.routing import POLICY_FLAG
+from alight_server.policies.routing import POLICY_FLAG
 
 # Flags on a captured call: kept for people, skipped by trainers.
 MISSING_PROMPT_IDS = "missing_prompt_token_ids"

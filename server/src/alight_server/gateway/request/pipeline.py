@@ -21,8 +21,8 @@ from alight_server.gateway.request.checks import check_upstream_body
 from alight_server.gateway.request.relay import StreamRelay
 from alight_server.gateway.upstream.pool import Target
 from alight_server.gateway.upstream.proxy import UpstreamReply
-from alight_server.json_depth import TooDeep, loads_within_depth
-from alight_server.routing import CallFacts, GatewayRouting, Unroutable, route
+from alight_server.http.json_depth import TooDeep, loads_within_depth
+from alight_server.policies.routing import CallFacts, GatewayRouting, Unroutable, route
 
 MAX_TOKENS_CAP = "alight_max_tokens_cap"  # in a recorded request: the gateway lowered its output budget
 

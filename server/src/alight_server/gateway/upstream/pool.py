@@ -12,9 +12,9 @@ from typing import Any
 import anyio.to_thread
 
 from alight.schemas import Upstream
-from alight_server import upstream_keys
 from alight_server.gateway.errors import GatewayError
 from alight_server.store.base import Store
+from alight_server.store.keys import upstream as upstream_keys
 
 # Registrations are re-read from the store this often: by the gateway's store sync, off the
 # call path, while `followed()` holds; else by the first call after that. A transport failure

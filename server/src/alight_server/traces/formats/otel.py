@@ -25,10 +25,10 @@ from typing import Any
 from fastapi import HTTPException
 
 from alight import semconv
-from alight_server.otlp import JSON, PROTOBUF, attributes, parse_request
 from alight_server.traces.formats.content import Unrenderable, arguments_text, text_of
 from alight_server.traces.formats.lines import base_suffix, read_bytes, read_text
 from alight_server.traces.model import Parsed, RecordError, TraceCall, TraceReward, TraceSession, assistant, tool_call
+from alight_server.traces.otlp import JSON, PROTOBUF, attributes, parse_request
 
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
 MESSAGE_EVENTS = {

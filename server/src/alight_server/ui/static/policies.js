@@ -6,8 +6,8 @@
 
 const Policies = (() => {
   const PALETTE = ["#7c3aed", "#0d9488", "#db2777", "#ca8a04", "#4f46e5", "#65a30d", "#c2410c", "#0369a1"];
-  const FLAG = "policy:"; // a recorded call's flag, "policy:<name>" (alight_server/routing.py POLICY_FLAG)
-  const PREFIX = "policy/"; // a step metric of one policy, "policy/<name>/<key>" (trainer/policy_step.py)
+  const FLAG = "policy:"; // a recorded call's flag, "policy:<name>" (alight_server/policies/routing.py POLICY_FLAG)
+  const PREFIX = "policy/"; // a step metric of one policy, "policy/<name>/<key>" (trainer/step/update.py)
   const ROLLOUT = "#374151"; // the rollout's own reward and score, which every policy shares
 
   // The run config's policies in config order; [] for a single-policy run.

@@ -1,0 +1,108 @@
+"""One command in the sandbox: bwrap under strace (the evidence), with rlimits and a wall-clock limit."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from alight_sandbox.guards.policy import WORKSPACE, SandboxPolicy, bwrap_argv
+
+# What the gates read: file opens, executions, network calls and namespace changes to the filesystem.
+TRACED = (
+    "execve,execveat,clone,clone3,fork,vfork,chdir,open,openat,openat2,creat,connect,sendto,sendmsg,"
+    "unlink,unlinkat,rename,renameat,renameat2,mkdir,mkdirat,rmdir,truncate,symlink,symlinkat,link,linkat"
+)
+_PR_SET_PDEATHSIG = 1
+Streams = Literal["merged", "split", "inherit"]
+
+
+@dataclass
+class CommandResult:
+    returncode: int
+    output: str
+    timed_out: bool = False
+    errors: str = ""  # stderr, when run with streams="split"
+
+
+def _limits(policy: SandboxPolicy) -> None:
+    """preexec: rlimits inherited by everything in the sandbox; die with the caller (a killed agent)."""
+    mb = 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_CPU, (policy.cpu_s, policy.cpu_s))
+    if policy.memory_mb > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (policy.memory_mb * mb, policy.memory_mb * mb))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (policy.file_mb * mb, policy.file_mb * mb))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def sandbox_argv(
+    policy: SandboxPolicy, command: list[str], trace: Path | None, cwd: str, env: dict[str, str]
+) -> list[str]:
+    argv = bwrap_argv(policy, command, cwd=cwd, env=env)
+    if trace is None:
+        return argv
+    # -y names each fd's path (AT_FDCWD</workspace/sub>), so relative paths resolve; -s keeps argv readable.
+    return [
+        "strace",
+        "-f",
+        "-qq",
+        "-y",
+        "-s",
+        "512",
+        "-e",
+        f"trace={TRACED}",
+        "-e",
+        "signal=none",
+        "-o",
+        str(trace),
+        *argv,
+    ]
+
+
+def run_command(
+    policy: SandboxPolicy,
+    command: list[str],
+    *,
+    cwd: str = WORKSPACE,
+    env: dict[str, str] | None = None,
+    trace: Path | None = None,
+    timeout_s: float | None = None,
+    streams: Streams = "merged",
+) -> CommandResult:
+    """Run `command` in a fresh sandbox of `policy`, its output decoded leniently.
+
+    `streams`: "merged" puts stdout and stderr together in `output`; "split" keeps stderr apart in `errors`
+    (a check whose last stdout line is its score); "inherit" lets the command write to this process's
+    own stdout and stderr as it runs (a long CLI episode's log), and both fields stay empty.
+    """
+    argv = sandbox_argv(policy, command, trace, cwd, env or {})
+    proc = subprocess.Popen(
+        argv,
+        stdout=None if streams == "inherit" else subprocess.PIPE,
+        stderr={"merged": subprocess.STDOUT, "split": subprocess.PIPE, "inherit": None}[streams],
+        stdin=subprocess.DEVNULL,
+        # bwrap stays the sandbox's pid 1 with the environment it was started with, and a command inside
+        # can read /proc/1/environ: it gets PATH to find its tools and nothing else of ours (a token).
+        env={"PATH": os.environ.get("PATH", os.defpath)},
+        start_new_session=True,
+        preexec_fn=lambda: _limits(policy),
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s or policy.timeout_s)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        timed_out = True
+    return CommandResult(
+        returncode=-9 if timed_out else proc.returncode,
+        output=(out or b"").decode("utf-8", errors="replace"),
+        timed_out=timed_out,
+        errors=(err or b"").decode("utf-8", errors="replace"),
+    )

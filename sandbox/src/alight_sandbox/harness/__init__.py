@@ -1,0 +1,15 @@
+# pyright: strict
+"""Closed command-line agents (Claude Code, Codex) as rollouts, unmodified: workspace, config, prompt, check.
+
+Each harness is an entrypoint for the controller (`agent: {entrypoint: alight_sandbox.harness.claude_code:episode}`).
+Per attempt it makes a fresh workspace from the task, writes the CLI's own configuration (a relay on the
+sandbox's loopback as its endpoint, a placeholder key, telemetry and auto-update off), runs the CLI
+non-interactively on the task's prompt inside a bubblewrap sandbox whose only way out is a forwarder that
+adds the attempt token to this attempt's model calls (alight_sandbox.harness.sandbox), then runs the task's check
+command in a sandbox of the same kind: a number on its last output line (clamped to the task's range), or
+its exit status, is the rollout's reward.
+"""
+
+from alight_sandbox.harness.workspace import CliTask, check_reward, make_workspace
+
+__all__ = ["CliTask", "check_reward", "make_workspace"]

@@ -1,0 +1,176 @@
+"""Evaluators: score a finished attempt from outside the agent, for agents that report no reward themselves.
+
+Configure `evaluator:` in the train config (or the server config of `alight serve --config`) as either
+
+- a Python reference, "my_pkg.scoring:score" or "path/to/scoring.py:score", called as
+  `score(task, trajectory)` (a one-parameter function gets just the trajectory; `trajectory.task`
+  holds the task too); or
+- a check command, an argv list such as `["pytest", "-q", "tests/"]`, run in the attempt's working
+  directory (the agent's `cwd`) with the task in ALIGHT_TASK and `{"task", "trajectory"}` as JSON on stdin.
+
+When an attempt ends as the agent's own outcome (it succeeded, or failed as a task failure), before the
+rollout turns terminal, the server runs the evaluator. Timeouts and infra failures get no evaluation: the
+agent did not finish, so any score would be a reward for something it did not do.
+
+A Python evaluator returns a number (the final reward), a dict `{name: number}` (named final rewards), or
+None (no reward). A check command's last line of output may be the same as JSON; a command that prints
+none scores 1.0 when it exits 0 and 0.0 otherwise.
+
+Example (works for every API flavour, and for an attempt that made no call)::
+
+    def score(task, trajectory):
+        answer = trajectory.final_output.text      # "" when the attempt made no model call
+        return {"correct": float(str(task["answer"]) in answer), "short": float(len(answer) < 200)}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import math
+import os
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI
+
+from alight import envvars
+from alight.entry import load_target
+from alight.schemas import (
+    AttemptFinish,
+    AttemptStatus,
+    FailureKind,
+    RewardCreate,
+    RewardSource,
+    Rollout,
+    Trajectory,
+)
+from alight_server.config import ServerConfig
+from alight_server.store.base import Store
+from alight_server.trajectories.join import build_trajectory
+
+EvaluatorSpec = str | list[str]  # a Python reference or a check command's argv
+# Internally every evaluator is called with the rollout (task, runner cwd) and the attempt's trajectory.
+Evaluator = Callable[[Rollout, Trajectory], Any]
+# A check runs inside the controller's finish report, whose HTTP client gives up after 60 s.
+CHECK_TIMEOUT_S = 50.0
+
+
+def load_evaluator(spec: EvaluatorSpec) -> Evaluator:
+    """The evaluator a config names; a bad reference fails now, with what to fix."""
+    if isinstance(spec, list):
+        if not spec or not all(isinstance(a, str) and a for a in spec):
+            raise ValueError(f"an evaluator command must be a non-empty list of strings (argv), got {spec!r}")
+        return CheckCommand(spec)
+    try:
+        target = load_target(spec)
+    except Exception as exc:
+        raise ValueError(f"cannot load the evaluator {spec!r}: {exc}") from exc
+    takes_task = _takes_task(target)
+
+    def evaluate(rollout: Rollout, trajectory: Trajectory) -> Any:
+        return target(rollout.task, trajectory) if takes_task else target(trajectory)
+
+    evaluate.__qualname__ = str(getattr(target, "__qualname__", spec))
+    return evaluate
+
+
+def _takes_task(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` accepts (task, trajectory) rather than only the trajectory."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+
+
+def agent_outcome(finish: AttemptFinish) -> bool:
+    """The attempt ended as the agent's own doing: it succeeded or failed the task (not timeout or infra)."""
+    return finish.status == "succeeded" or finish.failure_kind in (None, FailureKind.TASK)
+
+
+class CheckCommand:
+    """A check command as an evaluator: runs in the attempt's working directory, scored by its output."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+        self.__qualname__ = f"check {' '.join(argv)}"[:200]
+
+    def __call__(self, rollout: Rollout, trajectory: Trajectory) -> Any:
+        cwd = rollout.runner.cwd if rollout.runner is not None else None
+        stdin = json.dumps({"task": rollout.task, "trajectory": trajectory.model_dump(mode="json")})
+        env = {**os.environ, envvars.ALIGHT_TASK: json.dumps(rollout.task), envvars.ALIGHT_ROLLOUT_ID: rollout.id}
+        try:
+            done = subprocess.run(
+                self.argv, cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S
+            )
+        except OSError as exc:
+            raise ValueError(f"cannot run the evaluator command {self.argv[0]!r} in {cwd!r}: {exc}") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise ValueError(f"the evaluator command ran past {CHECK_TIMEOUT_S:g} s; no reward recorded") from exc
+        lines = [line for line in done.stdout.splitlines() if line.strip()]
+        if lines:
+            try:
+                return json.loads(lines[-1])
+            except ValueError:
+                pass  # ordinary output (a test runner's summary): the exit status decides
+        return 1.0 if done.returncode == 0 else 0.0
+
+
+def rewards_from(result: Any, rollout_id: str, attempt: int) -> list[RewardCreate]:
+    """The reward rows an evaluator's return value stands for; ValueError for anything but numbers."""
+    if result is None:
+        return []
+    items = result.items() if isinstance(result, dict) else [(None, result)]
+    rows = []
+    for name, value in items:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(
+                f"evaluator returned {value!r} for {name or 'the reward'} of rollout {rollout_id!r}; "
+                "return a finite number, a dict of them, or None"
+            )
+        # Deterministic ids: a retried finish (or a second call) stores nothing new.
+        suffix = "" if name is None else f"-{name}"
+        rows.append(
+            RewardCreate(
+                id=f"eval-{attempt}{suffix}"[:200],
+                attempt=attempt,
+                value=float(value),
+                name=None if name is None else str(name),
+                final=True,
+                source=RewardSource.EVALUATOR,
+            )
+        )
+    return rows
+
+
+def evaluator_hook(evaluate: Evaluator) -> Callable[[Store, Rollout, int, AttemptFinish], None]:
+    """Wrap an evaluator as an attempt-finished hook that stores its rewards (agent outcomes only)."""
+
+    def hook(store: Store, rollout: Rollout, attempt: int, finish: AttemptFinish) -> None:
+        if not agent_outcome(finish):
+            return
+        trajectory = build_trajectory(store, rollout.id, attempt).model_copy(
+            update={"attempt_status": AttemptStatus(finish.status), "failure_kind": finish.failure_kind}
+        )
+        result = evaluate(rollout, trajectory)
+        if inspect.isawaitable(result):
+            result = asyncio.run(_await(result))
+        for reward in rewards_from(result, rollout.id, attempt):
+            store.add_reward(rollout.id, reward)
+
+    hook.__qualname__ = f"evaluator({getattr(evaluate, '__qualname__', evaluate)!s})"
+    return hook
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def install_evaluator(app: FastAPI, config: ServerConfig) -> None:
+    """Register config.evaluator (if any) as an attempt-finished hook of `app`."""
+    if config.evaluator is not None:
+        app.state.attempt_finished_hooks.append(evaluator_hook(load_evaluator(config.evaluator)))

@@ -1,0 +1,104 @@
+"""`alight eval`: the policy on the validation tasks, no training; and the same report over a run's store."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from alight.api_models import RolloutQuery
+from alight.client import AlightClient
+from alight.evaluation import EvalReport, build_report
+from alight.schemas import Mode, Rollout, RolloutState
+from alight_server.stacks.state import open_run_store
+from alight_server.store import Store
+from alight_server.trainer.config.run import TrainConfig
+from alight_server.trainer.run.rollouts import create_group_rollouts, scored, wait_all
+from alight_server.trajectories.join import build_trajectory
+
+
+def report_from_client(client: AlightClient, rollouts: Sequence[Rollout]) -> EvalReport:
+    done = [r for r in rollouts if r.state != RolloutState.CANCELLED and r.attempts]
+    trajectories = [client.trajectory(r.id, reveal=True) for r in done]  # token counts need the exact copy
+    events = [e for r in done for e in client.list_events(r.id, reveal=True)]
+    return build_report(rollouts, trajectories, events)
+
+
+def report_from_store(store: Store, rollouts: Sequence[Rollout]) -> EvalReport:
+    done = [r for r in rollouts if r.state != RolloutState.CANCELLED and r.attempts]
+    trajectories = [build_trajectory(store, r.id) for r in done]
+    events = [e for r in done for e in store.list_events(r.id)]
+    return build_report(rollouts, trajectories, events)
+
+
+def validation_reports(run_dir: Path) -> dict[int, EvalReport]:
+    """Per step, the report over a finished run's validation rollouts (its embedded SQLite store)."""
+    db = run_dir / "alight.db"
+    if not db.is_file():
+        return {}
+    store = open_run_store(run_dir)  # with the data keys the run's server sealed its content under
+    try:
+        by_step: dict[int, list[Rollout]] = {}
+        since = 0
+        while page := store.list_rollouts(RolloutQuery(mode=Mode.VAL, since_seq=since, limit=500)):
+            since = page[-1].seq
+            for rollout in page:
+                by_step.setdefault(int(rollout.metadata.get("step", 0)), []).append(rollout)
+        return {step: report_from_store(store, rollouts) for step, rollouts in sorted(by_step.items())}
+    finally:
+        store.close()
+
+
+def _stack(config: TrainConfig) -> Any:
+    """The stack the config names: your server (server.url), else the embedded one on the config's model."""
+    import torch
+
+    from alight_server.stacks.kinds import EmbeddedStack, ExternalStack
+    from alight_server.stacks.opening import stack_options
+    from alight_server.trainer.run.policy_engine import engine_adapters, policy_engine
+
+    run_dir = Path(config.output_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if config.inference.torch_threads:
+        torch.set_num_threads(config.inference.torch_threads)
+    if config.server.url is not None:
+        return ExternalStack(config.server, config.model, run_dir, config.evaluator)
+    return EmbeddedStack(
+        policy_engine(config.model, config.inference, engine_adapters(config)), run_dir, **stack_options(config)
+    )
+
+
+def run_rollouts(
+    config: TrainConfig, label: str, tasks: Sequence[Any], n: int, mode: Mode
+) -> tuple[EvalReport, list[list[float | None]]]:
+    """`n` rollouts of each task on a fresh stack: the report over all of them, and each task's scores
+    (None for an infra failure or timeout, which says nothing about the policy)."""
+    if not tasks:
+        raise ValueError("no tasks to run")
+    with _stack(config) as stack:
+        client = stack.client
+        assert client is not None
+        prefix = f"{label}-{time.strftime('%Y%m%d-%H%M%S')}"
+        created = create_group_rollouts(
+            client, prefix, tasks, n, mode, config.agent, config.rollout_timeout_s, config.max_attempts, {label: prefix},
+        )  # fmt: skip
+        finished = wait_all(client, [r.id for r in created])
+        report = report_from_client(client, finished)
+        scores: list[list[float | None]] = [[] for _ in tasks]
+        for rollout in finished:
+            index = int(rollout.metadata["task_index"])
+            scores[index].append(scored(client.trajectory(rollout.id, reveal=True)) if rollout.attempts else None)
+        return report, scores
+
+
+def run_eval(config: TrainConfig, val_tasks: Any = None) -> EvalReport:
+    """The validation tasks (validation.max_tasks of them), validation.samples_per_task times each, in val mode."""
+    from alight_server.trainer.run.dataset import load_splits
+
+    splits = load_splits(config.dataset, config.seed, None, val_tasks)
+    limit = config.validation.max_tasks
+    tasks = splits.val[:limit] if limit else splits.val
+    if not tasks:
+        raise ValueError("no validation tasks: set dataset.val (or dataset.val_size) in the config")
+    return run_rollouts(config, "eval", tasks, config.validation.samples_per_task, Mode.VAL)[0]

@@ -1,0 +1,1 @@
+"""Key handling at rest: key-encryption keys, the data keys they wrap, sealed cells and logs, upstream API keys."""

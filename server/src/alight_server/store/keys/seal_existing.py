@@ -1,0 +1,100 @@
+"""Sealing the clear content cells of a store written before schema 4 (`alight data encrypt`), safe to interrupt.
+
+1. Table by table, rows are walked in primary-key order a batch at a time; a batch is one write transaction
+   that seals every clear cell of its rows in place (under the store's current data key, bound to the row).
+   A run killed at any point leaves each cell either clear or sealed, never lost; running it again skips what
+   is sealed (a cell that starts with the sealed prefix) and finishes the rest.
+2. When every table is done, the store's `clear_content` mark is cleared: from then on a clear cell is refused.
+   A store without the mark is left alone: a clear cell in it was written outside alight, and sealing it would
+   make a forged cell pass for one alight wrote.
+3. SQLite: the updates run with secure_delete on (the old text's freed space is zeroed) and the WAL is
+   checkpointed and truncated at the end, so the file and its -wal keep no copy. PostgreSQL keeps the old row
+   versions until a VACUUM FULL rewrites the tables (docs/data.md says what the operator runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlalchemy import ColumnElement, Table, and_, false, not_, or_, select, tuple_, update
+
+from alight_server.store import tables as t
+from alight_server.store.database import CLEAR_CONTENT, SqlDatabase
+from alight_server.store.keys.sealing import PREFIX, identity, sealed_columns
+
+DEFAULT_BATCH = 200  # rows per write transaction: a short hold of SQLite's one write lock
+SEALED_TABLES = tuple(table for table in t.metadata.sorted_tables if sealed_columns(table))
+# Progress: (table, rows sealed in it so far).
+Progress = Callable[[str, int], None]
+
+
+@dataclass
+class Encryption:
+    """What a run sealed: rows and cells per table, and whether the store's clear mark was cleared."""
+
+    rows: dict[str, int] = field(default_factory=dict)
+    cells: dict[str, int] = field(default_factory=dict)
+    wal_truncated: bool | None = None  # SQLite: whether the WAL was emptied (a reader may hold it); else None
+
+
+def seal_existing(store: SqlDatabase, *, batch: int = DEFAULT_BATCH, progress: Progress | None = None) -> Encryption:
+    """Seal every clear content cell of `store` in place, a batch of rows per transaction (module docstring)."""
+    if not store.sealer.enabled:
+        raise ValueError("this store was opened with sealing off: open it with its data keys to encrypt it")
+    done = Encryption()
+    if not store.holds_clear_content():
+        return done  # all sealed since schema 4 (or an earlier run finished): nothing of alight's is clear
+    for table in SEALED_TABLES:
+        rows, cells = _seal_table(store, table, batch, progress)
+        done.rows[table.name], done.cells[table.name] = rows, cells
+    with store._write() as conn:
+        conn.execute(update(t.counters).where(t.counters.c.name == CLEAR_CONTENT).values(value=0))
+    store.sealer.clear_allowed = False
+    if store.is_sqlite:
+        conn = store.engine.raw_connection()  # autocommit: a checkpoint cannot run inside a transaction
+        try:
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            conn.close()
+        done.wal_truncated = busy == 0
+    return done
+
+
+def _seal_table(store: SqlDatabase, table: Table, batch: int, progress: Progress | None) -> tuple[int, int]:
+    columns = sealed_columns(table)
+    keys = list(table.primary_key.columns)  # the walk's order (events: its pk, not its identity)
+    ident = identity(table)
+    # Sealed: `enc1:<a key id of this store>:...`; any other cell is legacy text, even one that looks sealed.
+    with store.engine.connect() as conn:
+        heads = tuple(f"{PREFIX}{key_id}:" for key_id in conn.execute(select(t.data_keys.c.id)).scalars())
+
+    def is_clear(column: str) -> ColumnElement[bool]:
+        sealed = or_(false(), *(table.c[column].startswith(head, autoescape=True) for head in heads))
+        return and_(table.c[column].is_not(None), not_(sealed))
+
+    clear = or_(*(is_clear(c) for c in columns))
+    wanted = list(dict.fromkeys([*(k.name for k in keys), *ident, *columns]))
+    after: tuple[object, ...] | None = None
+    rows = cells = 0
+    while True:
+        with store._write() as conn:
+            if store.is_sqlite:  # the old text's freed space is zeroed, not left in the file
+                conn.exec_driver_sql("PRAGMA secure_delete = ON")
+            stmt = select(*(table.c[name] for name in wanted)).where(clear).order_by(*keys).limit(batch)
+            if after is not None:
+                stmt = stmt.where(tuple_(*keys) > tuple_(*after))
+            # PostgreSQL: the rows stay as read until the batch commits (SQLite's writer holds the whole file).
+            found = conn.execute(stmt if store.is_sqlite else stmt.with_for_update()).all()
+            for row in found:
+                m = row._mapping
+                values = {c: m[c] for c in columns if m[c] is not None and not m[c].startswith(heads)}
+                store.sealer.seal_row(table, values, [m[name] for name in ident])
+                conn.execute(update(table).where(*(k == m[k.name] for k in keys)).values(**values))
+                cells += len(values)
+        if not found:
+            return rows, cells
+        rows += len(found)
+        after = tuple(found[-1]._mapping[k.name] for k in keys)
+        if progress is not None:
+            progress(table.name, rows)

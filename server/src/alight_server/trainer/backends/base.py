@@ -1,0 +1,95 @@
+"""The trainer backend seam: what the training loop asks of whatever runs the RL update (docs/training.md).
+
+`TrainingRun` (trainer/run/loop.py) talks to a `TrainerBackend` only; `make_backend(config)` picks one by
+`trainer.backend`:
+
+- `embedded` (trainer/backends/embedded.py): a transformers policy in this process tree, CPU or GPUs, LoRA optional,
+  data-parallel over torch.distributed when `trainer.world_size` > 1 or under torchrun (trainer/backends/distributed.py);
+- `verl` (trainer/backends/verl/, `pip install 'alight-server[verl]'`): verl's FSDP actor and rollout replicas on Ray.
+
+With `policies:` the loop holds a `PolicySet` (trainer/backends/policy_set.py) instead: one embedded backend per
+trainable policy, the same `push_weights` / `state_dict` / `load_state_dict` / `close`, a step per policy.
+
+A backend in a few lines, for the shape of the contract::
+
+    class Frozen:  # trains nothing, serves the base weights
+        def step(self, batch): return {"rows": float(batch.num_rows)}
+        def push_weights(self, sync, metadata): return sync.push(self.weights, metadata)
+        def state_dict(self): return {}
+        def load_state_dict(self, state): pass
+        def close(self): pass
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Protocol
+
+from alight.client import AlightClient
+from alight_server.trainer.run.weight_sync import WeightSync
+from alight_server.trainer.step.samples import SampleBatch
+
+if TYPE_CHECKING:
+    from alight_server.trainer.config.run import TrainConfig
+
+VERL_INSTALL = "pip install 'alight-server[verl]'"
+
+
+class TrainerBackend(Protocol):
+    """Runs the RL update for the training loop; every method is called on the loop's process (rank 0)."""
+
+    def step(self, batch: SampleBatch) -> dict[str, float]:
+        """One RL step on a batch of samples (advantages, loss, optimizer updates); returns step metrics."""
+        ...
+
+    def push_weights(self, sync: WeightSync, metadata: dict[str, Any]) -> tuple[int, float]:
+        """Hand the current weights (merged, or only the LoRA adapter where the inference side supports it)
+        to inference inside the gateway's pause -> drain -> load -> resume; returns (new policy version, seconds).
+        """
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a checkpoint needs to continue this backend exactly (weights, optimizer, counters)."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned (after a `--resume`)."""
+        ...
+
+    def close(self) -> None:
+        """Release processes, process groups and devices; the backend is unusable afterwards."""
+        ...
+
+
+def make_backend(config: TrainConfig, client: AlightClient | None = None) -> TrainerBackend:
+    """The backend `config.trainer.backend` names, ready to train (on rank 0 of a multi-process run).
+
+    `client` speaks to the run's alight server: a backend that serves the policy itself (verl's rollout
+    replicas) registers its servers there as the gateway's upstreams; the embedded backend ignores it.
+    """
+    if config.trainer.backend == "verl":
+        return _verl_module().make_backend(config, client)
+    from alight_server.trainer.backends.embedded import make_embedded_backend
+
+    return make_embedded_backend(config)
+
+
+def follow_rank(config: TrainConfig) -> None:
+    """On ranks other than 0 of a torchrun launch: serve rank 0's backend until it closes."""
+    if config.trainer.backend != "embedded":
+        raise RuntimeError(
+            f"trainer.backend {config.trainer.backend!r} does not run under torchrun; launch one `alight train` "
+            "(verl starts its own workers on Ray)"
+        )
+    from alight_server.trainer.backends.follower import follow
+
+    follow(config)
+
+
+def _verl_module() -> Any:
+    try:
+        return importlib.import_module("alight_server.trainer.backends.verl")
+    except ImportError as exc:
+        raise RuntimeError(
+            f"trainer.backend: verl needs the verl backend and verl itself ({exc}): {VERL_INSTALL}"
+        ) from exc

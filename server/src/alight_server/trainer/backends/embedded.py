@@ -1,0 +1,431 @@
+"""Embedded trainer backend: a transformers policy on CPU or GPUs, optional LoRA, data-parallel over ranks.
+
+One `step(batch)`:
+1. Group advantages per rollout (GRPO/RLOO), broadcast to every trained token of its rows, plus
+   `step_reward_coef` x the step rewards to go of each token's call (per-turn credit).
+2. Token weights for the batch loss (per_rollout_mean / token_mean / seq_mean), computed once on the
+   whole batch so that micro-batches just add up: gradient accumulation by token budget is exact, and
+   so is data parallelism (each rank's rows are one more set of micro-batches of the same sum).
+3. Rows are split by tokens across ranks (`shard_rows`); each rank packs its rows into micro-batches.
+4. For each of `updates_per_batch` optimizer updates: recompute the policy's logprobs micro-batch by
+   micro-batch, apply the clipped loss against the gateway-recorded logprobs, backpropagate (DDP or
+   FSDP2 sum the ranks' gradients on the last micro-batch), then clip the gradient norm and step AdamW.
+   With `tis_cap` set (stale samples, asynchronous training) pi_old is first recomputed by the current
+   weights, and each token's loss is weighted by min(pi_old / pi_rollout, tis_cap) against the recorded
+   logprobs (truncated importance sampling; decoupled PPO).
+With `estimator: sft` steps 1 and 4 are supervised instead: token-mean weights and `sft_loss` (the NLL of
+the trained tokens). Rows of fidelity `rendered` go through `rendered.refuse_rendered` first; under
+`rendered_rows: recompute` their pi_old is the current policy's logprobs, computed before the first update.
+`policy_weights()` gives plain (LoRA-merged, FSDP-gathered) tensors named like the served model's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_state_dict,
+    set_state_dict,
+)
+
+from alight_server.trainer.backends.devices import pick_dtype
+from alight_server.trainer.backends.distributed import World, join, parallelize, shard_rows, unwrap
+from alight_server.trainer.config.sections import LoraConfig, OptimizerConfig
+from alight_server.trainer.run.weight_sync import WeightSync
+from alight_server.trainer.step.algorithm import (
+    AlgorithmConfig,
+    aggregation_weights,
+    group_advantages,
+    policy_loss,
+    sft_loss,
+    token_advantages,
+)
+from alight_server.trainer.step.rendered import needs_recompute, refuse_rendered
+from alight_server.trainer.step.samples import SampleBatch
+
+if TYPE_CHECKING:
+    from alight_server.trainer.config.run import TrainConfig
+
+
+def token_logprobs(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, first_target: int = 1
+) -> torch.Tensor:
+    """logp[r, t] = log pi(input_ids[r, t] | tokens before t) for t >= first_target, else 0.  (R, T)
+
+    Only positions from `first_target` on get logits (`logits_to_keep`): the prompt needs hidden
+    states but no vocabulary projection, which is much of the cost with a large vocabulary.
+    """
+    width = input_ids.shape[1]
+    first_target = max(1, min(first_target, width - 1))
+    keep = width - first_target + 1  # logits at positions first_target-1 .. width-1
+    out = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep)
+    logits = out.logits[:, -keep:-1].float()  # (R, K-1, V) predicting first_target .. width-1
+    targets = input_ids[:, first_target:]  # (R, K-1)
+    chosen = logits.gather(-1, targets[..., None])[..., 0]  # (R, K-1)
+    logp = chosen - torch.logsumexp(logits, dim=-1)  # (R, K-1)
+    return torch.cat([logp.new_zeros(input_ids.shape[0], first_target), logp], dim=1)  # (R, T)
+
+
+def micro_batches(batch: SampleBatch, token_budget: int, rows: Sequence[int] | None = None) -> Iterator[list[int]]:
+    """Row indices (of `rows`, default all), grouped so each micro-batch's padded size (rows x longest row)
+    stays within the budget."""
+    lengths = batch.attention_mask.sum(1).tolist()
+    order = sorted(range(len(lengths)) if rows is None else rows, key=lambda r: lengths[r])
+    current: list[int] = []
+    for row in order:
+        longest = max([lengths[r] for r in current] + [lengths[row]])
+        if current and longest * (len(current) + 1) > token_budget:
+            yield current
+            current = []
+        current.append(row)
+    if current:
+        yield current
+
+
+def _window(micro: SampleBatch) -> tuple[int, int]:
+    """(width without the batch-wide padding, first trained position) of a micro-batch."""
+    width = int(micro.attention_mask.sum(1).max())
+    trained = micro.loss_mask[:, :width].sum(0).nonzero()
+    return width, int(trained[0]) if trained.numel() else 1
+
+
+class EmbeddedBackend:
+    """The default `TrainerBackend`: owns the policy, its optimizer and this process's rank; see the module docstring.
+
+    On rank 0 every public method first announces itself, so the other ranks (`follow`) enter the same collectives.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        optimizer: OptimizerConfig,
+        algorithm: AlgorithmConfig,
+        lora: LoraConfig | None = None,
+        world: World | None = None,
+    ) -> None:
+        self.world = world or World(device=next(model.parameters()).device)
+        self.device = self.world.device
+        self.algorithm = algorithm
+        self.optim_config = optimizer
+        self.lora = lora if lora is not None and lora.enabled else None
+        if self.lora is not None:
+            model = _with_lora(model, self.lora)
+        model.train()
+        self.reference: Any = None
+        if algorithm.kl_coef > 0:
+            # FSDP2 shards the reference too (it fits no better than the policy); under DDP each rank holds one.
+            reference = _frozen_copy(model)
+            self.reference = parallelize(reference, self.world) if self.world.strategy == "fsdp" else reference
+        self.model = parallelize(model, self.world)  # DDP wrapper, FSDP2-sharded in place, or the model
+        trainable = [p for p in self.model.parameters() if p.requires_grad]  # after sharding: DTensors under FSDP2
+        self.optimizer = torch.optim.AdamW(
+            trainable, lr=optimizer.lr, betas=optimizer.betas, weight_decay=optimizer.weight_decay
+        )
+        self.updates = 0
+
+    # -- one RL step ---------------------------------------------------------------------------
+    def step(self, batch: SampleBatch) -> dict[str, float]:
+        """Train on one batch of rows; returns averaged loss metrics plus update counts."""
+        self.world.announce("step", batch)
+        return self._step(batch)
+
+    def token_advantages(self, batch: SampleBatch) -> torch.Tensor:
+        """(R, T) advantage of every trained token: its rollout's group advantage plus per-turn credit."""
+        config = self.algorithm
+        advantages = group_advantages(
+            batch.rollout_reward, batch.rollout_group, config.estimator, config.normalize_std, config.eps
+        )  # (U,)
+        return token_advantages(
+            advantages, batch.row_rollout, batch.loss_mask, batch.step_returns, config.step_reward_coef
+        )  # (R, T)
+
+    def _step(self, batch: SampleBatch) -> dict[str, float]:
+        refuse_rendered(batch, self.algorithm)
+        batch = batch.to(self.device)
+        sft = self.algorithm.estimator == "sft"
+        token_adv = torch.zeros_like(batch.loss_mask) if sft else self.token_advantages(batch)  # (R, T)
+        aggregation = "token_mean" if sft else self.algorithm.aggregation
+        weights = aggregation_weights(batch.loss_mask, batch.row_rollout, aggregation)  # (R, T)
+        weights = weights * batch.row_weight[:, None]  # stale groups down-weighted (async_rollout.stale)
+        # Every rank plans every rank's micro-batches, so all run the same number of passes (FSDP2 gathers
+        # parameters in each forward): a rank with fewer runs zero-weight passes on row 0.
+        lengths = batch.attention_mask.sum(1).tolist()
+        plans = [list(micro_batches(batch, self.optim_config.micro_batch_tokens, rows)) for rows in
+                 shard_rows(lengths, self.world.size)]  # fmt: skip
+        passes = max(1, *map(len, plans))
+        mine: list[list[int] | None] = [*plans[self.world.rank], *[None] * (passes - len(plans[self.world.rank]))]
+        totals: dict[str, float] = {}
+        if needs_recompute(batch, self.algorithm):
+            # pi_old of rendered rows: the current weights', taken as if they had sampled the logged text
+            current = self._proximal_logprobs(batch, mine)  # (R, T)
+            old = torch.where(batch.row_rendered[:, None], current, batch.old_logprobs)
+            batch = replace(batch, old_logprobs=old)
+        proximal = self._proximal_logprobs(batch, mine) if self.algorithm.tis_cap is not None and not sft else None
+        for _ in range(self.algorithm.updates_per_batch):
+            self.optimizer.zero_grad(set_to_none=True)
+            for index, rows in enumerate(mine):
+                with self._gradient_sync(index == passes - 1):
+                    self._micro_step(batch, rows, token_adv, weights, totals, proximal)
+            totals["grad_norm"] = totals.get("grad_norm", 0.0) + self._clip_and_step()
+        merged: dict[str, float] = {}
+        for part in self.world.gather(totals):
+            for key, value in part.items():
+                merged[key] = (
+                    max(merged.get(key, value), value) if key.endswith("_max") else merged.get(key, 0.0) + value
+                )
+        merged["grad_norm"] = totals["grad_norm"]  # the norm of the summed gradient: the same on every rank
+        updates = self.algorithm.updates_per_batch
+        rows_seen = max(batch.num_rows, 1) * updates
+        out = {
+            k: v
+            if k.endswith("_max")
+            else v / (updates if k in ("loss", "pg_loss", "tokens", "grad_norm") else rows_seen)
+            for k, v in merged.items()
+        }
+        out["updates"] = float(updates)
+        return out
+
+    def _micro_step(
+        self,
+        batch: SampleBatch,
+        rows: list[int] | None,
+        token_adv: torch.Tensor,  # (R, T)
+        weights: torch.Tensor,  # (R, T)
+        totals: dict[str, float],
+        proximal: torch.Tensor | None = None,  # (R, T) pi_old by the current weights, for TIS
+    ) -> None:
+        """Forward and backward on some rows (None: a zero-weight pass that keeps the ranks in step)."""
+        filler = rows is None
+        rows = [0] if rows is None else rows
+        micro = batch.select(rows)
+        width, first = _window(micro)
+        ids, attn = micro.input_ids[:, :width], micro.attention_mask[:, :width]
+        logp = token_logprobs(self.model, ids, attn, first)  # (r, w)
+        index = torch.as_tensor(rows, device=self.device)
+        if self.algorithm.estimator == "sft":
+            loss, metrics = sft_loss(
+                logp, micro.loss_mask[:, :width], weights[index, :width] * (0.0 if filler else 1.0)
+            )
+            self._backward(loss, filler, rows, metrics, totals)
+            return
+        ref = None
+        if self.reference is not None:
+            with torch.no_grad():
+                ref = token_logprobs(self.reference, ids, attn, first)  # (r, w)
+        recorded = micro.old_logprobs[:, :width]  # (r, w) what the gateway recorded: the behaviour policy
+        loss, metrics = policy_loss(
+            logp,
+            recorded if proximal is None else proximal[index, :width],
+            token_adv[index, :width],
+            micro.loss_mask[:, :width],
+            weights[index, :width] * (0.0 if filler else 1.0),
+            self.algorithm,
+            ref_logprobs=ref,
+            rollout_logprobs=None if proximal is None else recorded,
+        )
+        self._backward(loss, filler, rows, metrics, totals)
+
+    def _backward(
+        self, loss: torch.Tensor, filler: bool, rows: list[int], metrics: dict[str, float], totals: dict[str, float]
+    ) -> None:
+        # DDP and FSDP2 average gradients over ranks; the weights already sum to 1 over the whole batch.
+        (loss * self.world.size).backward()
+        if filler:
+            return
+        for key, value in metrics.items():
+            # loss terms are already weighted parts of the batch loss; maxima stay maxima; the rest are row means
+            if key.endswith("_max"):
+                totals[key] = max(totals.get(key, value), value)
+            else:
+                totals[key] = totals.get(key, 0.0) + value * (1 if key in ("loss", "pg_loss", "tokens") else len(rows))
+
+    def _proximal_logprobs(self, batch: SampleBatch, mine: list[list[int] | None]) -> torch.Tensor:
+        """(R, T) logprobs of this rank's rows under the current weights, before any update (pi_old for TIS).
+
+        Every rank runs the same number of forwards (FSDP2 gathers parameters in each), fillers on row 0.
+        """
+        proximal = torch.zeros_like(batch.old_logprobs)  # (R, T)
+        with torch.no_grad():
+            for rows in mine:
+                picked = [0] if rows is None else rows
+                micro = batch.select(picked)
+                width, first = _window(micro)
+                logp = token_logprobs(self.model, micro.input_ids[:, :width], micro.attention_mask[:, :width], first)
+                if rows is not None:
+                    index = torch.as_tensor(rows, device=self.device)
+                    proximal[index, :width] = logp * micro.loss_mask[:, :width]  # (r, w)
+        return proximal
+
+    def _gradient_sync(self, last: bool) -> contextlib.AbstractContextManager[Any]:
+        """Sum gradients over ranks only on the last micro-batch of an update."""
+        if self.world.size == 1:
+            return contextlib.nullcontext()
+        if self.world.strategy == "ddp":
+            return contextlib.nullcontext() if last else self.model.no_sync()
+        self.model.set_requires_gradient_sync(last)
+        return contextlib.nullcontext()
+
+    def _clip_and_step(self) -> float:
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        norm = 0.0
+        if params:
+            max_norm = self.optim_config.max_grad_norm or math.inf
+            total: Any = torch.nn.utils.clip_grad_norm_(params, max_norm)
+            norm = float(total.full_tensor() if hasattr(total, "full_tensor") else total)  # FSDP2: a DTensor
+        self.optimizer.step()
+        self.updates += 1
+        return norm
+
+    # -- weights out ---------------------------------------------------------------------------
+    def push_weights(self, sync: WeightSync, metadata: dict[str, Any]) -> tuple[int, float]:
+        """Merged weights into inference, asked for only when the target needs them (a vLLM LoRA target takes
+        the adapter alone, so merged weights are never built)."""
+        return sync.push(self.policy_weights, metadata)
+
+    def policy_weights(self) -> dict[str, torch.Tensor]:
+        """Detached tensors named like the plain model's (LoRA merged in), for `engine.update_weights`."""
+        self.world.announce("weights")
+        return self._policy_weights()
+
+    def _policy_weights(self) -> dict[str, torch.Tensor]:
+        if self.world.size > 1 and self.world.strategy == "fsdp":
+            full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+            return {name: tensor for name, tensor in full.items() if isinstance(tensor, torch.Tensor)}
+        model = unwrap(self.model)
+        if self.lora is None:
+            return {name: tensor.detach() for name, tensor in model.state_dict().items()}
+        model.merge_adapter()
+        try:
+            merged = {}
+            for name, tensor in model.get_base_model().state_dict().items():
+                if "lora_" in name:
+                    continue
+                merged[name.replace(".base_layer.", ".")] = tensor.detach().clone()
+            return merged
+        finally:
+            model.unmerge_adapter()
+
+    def adapter_weights(self) -> dict[str, torch.Tensor]:
+        """The LoRA adapter alone, detached copies named as `peft.get_peft_model_state_dict` names a one-adapter
+        model's (`...q_proj.lora_A.weight`): what `engine.update_adapter` and a peft folder take (one rank only)."""
+        if self.lora is None:
+            raise ValueError(
+                "adapter_weights: this policy trains without LoRA (lora.enabled: false), so has no adapter"
+            )
+        if self.world.size > 1:
+            raise ValueError("adapter_weights runs on one rank; several ranks hand merged weights (policy_weights)")
+        from peft import get_peft_model_state_dict
+
+        return {k: v.detach().clone() for k, v in get_peft_model_state_dict(unwrap(self.model)).items()}
+
+    def load_adapter(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Start from another adapter (`policies.NAME.init_from`): `tensors` named as `adapter_weights` names them.
+
+        A ValueError names the first tensor that is missing, unexpected or of another shape (another LoRA rank or
+        target modules); the optimizer's state is untouched (a new run starts it fresh)."""
+        own = self.adapter_weights()
+        for name in sorted(own.keys() ^ tensors.keys()):
+            where = "the adapter lacks" if name in own else "this policy's LoRA has no"
+            raise ValueError(f"init_from: {where} tensor {name}; same base model, lora.r and lora.target_modules?")
+        for name, tensor in tensors.items():
+            if tensor.shape != own[name].shape:
+                raise ValueError(
+                    f"init_from: tensor {name} is {tuple(tensor.shape)}, this policy's LoRA wants "
+                    f"{tuple(own[name].shape)}; set lora.r to the adapter's rank"
+                )
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(unwrap(self.model), {k: v.to(self.device) for k, v in tensors.items()})
+
+    def trainable_parameters(self) -> dict[str, torch.Tensor]:
+        return {n: p.detach().clone() for n, p in unwrap(self.model).named_parameters() if p.requires_grad}
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Trainable weights and optimizer state by parameter name (whole, also under FSDP2), and the update count.
+
+        Named rather than positional, so a run can resume on another world size or strategy.
+        """
+        self.world.announce("state")
+        return self._state_dict()
+
+    def _state_dict(self) -> dict[str, Any]:
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=True)
+        trainable, optimizer = get_state_dict(self.model, self.optimizer, options=options)
+        return {"trainable": trainable, "optimizer": optimizer, "updates": self.updates}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        known = set(unwrap(self.model).state_dict())  # tied weights appear under each of their names
+        missing = sorted(set(state["trainable"]) - known)
+        if missing:
+            raise ValueError(f"checkpoint has parameters this model lacks, e.g. {missing[:3]}; same model and LoRA?")
+        self.world.announce("load", state)
+        self._load_state_dict(state)
+
+    def _load_state_dict(self, state: dict[str, Any]) -> None:
+        set_state_dict(
+            self.model, self.optimizer, model_state_dict=state["trainable"], optim_state_dict=state["optimizer"],
+            options=StateDictOptions(full_state_dict=True, strict=False),
+        )  # fmt: skip
+        self.updates = int(state["updates"])
+
+    # -- ranks ---------------------------------------------------------------------------------
+    def follow(self) -> None:
+        """On ranks other than 0: run rank 0's commands until it closes."""
+        while True:
+            command, payload = self.world.receive()
+            if command == "close":
+                break
+            if command == "step":
+                self._step(payload)
+            elif command == "weights":
+                self._policy_weights()
+            elif command == "state":
+                self._state_dict()
+            elif command == "load":
+                self._load_state_dict(payload)
+            else:
+                raise RuntimeError(f"rank {self.world.rank}: unknown command {command!r} from rank 0")
+        self.world.close()
+
+    def close(self) -> None:
+        self.world.close()  # on rank 0 this tells the other ranks to stop; closing twice is harmless
+
+
+def make_embedded_backend(config: TrainConfig) -> EmbeddedBackend:
+    """The embedded backend for this process's rank: joins (or starts) the ranks, loads the policy on its device."""
+    from alight_server.inference.models import load_policy
+
+    world = join(config)
+    torch.manual_seed(config.seed)  # the same LoRA initialisation on every rank
+    model, _ = load_policy(config.model, device=world.device, dtype=pick_dtype(config.inference.dtype, world.device))
+    return EmbeddedBackend(model, config.optimizer, config.algorithm, config.lora, world=world)
+
+
+def _with_lora(model: Any, lora: LoraConfig) -> Any:
+    try:
+        from peft import LoraConfig as PeftLoraConfig
+        from peft import get_peft_model
+    except ImportError as exc:
+        raise RuntimeError("LoRA needs peft: pip install 'alight-server[train]'") from exc
+    peft_config = PeftLoraConfig(
+        r=lora.r, lora_alpha=int(lora.alpha), lora_dropout=lora.dropout, target_modules=list(lora.target_modules)
+    )
+    return get_peft_model(model, peft_config)
+
+
+def _frozen_copy(model: Any) -> Any:
+    import copy
+
+    reference = copy.deepcopy(model)
+    reference.eval()
+    for p in reference.parameters():
+        p.requires_grad_(False)
+    return reference

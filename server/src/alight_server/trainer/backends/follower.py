@@ -1,0 +1,28 @@
+"""A rank other than 0 of a data-parallel embedded run: it builds the same backend and runs rank 0's commands.
+
+Started two ways (trainer/backends/distributed.py): by rank 0 itself, as `python -m alight_server.trainer.backends.follower`
+with the config in the environment, or by torchrun, through `alight train` (`backend.follow_rank`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+
+from alight_server.trainer.backends.embedded import make_embedded_backend
+from alight_server.trainer.backends.rendezvous import CONFIG_ENV
+from alight_server.trainer.config.run import TrainConfig
+
+
+def follow(config: TrainConfig) -> None:
+    """Build rank 0's backend here and run its commands until it closes."""
+    if config.inference.torch_threads:  # as rank 0 does: ranks share the machine's cores with it
+        torch.set_num_threads(config.inference.torch_threads)
+    backend = make_embedded_backend(config)
+    backend.follow()
+
+
+if __name__ == "__main__":
+    follow(TrainConfig.model_validate(json.loads(os.environ[CONFIG_ENV])))

@@ -1,0 +1,137 @@
+"""Several policies' trainers (issue 32): one embedded backend per trainable policy, each its own LoRA and optimizer.
+
+Each trainable policy gets its own `EmbeddedBackend` over its own copy of the base model (on CPU, SmolLM2-135M
+costs about 0.5 GB a copy in float32), with its own LoRA, optimizer and algorithm settings, so a step of one
+never touches another's tensors. A frozen policy has no backend: inference serves the base model under its
+name, or its zero (or `init_from`) adapter, which `push_weights` hands the engine once at the start.
+One process only: `trainer.world_size` > 1 is refused.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from alight_server.trainer.backends.embedded import EmbeddedBackend
+from alight_server.trainer.config.policies import ResolvedPolicy
+from alight_server.trainer.run.weight_sync import WeightSync
+from alight_server.trainer.step.samples import SampleBatch
+
+if TYPE_CHECKING:
+    from alight_server.trainer.config.run import TrainConfig
+
+Weights = dict[str, torch.Tensor]
+
+
+class PolicySet:
+    """The trainable policies' backends by name, the frozen policies' starting adapters, and each policy's own
+    version (the number of weight updates that changed it)."""
+
+    def __init__(
+        self, policies: list[ResolvedPolicy], backends: dict[str, EmbeddedBackend], frozen: dict[str, Weights]
+    ) -> None:
+        self.policies = {policy.name: policy for policy in policies}
+        self.backends = backends  # trainable policies only
+        self.frozen = frozen  # frozen LoRA policies that start from a checkpoint's adapter
+        self.own_versions = {policy.name: 0 for policy in policies}
+
+    @property
+    def trainable(self) -> list[str]:
+        return list(self.backends)
+
+    @property
+    def starts_from_checkpoints(self) -> bool:
+        """A policy starts from an `init_from` adapter, which inference must get before the first rollout."""
+        return any(policy.init_from for policy in self.policies.values())
+
+    def step(self, name: str, batch: SampleBatch) -> dict[str, float]:
+        """One RL step of policy `name` on its own rows; the other policies' weights and optimizers are untouched."""
+        return self.backends[name].step(batch)
+
+    def weights(self, name: str) -> Weights:
+        """What inference loads for `name`: its adapter's tensors (C1 names)."""
+        if name in self.frozen:
+            return self.frozen[name]
+        return self.backends[name].adapter_weights()
+
+    def push(self, sync: WeightSync, name: str, metadata: dict[str, Any]) -> tuple[int, float]:
+        """Load policy `name`'s weights into inference, pausing only its calls; (new global version, seconds)."""
+        version, seconds = sync.push(lambda: self.weights(name), metadata, policy=name)
+        self.own_versions[name] += 1
+        return version, seconds
+
+    def push_weights(self, sync: WeightSync, metadata: dict[str, Any]) -> tuple[int, float]:
+        """Every policy inference does not serve as it starts (after a resume, or from `init_from`), one by one:
+        the trainable ones and the frozen ones with a starting adapter. (last global version, seconds in all)."""
+        version, total = 0, 0.0
+        for name in [*self.backends, *self.frozen]:
+            version, seconds = self.push(sync, name, metadata)
+            total += seconds
+        return version, total
+
+    def state_dict(self) -> dict[str, Any]:
+        """`{"policies": {name: backend.state_dict()}, "own_versions": {...}}`: every trainable policy's weights,
+        optimizer and update count."""
+        return {
+            "policies": {name: backend.state_dict() for name, backend in self.backends.items()},
+            "own_versions": dict(self.own_versions),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore every trainable policy; a checkpoint of another set of policies is refused by name."""
+        if "policies" not in state:
+            raise ValueError("the checkpoint was written by a one-policy run; resume it without policies:")
+        saved = state["policies"]
+        if set(saved) != set(self.backends):
+            raise ValueError(
+                f"the checkpoint trained the policies {sorted(saved)}, this config trains {sorted(self.backends)}; "
+                "resume with the same policies: (or start a new run with init_from)"
+            )
+        for name, backend in self.backends.items():
+            backend.load_state_dict(saved[name])
+        self.own_versions.update(state.get("own_versions", {}))
+
+    def close(self) -> None:
+        for backend in self.backends.values():
+            backend.close()
+
+
+def make_policy_set(config: TrainConfig) -> PolicySet:
+    """A backend per trainable policy of `config.policies` (each loading its own copy of the base model), and the
+    frozen policies' `init_from` adapters."""
+    from alight_server.inference.models import load_policy
+    from alight_server.trainer.backends.devices import pick_device, pick_dtype
+    from alight_server.trainer.backends.distributed import World
+    from alight_server.trainer.run.init_from import checkpoint_adapter
+
+    if (config.trainer.world_size or 1) > 1 or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ValueError(
+            "several policies train in one process for now: set trainer.world_size: 1 (or remove it) and run "
+            "`alight train` without torchrun"
+        )
+    device = pick_device(config.inference.device)
+    dtype = pick_dtype(config.inference.dtype, device)
+    policies = config.resolved_policies()
+    backends: dict[str, EmbeddedBackend] = {}
+    frozen: dict[str, Weights] = {}
+    for policy in policies:
+        start = checkpoint_adapter(Path(policy.init_from), policy.name) if policy.init_from else None
+        if not policy.trainable:
+            if start is not None:
+                frozen[policy.name] = start
+            continue
+        if not policy.lora.enabled:  # the engine's base is shared by every policy: only adapters change
+            raise ValueError(
+                f"policies.{policy.name} trains without LoRA, but under policies: inference updates adapters only; "
+                f"set lora.enabled: true (top level or policies.{policy.name}.lora), or remove policies:"
+            )
+        torch.manual_seed(config.seed)  # each policy's LoRA starts as a one-policy run's would
+        model, _ = load_policy(policy.model, device=device, dtype=dtype)
+        backend = EmbeddedBackend(model, policy.optimizer, policy.algorithm, policy.lora, world=World(device=device))
+        if start is not None:
+            backend.load_adapter(start)
+        backends[policy.name] = backend
+    return PolicySet(policies, backends, frozen)

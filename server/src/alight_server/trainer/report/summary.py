@@ -1,0 +1,88 @@
+"""The end of a run: the plot (also to the trackers), summary.json, the before/after table, and `RunResult`."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from alight_server.trainer.report.display import RunDisplay, summary_table
+from alight_server.trainer.report.metrics import MetricsLog
+from alight_server.trainer.report.plots import plot_run
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    history: list[dict[str, Any]]
+    val_before: float | None
+    val_after: float | None
+    plot_path: Path | None
+    summary_path: Path
+    policy_version: int
+
+
+def finish_run(
+    history: list[dict[str, Any]],
+    run_dir: Path,
+    model: str,
+    steps: int,
+    policy_version: int,
+    val_tasks: int,
+    display: RunDisplay,
+    metrics_log: MetricsLog,
+) -> RunResult:
+    """Validation before/after, train reward over the first and last few steps, written and printed."""
+    vals = [r for r in history if "val/score" in r]
+    trains = [r for r in history if "train/reward_mean" in r]
+    val_before = vals[0]["val/score"] if vals else None
+    val_after = vals[-1]["val/score"] if len(vals) > 1 else None
+    se_before = vals[0].get("val/score_se") if vals else None
+    se_after = vals[-1].get("val/score_se") if len(vals) > 1 else None
+    gain = val_after - val_before if val_before is not None and val_after is not None else None
+    # independent-samples error of the difference: the two validations sample the policy afresh
+    gain_se = math.hypot(se_before, se_after) if se_before is not None and se_after is not None else None
+    plot_path = plot_run(history, run_dir / "training.png", model) if history else None
+    if plot_path is not None:
+        metrics_log.log_plot(plot_path, steps)
+    k = max(1, min(3, len(trains) // 2))
+
+    def mean_of(rows: list[dict[str, Any]]) -> float | None:
+        return statistics.fmean(r["train/reward_mean"] for r in rows) if rows else None
+
+    summary = {
+        "val_before": val_before,
+        "val_after": val_after,
+        "val_before_se": se_before,
+        "val_after_se": se_after,
+        "val_gain": gain,
+        "val_gain_se": gain_se,
+        "train_reward_first": mean_of(trains[:k]),
+        "train_reward_last": mean_of(trains[-k:]),
+        "steps": steps,
+        "policy_version": policy_version,
+        "plot": str(plot_path) if plot_path else None,
+    }
+    summary_path = run_dir / "summary.json"
+    summary_path.write_text(json.dumps(summary, indent=2))
+
+    def fmt(v: float | None, se: float | None = None) -> str:
+        if v is None:
+            return "-"
+        return f"{v:.3f}" if se is None or math.isnan(se) else f"{v:.3f} ± {2 * se:.3f}"
+
+    rows = [
+        (f"validation score ({val_tasks} held-out tasks; ± 2 SE)", fmt(val_before, se_before), fmt(val_after, se_after)),
+        (f"train reward (mean of first/last {k} steps)", fmt(summary["train_reward_first"]), fmt(summary["train_reward_last"])),
+    ]  # fmt: skip
+    display.console.print(summary_table(rows))
+    if gain is not None:
+        within = "" if gain_se is None or math.isnan(gain_se) else f" ± {2 * gain_se:.3f} (2 SE)"
+        display.console.print(f"validation gain: {gain:+.3f}{within}")
+    if plot_path:
+        display.console.print(f"plot: {plot_path}")
+    display.console.print(f"metrics: {run_dir / 'metrics.jsonl'}  tensorboard: {run_dir / 'tensorboard'}")
+    return RunResult(run_dir, history, val_before, val_after, plot_path, summary_path, policy_version)

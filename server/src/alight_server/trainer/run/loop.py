@@ -1,0 +1,356 @@
+"""The training loop: rollouts in groups, samples, one RL step, weight sync, validation, checkpoints.
+
+Per step:
+1. take `tasks_per_step` tasks; create `group_size` train rollouts of each as one group;
+2. wait for all of them (server long-poll) and fetch their trajectories (trainer/run/phases.py); with
+   `async_rollout.enabled` up to `active_groups` groups stay in flight instead and the step takes the first
+   `tasks_per_step` complete, fresh enough ones, the rest carrying over across the weight update
+   (trainer/run/async_pool.py); the loop asks either through one interface (trainer/run/rollout_source.py);
+   with `traces.run` the step reads imported trajectories instead (nothing is sampled for training);
+3. build samples from the recorded token ids; groups whose rewards are all equal carry no signal
+   and are reported and skipped; with `algorithm.estimator: sft` the trajectories `sft:` selects
+   (trainer/step/sft.py) are kept whatever their group, and rows imported as text follow
+   `algorithm.rendered_rows` (trainer/step/rendered.py);
+4. one RL step on the trainer backend (`trainer.backend`: embedded or verl; trainer/backends/base.py), then the
+   backend hands its weights to inference (new policy version);
+5. validation on the held-out tasks (val mode) before training, every K steps and at the end;
+6. a checkpoint (weights, optimizer, step, RNG, data cursor, history) that `--resume` continues from.
+With `policies:` the backend is a `PolicySet` and steps 3-4 run per policy (trainer/step/update.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import math
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from alight.client import AlightClient
+from alight_server.inference.models import resolve_model
+from alight_server.trainer.backends.base import TrainerBackend, make_backend
+from alight_server.trainer.backends.policy_set import PolicySet, make_policy_set
+from alight_server.trainer.config.run import TrainConfig
+from alight_server.trainer.report.display import RunDisplay
+from alight_server.trainer.report.metrics import MetricsLog
+from alight_server.trainer.report.server import RunReporter
+from alight_server.trainer.report.summary import RunResult, finish_run
+from alight_server.trainer.run.async_pool import GroupPool, weigh_rows
+from alight_server.trainer.run.checkpoint import latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
+from alight_server.trainer.run.dataset import TaskCursor, load_splits
+from alight_server.trainer.run.phases import RunPhases, val_task_count
+from alight_server.trainer.run.rollout_source import ImportedTraces, PoolGroups, RolloutSource, StepGroups
+from alight_server.trainer.run.servers import RunStack, StackOpener
+from alight_server.trainer.run.weight_sync import WeightSync
+from alight_server.trainer.step.algorithm import uniform_groups
+from alight_server.trainer.step.filters import filter_for_training
+from alight_server.trainer.step.rendered import rows_for_step
+from alight_server.trainer.step.samples import SampleConfig, build_samples
+from alight_server.trainer.step.sft import needs_rewards, select_for_sft
+from alight_server.trainer.step.update import step_policies
+
+log = logging.getLogger("alight.trainer")
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int | None) -> Iterator[None]:
+    """torch's CPU threads set to `threads` inside (unchanged when None); async runs keep decoding meanwhile."""
+    if threads is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@dataclass(frozen=True)
+class Started:
+    """What a started run works with, each part built once what it needs exists (`TrainingRun._run`)."""
+
+    backend: TrainerBackend | PolicySet  # a PolicySet with `policies:` (trainer/step/update.py)
+    client: AlightClient
+    phases: RunPhases  # the step's and the validations' rollouts
+    rollouts: RolloutSource  # each step's own groups, or (async_rollout) the groups in flight
+    sync: WeightSync
+    tokenizer: Any
+    metrics_log: MetricsLog
+    reporter: RunReporter  # the run and its steps, to the server's dashboard
+
+
+class TrainingRun:
+    """One `alight train`. `train_tasks` / `val_tasks` (lists or `datasets.Dataset`) override the files."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        *,
+        stacks: StackOpener,
+        resume: bool = False,
+        train_tasks: Any = None,
+        val_tasks: Any = None,
+        show_progress: bool = True,
+    ) -> None:
+        self.config = config
+        self.stacks = stacks  # the servers it runs against (run_stacks.py for `alight train`)
+        self.resume = resume
+        self.run_dir = Path(config.output_dir)
+        self.splits = load_splits(config.dataset, config.seed, train_tasks, val_tasks)
+        self.cursor = TaskCursor(self.splits.train, config.seed)
+        self.history: list[dict[str, Any]] = []
+        self.step = 0
+        self.show_progress = show_progress
+        self.policy_version = 0
+
+    # -- setup ---------------------------------------------------------------------------------
+    def _run_id(self) -> str:
+        path = self.run_dir / "run.json"
+        if path.is_file():
+            return json.loads(path.read_text())["run_id"]
+        run_id = uuid.uuid4().hex[:8]
+        path.write_text(json.dumps({"run_id": run_id, "config": self.config.public_dump()}, indent=2))
+        return run_id
+
+    def _restore(self, backend: TrainerBackend | PolicySet) -> dict[str, Any] | None:
+        """Continue from the latest checkpoint with --resume (refuse one without it); the checkpoint's payload."""
+        checkpoints = self.config.run_dir_checkpoints()
+        found = latest_checkpoint(checkpoints)
+        if not self.resume:
+            if found is not None:
+                raise RuntimeError(
+                    f"{self.run_dir} already holds checkpoints (latest {found.name}); pass --resume to continue "
+                    "that run, or set output_dir to a new folder"
+                )
+            return None
+        if found is None:
+            raise RuntimeError(f"--resume: no checkpoint under {checkpoints}; start without --resume")
+        state = load_checkpoint(found)
+        backend.load_state_dict(state["trainer"])
+        self.cursor.restore(state["cursor"])
+        self.history = state["history"]
+        self.step = int(state["step"])
+        restore_rng(state["rng"])
+        log.info("resumed from %s at step %d", found, self.step)
+        return state
+
+    def _checkpoint(self, live: Started) -> None:
+        payload = {"trainer": live.backend.state_dict(), "cursor": self.cursor.state(), "history": self.history}
+        payload.update(live.rollouts.checkpoint())
+        save_checkpoint(self.config.run_dir_checkpoints(), self.step, payload, self.config.checkpoint.keep_last)
+
+    # -- the step ------------------------------------------------------------------------------
+    def _train_step(self, live: Started, display: RunDisplay) -> dict[str, float]:
+        cfg, tokenizer, sync = self.config, live.tokenizer, live.sync
+        taken = live.rollouts.take(self.step, self.policy_version, display)
+        phase = taken.phase
+        metrics: dict[str, float] = {
+            "train/reward_mean": statistics.fmean(phase.rewards) if phase.rewards else float("nan"),
+            "train/reward_std": statistics.pstdev(phase.rewards) if len(phase.rewards) > 1 else 0.0,
+            "train/reward_min": min(phase.rewards, default=float("nan")),
+            "train/reward_max": max(phase.rewards, default=float("nan")),
+            "rollouts/failed": float(phase.failed),
+            "rollouts/cancelled": float(phase.cancelled),
+            "rollouts/missing_reward": float(phase.missing_reward),
+            "rollouts/timeout": float(phase.timeout),
+            "rollouts/infra": float(phase.infra),
+            "rollouts/rewarded": float(len(phase.rewards)),
+            "perf/tokens_per_s": phase.generated_tokens / max(phase.seconds, 1e-9),
+            "perf/generated_tokens": float(phase.generated_tokens),
+            "time/rollouts_s": phase.seconds,
+            **taken.metrics,
+        }
+        # Supervised steps on traces need no reward unless their selection reads one.
+        if needs_rewards(cfg.algorithm.estimator, cfg.sft) and (hint := phase.no_reward_hint()):
+            display.line(f"step {self.step + 1}: [yellow]{hint}[/]") if display.enabled else log.warning(hint)
+        display.status("building samples and training")
+        started = time.monotonic()
+        sample_config = SampleConfig.from_section(cfg.samples, pad_token_id=int(tokenizer.pad_token_id or 0))
+        trajectories, dropped = filter_for_training(live.client, phase.trajectories, sample_config, cfg.samples)
+        metrics.update(dropped)
+        sft = cfg.algorithm.estimator == "sft"
+        if sft:
+            trajectories, chosen = select_for_sft(trajectories, {r.id: r for r in phase.rollouts}, cfg.sft)
+            metrics.update(chosen)
+        threads = functools.partial(
+            _torch_threads, None if live.rollouts.runs_during_training else cfg.trainer.torch_threads
+        )
+        if isinstance(live.backend, PolicySet):  # several policies: samples, a step and a push per policy
+            update, version = step_policies(
+                live.backend, trajectories, cfg, sample_config, decode=tokenizer.decode, sync=sync,
+                step=self.step + 1, policy_weights=taken.policy_weights, threads=threads,
+            )  # fmt: skip
+            if version is None:
+                display.line(f"step {self.step + 1}: no policy had a group with unequal rewards; weights unchanged")
+            self.policy_version = self.policy_version if version is None else version
+            train_s = time.monotonic() - started - update.get("time/sync_s", 0.0)
+            return {**metrics, **update, "time/train_s": train_s, "policy_version": float(self.policy_version)}
+        batch, report = build_samples(trajectories, sample_config, decode=tokenizer.decode)
+        batch, rendered = rows_for_step(batch, cfg.algorithm)
+        metrics.update(rendered)
+        if taken.weights is not None:
+            weigh_rows(batch, taken.weights)
+        uniform = uniform_groups(batch.rollout_reward, batch.rollout_group) if batch.rollout_ids else torch.zeros(0)
+        metrics["train/uniform_groups"] = float(uniform.sum())
+        metrics["train/groups"] = float(len(batch.group_ids))
+        metrics["samples/rows"] = float(batch.num_rows)
+        metrics["samples/breaks"] = float(report.total_breaks)
+        # sft learns from each selected row alone: a group's equal rewards take nothing away
+        keep = [r for r in range(batch.num_rows) if sft or not bool(uniform[int(batch.row_group[r])])]
+        if keep:
+            with threads():
+                metrics.update({f"train/{k}": v for k, v in live.backend.step(batch.select(keep)).items()})
+            metrics["time/train_s"] = time.monotonic() - started
+            display.status("syncing weights")
+            self.policy_version, metrics["time/sync_s"] = live.backend.push_weights(sync, {"step": self.step + 1})
+            if sync.last_drain is not None:
+                metrics["sync/in_flight_at_pause"] = float(sync.last_drain.in_flight_at_pause)
+                metrics["sync/drain_s"] = sync.last_drain.seconds
+                metrics["sync/drain_timed_out"] = float(sync.last_drain.timed_out)
+        else:
+            why = "no trajectory was selected (sft:)" if sft else "every group had equal rewards"
+            display.line(f"step {self.step + 1}: {why}; nothing to learn, weights unchanged")
+            metrics["time/train_s"] = time.monotonic() - started
+        metrics["policy_version"] = float(self.policy_version)
+        return metrics
+
+    # -- the run -------------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        # The run's torch threads (inference.torch_threads), given back afterwards: a caller's process keeps its own.
+        with _torch_threads(self.config.inference.torch_threads or None):
+            return self._run()
+
+    def _run(self) -> RunResult:
+        from transformers import AutoTokenizer
+
+        cfg = self.config
+        if int(os.environ.get("RANK", "0")) > 0:
+            raise RuntimeError(
+                "TrainingRun runs on rank 0 only; on the other ranks of a torchrun launch call "
+                "alight_server.trainer.backends.base.follow_rank(config) (`alight train` does this by itself)"
+            )
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        torch.manual_seed(cfg.seed)
+        self.run_id = self._run_id()
+        stack: RunStack | None = None
+        backend: TrainerBackend | PolicySet | None = None
+        metrics_log: MetricsLog | None = None
+        reporter: RunReporter | None = None
+        ok = False
+        try:
+            stack = self.stacks.open_servers(cfg, self.run_dir)
+            # self.backend and self.rollouts stay set after the run, for a caller (a test) to look at.
+            backend = self.backend = (
+                make_policy_set(cfg) if cfg.policies else make_backend(cfg, stack.client if stack is not None else None)
+            )
+            tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model))
+            restored = self._restore(backend)
+            metrics_log = MetricsLog(self.run_dir, cfg.metrics, cfg.public_dump(), resume=self.resume)
+            if stack is None:
+                stack = self.stacks.open_local(cfg, self.run_dir, backend)
+            client = stack.client
+            assert client is not None, "a started stack has its client"
+            phases = RunPhases(client, cfg, self.run_id, self.run_dir, self.splits, self.cursor)
+            reporter = RunReporter(client, self.run_id, cfg.public_dump(), cfg.steps).start()
+            print(self.stacks.link(stack, self.run_id), file=sys.stderr, flush=True)
+            sync = stack.weight_sync()
+            self.rollouts = self._rollout_source(client, phases, sync, restored or {})
+            # Inference must serve the trainer's weights: after a resume, when it holds an earlier run's, or
+            # (several policies) when a policy starts from an `init_from` adapter.
+            adapters = isinstance(backend, PolicySet) and backend.starts_from_checkpoints
+            if self.step > 0 or stack.serves_other_weights or adapters:
+                why = {"resumed_at": self.step} if self.step else {"replaced": "weights of an earlier run"}
+                why = {"init_from": "policies' adapters"} if adapters and not self.step else why
+                self.policy_version, _ = backend.push_weights(sync, why)
+            live = Started(backend, client, phases, self.rollouts, sync, tokenizer, metrics_log, reporter)
+            result = self._loop(live)
+            ok = True
+            return result
+        finally:
+            if reporter is not None:
+                reporter.finish(ok)
+            if metrics_log is not None:
+                metrics_log.close(ok=ok)
+            if stack is not None:
+                stack.close()
+            else:
+                self.stacks.abandon()
+            if backend is not None:
+                backend.close()
+
+    def _rollout_source(
+        self, client: AlightClient, phases: RunPhases, sync: WeightSync, restored: dict[str, Any]
+    ) -> RolloutSource:
+        """Each step's own groups; with `async_rollout.enabled`, the groups in flight; with `traces.run`, the
+        imported trajectories (each as a checkpoint left it)."""
+        cfg = self.config
+        if cfg.traces.run is not None:
+            traces = ImportedTraces(
+                client, cfg.traces.run, cfg.traces.per_step or cfg.tasks_per_step * cfg.group_size, cfg.seed
+            )
+            if "traces_cursor" in restored:
+                traces.restore(restored["traces_cursor"])
+            return traces
+        if not cfg.async_rollout.enabled:
+            return StepGroups(phases)
+        sync.allow_late_calls(cfg.async_rollout.drain_timeout_s)
+        pool = GroupPool(client, cfg, self.run_id, self.cursor, {"run_dir": str(self.run_dir)})
+        if "async_pool" in restored:
+            pool.restore(restored["async_pool"])
+        return PoolGroups(pool)
+
+    def _loop(self, live: Started) -> RunResult:
+        cfg, phases = self.config, live.phases
+        every = cfg.validation.every
+        with RunDisplay(cfg.steps, enabled=self.show_progress) as display:
+            display.status("starting", completed=self.step)
+            if self.step == 0 and not any("val/score" in r for r in self.history):
+                val = phases.start_validation(self.step)
+                # The first step's rollouts are served by the same weights as this validation: created right
+                # behind it, they keep the engine's batch full through the validation's tail instead of
+                # starting after it (their time/rollouts_s counts from here).
+                if val is not None and cfg.steps > 0:
+                    live.rollouts.start_ahead(self.step)
+                self._record(live, 0, phases.validate(display, self.step, val), display)
+            while self.step < cfg.steps:
+                metrics = self._train_step(live, display)
+                self.step += 1
+                if (every and self.step % every == 0) or self.step == cfg.steps:
+                    metrics.update(phases.validate(display, self.step))
+                self._record(live, self.step, metrics, display)
+                display.status("checkpointing", completed=self.step)
+                ck = cfg.checkpoint.every
+                if (ck and self.step % ck == 0) or self.step == cfg.steps:
+                    self._checkpoint(live)
+            display.status("done", completed=self.step)
+        return self._finish(display, live.metrics_log)
+
+    def _record(self, live: Started, step: int, metrics: dict[str, float], display: RunDisplay) -> None:
+        if not metrics:
+            return
+        clean = {k: v for k, v in metrics.items() if not (isinstance(v, float) and math.isnan(v))}
+        self.history.append({"step": step, **clean})
+        live.metrics_log.log(step, clean)
+        live.reporter.step(step, clean)
+        if "train/reward_mean" in metrics:
+            display.step_line(step, metrics)
+        elif "val/score" in metrics:
+            display.line(f"step {step:>3}  [bold green]val {metrics['val/score']:.3f}[/] (before training)")
+
+    def _finish(self, display: RunDisplay, metrics_log: MetricsLog) -> RunResult:
+        return finish_run(
+            self.history, self.run_dir, self.config.model, self.step, self.policy_version,
+            val_task_count(self.config, self.splits), display, metrics_log,
+        )  # fmt: skip

@@ -1,0 +1,133 @@
+"""A run's rollout phases: each step's train groups and each validation, named by run and step, awaited with progress.
+
+Ids are a function of the run id and step (`{run}-s{step}`, `{run}-val{step}`; ui/routes.py `step_prefix`
+reads them back), so creating a phase twice is harmless. The server calls themselves are in trainer/run/rollouts.py;
+with `async_rollout.enabled` the step's groups come from trainer/run/async_pool.py instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from alight.client import AlightClient
+from alight.schemas import Mode, Trajectory
+from alight_server.trainer.config.policies import PolicyConfig
+from alight_server.trainer.config.run import TrainConfig
+from alight_server.trainer.report.display import RunDisplay
+from alight_server.trainer.run.dataset import TaskCursor, TaskSplits
+from alight_server.trainer.run.rollouts import (
+    Progress,
+    RolloutPhase,
+    collect,
+    create_group_rollouts,
+    score_and_error,
+    scored,
+    wait_all,
+)
+from alight_server.trainer.step.policy_samples import named_reward, with_reward
+
+log = logging.getLogger("alight.trainer")
+
+
+@dataclass(frozen=True)
+class StartedPhase:
+    """Rollouts created for one phase, not yet waited for."""
+
+    ids: list[str]
+    mode: Mode
+    started: float  # time.monotonic() at creation
+
+
+def val_task_count(config: TrainConfig, splits: TaskSplits) -> int:
+    """How many held-out tasks one validation runs (`validation.max_tasks`, 0: all)."""
+    limit = config.validation.max_tasks
+    return min(limit, len(splits.val)) if limit else len(splits.val)
+
+
+def policy_scores(trajectories: Sequence[Trajectory], policies: Mapping[str, PolicyConfig]) -> dict[str, float]:
+    """`policy/<name>/val/score` (and `_se`) for each policy with a named reward: that reward scored as
+    `val/score` scores the final one (0 for a rollout without it, infra failures left out), and
+    `policy/<name>/val/rewarded`: how many rollouts reported it."""
+    metrics: dict[str, float] = {}
+    for name, policy in policies.items():
+        if policy.reward is None:
+            continue
+        score, error = score_and_error([with_reward(t, policy.reward) for t in trajectories])
+        metrics[f"policy/{name}/val/score"], metrics[f"policy/{name}/val/score_se"] = score, error
+        rewarded = sum(named_reward(t, policy.reward) is not None for t in trajectories)
+        metrics[f"policy/{name}/val/rewarded"] = float(rewarded)
+    return metrics
+
+
+@dataclass
+class RunPhases:
+    """Creates a run's train and validation rollouts and waits for them, showing progress on the display."""
+
+    client: AlightClient
+    config: TrainConfig
+    run_id: str
+    run_dir: Path
+    splits: TaskSplits
+    cursor: TaskCursor
+
+    def start(self, prefix: str, tasks: list[Any], n: int, mode: Mode, step: int) -> StartedPhase:
+        cfg = self.config
+        started = time.monotonic()
+        created = create_group_rollouts(
+            self.client, prefix, tasks, n, mode, cfg.agent, cfg.rollout_timeout_s, cfg.max_attempts,
+            {"step": step, "run_dir": str(self.run_dir)},
+        )  # fmt: skip
+        return StartedPhase([r.id for r in created], mode, started)
+
+    def start_train(self, step: int) -> StartedPhase:
+        """The step's `tasks_per_step` next tasks, `group_size` rollouts each."""
+        tasks = self.cursor.take(self.config.tasks_per_step)
+        return self.start(f"{self.run_id}-s{step:05d}", tasks, self.config.group_size, Mode.TRAIN, step)
+
+    def start_validation(self, step: int) -> StartedPhase | None:
+        """The validation at `step` (0: before training); None when there are no held-out tasks."""
+        tasks = self.splits.val[: val_task_count(self.config, self.splits)]
+        if not tasks:
+            return None
+        n = self.config.validation.samples_per_task
+        return self.start(f"{self.run_id}-val{step:05d}", tasks, n, Mode.VAL, step)
+
+    def wait(self, phase: StartedPhase, display: RunDisplay) -> RolloutPhase:
+        label = "validating" if phase.mode == Mode.VAL else "rollouts"
+
+        def show(p: Progress) -> None:
+            display.status(f"{label}: {p.finished}/{p.total} done, {p.total - p.finished} running, {p.failed} failed")
+
+        server_url = self.client.base_url
+
+        def unclaimed(seconds: float) -> None:
+            hint = (
+                f"no rollout has started after {seconds:.0f} s: is `alight controller --server {server_url}` running?"
+            )
+            if display.enabled:
+                display.line(f"[yellow]{hint}[/]")
+            else:
+                log.warning(hint)
+
+        finished = wait_all(self.client, phase.ids, show, on_unclaimed=unclaimed)
+        return collect(self.client, finished, phase.started)
+
+    def validate(self, display: RunDisplay, step: int, started: StartedPhase | None = None) -> dict[str, float]:
+        """Run (or finish, when `started`) the validation at `step`; its metrics, {} without held-out tasks."""
+        if started is None and (started := self.start_validation(step)) is None:
+            return {}
+        phase = self.wait(started, display)
+        scores = [s for s in map(scored, phase.trajectories) if s is not None]
+        score, error = score_and_error(phase.trajectories)
+        return {
+            "val/score": score,
+            "val/score_se": error,
+            "val/rollouts": float(len(scores)),
+            "time/val_s": phase.seconds,
+            **policy_scores(phase.trajectories, self.config.policies),
+        }

@@ -1,0 +1,140 @@
+"""Where a training step's rollouts come from, behind one interface the loop asks.
+
+- `StepGroups`: each step creates its own groups and waits for all of them (trainer/run/phases.py); the first
+  step's can be created ahead, right behind the first validation;
+- `PoolGroups`: asynchronous training (`async_rollout.enabled`): groups stay in flight across steps and a
+  step takes the first complete, fresh enough ones (trainer/run/async_pool.py); their rows carry a weight, and
+  the pool's state goes into each checkpoint;
+- `ImportedTraces`: `traces.run` names trajectories imported from logs (`alight data import`); nothing is
+  sampled for training, each step takes the next `traces.per_step` of them, epoch after epoch.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from alight.api_models import RolloutQuery
+from alight.client import AlightClient
+from alight.schemas import Rollout
+from alight_server.trainer.report.display import RunDisplay
+from alight_server.trainer.run.async_pool import GroupPool, merge_phases
+from alight_server.trainer.run.dataset import TaskCursor
+from alight_server.trainer.run.phases import RunPhases, StartedPhase
+from alight_server.trainer.run.rollouts import RolloutPhase, collect
+
+
+@dataclass(frozen=True)
+class StepRollouts:
+    """One step's finished rollouts, the source's own metrics, and each group's loss weight (None: all 1)."""
+
+    phase: RolloutPhase
+    metrics: dict[str, float] = field(default_factory=dict[str, float])
+    weights: dict[str, float] | None = None
+    # several policies in async training: policy -> group id -> the weight of that policy's rows (staleness per policy)
+    policy_weights: dict[str, dict[str, float]] | None = None
+
+
+class RolloutSource(Protocol):
+    """What the loop asks for rollouts."""
+
+    # True when rollouts keep running while the step trains: training then leaves torch's threads as they are,
+    # so the engine keeps decoding.
+    runs_during_training: bool
+
+    def start_ahead(self, step: int) -> None:
+        """Start `step`'s rollouts now (behind the first validation) where the source can; else nothing."""
+        ...
+
+    def take(self, step: int, version: int, display: RunDisplay) -> StepRollouts:
+        """`step`'s rollouts, finished, while inference serves policy `version`."""
+        ...
+
+    def checkpoint(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the source (merged into its payload); {} when nothing."""
+        ...
+
+
+class StepGroups:
+    """Each step's own groups, created and awaited whole."""
+
+    runs_during_training = False
+
+    def __init__(self, phases: RunPhases) -> None:
+        self.phases = phases
+        self._ahead: StartedPhase | None = None
+
+    def start_ahead(self, step: int) -> None:
+        self._ahead = self.phases.start_train(step)
+
+    def take(self, step: int, version: int, display: RunDisplay) -> StepRollouts:
+        started, self._ahead = self._ahead or self.phases.start_train(step), None
+        return StepRollouts(self.phases.wait(started, display))
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {}
+
+
+class PoolGroups:
+    """The groups in flight of asynchronous training."""
+
+    runs_during_training = True
+
+    def __init__(self, pool: GroupPool) -> None:
+        self.pool = pool
+
+    def start_ahead(self, step: int) -> None:
+        pass  # the pool keeps its groups in flight itself
+
+    def take(self, step: int, version: int, display: RunDisplay) -> StepRollouts:
+        taken = self.pool.take(step, version, display.status)
+        self.pool.top_up(step + 1)  # the taken groups' places run while this step trains and updates
+        phase = merge_phases([g.phase for g in taken.groups if g.phase is not None], taken.metrics["time/wait_s"])
+        return StepRollouts(phase, taken.metrics, taken.weights, taken.policy_weights)
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {"async_pool": self.pool.state()}
+
+
+def imported_rollouts(client: AlightClient, name: str) -> list[Rollout]:
+    """Every rollout of the imported run `name` (ids `<name>-...`, as `alight data import --name` makes them)."""
+    found: dict[str, Rollout] = {}
+    query = RolloutQuery(id_prefix=f"{name}-", limit=1000)
+    while page := client.list_rollouts_page(query).rollouts:
+        found.update((r.id, r) for r in page)
+        query = query.model_copy(update={"since_seq": page[-1].seq})
+    return sorted(found.values(), key=lambda r: r.id)
+
+
+class ImportedTraces:
+    """Trajectories imported from logs (`traces.run`): each step the next `per_step`, in a seeded order."""
+
+    runs_during_training = False
+
+    def __init__(self, client: AlightClient, name: str, per_step: int, seed: int) -> None:
+        rollouts = imported_rollouts(client, name)
+        if not rollouts:
+            raise ValueError(
+                f"traces.run {name!r}: the server holds no rollouts of that run; import them first with "
+                f"`alight data import FILE --format F --name {name}` (docs/traces.md)"
+            )
+        random.Random(seed).shuffle(rollouts)
+        self.client, self.per_step = client, per_step
+        self.cursor = TaskCursor(rollouts, seed)
+
+    def start_ahead(self, step: int) -> None:
+        pass  # nothing to sample
+
+    def take(self, step: int, version: int, display: RunDisplay) -> StepRollouts:
+        started = time.monotonic()
+        display.status(f"reading {self.per_step} imported trajectories")
+        phase = collect(self.client, self.cursor.take(self.per_step), started)
+        return StepRollouts(phase, {"traces/epoch": float(self.cursor.epoch)})
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {"traces_cursor": self.cursor.state()}
+
+    def restore(self, state: dict[str, int]) -> None:
+        self.cursor.restore(state)

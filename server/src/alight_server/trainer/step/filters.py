@@ -1,0 +1,66 @@
+"""The trajectory filter before training: rollouts a gate flagged, with capture problems, or infra failures.
+
+Dropped rollouts are kept in the store (a flagged one is a security regression to look at, not data) and
+counted in the step's metrics as `filter/<reason>`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from alight.client import AlightClient
+from alight.evaluation import REWARD_HACKING
+from alight.schemas import FailureKind, Trajectory
+from alight_server.trainer.config.sections import SamplesConfig
+from alight_server.trainer.step.policy_samples import prefix_breaks_by_policy
+from alight_server.trainer.step.samples.build import SampleConfig
+from alight_server.trajectories.call_output import call_output
+
+# The capture-problem thresholds are off unless a config sets them (samples.max_prefix_breaks,
+# samples.max_truncated_share): a small policy's calls are often cut at max_tokens, and its group
+# would lose the rollouts that carry its signal. The coding example sets 2 and 0.5.
+# A prefix break is what the sample builder counts as one (`samples.build.prefix_breaks`), under the run's
+# own sample settings: a retry, a sub-agent's interleaved calls or an excluded side model's call is no break.
+# With several policies it is counted in each policy's own calls (`policy_samples.prefix_breaks_by_policy`).
+
+
+def truncated_share(trajectory: Trajectory) -> float:
+    """The share of the attempt's calls cut at their token limit, in whichever flavour they were recorded."""
+    if not trajectory.calls:
+        return 0.0
+    cut = sum(call_output(tc.call).finish_reason == "length" for tc in trajectory.calls)
+    return cut / len(trajectory.calls)
+
+
+def drop_reason(trajectory: Trajectory, flagged: set[str], samples: SampleConfig, limits: SamplesConfig) -> str | None:
+    """Why the trainer leaves `trajectory` out, or None; `limits`: the run's samples section (its thresholds)."""
+    if trajectory.failure_kind in (FailureKind.INFRA, FailureKind.TIMEOUT):
+        return "infra"
+    if trajectory.rollout_id in flagged:
+        return "gate_flagged"
+    limit = limits.max_prefix_breaks
+    if limit is not None and prefix_breaks_by_policy(trajectory, samples) > limit:
+        return "prefix_breaks"
+    if limits.max_truncated_share is not None and truncated_share(trajectory) > limits.max_truncated_share:
+        return "truncated"
+    return None
+
+
+def filter_for_training(
+    client: AlightClient, trajectories: Sequence[Trajectory], samples: SampleConfig, limits: SamplesConfig
+) -> tuple[list[Trajectory], dict[str, float]]:
+    """(the trajectories to train on, `filter/<reason>` counts for the step metrics)."""
+    flagged = {t.rollout_id for t in trajectories if client.list_events(t.rollout_id, kind=REWARD_HACKING, reveal=True)}
+    kept: list[Trajectory] = []
+    dropped: Counter[str] = Counter()
+    for trajectory in trajectories:
+        reason = drop_reason(trajectory, flagged, samples, limits)
+        if reason is None:
+            kept.append(trajectory)
+        else:
+            dropped[reason] += 1
+    metrics = {
+        f"filter/{reason}": float(dropped[reason]) for reason in ("gate_flagged", "prefix_breaks", "truncated", "infra")
+    }
+    return kept, metrics

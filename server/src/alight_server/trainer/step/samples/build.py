@@ -1,0 +1,244 @@
+"""Sample builder: trajectories in, padded training tensors out (docs/samples.md).
+
+1. Each trajectory (one attempt of one rollout) needs a final reward and must
+   not have failed for infrastructure reasons; otherwise it is dropped whole.
+2. Each model call is kept, or dropped with a counted reason: outside the
+   agent filter, flagged by the gateway, an error or non-200 status, token
+   ids and logprobs of different lengths, an empty prompt or response.
+3. Kept calls are merged into rows (`merge.py`): in `trajectory` mode a
+   row is a whole conversation, in `transition` mode every call is its own
+   row. Breaks in the conversation are classified (`breaks.py`).
+4. Length limits: a row whose prompt (the tokens before its first generated
+   token) is over `max_prompt_tokens` is dropped; one whose remainder is over
+   `max_response_tokens` is truncated at the limit (or dropped).
+5. Rows are padded into tensors with the recorded logprobs aligned to tokens.
+
+No retokenization anywhere: ids are the ones the backend consumed and produced.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import gc
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
+
+import numpy as np
+
+from alight.schemas import RENDERED_FLAG, FailureKind, Trajectory, TrajectoryCall
+from alight_server.trainer.config.sections import SamplesConfig
+from alight_server.trainer.step.samples.batch import SampleBatch, pad_rows
+from alight_server.trainer.step.samples.breaks import Decode
+from alight_server.trainer.step.samples.merge import AttemptRows, Segment
+from alight_server.trainer.step.samples.report import BuildReport
+
+
+@dataclass(frozen=True)
+class SampleConfig:
+    mode: Literal["trajectory", "transition"] = "trajectory"
+    max_prompt_tokens: int | None = None  # per row; longer prompts drop the row (cutting them would change the context)
+    max_response_tokens: int | None = None  # per row, tokens after the prompt (generated + tool results)
+    overlong: Literal["truncate", "drop"] = "truncate"  # what a row over max_response_tokens gets
+    # Train only calls made under these agents: a call matches when its agent
+    # name is one of them, or a span on its path is named `X` or `invoke_agent X`.
+    agents: tuple[str, ...] = ()
+    # Leave out calls for the harness's side tasks by the model name the agent asked for (glob
+    # patterns): Claude Code, for one, titles and summarises with a small model (`*haiku*`); the
+    # gateway serves and records those calls with the policy like any other.
+    exclude_models: tuple[str, ...] = ()
+    pad_token_id: int = 0
+    max_break_examples: int = 5
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("trajectory", "transition"):
+            raise ValueError(f"mode must be 'trajectory' or 'transition', got {self.mode!r}")
+        if self.overlong not in ("truncate", "drop"):
+            raise ValueError(f"overlong must be 'truncate' or 'drop', got {self.overlong!r}")
+        for name in ("max_prompt_tokens", "max_response_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be a positive number of tokens or None, got {value}")
+
+    @classmethod
+    def from_section(cls, section: SamplesConfig, **settings: Any) -> SampleConfig:
+        """The builder's settings from a training config's `samples:` section: the trainer's and the dashboard's.
+
+        Every section key the builder also has is taken by name, so a setting added to both cannot be
+        forgotten on one side; `settings` are the rest (the tokenizer's pad id, how many break examples).
+        """
+        named = {f.name for f in fields(cls)} & set(SamplesConfig.model_fields)
+        taken = {name: getattr(section, name) for name in named}
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in taken.items()}, **settings)
+
+
+def build_samples(
+    trajectories: Sequence[Trajectory], config: SampleConfig | None = None, decode: Decode | None = None
+) -> tuple[SampleBatch, BuildReport]:
+    """Turn trajectories (one attempt per rollout) into a `SampleBatch` and a `BuildReport`.
+
+    `decode` (e.g. `tokenizer.decode`) lets the break classifier tell retokenization from template drift.
+    """
+    # The builder makes many small objects while millions of token ids sit in
+    # live lists; each full collection would walk them all for nothing (the
+    # builder makes no reference cycles), costing up to half the build time.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _build(trajectories, config or SampleConfig(), decode)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _build(
+    trajectories: Sequence[Trajectory], config: SampleConfig, decode: Decode | None
+) -> tuple[SampleBatch, BuildReport]:
+    report = BuildReport(mode=config.mode)
+    rows: list[tuple[int, list[Segment]]] = []  # (rollout index, segments) in output order
+    rollout_ids: list[str] = []
+    rollout_rewards: list[float] = []
+    rollout_groups: list[str] = []
+    seen: dict[str, int] = {}  # rollout id -> attempt
+    for trajectory in trajectories:
+        report.trajectories += 1
+        report.calls += len(trajectory.calls)
+        reward, reason = _reward_or_drop_reason(trajectory)
+        if reward is None:
+            report.dropped_rollouts[reason] += 1
+            report.dropped_calls[f"rollout_{reason}"] += len(trajectory.calls)
+            continue
+        if trajectory.rollout_id in seen:
+            raise ValueError(
+                f"rollout {trajectory.rollout_id!r} appears twice (attempts {seen[trajectory.rollout_id]} and "
+                f"{trajectory.attempt}); pass one trajectory per rollout: the attempt that finished"
+            )
+        seen[trajectory.rollout_id] = trajectory.attempt
+        rollout_ids.append(trajectory.rollout_id)
+        rollout_rewards.append(reward)
+        rollout_groups.append(trajectory.group_id or f"rollout:{trajectory.rollout_id}")
+        attempt_rows = merge_attempt(trajectory, config, report, decode)
+        if config.mode == "trajectory":
+            rows.extend((len(rollout_ids) - 1, row.segments) for row in attempt_rows.rows)
+        else:
+            kept = sorted((s for row in attempt_rows.rows for s in row.segments), key=lambda s: s.call.seq)
+            rows.extend((len(rollout_ids) - 1, [s]) for s in kept)
+    report.rollouts = len(rollout_ids)
+    rows = [row for row in rows if _within_limits(row[1], config, report)]
+    batch = pad_rows(rows, rollout_ids, rollout_rewards, rollout_groups, config.pad_token_id)
+    report.rows, report.calls_used = batch.num_rows, sum(len(segments) for _, segments in rows)
+    report.tokens, report.trained_tokens = int(batch.attention_mask.sum()), int(batch.loss_mask.sum())
+    return batch, report
+
+
+def merge_attempt(
+    trajectory: Trajectory, config: SampleConfig, report: BuildReport, decode: Decode | None = None
+) -> AttemptRows:
+    """One attempt's kept calls merged into rows (merge.py); `report` counts the drops, conversations and breaks."""
+    rows = AttemptRows(report, decode, config.max_break_examples)
+    for segment in _kept_segments(trajectory, config, report):
+        rows.add(segment)
+    return rows
+
+
+def prefix_breaks(trajectory: Trajectory, config: SampleConfig, decode: Decode | None = None) -> int:
+    """Prefix breaks in one attempt as the builder counts them: calls that start a row without being a new
+    conversation. The trajectory filter's `samples.max_prefix_breaks` counts with this, so a rollout it drops
+    for breaks is one the builder would have split.
+    """
+    report = BuildReport(mode=config.mode)
+    merge_attempt(trajectory, config, report, decode)
+    return report.total_breaks
+
+
+def _reward_or_drop_reason(trajectory: Trajectory) -> tuple[float | None, str]:
+    """The rollout's final reward, or None and why the whole trajectory is left out."""
+    kind = trajectory.failure_kind
+    if kind is not None and kind in (FailureKind.INFRA, FailureKind.TIMEOUT):
+        return None, f"{kind.value}_failure"  # retried elsewhere; never a made-up reward
+    reward = trajectory.final_reward
+    if reward is None:
+        return None, "no_reward"
+    if not math.isfinite(reward):
+        return None, "non_finite_reward"
+    return float(reward), ""
+
+
+def _kept_segments(trajectory: Trajectory, config: SampleConfig, report: BuildReport) -> list[Segment]:
+    calls = sorted(trajectory.calls, key=lambda tc: tc.call.seq)
+    step = np.array([sum(r.value for r in tc.rewards if not r.final) for tc in calls], dtype=np.float64)
+    to_go = np.cumsum(step[::-1])[::-1]  # step rewards of this call and every later one
+    segments = []
+    for tc, step_return in zip(calls, to_go, strict=True):
+        reason = _call_drop_reason(tc, config)
+        if reason:
+            report.dropped_calls[reason] += 1
+            continue
+        call = tc.call
+        # A rendered call has no recorded logprobs: 0 by the padding's convention, and its row says so.
+        logprobs = [0.0] * len(call.response_token_ids) if call.rendered else call.response_logprobs
+        segments.append(Segment(call, call.prompt_token_ids, call.response_token_ids, logprobs, float(step_return)))
+    return segments
+
+
+def _call_drop_reason(tc: TrajectoryCall, config: SampleConfig) -> str | None:
+    call = tc.call
+    asked = str(call.request.get("model"))
+    if config.agents and not _under_agent(tc, config.agents):
+        return "agent_filter"
+    if config.exclude_models and any(fnmatch.fnmatchcase(asked, p) for p in config.exclude_models):
+        return "model_filter"
+    flags = [flag for flag in call.flags if flag != RENDERED_FLAG]  # fidelity is no fault (SampleBatch.row_rendered)
+    if flags:
+        return "flagged:" + ",".join(sorted(flags))
+    if call.status_code != 200:
+        return f"http_{call.status_code}"
+    if call.error:
+        return "error"
+    if not call.rendered and len(call.response_token_ids) != len(call.response_logprobs):
+        return "logprob_length_mismatch"
+    if not call.prompt_token_ids:
+        return "empty_prompt"
+    if not call.response_token_ids:
+        return "empty_response"
+    return None
+
+
+def _under_agent(tc: TrajectoryCall, agents: tuple[str, ...]) -> bool:
+    if tc.agent_name in agents:
+        return True
+    return any(span == name or span.endswith(f" {name}") for span in tc.span_path for name in agents)
+
+
+def _within_limits(segments: list[Segment], config: SampleConfig, report: BuildReport) -> bool:
+    """Apply the length limits to one row in place; False if the row is dropped."""
+    prompt_length, length = segments[0].start, segments[-1].end
+    if config.max_prompt_tokens is not None and prompt_length > config.max_prompt_tokens:
+        _drop_row("prompt_too_long", segments, report)
+        return False
+    limit = None if config.max_response_tokens is None else prompt_length + config.max_response_tokens
+    if limit is None or length <= limit:
+        return True
+    if config.overlong == "drop":
+        _drop_row("response_too_long", segments, report)
+        return False
+    report.truncated_rows += 1
+    report.truncated_tokens += length - limit
+    kept = [s for s in segments if s.start < limit]
+    for segment in segments[len(kept) :]:
+        report.truncated_trained_tokens += len(segment.response)
+        report.dropped_calls["truncated_away"] += 1
+    last = kept[-1]
+    cut = last.end - limit
+    if cut > 0:
+        report.truncated_trained_tokens += cut
+        kept[-1] = replace(last, response=last.response[:-cut], logprobs=last.logprobs[:-cut])
+    segments[:] = kept
+    return True
+
+
+def _drop_row(reason: str, segments: list[Segment], report: BuildReport) -> None:
+    report.dropped_rows[reason] += 1
+    report.dropped_row_tokens += segments[-1].end
+    report.dropped_calls[f"row_{reason}"] += len(segments)

@@ -1,0 +1,90 @@
+"""A training step's update with several policies (issue 32): samples per policy, then a step and a push for each that learns.
+
+Each policy's rows come from the calls routed to it (`split_by_policy`: calls of different policies never share
+a row; a policy's reward is the rollout's or its named one). A trainable policy with rows whose groups are not
+all uniform takes one step and is pushed alone (the gateway pauses only its calls); the others are untouched.
+Metrics: today's keys for the totals, `policy/<name>/<key>` per policy (docs/training.md#several-policies).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from alight.schemas import Trajectory
+from alight_server.trainer.backends.policy_set import PolicySet
+from alight_server.trainer.config.run import TrainConfig
+from alight_server.trainer.run.async_pool import weigh_rows
+from alight_server.trainer.run.weight_sync import WeightSync
+from alight_server.trainer.step.algorithm import uniform_groups
+from alight_server.trainer.step.policy_samples import split_by_policy
+from alight_server.trainer.step.rendered import rows_for_step
+from alight_server.trainer.step.samples import SampleConfig, build_samples
+
+SUMMED = ("samples/rows", "samples/breaks", "train/groups", "train/uniform_groups", "time/sync_s")
+
+
+def step_policies(
+    policies: PolicySet,
+    trajectories: Sequence[Trajectory],
+    config: TrainConfig,
+    sample_config: SampleConfig,
+    *,
+    decode: Callable[..., str],
+    sync: WeightSync,
+    step: int,
+    policy_weights: dict[str, dict[str, float]] | None = None,
+    threads: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+) -> tuple[dict[str, float], int | None]:
+    """Step and push every trainable policy with signal; (step metrics, the new global version or None)."""
+    split, dropped = split_by_policy(list(trajectories), config.policies)
+    metrics: dict[str, float] = dict(dropped)
+    stepped: list[dict[str, float]] = []
+    version: int | None = None
+    for policy in config.resolved_policies():
+        own: dict[str, float] = {}
+        batch, report = build_samples(split.get(policy.name, []), sample_config, decode=decode)
+        batch, rendered = rows_for_step(batch, policy.algorithm)
+        own.update(rendered)
+        if policy_weights is not None and policy.name in policy_weights:  # async: stale groups down-weighted
+            weigh_rows(batch, policy_weights[policy.name])
+        uniform = uniform_groups(batch.rollout_reward, batch.rollout_group) if batch.rollout_ids else torch.zeros(0)
+        rewards = batch.rollout_reward.tolist() if batch.rollout_ids else []
+        own["train/reward_mean"] = statistics.fmean(rewards) if rewards else float("nan")
+        own["train/groups"] = float(len(batch.group_ids))
+        own["train/uniform_groups"] = float(uniform.sum())
+        own["samples/rows"] = float(batch.num_rows)
+        own["samples/breaks"] = float(report.total_breaks)
+        sft = policy.algorithm.estimator == "sft"
+        keep = [r for r in range(batch.num_rows) if sft or not bool(uniform[int(batch.row_group[r])])]
+        if policy.trainable and keep:
+            with threads():
+                trained = {f"train/{k}": v for k, v in policies.step(policy.name, batch.select(keep)).items()}
+            own.update(trained)
+            stepped.append(trained)
+            version, own["time/sync_s"] = policies.push(sync, policy.name, {"step": step, "policy": policy.name})
+            if sync.last_drain is not None:
+                own["sync/in_flight_at_pause"] = float(sync.last_drain.in_flight_at_pause)
+                own["sync/drain_s"] = sync.last_drain.seconds
+                own["sync/drain_timed_out"] = float(sync.last_drain.timed_out)
+        own["policy_version"] = float(policies.own_versions[policy.name])
+        metrics.update({f"policy/{policy.name}/{key}": value for key, value in own.items()})
+        for key in SUMMED:
+            if key in own:
+                metrics[key] = metrics.get(key, 0.0) + own[key]
+    metrics.update(_combined(stepped))
+    return metrics, version
+
+
+def _combined(stepped: list[dict[str, float]]) -> dict[str, float]:
+    """The stepped policies' `train/*` metrics as one: maxima of `_max` keys, means of the rest."""
+    keys = {key for metrics in stepped for key in metrics}
+    out: dict[str, float] = {}
+    for key in keys:
+        values = [metrics[key] for metrics in stepped if key in metrics]
+        out[key] = max(values) if key.endswith("_max") else statistics.fmean(values)
+    return out

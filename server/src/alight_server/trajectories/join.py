@@ -1,0 +1,191 @@
+"""The trajectory join: an attempt's model calls (tokens) annotated with its spans (structure) and rewards.
+
+1. Model calls in gateway order (`seq`).
+2. Each call's caller span comes from the traceparent the gateway recorded;
+   an HTTP client span (what httpx instrumentation opens around the request)
+   stands for the span that made the call, so the path ends at the agent's step.
+3. The span path is the chain of names from the root to that span; the agent
+   name is the nearest `gen_ai.agent.name` on the way up.
+4. Tool spans are listed in start order with the index of the call before them.
+5. Each call's answer is also read into one shape (text, tool calls, finish reason) whatever its flavour.
+6. Rewards: every reward of the attempt; a non-final reward linked to a call
+   (by model_call_id, or by the span that made the call) is also on that call.
+7. Several policies: each call's policy (its `policy:<name>` flag) and that policy's own version at the
+   call's global policy version (policy_versions.py).
+Calls with no traceparent, or whose span never arrived, keep an empty path.
+"""
+
+from __future__ import annotations
+
+from alight import semconv
+from alight.schemas import ModelCall, Reward, RewardSource, SpanRecord, ToolSpan, Trajectory, TrajectoryCall
+from alight_server.policies.routing import policy_of
+from alight_server.policies.versions import own_version
+from alight_server.store.base import NotFound, Store
+from alight_server.trajectories.call_output import call_output
+
+SPAN_KIND_CLIENT = 3  # OTLP SpanKind
+HTTP_METHOD_ATTRS = ("http.request.method", "http.method")
+
+
+def _is_http_client(span: SpanRecord) -> bool:
+    return span.kind == SPAN_KIND_CLIENT and any(a in span.attributes for a in HTTP_METHOD_ATTRS)
+
+
+def is_tool_span(span: SpanRecord) -> bool:
+    if span.attributes.get(semconv.GEN_AI_OPERATION_NAME) == semconv.OP_EXECUTE_TOOL:
+        return True
+    return span.name.startswith(semconv.OP_EXECUTE_TOOL) or semconv.GEN_AI_TOOL_NAME in span.attributes
+
+
+class SpanTree:
+    """The attempt's spans by id, walked upwards."""
+
+    def __init__(self, spans: list[SpanRecord]) -> None:
+        self.by_id = {s.span_id: s for s in spans}
+
+    def ancestry(self, span_id: str | None) -> list[SpanRecord]:
+        """The span and its ancestors, nearest first; stops at a missing parent or a cycle."""
+        chain: list[SpanRecord] = []
+        seen: set[str] = set()
+        while span_id is not None and span_id in self.by_id and span_id not in seen:
+            seen.add(span_id)
+            span = self.by_id[span_id]
+            chain.append(span)
+            span_id = span.parent_span_id
+        return chain
+
+    def calling_span(self, span_id: str | None) -> SpanRecord | None:
+        """The span that made a call: its recorded span, above any HTTP client spans."""
+        for span in self.ancestry(span_id):
+            if not _is_http_client(span):
+                return span
+        return None
+
+    def path(self, span: SpanRecord | None) -> list[str]:
+        return [s.name for s in reversed(self.ancestry(span.span_id))] if span else []
+
+    def agent_name(self, span: SpanRecord | None) -> str | None:
+        for s in self.ancestry(span.span_id if span else None):
+            name = s.attributes.get(semconv.GEN_AI_AGENT_NAME)
+            if name:
+                return str(name)
+        return None
+
+
+def _call_end_ns(call: ModelCall, tree: SpanTree) -> int:
+    """When the agent had the answer: the HTTP span's end (agent clock), else when the gateway stored it."""
+    recorded = tree.by_id.get(call.span_id or "")
+    if recorded is not None and recorded.end_time_ns:
+        return recorded.end_time_ns
+    return int(call.created_at.timestamp() * 1e9)
+
+
+def _preceding(call_ends: list[int], start_ns: int) -> int:
+    """Index of the last call answered before `start_ns`; -1 when none was."""
+    return max((i for i, end in enumerate(call_ends) if end <= start_ns), default=-1)
+
+
+def _tool_entry(span: SpanRecord, after_call: int, tree: SpanTree) -> ToolSpan:
+    attrs = span.attributes
+    return ToolSpan(
+        span_id=span.span_id,
+        parent_span_id=span.parent_span_id,
+        name=span.name,
+        tool_name=attrs.get(semconv.GEN_AI_TOOL_NAME),
+        tool_call_id=attrs.get(semconv.GEN_AI_TOOL_CALL_ID),
+        arguments=attrs.get(semconv.GEN_AI_TOOL_CALL_ARGUMENTS),
+        result=attrs.get(semconv.GEN_AI_TOOL_CALL_RESULT),
+        start_time_ns=span.start_time_ns,
+        end_time_ns=span.end_time_ns,
+        status_code=span.status_code,
+        after_call=after_call,
+        span_path=tree.path(span),
+        agent_name=tree.agent_name(span),
+    )
+
+
+# Whose final reward counts: an evaluator's over the agent's own, the agent's over a fallback.
+SOURCE_PRECEDENCE = (RewardSource.EVALUATOR, RewardSource.AGENT, RewardSource.FALLBACK)
+
+
+def final_reward(rewards: list[Reward]) -> float | None:
+    """The primary final reward of the highest-precedence source that gave one:
+    its latest unnamed final reward, else its first named one."""
+    finals = sorted((r for r in rewards if r.final), key=lambda r: r.created_at)
+    if finals:
+        best = min(SOURCE_PRECEDENCE.index(r.source) for r in finals)
+        finals = [r for r in finals if r.source is SOURCE_PRECEDENCE[best]]
+    unnamed = [r for r in finals if r.name is None]
+    if unnamed:
+        return unnamed[-1].value
+    return finals[0].value if finals else None
+
+
+def latest_attempt(store: Store, rollout_id: str) -> int:
+    rollout = store.get_rollout(rollout_id)
+    if not rollout.attempts:
+        raise NotFound(f"rollout {rollout_id!r} has no attempts yet (state {rollout.state.value}); nothing to show")
+    return max(a.attempt for a in rollout.attempts)
+
+
+def build_trajectory(store: Store, rollout_id: str, attempt: int | None = None) -> Trajectory:
+    """Join one attempt (default: the latest) of a rollout. NotFound for an unknown rollout or attempt."""
+    rollout = store.get_rollout(rollout_id)
+    number = attempt if attempt is not None else latest_attempt(store, rollout_id)
+    record = next((a for a in rollout.attempts if a.attempt == number), None)
+    if record is None:
+        known = sorted(a.attempt for a in rollout.attempts)
+        raise NotFound(f"rollout {rollout_id!r} has no attempt {number}; its attempts are {known}")
+    calls = sorted(store.list_model_calls(rollout_id, number), key=lambda c: c.seq)
+    tree = SpanTree(store.list_spans(rollout_id, number))
+    rewards = store.list_rewards(rollout_id, attempt=number)
+    root_ids = {s.span_id for s in tree.by_id.values() if s.name == semconv.SPAN_ROLLOUT}
+
+    callers = [tree.calling_span(c.span_id) for c in calls]
+    # A step reward on a span scores the last call that span made (the root's rewards score the rollout).
+    last_call_of_span: dict[str, str] = {}
+    for call, caller in zip(calls, callers, strict=True):
+        for span_id in {call.span_id, caller.span_id if caller else None} - {None} - root_ids:
+            last_call_of_span[str(span_id)] = call.id
+    per_call: dict[str, list[Reward]] = {}
+    for reward in rewards:
+        if reward.final:
+            continue
+        target = reward.model_call_id or last_call_of_span.get(reward.span_id or "")
+        if target is not None:
+            per_call.setdefault(target, []).append(reward)
+
+    policies = [policy_of(call.flags) for call in calls]
+    history = store.list_policy_versions() if any(policies) else []  # read only in a several-policy run
+    joined = [
+        TrajectoryCall(
+            call=call,
+            span_path=tree.path(caller),
+            agent_name=tree.agent_name(caller),
+            rewards=per_call.get(call.id, []),
+            output=call_output(call),
+            policy=policy,
+            policy_own_version=None
+            if policy is None or call.policy_version is None
+            else own_version(history, policy, upto=call.policy_version),
+        )
+        for call, caller, policy in zip(calls, callers, policies, strict=True)
+    ]
+    ends = [_call_end_ns(c, tree) for c in calls]
+    tools = sorted((s for s in tree.by_id.values() if is_tool_span(s)), key=lambda s: s.start_time_ns)
+    tool_spans = [_tool_entry(s, _preceding(ends, s.start_time_ns), tree) for s in tools]
+    return Trajectory(
+        rollout_id=rollout.id,
+        attempt=number,
+        group_id=rollout.group_id,
+        mode=rollout.mode,
+        state=rollout.state,
+        attempt_status=record.status,
+        failure_kind=record.failure_kind,
+        calls=joined,
+        tool_spans=tool_spans,
+        rewards=rewards,
+        final_reward=final_reward(rewards),
+        task=rollout.task,
+    )

@@ -1,0 +1,32 @@
+"""A grade's rollout events: fixed ids per attempt (a retried write is idempotent) and evidence within the limit."""
+
+from __future__ import annotations
+
+from alight.schemas import MAX_EVIDENCE_CHARS, REWARD_HACKING
+from alight_sandbox.guards.episode import EpisodeReport
+from alight_sandbox.guards.grade import Grade, grade_events
+from alight_sandbox.guards.rules import CANARY_READ, TEST_FILE_DELETED, Violation
+
+
+def _grade(violations: list[Violation]) -> Grade:
+    report = EpisodeReport(
+        changed=[], diff="", diff_lines=3, violations=violations, commands=5, command_errors=1, timeouts=0
+    )
+    return Grade(0.0, 1.0, 1.0, violations, report)
+
+
+def test_each_violation_is_one_reward_hacking_event_with_an_id_fixed_by_attempt_and_order() -> None:
+    violations = [Violation(TEST_FILE_DELETED, "tests/a.py was deleted"), Violation(CANARY_READ, "open ~/.netrc")]
+    events = grade_events(_grade(violations), attempt=2)
+    assert [(e.id, e.kind, e.attempt) for e in events] == [
+        ("episode-2", "episode", 2),
+        ("reward_hacking-2-0", REWARD_HACKING, 2),
+        ("reward_hacking-2-1", REWARD_HACKING, 2),
+    ]
+    assert events[1].payload == {"rule": TEST_FILE_DELETED, "evidence": "tests/a.py was deleted"}
+    assert events == grade_events(_grade(violations), attempt=2)
+
+
+def test_evidence_over_the_limit_is_cut_to_it() -> None:
+    (_, event) = grade_events(_grade([Violation(CANARY_READ, "x" * (MAX_EVIDENCE_CHARS * 2))]), attempt=1)
+    assert event.payload["evidence"] == "x" * MAX_EVIDENCE_CHARS
