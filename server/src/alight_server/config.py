@@ -99,7 +99,7 @@ class ServerConfig(BaseModel):
     # ends as the agent's own outcome (alight_server/evaluation/evaluators.py).
     evaluator: str | list[str] | None = None
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
-    # Where an upstream registered with api_key_env / api_key_file may take its key from (upstream_keys.py):
+    # Where an upstream registered with api_key_env / api_key_file may take its key from (store/keys/upstream.py):
     # variables whose names match one of these fnmatch patterns (never ALIGHT_*), files under this folder.
     # Neither by default: the admin key chooses only among what the operator allowed here.
     upstream_key_env: list[str] = Field(default_factory=list)

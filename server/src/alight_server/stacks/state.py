@@ -83,7 +83,7 @@ def load_or_create(run_dir: Path) -> StackState:
 
 
 def run_data_key(run_dir: Path) -> KekSource:
-    """The key-encryption key the run's embedded server wraps its data keys under (stack.py): ALIGHT_DATA_KEY when
+    """The key-encryption key the run's embedded server wraps its data keys under (stacks/kinds.py): ALIGHT_DATA_KEY when
     set, else the server secret (ALIGHT_SECRET_KEY, else derived from the admin key this folder keeps)."""
     from alight_server.store.keys.kek import KEK_ENV, KekSource
 

@@ -3,7 +3,7 @@
 The store decides which rollouts may go and deletes their rows (store/retention.py). What lives outside the
 store goes here too, for each purged rollout:
 - its attempt logs folder (`<logs dir>/<rollout id>/`, the local runner's files) under its run folder
-  (`metadata.run_dir`, which the trainer sets: `<run dir>/logs`, stack.py) and under any controller logs
+  (`metadata.run_dir`, which the trainer sets: `<run dir>/logs`, stacks/kinds.py) and under any controller logs
   folder the caller names;
 - its agents' workspaces (a CLI harness's: the task's repo, the agent's edits, the CLI's home with its session
   files) under each root that an installed package declares (the `alight.workspaces` entry point group, a
@@ -37,7 +37,7 @@ from alight_server.store.rows import now
 log = logging.getLogger("alight.retention")
 
 WORKSPACES = "alight.workspaces"  # the entry point group a package that makes attempt workspaces declares
-RUN_LOGS = "logs"  # the local runner's logs folder inside a run folder (stack.py: run_dir / "logs")
+RUN_LOGS = "logs"  # the local runner's logs folder inside a run folder (stacks/kinds.py: run_dir / "logs")
 
 
 class WorkspaceKind(Protocol):

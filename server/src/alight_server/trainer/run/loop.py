@@ -105,7 +105,7 @@ class TrainingRun:
         show_progress: bool = True,
     ) -> None:
         self.config = config
-        self.stacks = stacks  # the servers it runs against (run_stacks.py for `alight train`)
+        self.stacks = stacks  # the servers it runs against (stacks/opening.py for `alight train`)
         self.resume = resume
         self.run_dir = Path(config.output_dir)
         self.splits = load_splits(config.dataset, config.seed, train_tasks, val_tasks)

@@ -1,4 +1,4 @@
-"""What a training run asks of the servers it runs against; the caller hands them in (run_stacks.py builds them).
+"""What a training run asks of the servers it runs against; the caller hands them in (stacks/opening.py builds them).
 
 The loop imports neither the stack nor the dashboard: `alight train` gives `TrainingRun` a `StackOpener`,
 asked twice around the trainer's loading, so that servers someone else runs are checked (and vLLM's slow
