@@ -24,7 +24,7 @@ from pathlib import Path
 from select import select as wait_readable
 
 from alight_sandbox.guards.policy import REPORT_DIR, WORKSPACE, SandboxPolicy
-from alight_sandbox.guards.run import run_command
+from alight_sandbox.guards.run import CommandResult, run_command
 
 PLUGIN = Path(__file__).with_name("pytest_outcomes.py")
 RUNNER = Path(__file__).with_name("pytest_runner.py")
@@ -198,22 +198,10 @@ def run_tests(
         junit: str(junit_pipe.path),
         f"{REPORT_DIR}/token-{name}": str(Path(host.name) / "token"),
     }
-    roots = [*(f"{WORKSPACE}/{p}".rstrip("/.") for p in pythonpath), WORKSPACE]
-    argv = [policy.python, "-s", "-P", f"{REPORT_DIR}/pytest_runner.py", ":".join(roots), "--"]
-    # append: the folders pytest puts on sys.path for test modules and conftest files go after the
-    # interpreter's own paths (prepend would put a tests folder's json.py ahead of the standard library).
-    argv += ["-p", "no:cacheprovider", "-q", "-o", "addopts=", "--import-mode=append", f"--junitxml={junit}"]
-    argv += ["--outcomes-out", outcomes, "--outcomes-token", f"{REPORT_DIR}/token-{name}"]
     if select is not None:
         (Path(host.name) / "select.txt").write_text("\n".join(select) + "\n")
         mounts[f"{REPORT_DIR}/select-{name}.txt"] = str(Path(host.name) / "select.txt")
-        argv += ["--outcomes-select", f"{REPORT_DIR}/select-{name}.txt"]
-    if coverage:
-        argv += ["--outcomes-coverage", f"/tmp/coverage-{name}.json"]
-    if files:
-        # Node ids stay relative to the workspace: with file arguments pytest would otherwise look for the
-        # rootdir from those files' folder up, and the ids the caller selects by would not match.
-        argv += ["--rootdir", WORKSPACE, *files]
+    argv = _pytest_argv(policy.python, name, pythonpath, (outcomes, junit), select is not None, coverage, files)
     # The environment is ours alone: none of the caller's PYTHON* settings reach the grading interpreter.
     env = {k: v for k, v in policy.env.items() if not k.startswith("PYTHON")}
     policy = replace(policy, env=env, read_only_at={**policy.read_only_at, **mounts})
@@ -227,8 +215,42 @@ def run_tests(
         streamed, reported = junit_pipe.close(), report_pipe.close()
         os.close(token_fd)
         host.cleanup()
-    report = _parse_report(reported)
-    lines = scratch / f"coverage-{name}.json"
+    return _test_run(result, _parse_report(reported), streamed, token, scratch / f"coverage-{name}.json")
+
+
+def _pytest_argv(
+    python: str,
+    name: str,
+    pythonpath: Sequence[str],
+    reports: tuple[str, str],
+    selected: bool,
+    coverage: bool,
+    files: Sequence[str],
+) -> list[str]:
+    """The isolated runner's command line for run `name`: `reports` are where the outcomes and JUnit pipes are
+    mounted; `selected`, that a select-`name`.txt is mounted too."""
+    outcomes, junit = reports
+    roots = [*(f"{WORKSPACE}/{p}".rstrip("/.") for p in pythonpath), WORKSPACE]
+    argv = [python, "-s", "-P", f"{REPORT_DIR}/pytest_runner.py", ":".join(roots), "--"]
+    # append: the folders pytest puts on sys.path for test modules and conftest files go after the
+    # interpreter's own paths (prepend would put a tests folder's json.py ahead of the standard library).
+    argv += ["-p", "no:cacheprovider", "-q", "-o", "addopts=", "--import-mode=append", f"--junitxml={junit}"]
+    argv += ["--outcomes-out", outcomes, "--outcomes-token", f"{REPORT_DIR}/token-{name}"]
+    if selected:
+        argv += ["--outcomes-select", f"{REPORT_DIR}/select-{name}.txt"]
+    if coverage:
+        argv += ["--outcomes-coverage", f"/tmp/coverage-{name}.json"]
+    if files:
+        # Node ids stay relative to the workspace: with file arguments pytest would otherwise look for the
+        # rootdir from those files' folder up, and the ids the caller selects by would not match.
+        argv += ["--rootdir", WORKSPACE, *files]
+    return argv
+
+
+def _test_run(
+    result: CommandResult, report: dict[str, object] | None, streamed: bytes | None, token: str, lines: Path
+) -> TestRun:
+    """The run's outcomes once its three sources are checked against each other; `lines` is its coverage file."""
     if result.timed_out:
         # Killed: its reports are not checked against an exit status, so none is believed (a forger could
         # write one and then wait out the clock). Every test of a run that did not finish fails.
