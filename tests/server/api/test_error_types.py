@@ -50,4 +50,6 @@ def test_the_api_and_the_gateway_answer_a_status_with_the_same_type(
     for name, response in answers.items():
         status = int(name.split()[1])
         assert response.status_code == status, (name, response.text)
-        assert response.json()["error"]["type"] == ERROR_TYPES[status], (name, response.text)
+        error = response.json()["error"]
+        assert set(error) == {"message", "type", "param", "code"}, (name, response.text)
+        assert (error["type"], error["code"]) == (ERROR_TYPES[status], status), (name, response.text)

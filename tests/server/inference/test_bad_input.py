@@ -67,7 +67,17 @@ def test_error_bodies_have_the_openai_shape(server_url: str) -> None:
     )
     assert response.status_code == 400
     error = response.json()["error"]
-    assert error["type"] == "invalid_request_error" and error["param"] == "n"
+    assert error == {"message": error["message"], "type": "invalid_request_error", "param": "n", "code": 400}
+
+
+def test_an_unknown_model_names_its_code_in_the_one_error_shape(server_url: str) -> None:
+    response = httpx.post(
+        f"{server_url}/v1/chat/completions", json={"model": "gpt-4o", "messages": HELLO}, headers=AUTH
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error == {"message": error["message"], "type": "invalid_request_error", "param": "model",
+                     "code": "model_not_found"}  # fmt: skip
 
 
 def test_a_body_that_is_not_json_is_a_400(server_url: str) -> None:

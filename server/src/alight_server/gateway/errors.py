@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 
 from alight_server.gateway.reply import Reply
-from alight_server.http.error_types import error_type
+from alight_server.http.error_types import error_body, error_type
 
 
 class GatewayError(Exception):
@@ -26,10 +26,9 @@ class GatewayError(Exception):
         self.headers = headers or {}
 
     def body(self, anthropic: bool = False) -> dict[str, object]:
-        kind = error_type(self.status)
         if anthropic:
-            return {"type": "error", "error": {"type": kind, "message": self.message}}
-        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.status}}
+            return {"type": "error", "error": {"type": error_type(self.status), "message": self.message}}
+        return error_body(self.status, self.message, param=self.param)
 
     def reply(self, anthropic: bool = False) -> Reply:
         return Reply(self.status, orjson.dumps(self.body(anthropic)), headers=self.headers)

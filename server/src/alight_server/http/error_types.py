@@ -1,10 +1,12 @@
-"""The `type` of an error answer for each HTTP status: one table for the API, the gateway and their docs.
+"""Error answers: their one shape and their `type` per HTTP status, for the API, the gateway, the inference server.
 
 Spelled as the model providers spell theirs (`invalid_request_error`, `not_found_error`, ...), because the
 gateway answers agents in those providers' shapes and their SDKs show the type; the API says the same.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -26,3 +28,14 @@ ERROR_TYPES = {
 def error_type(status: int) -> str:
     """The table's type; any other 4xx is an invalid request, any other 5xx an `api_error`."""
     return ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
+
+
+def error_body(status: int, message: str, *, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    """The one error answer of the API, the gateway and the inference server, as OpenAI shapes it:
+    `{"error": {"message", "type", "param", "code"}}`, typed by the table above.
+
+    `param` names the field at fault (None: no one field); `code` is the HTTP status unless a more precise
+    code is given (`model_not_found`), as the providers' SDKs show it.
+    """
+    error = {"message": message, "type": error_type(status), "param": param, "code": code or status}
+    return {"error": error}

@@ -1,4 +1,4 @@
-"""Error answers: every failure is JSON `{"error": {"message", "type", "code"}}` a person can act on.
+"""Error answers: every failure is JSON `{"error": {"message", "type", "param", "code"}}` a person can act on.
 
 Client mistakes (bad JSON, wrong types, unknown fields, unknown ids, illegal
 moves, oversize bodies) are 4xx naming the problem; only a bug in the server
@@ -19,16 +19,11 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from alight_server.config import ServerConfig
-from alight_server.http import error_types
+from alight_server.http.error_types import error_body
 from alight_server.http.json_depth import TooDeep, check_raw_depth
 from alight_server.store.base import Conflict, InvalidValue, NotFound, Purged, StoreError
 
 log = logging.getLogger("alight.server")
-
-
-def error_body(status: int, message: str, error_type: str | None = None) -> dict[str, Any]:
-    kind = error_type or error_types.error_type(status)
-    return {"error": {"message": message, "type": kind, "code": status}}
 
 
 def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
