@@ -10,14 +10,17 @@ With several policies each row is one policy's (`policy`), as the trainer splits
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alight.schemas import Trajectory
+from alight.schemas import ModelCall, Trajectory
 from alight_server.policies.routing import policy_of
 from alight_server.redaction import Redactor
 from alight_server.redaction.views import redact_tokens
 from alight_server.store import Store
 from alight_server.ui import policy_parts, samples
+
+if TYPE_CHECKING:
+    from alight_server.trainer.step.samples import SampleBatch
 
 
 def token_view(store: Store, trajectory: Trajectory, redaction: Redactor | None = None) -> dict[str, Any]:
@@ -44,31 +47,7 @@ def token_view(store: Store, trajectory: Trajectory, redaction: Redactor | None 
     for policy, part in _parts(trajectory, run.config if run else None, dropped_calls):
         batch, report = build_samples([part], config, decode=samples.decoder(model))
         causes = {e.call_seq: e.cause for e in report.break_examples}
-        for r in range(batch.num_rows):
-            length = int(batch.attention_mask[r].sum())
-            ids = batch.input_ids[r, :length].tolist()
-            mask = batch.loss_mask[r, :length].tolist()
-            logprobs = batch.old_logprobs[r, :length].tolist()
-            texts = samples.token_texts(model, ids)
-            first = batch.row_calls[r][0]
-            shown: list[list[Any]] = [
-                [ids[i], texts[i] if texts else None, int(mask[i]), logprobs[i] if mask[i] else None]
-                for i in range(length)
-            ]
-            starts = {str(seq): len(calls[seq].prompt_token_ids) for seq in batch.row_calls[r]}
-            if redaction is not None:
-                shown, starts = redact_tokens(redaction, shown, starts)
-            rows.append(
-                {
-                    "calls": list(batch.row_calls[r]),
-                    "starts": starts,
-                    "cause": causes.get(first, "conversation"),
-                    "tokens": shown,
-                    "length": length,
-                    "trained_tokens": int(sum(mask)),
-                    "policy": policy,
-                }
-            )
+        rows += [_row(batch, r, calls, causes, model, policy, redaction) for r in range(batch.num_rows)]
         dropped_rollout = dropped_rollout or next(iter(report.dropped_rollouts), None)
         dropped_calls.update(report.dropped_calls)
         breaks.update(report.breaks)
@@ -84,6 +63,39 @@ def token_view(store: Store, trajectory: Trajectory, redaction: Redactor | None 
         "dropped_calls": {k: v for k, v in dropped_calls.items() if v},
         "breaks": dict(breaks),
         "truncated_rows": truncated,
+    }
+
+
+def _row(
+    batch: SampleBatch,
+    r: int,
+    calls: dict[int, ModelCall],
+    causes: dict[int, str],
+    model: str | None,
+    policy: str | None,
+    redaction: Redactor | None,
+) -> dict[str, Any]:
+    """Row `r` of `policy`'s batch as the view shows it: its tokens, where each call starts, why the row began."""
+    length = int(batch.attention_mask[r].sum())
+    ids = batch.input_ids[r, :length].tolist()
+    mask = batch.loss_mask[r, :length].tolist()
+    logprobs = batch.old_logprobs[r, :length].tolist()
+    texts = samples.token_texts(model, ids)
+    first = batch.row_calls[r][0]
+    shown: list[list[Any]] = [
+        [ids[i], texts[i] if texts else None, int(mask[i]), logprobs[i] if mask[i] else None] for i in range(length)
+    ]
+    starts = {str(seq): len(calls[seq].prompt_token_ids) for seq in batch.row_calls[r]}
+    if redaction is not None:
+        shown, starts = redact_tokens(redaction, shown, starts)
+    return {
+        "calls": list(batch.row_calls[r]),
+        "starts": starts,
+        "cause": causes.get(first, "conversation"),
+        "tokens": shown,
+        "length": length,
+        "trained_tokens": int(sum(mask)),
+        "policy": policy,
     }
 
 
