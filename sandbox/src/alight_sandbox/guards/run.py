@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import resource
 import signal
@@ -11,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from alight.parent_death import signal_on_parent_death
 from alight_sandbox.guards.policy import WORKSPACE, SandboxPolicy, bwrap_argv
 
 # What the gates read: file opens, executions, network calls and namespace changes to the filesystem.
@@ -18,7 +18,6 @@ TRACED = (
     "execve,execveat,clone,clone3,fork,vfork,chdir,open,openat,openat2,creat,connect,sendto,sendmsg,"
     "unlink,unlinkat,rename,renameat,renameat2,mkdir,mkdirat,rmdir,truncate,symlink,symlinkat,link,linkat"
 )
-_PR_SET_PDEATHSIG = 1
 Streams = Literal["merged", "split", "inherit"]
 
 
@@ -37,8 +36,7 @@ def _limits(policy: SandboxPolicy) -> None:
     if policy.memory_mb > 0:
         resource.setrlimit(resource.RLIMIT_AS, (policy.memory_mb * mb, policy.memory_mb * mb))
     resource.setrlimit(resource.RLIMIT_FSIZE, (policy.file_mb * mb, policy.file_mb * mb))
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    signal_on_parent_death(signal.SIGKILL)
 
 
 def sandbox_argv(

@@ -3,7 +3,8 @@
 The local runner starts `python -I supervise.py EXIT_FILE -- AGENT_ARGV...` as
 the leader of the attempt's process group. Only a process's parent can learn
 its exit status, and the parent (the controller) may restart while the agent
-runs; so this small stdlib-only script waits for the agent and writes
+runs; so this small script (the standard library, and the SDK's
+parent_death.py under --die-with) waits for the agent and writes
 `{"exit_code": N}` (or `{"spawn_error": "..."}`) to EXIT_FILE. It is run by
 path with `-I`, never imported, so it costs one bare interpreter start.
 
@@ -15,11 +16,13 @@ the next controller reads that as a lost attempt, an infra failure to retry.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
 import subprocess
 import sys
+from types import ModuleType
 
 
 def _write(path: str, outcome: dict[str, object]) -> None:
@@ -35,28 +38,26 @@ def _keep_going(signum: int, frame: object) -> None:
     pass
 
 
-PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-PARENT_DIED = signal.SIGUSR2  # a signal nothing else sends the supervisor
-
-
 def _reap_group(signum: int = 0, frame: object = None) -> None:
     os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
-def _die_with(parent: int) -> None:
-    if not sys.platform.startswith("linux"):
-        return  # elsewhere the stack's next start reaps the group (LocalRunner.reap_leftovers)
-    import ctypes
-
-    signal.signal(PARENT_DIED, _reap_group)
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(PARENT_DIED))
-    if os.getppid() != parent:  # it died before the prctl took effect
-        _reap_group()
+def _parent_death() -> ModuleType:
+    """The SDK's alight/parent_death.py, loaded alone: importing the `alight` package would cost this start."""
+    package = importlib.util.find_spec("alight")  # finds the package without running its __init__
+    folders = package.submodule_search_locations if package else None
+    if not folders:
+        raise ImportError("the alight SDK is not installed in this interpreter")
+    spec = importlib.util.spec_from_file_location("alight.parent_death", os.path.join(folders[0], "parent_death.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main(argv: list[str]) -> int:
     if len(argv) >= 6 and argv[2] == "--die-with":
-        _die_with(int(argv[3]))
+        _parent_death().on_parent_death(_reap_group, int(argv[3]))
         argv = [*argv[:2], *argv[4:]]
     if len(argv) < 4 or argv[2] != "--":
         print("usage: supervise.py EXIT_FILE [--die-with PID] -- ARGV...", file=sys.stderr)

@@ -29,21 +29,8 @@ import socket
 import sys
 import threading
 import traceback
-from collections.abc import Callable
 
-PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-PARENT_DIED = signal.SIGUSR2  # as in supervise.py: a signal nothing else sends
-
-
-def _on_parent_death(handler: Callable[..., object], parent: int) -> None:
-    if not sys.platform.startswith("linux"):
-        return  # elsewhere the stack's next start reaps leftover groups (LocalRunner.reap_leftovers)
-    import ctypes
-
-    signal.signal(PARENT_DIED, handler)
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(PARENT_DIED))
-    if os.getppid() != parent:  # it died before the prctl took effect
-        handler(int(PARENT_DIED), None)
+from alight.parent_death import PARENT_DIED, on_parent_death
 
 
 def _write(path: str, outcome: dict[str, object]) -> None:
@@ -112,7 +99,7 @@ class Zygote:
         os.setsid()
         signal.signal(PARENT_DIED, signal.SIG_DFL)
         if self.die_with is not None:
-            _on_parent_death(lambda *_: os.killpg(os.getpgrp(), signal.SIGKILL), zygote)
+            on_parent_death(lambda *_: os.killpg(os.getpgrp(), signal.SIGKILL), zygote)
         log_fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         null_fd = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null_fd, 0)
@@ -179,7 +166,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, zygote.kill_attempts if die_with is not None else signal.SIG_DFL)
     parent = die_with if die_with is not None else os.getppid()
     # The zygote never outlives the runner; its attempts do only when they may (no --die-with).
-    _on_parent_death(zygote.kill_attempts if die_with is not None else lambda *_: os._exit(0), parent)
+    on_parent_death(zygote.kill_attempts if die_with is not None else lambda *_: os._exit(0), parent)
     zygote.serve()
     sys.argv = [str(entry.__file__), target]  # what the agent sees under `python -m alight.entry`
     return entry.run_loaded(fn)

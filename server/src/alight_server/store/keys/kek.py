@@ -21,8 +21,9 @@ import subprocess
 from functools import cached_property
 from pathlib import Path
 
+from alight_server.store.keys.upstream import SECRET_KEY_ENV
+
 KEK_ENV = "ALIGHT_DATA_KEY"
-SECRET_KEY_ENV = "ALIGHT_SECRET_KEY"  # as upstream_keys.SECRET_KEY_ENV (store modules do not import the server's)
 SETTING = f"data_key (server config; env {KEK_ENV})"
 FORMS = "`secret`, `file:PATH` or `command:CMD`"
 MAKE_KEY = 'python -c "import secrets; print(secrets.token_hex(32))"'
