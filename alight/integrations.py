@@ -1,8 +1,17 @@
-"""Discovery of installed integrations through the `alight.integrations` entry point."""
+"""What the framework integrations share: their discovery, the gateway their clients call, long span values clipped.
+
+Integrations are found through the `alight.integrations` entry point. Each one points its framework's model
+client at the attempt's gateway (`gateway_endpoint`) and clips tool arguments and results on its spans
+(`clip_attribute`), so all of them do it alike.
+"""
 
 from __future__ import annotations
 
 from importlib.metadata import entry_points
+
+from alight.context import AttemptContext, current
+
+MAX_ATTRIBUTE_CHARS = 8192  # tool arguments and results can be pages long; spans keep a readable head
 
 
 def instrument_all() -> list[str]:
@@ -12,3 +21,19 @@ def instrument_all() -> list[str]:
         ep.load()()
         names.append(ep.name)
     return sorted(names)
+
+
+def gateway_endpoint() -> tuple[str, str] | None:
+    """(base URL, API key) of this attempt's gateway for an OpenAI-style client; None outside a rollout.
+
+    The key is the attempt's token (any non-empty key where the controller gave none).
+    """
+    ctx = current() or AttemptContext.from_env()
+    if ctx is None or not ctx.gateway_base_url:
+        return None
+    return ctx.gateway_base_url, ctx.token or "alight"
+
+
+def clip_attribute(text: str, limit: int = MAX_ATTRIBUTE_CHARS) -> str:
+    """`text` as a span attribute value: its first `limit` characters, and how many more there were."""
+    return text if len(text) <= limit else text[:limit] + f"...[{len(text) - limit} more chars]"

@@ -14,6 +14,7 @@ from opentelemetry import trace
 
 import alight_langchain
 from alight import semconv
+from alight.integrations import MAX_ATTRIBUTE_CHARS
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # create_react_agent moved to langchain.agents in LangGraph 1.x; still supported
@@ -24,6 +25,12 @@ with warnings.catch_warnings():
 def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b
+
+
+@tool
+def repeat(n: int) -> str:
+    """A result of n characters."""
+    return "x" * n
 
 
 INTEGRATION = alight_langchain  # instrumented by the `instrumented` fixture (tests/integrations/conftest.py)
@@ -94,3 +101,9 @@ def test_uninstrument_stops_spans_and_keeps_results(fake_upstream, tree) -> None
     assert len(tree().named("invoke_agent")) == 1
     assert plain["messages"][-1].content == traced["messages"][-1].content
     assert not alight_langchain.is_instrumented()
+
+
+def test_a_long_tool_result_is_clipped_as_the_sdk_clips_every_integrations(instrumented, tree) -> None:
+    repeat.invoke({"n": MAX_ATTRIBUTE_CHARS + 10})
+    (tool_span,) = tree().named("execute_tool repeat")
+    assert tool_span.attributes[semconv.GEN_AI_TOOL_CALL_RESULT] == "x" * MAX_ATTRIBUTE_CHARS + "...[10 more chars]"

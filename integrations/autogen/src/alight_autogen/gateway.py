@@ -7,7 +7,7 @@ from typing import Any
 from autogen_core.models import ModelInfo
 from autogen_ext.models.openai import OpenAIChatCompletionClient
 
-from alight.context import AttemptContext, current
+from alight.integrations import gateway_endpoint
 
 # The policy is whatever model is being trained; AutoGen needs its capabilities spelled out for unknown names.
 POLICY_MODEL_INFO = ModelInfo(
@@ -20,9 +20,7 @@ def gateway_model_client(model: str = "policy", **kwargs: Any) -> OpenAIChatComp
 
     `model_info` defaults to POLICY_MODEL_INFO (tool calling, no vision) unless given.
     """
-    ctx = current() or AttemptContext.from_env()
-    if ctx is not None and ctx.gateway_base_url:
-        kwargs["base_url"] = ctx.gateway_base_url
-        kwargs["api_key"] = ctx.token or "alight"
+    if (gateway := gateway_endpoint()) is not None:
+        kwargs["base_url"], kwargs["api_key"] = gateway
     kwargs.setdefault("model_info", POLICY_MODEL_INFO)
     return OpenAIChatCompletionClient(model=model, **kwargs)

@@ -10,8 +10,7 @@ from typing import Any
 from opentelemetry import trace
 
 from alight import semconv
-
-MAX_ATTRIBUTE_CHARS = 8192  # tool arguments/results can be long; spans keep a readable head
+from alight.integrations import clip_attribute
 
 
 def enriched_run(run: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -23,10 +22,10 @@ def enriched_run(run: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[
         ours = getattr(span, "name", None) == f"{semconv.OP_EXECUTE_TOOL} {self.name}"
         if ours:
             arguments = args.model_dump(mode="json") if hasattr(args, "model_dump") else args
-            span.set_attribute(semconv.GEN_AI_TOOL_CALL_ARGUMENTS, _clip(_text(arguments)))
+            span.set_attribute(semconv.GEN_AI_TOOL_CALL_ARGUMENTS, clip_attribute(_text(arguments)))
         result = await run(self, args, *rest, **kwargs)
         if ours:
-            span.set_attribute(semconv.GEN_AI_TOOL_CALL_RESULT, _clip(self.return_value_as_string(result)))
+            span.set_attribute(semconv.GEN_AI_TOOL_CALL_RESULT, clip_attribute(self.return_value_as_string(result)))
         return result
 
     return run_enriched
@@ -34,7 +33,3 @@ def enriched_run(run: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_ATTRIBUTE_CHARS else text[:MAX_ATTRIBUTE_CHARS] + "...[clipped]"

@@ -6,7 +6,7 @@ from typing import Any
 
 from langchain_openai import ChatOpenAI
 
-from alight.context import AttemptContext, current
+from alight.integrations import gateway_endpoint
 
 
 def gateway_chat_model(model: str = "policy", **kwargs: Any) -> ChatOpenAI:
@@ -15,8 +15,6 @@ def gateway_chat_model(model: str = "policy", **kwargs: Any) -> ChatOpenAI:
     The gateway serves the policy being trained whatever `model` says; the name only shows in logs.
     Needs `langchain-openai` (`pip install langchain-openai`).
     """
-    ctx = current() or AttemptContext.from_env()
-    if ctx is not None and ctx.gateway_base_url:
-        kwargs["base_url"] = ctx.gateway_base_url
-        kwargs["api_key"] = ctx.token or "alight"
+    if (gateway := gateway_endpoint()) is not None:
+        kwargs["base_url"], kwargs["api_key"] = gateway
     return ChatOpenAI(model=model, **kwargs)

@@ -17,9 +17,9 @@ from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from alight import agent_header, semconv
+from alight.integrations import clip_attribute
 
 FRAMEWORK = "langchain"
-MAX_ATTRIBUTE_CHARS = 8192  # tool arguments/results can be long; spans keep a readable head
 _NODE_KEY = "langgraph_node"  # metadata LangGraph puts on every run inside a node
 _AGENT_KEY = "lc_agent_name"  # metadata LangChain's create_agent(name=...) puts on its runs
 
@@ -126,7 +126,7 @@ class AlightCallbackHandler(BaseCallbackHandler):
         attributes = {
             semconv.GEN_AI_OPERATION_NAME: semconv.OP_EXECUTE_TOOL,
             semconv.GEN_AI_TOOL_NAME: name,
-            semconv.GEN_AI_TOOL_CALL_ARGUMENTS: _clip(_text(inputs) if inputs is not None else input_str),
+            semconv.GEN_AI_TOOL_CALL_ARGUMENTS: clip_attribute(_text(inputs) if inputs is not None else input_str),
         }
         if kwargs.get("tool_call_id"):
             attributes[semconv.GEN_AI_TOOL_CALL_ID] = str(kwargs["tool_call_id"])
@@ -137,7 +137,9 @@ class AlightCallbackHandler(BaseCallbackHandler):
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         run = self._runs.get(run_id)
         if run is not None and run.span is not None:
-            run.span.set_attribute(semconv.GEN_AI_TOOL_CALL_RESULT, _clip(_text(getattr(output, "content", output))))
+            run.span.set_attribute(
+                semconv.GEN_AI_TOOL_CALL_RESULT, clip_attribute(_text(getattr(output, "content", output)))
+            )
         self._end(run_id)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
@@ -249,7 +251,3 @@ def _serialized_name(serialized: dict[str, Any] | None) -> str | None:
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_ATTRIBUTE_CHARS else text[:MAX_ATTRIBUTE_CHARS] + "...[clipped]"

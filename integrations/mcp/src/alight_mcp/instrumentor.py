@@ -13,12 +13,12 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 import alight
 from alight import semconv
+from alight.integrations import clip_attribute
 from alight_mcp.rewards import reward_in_result
 
 # The mcp versions this instrumentation is tested against (lowest and highest ends); pyproject says the same.
 SUPPORTED_VERSIONS = ">=2.0,<3"
 FRAMEWORK = "mcp"
-MAX_ATTRIBUTE_CHARS = 8192  # tool results can be pages long; spans keep a readable head
 _TOOL_CALL = "tools/call"
 
 
@@ -57,7 +57,7 @@ def _traced(send_request: Callable[..., Awaitable[Any]]) -> Callable[..., Awaita
                     semconv.ATTR_MCP_METHOD: method,
                     semconv.GEN_AI_OPERATION_NAME: semconv.OP_EXECUTE_TOOL,
                     semconv.GEN_AI_TOOL_NAME: name,
-                    semconv.GEN_AI_TOOL_CALL_ARGUMENTS: _clip(_json(getattr(params, "arguments", None) or {})),
+                    semconv.GEN_AI_TOOL_CALL_ARGUMENTS: clip_attribute(_json(getattr(params, "arguments", None) or {})),
                 }
             )
             result = await send_request(self, request, *args, **kwargs)
@@ -68,9 +68,9 @@ def _traced(send_request: Callable[..., Awaitable[Any]]) -> Callable[..., Awaita
 
 
 def _record_result(span: Span, tool: str, result: Any) -> None:
-    span.set_attribute(semconv.GEN_AI_TOOL_CALL_RESULT, _clip(result_text(result)))
+    span.set_attribute(semconv.GEN_AI_TOOL_CALL_RESULT, clip_attribute(result_text(result)))
     if getattr(result, "is_error", False):
-        span.set_status(Status(StatusCode.ERROR, _clip(result_text(result), 500)))
+        span.set_status(Status(StatusCode.ERROR, clip_attribute(result_text(result), 500)))
     reward = reward_in_result(result)
     if reward is not None:
         # Recorded on the tool span (the current span here), which links the reward to this step.
@@ -88,7 +88,3 @@ def result_text(result: Any) -> str:
 
 def _json(value: Any) -> str:
     return json.dumps(value, default=str, ensure_ascii=False)
-
-
-def _clip(text: str, limit: int = MAX_ATTRIBUTE_CHARS) -> str:
-    return text if len(text) <= limit else text[:limit] + f"...[{len(text) - limit} more chars]"

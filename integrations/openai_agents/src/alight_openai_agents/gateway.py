@@ -5,15 +5,16 @@ from __future__ import annotations
 from agents import set_default_openai_client
 from openai import AsyncOpenAI
 
-from alight.context import AttemptContext, current
+from alight.integrations import gateway_endpoint
 
 
 def gateway_client() -> AsyncOpenAI | None:
     """An AsyncOpenAI client on this attempt's gateway (its token as the key); None outside a rollout."""
-    ctx = current() or AttemptContext.from_env()
-    if ctx is None or not ctx.gateway_base_url:
+    gateway = gateway_endpoint()
+    if gateway is None:
         return None
-    return AsyncOpenAI(base_url=ctx.gateway_base_url, api_key=ctx.token or "alight")
+    base_url, api_key = gateway
+    return AsyncOpenAI(base_url=base_url, api_key=api_key)
 
 
 def use_gateway() -> AsyncOpenAI | None:

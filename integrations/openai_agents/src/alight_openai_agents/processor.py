@@ -22,9 +22,9 @@ from opentelemetry import trace as otel_trace
 from opentelemetry.trace import Status, StatusCode
 
 from alight import agent_header, semconv
+from alight.integrations import clip_attribute
 
 FRAMEWORK = "openai_agents"
-MAX_ATTRIBUTE_CHARS = 8192  # tool arguments/results can be long; spans keep a readable head
 
 # Spans whose work happens inside the SDK's own `with` block: while they are open, their OpenTelemetry
 # twin is the active span, so the model's HTTP request (traceparent) and code inside a tool see it.
@@ -146,9 +146,9 @@ def _describe_end(span: otel_trace.Span, data: Any) -> None:
     elif isinstance(data, GenerationSpanData):
         _set_usage(span, data.usage)
     elif isinstance(data, FunctionSpanData):
-        span.set_attribute(semconv.GEN_AI_TOOL_CALL_ARGUMENTS, _clip(data.input or ""))
+        span.set_attribute(semconv.GEN_AI_TOOL_CALL_ARGUMENTS, clip_attribute(data.input or ""))
         if data.output is not None:
-            span.set_attribute(semconv.GEN_AI_TOOL_CALL_RESULT, _clip(_text(data.output)))
+            span.set_attribute(semconv.GEN_AI_TOOL_CALL_RESULT, clip_attribute(_text(data.output)))
     elif isinstance(data, HandoffSpanData):
         span.set_attribute(semconv.ATTR_HANDOFF_TO, data.to_agent or "")
         span.update_name(f"handoff {data.from_agent} -> {data.to_agent}")
@@ -174,7 +174,3 @@ def _set_usage(span: otel_trace.Span, usage: dict[str, Any] | None) -> None:
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_ATTRIBUTE_CHARS else text[:MAX_ATTRIBUTE_CHARS] + "...[clipped]"
