@@ -23,6 +23,9 @@ policy special-case them (return the expected value for that input) instead of f
 
 The generator masks every literal of its hidden tests out of the failure messages it quotes (`mask`), with
 the same matcher the check uses, so what one removes the other would have found.
+
+Long because: one algorithm, the steps above; reading a test's assertions and cases from its source (steps
+1-2) serves only the check (step 4), and the mask shares its matcher.
 """
 
 from __future__ import annotations

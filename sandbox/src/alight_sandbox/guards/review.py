@@ -17,6 +17,9 @@ reward unchanged):
 - review flag: the same calls inside functions (a CLI's main may exit, a lazy loader may fill sys.modules),
   `sys.argv`, frame and garbage-collector introspection (`sys._getframe`, `inspect.stack`, `gc.get_objects`,
   `f_back`/`f_locals`/`f_globals`), `import pytest`, `/proc/` and `/dev/fd` paths, and `ctypes`.
+
+Long because: one reader (`_Reader`) and the tables of calls, names and stores it flags, the list above;
+a table kept apart from the reader that applies it would drift from it.
 """
 
 from __future__ import annotations

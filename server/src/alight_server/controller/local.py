@@ -15,6 +15,10 @@ recycled pid is never mistaken for the agent.
 With `preload=True`, entrypoint attempts fork from a zygote that imported the
 entrypoint once (preload.py, zygote.py) instead of starting a fresh interpreter;
 the files and the checks above are the same.
+
+Long because: the Runner's verbs for one kind of attempt, a process group on this machine, and the /proc
+checks at the end that tell its process from a recycled pid; the supervisor (supervise.py) and the zygote
+(preload.py, zygote.py) already live apart.
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@
    (`adapters.py`): each request names its model, one decode batch holds rows of every adapter, and
    `update_adapter` swaps one adapter's tensors between two steps the same way, bumping that adapter's
    own version and clearing only its prefix-cache entries; the other adapters' rows decode on.
+
+Long because: one thread's loop and the state only it touches (the queue, the live batch, the versions);
+what does not touch that state already lives apart (prefill.py, batching.py, adapters.py, sampling.py,
+prefix_cache.py).
 """
 
 from __future__ import annotations

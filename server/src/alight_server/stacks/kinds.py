@@ -13,6 +13,9 @@ inference side and it registers them as the upstreams itself (trainer/backends/v
 
 With `server.url`, `ExternalStack` only checks that the server, its upstream and the inference server
 answer; `alight controller` (run by you) starts the agents, and weights go to `server.inference_url`.
+
+Long because: the stack kinds a run is handed, side by side so the face they share (start, url,
+weight_sync, close) reads in one place; ReplicaStack is EmbeddedStack less its policy server.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""The store protocol: the one durable source of truth, SQLite or PostgreSQL behind it."""
+"""The store protocol: the one durable source of truth, SQLite or PostgreSQL behind it.
+
+Long because: one protocol, every method of the store with its contract, and the errors and purge types
+those methods name; the contract tests hold SQLite and PostgreSQL to all of it.
+"""
 
 from __future__ import annotations
 

@@ -11,6 +11,9 @@ The Runner verbs map onto the API like this:
     release  delete the Job if it still runs, else only its Secret; a finished Job stays
              until ttlSecondsAfterFinished so `kubectl logs` works meanwhile
     log_tail the agent container's log, last lines
+
+Long because: the Runner's verbs over one API client, each with its own retry and pacing; the watch
+(informer.py), the classification (classify.py) and the Job's manifest (manifest.py) already live apart.
 """
 
 from __future__ import annotations
