@@ -9,11 +9,15 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from alight_server.commands.data_keys import AdminKeyOption, ConfigOption, DbOption, RunDirOption, store_target
+
+if TYPE_CHECKING:
+    from alight_server.store.base import PurgeScope
+    from alight_server.store.purge import PurgeOutcome
 
 DATE_HELP = "an ISO 8601 date or time, UTC unless it says otherwise (2026-11-01, 2026-11-01T12:00:00+02:00)"
 
@@ -68,21 +72,11 @@ def purge(
     from sqlalchemy.engine import make_url
 
     from alight_server.store import NotFound, StoreError, open_store
-    from alight_server.store.base import Conflict, Purged, PurgeScope
+    from alight_server.store.base import Conflict, Purged
     from alight_server.store.keys.kek import KekSource
     from alight_server.store.purge import purge as run_purge
 
-    when = parse_when(before, "--before")
-    steps = parse_when(steps_before, "--steps-before")
-    if when is None and run is None and rollout is None and steps is None:
-        raise typer.BadParameter(
-            "say what to purge: --before DATE, --run ID, --rollout ID (any together) or --steps-before DATE"
-        )
-    scope = (
-        None
-        if when is None and run is None and rollout is None
-        else PurgeScope(before=when, run_id=run, rollout_id=rollout, reason=reason)
-    )
+    scope, steps = _scope(before, run, rollout, steps_before, reason)
     url, admin, setting = store_target(db, config, admin_key, run_dir)
     try:  # the data keys open the rollouts' metadata, where the run folder of their attempt logs is
         store = open_store(url, KekSource.parse(setting, admin_key=admin))
@@ -110,11 +104,36 @@ def purge(
         raise typer.Exit(1) from exc
     finally:
         store.close()
+    summary = _summary(outcome, dry_run)
+    typer.echo(json.dumps(summary) if as_json else "\n".join(_lines(summary)))
+
+
+def _scope(
+    before: str | None, run: str | None, rollout: str | None, steps_before: str | None, reason: str
+) -> tuple[PurgeScope | None, datetime | None]:
+    """What the options ask to purge: the rollouts' scope (None: no rollouts) and the step metrics' cut-off."""
+    from alight_server.store.base import PurgeScope
+
+    when = parse_when(before, "--before")
+    steps = parse_when(steps_before, "--steps-before")
+    if when is None and run is None and rollout is None and steps is None:
+        raise typer.BadParameter(
+            "say what to purge: --before DATE, --run ID, --rollout ID (any together) or --steps-before DATE"
+        )
+    scope = (
+        None
+        if when is None and run is None and rollout is None
+        else PurgeScope(before=when, run_id=run, rollout_id=rollout, reason=reason)
+    )
+    return scope, steps
+
+
+def _summary(outcome: PurgeOutcome, dry_run: bool) -> dict[str, Any]:
+    """The report `--json` prints as it is, and `_lines` as text."""
     report = outcome.report
-    deleted = {**report.deleted, "run_steps": outcome.steps}
-    summary: dict[str, Any] = {
+    return {
         "dry_run": dry_run,
-        "deleted": deleted,
+        "deleted": {**report.deleted, "run_steps": outcome.steps},
         "rollouts": [rid for rid, _ in report.rollouts],
         "kept": report.kept,
         "folders": [str(f) for f in outcome.folders],
@@ -122,7 +141,6 @@ def purge(
         "bytes_before": outcome.size[0],
         "bytes_after": outcome.size[1],
     }
-    typer.echo(json.dumps(summary) if as_json else "\n".join(_lines(summary)))
 
 
 def _lines(summary: dict[str, Any]) -> list[str]:
