@@ -11,6 +11,55 @@ const Charts = (() => {
     return `rgba(${n >> 16}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`;
   }
 
+  // The decimals that write x exactly (0.25: 2), within float noise (0.1 + 0.2).
+  function decimals(x) {
+    for (let d = 0; d < 15; d++) {
+      const scaled = Math.abs(x) * 10 ** d;
+      if (Math.abs(scaled - Math.round(scaled)) < 1e-6 * Math.max(1, scaled)) return d;
+    }
+    return 15;
+  }
+
+  // A value axis's tick labels. uPlot's own format keeps 3 decimals, so a KL of 1.2e-6 read "0" and one
+  // of -3e-7 "-0". Here a tick gets the decimals its axis's step needs, so neighbouring ticks read apart;
+  // an axis whose ticks are all under 1e-3 (or reach 1e6) reads in exponent form, 1.2e-6; zero is "0".
+  function valueTicks(u, splits, axisIdx, space, incr) {
+    const largest = Math.max(...splits.map((v) => Math.abs(v ?? 0)));
+    const exponent = largest > 0 && (largest < 1e-3 || largest >= 1e6) ? Math.floor(Math.log10(largest)) : null;
+    const fixed = new Intl.NumberFormat("en-US", { maximumFractionDigits: decimals(incr) });
+    return splits.map((v) => {
+      if (v === null || v === undefined) return "";
+      if (Math.abs(v) < incr / 2) return "0"; // the tick at zero, whichever sign float arithmetic gave it
+      return exponent === null ? fixed.format(v) : v.toExponential(decimals(incr / 10 ** exponent));
+    });
+  }
+
+  // A value axis as wide as its widest tick label (1.25e-6 is wider than uPlot's fixed 50 px), never narrower.
+  function valueAxisSize(u, values, axisIdx, cycleNum) {
+    const axis = u.axes[axisIdx];
+    if (cycleNum > 1) return axis._size; // uPlot sizes, then lays out again: settle on the first measure
+    u.ctx.font = axis.font[0];
+    const widest = Math.max(0, ...(values || []).map((v) => u.ctx.measureText(v).width / uPlot.pxRatio));
+    return Math.max(50, Math.ceil(axis.ticks.size + axis.gap + widest));
+  }
+
+  // A hovered point's value in the legend: four significant digits (whole numbers whole), a tiny one in
+  // exponent form (uPlot's own format wrote 1.2e-6 as "0").
+  function legendValue(u, v) {
+    if (v === null || v === undefined) return "--"; // as uPlot writes no value
+    const a = Math.abs(v);
+    if (a === 0) return "0";
+    if (a < 1e-3 || a >= 1e6) return v.toExponential(3);
+    return String(+v.toFixed(Math.max(0, 3 - Math.floor(Math.log10(a)))));
+  }
+
+  // A flat series' scale: its value ± its own size (at most 1), so 1.2e-6 draws on 0..2.4e-6, not -1..1.
+  function valueRange(u, min, max) {
+    if (min !== max) return uPlot.rangeNum(min, max, 0.1, true);
+    const pad = Math.min(Math.abs(min), 1) || 1; // a lone 0: -1..1 (uPlot's own default is 0..100)
+    return [min - pad, max + pad];
+  }
+
   // uPlot wants one sorted x array and, per series, a y value (or null: a gap) at each x.
   function aligned(series) {
     const xs = new Set();
@@ -50,9 +99,11 @@ const Charts = (() => {
     opts.series.forEach((s, i) => {
       const color = s.color || COLORS[i % COLORS.length];
       data.push(column(s.points, (p) => p[1]));
-      series.push({ label: s.name, stroke: color, width: 2, spanGaps: true, points: { show: true, size: 7 } });
+      series.push({
+        label: s.name, stroke: color, width: 2, spanGaps: true, points: { show: true, size: 7 }, value: legendValue,
+      });
       if (s.band && s.band.length) {
-        const faint = { stroke: rgba(color, 0.35), width: 1, spanGaps: true, points: { show: false } };
+        const faint = { stroke: rgba(color, 0.35), width: 1, spanGaps: true, points: { show: false }, value: legendValue };
         data.push(column(s.band, (p) => p[2]), column(s.band, (p) => p[1]));
         series.push({ ...faint, label: `${s.name} high` }, { ...faint, label: `${s.name} low` });
         bands.push({ series: [series.length - 2, series.length - 1], fill: rgba(color, 0.15) });
@@ -63,12 +114,15 @@ const Charts = (() => {
       width: 420,
       height: HEIGHT,
       // Half a step of room each side, so the first and last points sit inside the plot, where a click reaches.
-      // A flat series gets ±1 around its value (uPlot's own default for a lone 0 is 0..100).
       scales: {
         x: { time: false, range: (u, min, max) => [min - 0.5, max + 0.5] },
-        y: { range: (u, min, max) => (min === max ? [min - 1, max + 1] : uPlot.rangeNum(min, max, 0.1, true)) },
+        y: { range: valueRange },
       },
-      axes: [{ label: "step", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] }, {}],
+      // Steps are whole: their ticks step by whole numbers only.
+      axes: [
+        { label: "step", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000] },
+        { values: valueTicks, size: valueAxisSize },
+      ],
       cursor: { drag: { x: false, y: false } },
       series,
       bands,
