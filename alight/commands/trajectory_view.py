@@ -7,6 +7,7 @@ import json
 from rich.console import Console
 from rich.table import Table
 
+from alight.commands.console import output_console
 from alight.schemas import ModelCall, Reward, ToolSpan, Trajectory
 
 PATH_SEP = " › "
@@ -49,7 +50,7 @@ def _tool_text(span: ToolSpan) -> str:
 
 
 def render_trajectory(trajectory: Trajectory, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or output_console()
     status = trajectory.attempt_status.value if trajectory.attempt_status else "?"
     failure = f" ({trajectory.failure_kind.value})" if trajectory.failure_kind else ""
     final = "none" if trajectory.final_reward is None else f"{trajectory.final_reward:g}"

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from alight.commands.console import output_console
 from alight_server.traces.formats import READERS
 
 FORMATS = tuple(READERS)
@@ -138,7 +139,7 @@ def check(
     if not report.trajectories:
         typer.echo(f"alight data check: no rollouts under run {name!r} in this store", err=True)
         raise typer.Exit(1)
-    print_report(report, Console())
+    print_report(report, output_console())
 
 
 def print_report(report: Any, console: Console) -> None:

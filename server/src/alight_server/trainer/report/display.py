@@ -8,10 +8,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from alight.commands.console import output_console
+
 
 class RunDisplay:
     def __init__(self, total_steps: int, console: Console | None = None, enabled: bool = True) -> None:
-        self.console = console or Console()
+        self.console = console or output_console()
         self.enabled = enabled
         self.progress = Progress(
             SpinnerColumn(),

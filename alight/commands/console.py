@@ -1,0 +1,32 @@
+"""The rich console a command prints through: a terminal's own width, or, into a pipe or a log file, every column."""
+
+from __future__ import annotations
+
+import sys
+from typing import IO
+
+from rich.console import Console
+
+# Wide enough for any table this project prints. A table is as wide as its content, not padded out to this.
+LOG_WIDTH = 10_000
+
+
+def output_console(file: IO[str] | None = None, *, stderr: bool = False) -> Console:
+    """A Console on `file` (stdout, or stderr, when None).
+
+    On a terminal, rich fits what it prints to the window. Anywhere else (a pipe, a log file, a CI job) it
+    would assume 80 columns, or $COLUMNS, and squeeze a wider table into them: cells wrap and the last
+    columns lose their text. There nothing is squeezed or wrapped: a table keeps every column and a row its
+    line. Colour follows rich's own rules (FORCE_COLOR, NO_COLOR) either way.
+    """
+    if _is_terminal(file if file is not None else sys.stderr if stderr else sys.stdout):
+        return Console(file=file, stderr=stderr)
+    return Console(file=file, stderr=stderr, width=LOG_WIDTH)
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    """Whether `stream` is a terminal (rich's own test also says yes to FORCE_COLOR in a log file)."""
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no isatty; a closed file
+        return False
