@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def plot_run(history: list[dict[str, Any]], path: Path, title: str = "alight training") -> Path:
-    """Draw from metric records ({"step", "train/reward_mean", "train/reward_std", "train/reward_min",
-    "train/reward_max", "val/score", "val/score_se"}); returns `path`."""
-    import matplotlib
+    """Draw `history` (as `run_figure`) into the PNG at `path`; returns `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    run_figure(history, title).savefig(path)
+    return path
 
-    matplotlib.use("Agg")  # no display needed
-    import matplotlib.pyplot as plt
+
+def run_figure(history: list[dict[str, Any]], title: str = "alight training") -> Figure:
+    """The plot of metric records ({"step", "train/reward_mean", "train/reward_std", "train/reward_min",
+    "train/reward_max", "val/score", "val/score_se"}), on a figure of its own (no pyplot, no display)."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     train = [r for r in history if "train/reward_mean" in r]
     val = [r for r in history if "val/score" in r]
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    fig = Figure(figsize=(7, 4), dpi=120)
+    ax = fig.subplots()
     if train:
         steps = [r["step"] for r in train]
         mean = [r["train/reward_mean"] for r in train]
@@ -33,12 +42,10 @@ def plot_run(history: list[dict[str, Any]], path: Path, title: str = "alight tra
         ax.errorbar([r["step"] for r in val], [r["val/score"] for r in val], yerr=errors, marker="s", lw=2,
                     capsize=4, label="validation score (± 2 SE)")  # fmt: skip
     ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no tick at step 0.5
     ax.set_ylabel("reward")
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return fig
