@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from alight.schemas.calls import RENDERED_FLAG, ApiFlavour, ModelCall
 from alight.schemas.events import Event, EventCreate
-from alight.schemas.gates import MAX_EVIDENCE_CHARS, REVIEW_FLAG, REWARD_HACKING, GatePayload
+from alight.schemas.gates import MAX_EVIDENCE_CHARS, REVIEW_FLAG, REWARD_HACKING, GateFlag, GatePayload
 from alight.schemas.gateway import GatewayPause, GatewayReplica, GatewaySync
 from alight.schemas.rewards import Reward, RewardCreate, RewardSource
 from alight.schemas.rollouts import (
@@ -50,6 +50,7 @@ __all__ = [
     "Event",
     "EventCreate",
     "FailureKind",
+    "GateFlag",
     "GatePayload",
     "GatewayPause",
     "GatewayReplica",

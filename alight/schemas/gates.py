@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from alight.schemas.strict import Strict
 
@@ -18,3 +18,12 @@ class GatePayload(Strict):
 
     rule: str = Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_]*$")  # e.g. test_file_modified
     evidence: str = Field(max_length=MAX_EVIDENCE_CHARS)  # what the sandbox recorded, not the agent's claim
+
+
+class GateFlag(BaseModel):
+    """A gate's finding as the rollout's trajectory carries it (the event keeps the evidence): the trainer's
+    filter leaves a `reward_hacking` rollout out without asking for its events."""
+
+    kind: str  # REWARD_HACKING or REVIEW_FLAG
+    rule: str
+    attempt: int | None = None  # the attempt it was found in; the flag counts for the rollout, every attempt

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from alight.schemas.calls import ModelCall
+from alight.schemas.gates import REWARD_HACKING, GateFlag
 from alight.schemas.rewards import Reward
 from alight.schemas.rollouts import AttemptStatus, FailureKind, Mode, RolloutState
 
@@ -83,6 +84,14 @@ class Trajectory(BaseModel):
     rewards: list[Reward]
     final_reward: float | None
     task: Any = None  # the rollout's task, as the agent got it
+    # The rollout's gate findings (reward_hacking, review_flag events), from any attempt: a rollout a hard gate
+    # flagged is left out of training whichever attempt is trained on.
+    gate_flags: list[GateFlag] = Field(default_factory=list)
+
+    @property
+    def gate_flagged(self) -> bool:
+        """A hard gate flagged the rollout (a `reward_hacking` event): not training data, whatever its reward."""
+        return any(flag.kind == REWARD_HACKING for flag in self.gate_flags)
 
     @property
     def final_output(self) -> CallOutput:

@@ -76,8 +76,8 @@ def test_the_agent_filter_reaches_the_sample_builder(tmp_path: Path) -> None:
     from alight_server.trainer.step.samples import SampleConfig
 
     config = load_config(write(tmp_path, GOOD + "samples: {agents: [solver]}\n"))
-    assert SampleConfig.from_section(config.samples).agents == ("solver",)
-    assert SampleConfig.from_section(load_config(write(tmp_path, GOOD)).samples).agents == ()
+    assert SampleConfig.from_section(config.samples).agents == ["solver"]
+    assert SampleConfig.from_section(load_config(write(tmp_path, GOOD)).samples).agents == []
 
 
 def test_sample_builder_keys_under_algorithm_point_to_the_samples_section(tmp_path: Path) -> None:
@@ -96,18 +96,14 @@ def test_the_samples_section_reaches_the_sample_builder(tmp_path: Path) -> None:
     assert (built.mode, built.max_prompt_tokens, built.overlong) == ("transition", 9, "drop")
 
 
-# The section's settings the trajectory filter applies before the builder (trainer/step/filters.py).
-FILTER_SETTINGS = {"max_prefix_breaks", "max_truncated_share"}
-
-
-def test_every_samples_setting_is_the_builder_s_or_the_filter_s() -> None:
-    from dataclasses import fields
-
+def test_the_builder_s_settings_are_the_samples_section_s_own_fields_and_checks() -> None:
     from alight_server.trainer.config.sections import SamplesConfig
     from alight_server.trainer.step.samples import SampleConfig
 
-    builder = {f.name for f in fields(SampleConfig)}
-    assert set(SamplesConfig.model_fields) - builder == FILTER_SETTINGS
+    assert issubclass(SampleConfig, SamplesConfig)
+    assert set(SampleConfig.model_fields) - set(SamplesConfig.model_fields) == {"pad_token_id", "max_break_examples"}
+    for name, field in SamplesConfig.model_fields.items():
+        assert repr(SampleConfig.model_fields[name]) == repr(field), name  # the same type, default and checks
 
 
 def test_every_builder_setting_of_the_samples_section_reaches_the_builder_unchanged() -> None:
@@ -118,11 +114,11 @@ def test_every_builder_setting_of_the_samples_section_reaches_the_builder_unchan
         mode="transition", max_prompt_tokens=9, max_response_tokens=17, overlong="drop",
         agents=["solver"], exclude_models=["*haiku*", "*mini*"],
     )  # fmt: skip
-    assert set(section.model_fields_set) | FILTER_SETTINGS == set(SamplesConfig.model_fields)  # every one set
+    filter_settings = {"max_prefix_breaks", "max_truncated_share"}  # the trajectory filter's (step/filters.py)
+    assert set(section.model_fields_set) | filter_settings == set(SamplesConfig.model_fields)  # every one set
     built = SampleConfig.from_section(section, pad_token_id=3)
     for name in section.model_fields_set:
-        value = getattr(section, name)
-        assert getattr(built, name) == (tuple(value) if isinstance(value, list) else value), name
+        assert getattr(built, name) == getattr(section, name), name
     assert built.pad_token_id == 3
 
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 from samples_fixtures import chat, model_call, trajectory
 
-from alight.schemas import ApiFlavour, FailureKind, Trajectory, TrajectoryCall
-from alight_server.trainer.config.sections import SamplesConfig
+from alight.schemas import REVIEW_FLAG, REWARD_HACKING, ApiFlavour, FailureKind, GateFlag, Trajectory, TrajectoryCall
 from alight_server.trainer.step.filters import drop_reason
 from alight_server.trainer.step.samples import SampleConfig, build_samples
 from alight_server.trainer.step.samples.build import prefix_breaks
@@ -20,7 +19,6 @@ CUT = {"choices": [{"index": 0, "finish_reason": "length", "message": {"role": "
 CUT_MESSAGES = {"type": "message", "content": [{"type": "text", "text": "..."}], "stop_reason": "max_tokens"}
 CUT_RESPONSES = {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": []}
 DEFAULTS = SampleConfig()
-NO_LIMITS = SamplesConfig()  # the thresholds are off unless a config sets them
 MAIN = {"model": "claude-opus-4-8", "messages": []}
 SIDE = {"model": "claude-haiku-4-5", "messages": []}  # Claude Code titling the session
 
@@ -28,19 +26,19 @@ SIDE = {"model": "claude-haiku-4-5", "messages": []}  # Claude Code titling the 
 def test_a_conversation_that_extends_its_history_has_no_prefix_break() -> None:
     calls = [model_call(0, [1, 2], [3]), model_call(1, [1, 2, 3, 9], [4]), model_call(2, [1, 2, 3, 9, 4, 8], [5])]
     assert prefix_breaks(trajectory(calls), DEFAULTS) == 0
-    assert drop_reason(trajectory(calls), set(), DEFAULTS, SamplesConfig(max_prefix_breaks=0)) is None
+    assert drop_reason(trajectory(calls), SampleConfig(max_prefix_breaks=0)) is None
 
 
 def test_rollouts_with_rewritten_histories_are_dropped_past_the_threshold() -> None:
     calls = [model_call(i, [7, i], [3]) for i in range(4)]  # every prompt starts over
     assert prefix_breaks(trajectory(calls), DEFAULTS) == 3
-    assert drop_reason(trajectory(calls), set(), DEFAULTS, SamplesConfig(max_prefix_breaks=2)) == "prefix_breaks"
-    assert drop_reason(trajectory(calls), set(), DEFAULTS, NO_LIMITS) is None  # off unless the config sets a threshold
+    assert drop_reason(trajectory(calls), SampleConfig(max_prefix_breaks=2)) == "prefix_breaks"
+    assert drop_reason(trajectory(calls), DEFAULTS) is None  # off unless the config sets a threshold
 
 
 def test_a_retried_call_is_not_a_prefix_break() -> None:
     calls = [model_call(0, [1, 2], [3]), model_call(1, [1, 2], [4]), model_call(2, [1, 2, 4, 9], [5])]
-    assert drop_reason(trajectory(calls), set(), DEFAULTS, SamplesConfig(max_prefix_breaks=0)) is None
+    assert drop_reason(trajectory(calls), SampleConfig(max_prefix_breaks=0)) is None
 
 
 def test_a_sub_agent_interleaving_its_calls_is_not_a_prefix_break() -> None:
@@ -51,7 +49,7 @@ def test_a_sub_agent_interleaving_its_calls_is_not_a_prefix_break() -> None:
         model_call(2, [1, 2, 10, 20], [11]),
         model_call(3, [5, 6, 50, 60], [51]),
     ]
-    assert drop_reason(trajectory(calls), set(), DEFAULTS, SamplesConfig(max_prefix_breaks=0)) is None
+    assert drop_reason(trajectory(calls), SampleConfig(max_prefix_breaks=0)) is None
 
 
 def test_a_side_model_call_the_run_excludes_is_not_a_prefix_break() -> None:
@@ -60,8 +58,8 @@ def test_a_side_model_call_the_run_excludes_is_not_a_prefix_break() -> None:
         model_call(1, [7, 8], [70], request=SIDE),
         model_call(2, [1, 2, 10, 20], [11], request=MAIN),
     ]
-    excluding = SampleConfig(exclude_models=("*haiku*",))
-    assert drop_reason(trajectory(calls), set(), excluding, SamplesConfig(max_prefix_breaks=0)) is None
+    excluding = SampleConfig(exclude_models=["*haiku*"])
+    assert drop_reason(trajectory(calls), excluding.model_copy(update={"max_prefix_breaks": 0})) is None
 
 
 def _shapes() -> dict[str, Trajectory]:
@@ -97,8 +95,8 @@ def _shapes() -> dict[str, Trajectory]:
 
 CONFIGS = {
     "defaults": DEFAULTS,
-    "excluding haiku": SampleConfig(exclude_models=("*haiku*",)),
-    "solver only": SampleConfig(agents=("solver",)),
+    "excluding haiku": SampleConfig(exclude_models=["*haiku*"]),
+    "solver only": SampleConfig(agents=["solver"]),
     "transition": SampleConfig(mode="transition"),
 }
 
@@ -110,21 +108,25 @@ def test_the_filter_counts_exactly_the_breaks_the_sample_builder_reports(shape: 
     _, report = build_samples([attempt], config)
     counted = prefix_breaks(attempt, config)
     assert counted == report.total_breaks
-    assert drop_reason(attempt, set(), config, SamplesConfig(max_prefix_breaks=counted)) is None
+    assert drop_reason(attempt, config.model_copy(update={"max_prefix_breaks": counted})) is None
     if counted:
-        assert drop_reason(attempt, set(), config, SamplesConfig(max_prefix_breaks=counted - 1)) == "prefix_breaks"
+        assert drop_reason(attempt, config.model_copy(update={"max_prefix_breaks": counted - 1})) == "prefix_breaks"
 
 
 def test_a_rollout_a_gate_flagged_is_dropped_whatever_its_reward() -> None:
-    assert drop_reason(trajectory([model_call(0, [1], [2])], reward=1.0), {"r1"}, DEFAULTS, NO_LIMITS) == "gate_flagged"
+    flagged = trajectory([model_call(0, [1], [2])], reward=1.0)
+    flagged.gate_flags = [GateFlag(kind=REWARD_HACKING, rule="test_file_modified", attempt=1)]
+    assert drop_reason(flagged, DEFAULTS) == "gate_flagged"
+    flagged.gate_flags = [GateFlag(kind=REVIEW_FLAG, rule="long_answer", attempt=1)]  # a person looks; reward kept
+    assert drop_reason(flagged, DEFAULTS) is None
 
 
 def test_rollouts_mostly_cut_at_max_tokens_and_infra_failures_are_dropped() -> None:
     cut = [model_call(0, [1], [2], response_body=CUT), model_call(1, [1, 2], [3], response_body=CUT)]
-    assert drop_reason(trajectory(cut), set(), DEFAULTS, SamplesConfig(max_truncated_share=0.5)) == "truncated"
-    assert drop_reason(trajectory(cut), set(), DEFAULTS, NO_LIMITS) is None
+    assert drop_reason(trajectory(cut), SampleConfig(max_truncated_share=0.5)) == "truncated"
+    assert drop_reason(trajectory(cut), DEFAULTS) is None
     infra = trajectory([model_call(0, [1], [2])], reward=None, failure_kind=FailureKind.INFRA)
-    assert drop_reason(infra, set(), DEFAULTS, NO_LIMITS) == "infra"
+    assert drop_reason(infra, DEFAULTS) == "infra"
 
 
 @pytest.mark.parametrize(
@@ -132,4 +134,4 @@ def test_rollouts_mostly_cut_at_max_tokens_and_infra_failures_are_dropped() -> N
 )
 def test_calls_cut_at_their_limit_count_as_truncated_in_every_flavour(flavour: ApiFlavour, body: dict) -> None:
     cut = [model_call(i, [1] * (i + 1), [2], flavour=flavour, request={}, response_body=body) for i in range(2)]
-    assert drop_reason(trajectory(cut), set(), DEFAULTS, SamplesConfig(max_truncated_share=0.5)) == "truncated"
+    assert drop_reason(trajectory(cut), SampleConfig(max_truncated_share=0.5)) == "truncated"

@@ -7,7 +7,6 @@ from datetime import timedelta
 
 from alight.schemas import FailureKind, ModelCall, Reward, RewardSource, Trajectory, TrajectoryCall
 from alight_server.trainer.config.policies import PolicyConfig
-from alight_server.trainer.config.sections import SamplesConfig
 from alight_server.trainer.step.filters import drop_reason
 from alight_server.trainer.step.policy_samples import named_reward, prefix_breaks_by_policy, split_by_policy
 from alight_server.trainer.step.samples import SampleConfig, build_samples
@@ -180,7 +179,7 @@ def test_the_filter_counts_prefix_breaks_in_each_policys_own_calls() -> None:
     ]
     t = trajectory(calls)
     assert prefix_breaks_by_policy(t, SampleConfig()) == 1
-    assert drop_reason(t, set(), SampleConfig(), SamplesConfig(max_prefix_breaks=0)) == "prefix_breaks"
+    assert drop_reason(t, SampleConfig(max_prefix_breaks=0)) == "prefix_breaks"
 
 
 def test_a_handoff_between_policies_is_no_prefix_break() -> None:

@@ -378,7 +378,7 @@ def test_an_empty_input_gives_an_empty_batch():
 
 
 def test_bad_config_values_are_named():
-    with pytest.raises(ValueError, match="max_response_tokens must be a positive"):
+    with pytest.raises(ValueError, match=r"max_response_tokens\n  Input should be greater than or equal to 1"):
         SampleConfig(max_response_tokens=0)
-    with pytest.raises(ValueError, match="mode must be"):
+    with pytest.raises(ValueError, match=r"mode\n  Input should be 'trajectory' or 'transition'"):
         SampleConfig(mode="turns")  # type: ignore[arg-type]

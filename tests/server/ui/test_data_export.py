@@ -35,7 +35,7 @@ from alight_server.store.sql import SqlStore
 from alight_server.trainer.step.filters import filter_for_training
 from alight_server.trainer.step.samples import build_samples
 from alight_server.trajectories.join import build_trajectory
-from alight_server.ui.samples import sample_config, samples_section
+from alight_server.ui.samples import sample_config
 from tests.server.ui.conftest import ADMIN_KEY, Dashboard
 
 READER = Path(__file__).parent / "export_reader.py"
@@ -112,8 +112,7 @@ def _builder_rows(served: Served) -> dict[tuple[str, int], dict[str, Any]]:
     finished = [r for r in store.list_rollouts(query) if r.state in (RolloutState.SUCCEEDED, RolloutState.FAILED)]
     trajectories = [build_trajectory(store, r.id) for r in finished]
     config = sample_config(run.config)
-    with AlightClient(served.url, admin_key=ADMIN_KEY) as client:
-        kept, _ = filter_for_training(client, trajectories, config, samples_section(run.config))
+    kept, _ = filter_for_training(trajectories, config)
     batch, _ = build_samples(kept, config)
     rows: dict[tuple[str, int], dict[str, Any]] = {}
     for r in range(batch.num_rows):

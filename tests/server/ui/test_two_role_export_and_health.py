@@ -23,7 +23,6 @@ import pytest
 from typer.testing import CliRunner
 
 from alight.cli import app as cli
-from alight.client import AlightClient
 from alight.schemas import AttemptFinish, RewardCreate, RolloutCreate, RunReport
 from alight.semconv import HEADER_AGENT
 from alight_server.app import create_app
@@ -127,8 +126,7 @@ def _trainer_rows(seeded: Seeded) -> dict[tuple[str, str, int], dict[str, Any]]:
     store, config = seeded.store, seeded.config
     trajectories = [build_trajectory(store, rollout) for rollout in [*ROLLOUTS, FORGED]]
     samples = SampleConfig.from_section(config.samples)
-    with AlightClient(seeded.url, admin_key=ADMIN_KEY) as client:
-        kept, _ = filter_for_training(client, trajectories, samples, config.samples)
+    kept, _ = filter_for_training(trajectories, samples)
     split, _ = split_by_policy(kept, config.policies)
     rows: dict[tuple[str, str, int], dict[str, Any]] = {}
     for policy, copies in split.items():

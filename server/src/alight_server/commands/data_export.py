@@ -61,11 +61,11 @@ def export_lines(client: AlightClient, run_id: str, *, now: datetime | None = No
     One rollout at a time: a run of any size is written in the memory of its largest rollout. Rows are built
     per rollout, which gives the rows the trainer's batch gave (a row never spans two rollouts).
     """
-    from alight_server.ui.samples import run_policies, sample_config, samples_section
+    from alight_server.ui.samples import run_policies, sample_config
 
     run = _get_run(client, run_id)
     rollouts = run_rollouts(client, run_id)
-    config, limits = sample_config(run.config), samples_section(run.config)
+    config = sample_config(run.config)
     policies = run_policies(run.config)  # {} for one policy
     yield {
         "format": FORMAT,
@@ -79,15 +79,13 @@ def export_lines(client: AlightClient, run_id: str, *, now: datetime | None = No
         attempts = sorted(a.attempt for a in rollout.attempts)
         trajectories = [client.trajectory(rollout.id, n, reveal=True) for n in attempts]  # the exact data
         latest = trajectories[-1] if trajectories else None
-        rows = _rows(client, rollout, latest, config, limits, policies)
+        rows = _rows(rollout, latest, config, policies)
         yield _rollout_line(client, rollout, latest, len(rows))
         yield from (_call_line(tc.call) for trajectory in trajectories for tc in trajectory.calls)
         yield from rows
 
 
-def _rows(
-    client: AlightClient, rollout: Rollout, latest: Trajectory | None, config: Any, limits: Any, policies: Policies
-) -> list[Line]:
+def _rows(rollout: Rollout, latest: Trajectory | None, config: Any, policies: Policies) -> list[Line]:
     """What the trainer trains on: the latest attempt of a finished training rollout, through its filter
     (`filter_for_training`), its split by policy with `policies:` (ui/policy_parts.py, as the trainer splits) and
     sample builder (`build_samples`) under the run's settings; with several policies each row names its `policy`."""
@@ -98,7 +96,7 @@ def _rows(
     finished = rollout.state in (RolloutState.SUCCEEDED, RolloutState.FAILED)
     if latest is None or rollout.mode != Mode.TRAIN or not finished:
         return []
-    kept, _ = filter_for_training(client, [latest], config, limits)
+    kept, _ = filter_for_training([latest], config)
     rows: list[Line] = []
     for policy, part in split_run(kept, policies).parts:
         batch, _ = build_samples(part, config)

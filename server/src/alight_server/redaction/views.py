@@ -59,6 +59,8 @@ def redact_trajectory(redactor: Redactor, trajectory: Trajectory) -> Trajectory:
             "calls": [redact_call(redactor, joined) for joined in trajectory.calls],
             "tool_spans": tools,
             "task": redactor.redact_json(trajectory.task),
+            # a review flag's rule is not checked to be a name: text, as the event's payload is
+            "gate_flags": [f.model_copy(update={"rule": redactor.redact_json(f.rule)}) for f in trajectory.gate_flags],
         }
     )
 

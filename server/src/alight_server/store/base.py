@@ -170,7 +170,9 @@ class Store(Protocol):
         """
         ...
 
-    def list_events(self, rollout_id: str, *, attempt: int | None = None, kind: str | None = None) -> list[Event]: ...
+    def list_events(
+        self, rollout_id: str, *, attempt: int | None = None, kind: str | tuple[str, ...] | None = None
+    ) -> list[Event]: ...
 
     def add_reward(self, rollout_id: str, reward: RewardCreate, *, while_running: bool = False) -> Reward:
         """Idempotent on reward.id. `while_running` as for add_event."""

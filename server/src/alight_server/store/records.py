@@ -103,14 +103,16 @@ class SqlRecords(SqlDatabase):
             raise Conflict(f"event {stored.id!r} of rollout {rollout_id!r} already exists with a different body")
         return stored
 
-    def list_events(self, rollout_id: str, *, attempt: int | None = None, kind: str | None = None) -> list[Event]:
+    def list_events(
+        self, rollout_id: str, *, attempt: int | None = None, kind: str | tuple[str, ...] | None = None
+    ) -> list[Event]:
         with self._read() as conn:
             self._rollout_row(conn, rollout_id)
             stmt = select(t.events).where(t.events.c.rollout_id == rollout_id).order_by(t.events.c.pk)
             if attempt is not None:
                 stmt = stmt.where(t.events.c.attempt == attempt)
-            if kind is not None:
-                stmt = stmt.where(t.events.c.kind == kind)
+            if kind is not None:  # one kind, or any of several
+                stmt = stmt.where(t.events.c.kind.in_((kind,) if isinstance(kind, str) else kind))
             return [rows.from_row(Event, t.events, row, sealer=self.sealer) for row in conn.execute(stmt)]
 
     def add_reward(self, rollout_id: str, reward: RewardCreate, *, while_running: bool = False) -> Reward:

@@ -12,13 +12,26 @@
    (by model_call_id, or by the span that made the call) is also on that call.
 7. Several policies: each call's policy (its `policy:<name>` flag) and that policy's own version at the
    call's global policy version (policy_versions.py).
+8. Gate flags: the rollout's `reward_hacking` and `review_flag` events, of any attempt, by kind and rule
+   (the trainer's filter reads them here, with no request per rollout).
 Calls with no traceparent, or whose span never arrived, keep an empty path.
 """
 
 from __future__ import annotations
 
 from alight import semconv
-from alight.schemas import ModelCall, Reward, RewardSource, SpanRecord, ToolSpan, Trajectory, TrajectoryCall
+from alight.schemas import (
+    REVIEW_FLAG,
+    REWARD_HACKING,
+    GateFlag,
+    ModelCall,
+    Reward,
+    RewardSource,
+    SpanRecord,
+    ToolSpan,
+    Trajectory,
+    TrajectoryCall,
+)
 from alight_server.policies.routing import policy_of
 from alight_server.policies.versions import own_version
 from alight_server.store.base import NotFound, Store
@@ -175,6 +188,7 @@ def build_trajectory(store: Store, rollout_id: str, attempt: int | None = None) 
     ends = [_call_end_ns(c, tree) for c in calls]
     tools = sorted((s for s in tree.by_id.values() if is_tool_span(s)), key=lambda s: s.start_time_ns)
     tool_spans = [_tool_entry(s, _preceding(ends, s.start_time_ns), tree) for s in tools]
+    gates = store.list_events(rollout_id, kind=(REWARD_HACKING, REVIEW_FLAG))
     return Trajectory(
         rollout_id=rollout.id,
         attempt=number,
@@ -188,4 +202,5 @@ def build_trajectory(store: Store, rollout_id: str, attempt: int | None = None) 
         rewards=rewards,
         final_reward=final_reward(rewards),
         task=rollout.task,
+        gate_flags=[GateFlag(kind=e.kind, rule=str(e.payload.get("rule", "")), attempt=e.attempt) for e in gates],
     )

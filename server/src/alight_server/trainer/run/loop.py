@@ -178,7 +178,7 @@ class TrainingRun:
         display.status("building samples and training")
         started = time.monotonic()
         sample_config = SampleConfig.from_section(cfg.samples, pad_token_id=int(tokenizer.pad_token_id or 0))
-        trajectories, dropped = filter_for_training(live.client, phase.trajectories, sample_config, cfg.samples)
+        trajectories, dropped = filter_for_training(phase.trajectories, sample_config)
         metrics.update(dropped)
         sft = cfg.algorithm.estimator == "sft"
         if sft:

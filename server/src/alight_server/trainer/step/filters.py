@@ -1,7 +1,8 @@
 """The trajectory filter before training: rollouts a gate flagged, with capture problems, or infra failures.
 
 Dropped rollouts are kept in the store (a flagged one is a security regression to look at, not data) and
-counted in the step's metrics as `filter/<reason>`.
+counted in the step's metrics as `filter/<reason>`. Gate flags arrive with the trajectory (`gate_flags`),
+so the filter asks the server nothing.
 """
 
 from __future__ import annotations
@@ -9,10 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from alight.client import AlightClient
-from alight.evaluation import REWARD_HACKING
 from alight.schemas import FailureKind, Trajectory
-from alight_server.trainer.config.sections import SamplesConfig
 from alight_server.trainer.step.policy_samples import prefix_breaks_by_policy
 from alight_server.trainer.step.samples.build import SampleConfig
 from alight_server.trajectories.call_output import call_output
@@ -33,29 +31,28 @@ def truncated_share(trajectory: Trajectory) -> float:
     return cut / len(trajectory.calls)
 
 
-def drop_reason(trajectory: Trajectory, flagged: set[str], samples: SampleConfig, limits: SamplesConfig) -> str | None:
-    """Why the trainer leaves `trajectory` out, or None; `limits`: the run's samples section (its thresholds)."""
+def drop_reason(trajectory: Trajectory, samples: SampleConfig) -> str | None:
+    """Why the trainer leaves `trajectory` out under the run's sample settings (their thresholds), or None."""
     if trajectory.failure_kind in (FailureKind.INFRA, FailureKind.TIMEOUT):
         return "infra"
-    if trajectory.rollout_id in flagged:
+    if trajectory.gate_flagged:
         return "gate_flagged"
-    limit = limits.max_prefix_breaks
+    limit = samples.max_prefix_breaks
     if limit is not None and prefix_breaks_by_policy(trajectory, samples) > limit:
         return "prefix_breaks"
-    if limits.max_truncated_share is not None and truncated_share(trajectory) > limits.max_truncated_share:
+    if samples.max_truncated_share is not None and truncated_share(trajectory) > samples.max_truncated_share:
         return "truncated"
     return None
 
 
 def filter_for_training(
-    client: AlightClient, trajectories: Sequence[Trajectory], samples: SampleConfig, limits: SamplesConfig
+    trajectories: Sequence[Trajectory], samples: SampleConfig
 ) -> tuple[list[Trajectory], dict[str, float]]:
     """(the trajectories to train on, `filter/<reason>` counts for the step metrics)."""
-    flagged = {t.rollout_id for t in trajectories if client.list_events(t.rollout_id, kind=REWARD_HACKING, reveal=True)}
     kept: list[Trajectory] = []
     dropped: Counter[str] = Counter()
     for trajectory in trajectories:
-        reason = drop_reason(trajectory, flagged, samples, limits)
+        reason = drop_reason(trajectory, samples)
         if reason is None:
             kept.append(trajectory)
         else:

@@ -22,10 +22,11 @@ import fnmatch
 import gc
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
+from pydantic import ConfigDict
 
 from alight.schemas import RENDERED_FLAG, FailureKind, Trajectory, TrajectoryCall
 from alight_server.trainer.config.sections import SamplesConfig
@@ -35,42 +36,19 @@ from alight_server.trainer.step.samples.merge import AttemptRows, Segment
 from alight_server.trainer.step.samples.report import BuildReport
 
 
-@dataclass(frozen=True)
-class SampleConfig:
-    mode: Literal["trajectory", "transition"] = "trajectory"
-    max_prompt_tokens: int | None = None  # per row; longer prompts drop the row (cutting them would change the context)
-    max_response_tokens: int | None = None  # per row, tokens after the prompt (generated + tool results)
-    overlong: Literal["truncate", "drop"] = "truncate"  # what a row over max_response_tokens gets
-    # Train only calls made under these agents: a call matches when its agent
-    # name is one of them, or a span on its path is named `X` or `invoke_agent X`.
-    agents: tuple[str, ...] = ()
-    # Leave out calls for the harness's side tasks by the model name the agent asked for (glob
-    # patterns): Claude Code, for one, titles and summarises with a small model (`*haiku*`); the
-    # gateway serves and records those calls with the policy like any other.
-    exclude_models: tuple[str, ...] = ()
+class SampleConfig(SamplesConfig):
+    """The builder's settings: a training config's `samples:` section (every field and check defined there, the
+    filter's thresholds among them), and the tokenizer's pad id and how many break examples a report keeps."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
     pad_token_id: int = 0
     max_break_examples: int = 5
 
-    def __post_init__(self) -> None:
-        if self.mode not in ("trajectory", "transition"):
-            raise ValueError(f"mode must be 'trajectory' or 'transition', got {self.mode!r}")
-        if self.overlong not in ("truncate", "drop"):
-            raise ValueError(f"overlong must be 'truncate' or 'drop', got {self.overlong!r}")
-        for name in ("max_prompt_tokens", "max_response_tokens"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be a positive number of tokens or None, got {value}")
-
     @classmethod
     def from_section(cls, section: SamplesConfig, **settings: Any) -> SampleConfig:
-        """The builder's settings from a training config's `samples:` section: the trainer's and the dashboard's.
-
-        Every section key the builder also has is taken by name, so a setting added to both cannot be
-        forgotten on one side; `settings` are the rest (the tokenizer's pad id, how many break examples).
-        """
-        named = {f.name for f in fields(cls)} & set(SamplesConfig.model_fields)
-        taken = {name: getattr(section, name) for name in named}
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in taken.items()}, **settings)
+        """`section` (the trainer's or the dashboard's) with `settings` added."""
+        return cls.model_validate({**section.model_dump(), **settings})
 
 
 def build_samples(
@@ -205,7 +183,7 @@ def _call_drop_reason(tc: TrajectoryCall, config: SampleConfig) -> str | None:
     return None
 
 
-def _under_agent(tc: TrajectoryCall, agents: tuple[str, ...]) -> bool:
+def _under_agent(tc: TrajectoryCall, agents: Sequence[str]) -> bool:
     if tc.agent_name in agents:
         return True
     return any(span == name or span.endswith(f" {name}") for span in tc.span_path for name in agents)
