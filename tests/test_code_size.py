@@ -63,15 +63,24 @@ def relative(path: Path) -> str:
 
 
 def declares_options(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Parameters that carry their own declaration: a call as default (typer.Option) or an Annotated[...] type."""
+    """Parameters that carry their own declaration: a default that builds a declaration object (a call of a
+    capitalized name: `typer.Option(...)`, `Query(...)`), or an `Annotated[...]` type, spelled out or through
+    an alias named for what it declares (`DbOption`, commands/options.py)."""
     args = fn.args
     params = [*args.posonlyargs, *args.args, *args.kwonlyargs]
     defaults = [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
-    annotated = any(
-        isinstance(p.annotation, ast.Subscript) and ast.unparse(p.annotation.value).endswith("Annotated")
-        for p in params
-    )
-    return annotated or any(isinstance(d, ast.Call) for d in defaults)
+    return any(map(_annotated, params)) or any(map(_declaration_call, defaults))
+
+
+def _annotated(param: ast.arg) -> bool:
+    annotation = param.annotation
+    if isinstance(annotation, ast.Subscript):
+        return ast.unparse(annotation.value).split(".")[-1] == "Annotated"
+    return isinstance(annotation, ast.Name) and annotation.id.endswith(("Option", "Argument"))
+
+
+def _declaration_call(default: ast.expr) -> bool:
+    return isinstance(default, ast.Call) and ast.unparse(default.func).split(".")[-1][:1].isupper()
 
 
 def returns_a_literal(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -179,6 +188,18 @@ def test_a_typer_option_list_is_not_counted_but_the_commands_body_is():
     long = "def command(\n" + options + "):\n" + "".join(f"    x{i} = {i}\n" for i in range(61))
     assert long_functions(short, "m.py") == {}
     assert long_functions(long, "m.py") == {"m.py::command": 61}
+
+
+def test_a_signature_with_a_plain_call_default_is_counted():
+    params = "".join(f"    p{i}: float = float('inf'),\n" for i in range(10))
+    source = "def f(\n" + params + "):\n" + "".join(f"    x{i} = {i}\n" for i in range(55))
+    assert long_functions(source, "m.py") == {"m.py::f": 67}
+
+
+def test_options_declared_through_annotated_aliases_are_not_counted():
+    params = "".join(f"    p{i}: DbOption = None,\n" for i in range(10))
+    source = "def f(\n" + params + "):\n" + "".join(f"    x{i} = {i}\n" for i in range(55))
+    assert long_functions(source, "m.py") == {}
 
 
 def test_a_register_function_does_not_count_its_commands_options():
