@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from alight.attempt_logs import DEFAULT_LOGS_DIR, LOG_EVENT_KIND, SEALED_SUFFIX, attempt_dir
+from alight.commands.options import AdminKeyOption, ServerOption
 
 
 def _local_logs(logs_dir: Path, rollout_id: str) -> dict[int, Path]:
@@ -73,8 +74,8 @@ def register(app: typer.Typer) -> None:
     def logs(
         rollout: str = typer.Argument(..., help="The rollout id."),
         attempt: int | None = typer.Option(None, "--attempt", min=1, help="Only this attempt (default: all)."),
-        server: str | None = typer.Option(None, "--server", envvar="ALIGHT_SERVER_URL", help="The server's URL."),
-        admin_key: str | None = typer.Option(None, "--admin-key", envvar="ALIGHT_ADMIN_KEY"),
+        server: ServerOption = None,
+        admin_key: AdminKeyOption = None,
         logs_dir: Path = typer.Option(Path(DEFAULT_LOGS_DIR), "--logs-dir", envvar="ALIGHT_LOGS_DIR"),
         reveal: bool = typer.Option(
             False, "--reveal", help="Print the exact output; by default secrets and personal data are redacted."

@@ -30,6 +30,7 @@ import typer
 from pydantic import ValidationError
 
 from alight import envvars
+from alight.commands.options import AdminKeyOption
 from alight.schemas import AttemptFinish, AttemptStart, FailureKind, Mode, RolloutCreate, RunnerSpec, UpstreamCreate
 
 SERVER_HINT = "without --server, alight run starts an embedded server, which needs: pip install alight-server"
@@ -148,7 +149,7 @@ def register(app: typer.Typer) -> None:
         task: str | None = typer.Option(None, "--task", help="The task, as JSON (passed to the function)."),
         task_file: Path | None = typer.Option(None, "--task-file", help="Read the task JSON from this file."),
         server: str | None = typer.Option(None, "--server", help="Server URL; default: an embedded one."),
-        admin_key: str | None = typer.Option(None, "--admin-key", envvar="ALIGHT_ADMIN_KEY", help="Admin key."),
+        admin_key: AdminKeyOption = None,
         upstream: str | None = typer.Option(
             None, "--upstream", help="OpenAI-compatible base URL (ending in /v1) to register as the policy."
         ),

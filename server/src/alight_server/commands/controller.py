@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from alight.api_models import RolloutQuery
+from alight_server.commands.options import LogLevelOption, RequiredAdminKeyOption, RequiredServerOption
 
 RUNNERS = ("local", "k8s")
 
@@ -26,89 +27,98 @@ def _log_seal(admin_key: str) -> Any:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("controller")
-    def controller(
-        server: str = typer.Option(..., "--server", envvar="ALIGHT_SERVER_URL", help="The alight server's URL."),
-        admin_key: str = typer.Option(..., "--admin-key", envvar="ALIGHT_ADMIN_KEY", help="The server's admin key."),
-        runner: str = typer.Option("local", "--runner", help="Where attempts run: local (subprocesses) or k8s (Jobs)."),
-        concurrency: int = typer.Option(4, "--concurrency", min=1, help="Attempts running at once, at most."),
-        logs_dir: Path = typer.Option(
-            Path(".alight/logs"), "--logs-dir", envvar="ALIGHT_LOGS_DIR", help="Captured output and attempt state."
-        ),
-        name: str | None = typer.Option(
-            None,
-            "--name",
-            help="Runner name in attempt handles (default local@HOST, k8s@NAMESPACE); unique per controller.",
-        ),
-        namespace: str | None = typer.Option(
-            None, "--namespace", envvar="ALIGHT_K8S_NAMESPACE", help="k8s: where Jobs run (default: the context's)."
-        ),
-        job_template: Path | None = typer.Option(
-            None, "--job-template", help="k8s: a Job YAML with placeholders (docs/controller.md)."
-        ),
-        image: str | None = typer.Option(None, "--image", help="k8s: the agent image when a rollout names none."),
-        kubeconfig: str | None = typer.Option(None, "--kubeconfig", help="k8s: kubeconfig file (default: in-cluster)."),
-        context: str | None = typer.Option(None, "--context", help="k8s: kubeconfig context."),
-        job_ttl: int = typer.Option(3600, "--job-ttl", min=0, help="k8s: seconds a finished Job is kept."),
-        unschedulable_limit: float = typer.Option(
-            300.0, "--unschedulable-limit", min=0, help="k8s: seconds a Pod may stay unschedulable (then infra)."
-        ),
-        creation_rate: float = typer.Option(5.0, "--creation-rate", min=0.01, help="k8s: Jobs created per second."),
-        agent_server_url: str | None = typer.Option(
-            None, "--agent-server-url", help="URL agents reach the server at (default: what the server hands out)."
-        ),
-        poll_interval: float = typer.Option(0.5, "--poll-interval", min=0.01, help="Seconds between reconcile ticks."),
-        kill_grace: float = typer.Option(5.0, "--kill-grace", min=0, help="Seconds from SIGTERM to SIGKILL."),
-        keep_running: bool = typer.Option(
-            True,
-            "--keep-running/--kill-on-exit",
-            help="On exit, leave agents running for the next controller to adopt, or kill them (retried as infra).",
-        ),
-        log_level: str = typer.Option("info", "--log-level", envvar="ALIGHT_LOG_LEVEL"),
-    ) -> None:
-        """Claim queued attempts from the server, run them, and report how they ended."""
-        try:
-            from alight_server.controller.local import LocalRunner
-            from alight_server.controller.loop import Controller
-        except ImportError as exc:
-            typer.echo(f"alight controller needs the server package ({exc}); pip install alight-server", err=True)
-            raise typer.Exit(1) from exc
-        from alight.client import AlightClient, ApiError
+    app.command("controller")(controller)
 
-        if runner not in RUNNERS:
-            typer.echo(f"unknown --runner {runner!r}; choose one of {', '.join(RUNNERS)}", err=True)
-            raise typer.Exit(2)
-        logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        if log_level.lower() != "debug":
-            logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the attempt lines
-        client = AlightClient(server, admin_key=admin_key)
-        try:
-            client.list_rollouts(RolloutQuery(limit=1))  # fail now, with a clear line, on a wrong URL or key
-        except ApiError as exc:
-            typer.echo(f"the server at {server} refused the admin key: {exc}", err=True)
-            raise typer.Exit(1) from exc
-        except Exception as exc:
-            typer.echo(f"cannot reach the alight server at {server}: {exc}", err=True)
-            raise typer.Exit(1) from exc
-        if runner == "k8s":
-            options = {"namespace": namespace, "job_template": job_template, "image": image, "kubeconfig": kubeconfig,
-                       "context": context, "job_ttl": job_ttl, "unschedulable_limit": unschedulable_limit,
-                       "creation_rate": creation_rate, "kill_grace": kill_grace}  # fmt: skip
-            chosen: Any = _k8s_runner(name, agent_server_url, options)
-            where = f"Jobs in namespace {chosen.namespace}"
-        else:
-            chosen = LocalRunner(logs_dir, name=name, agent_server_url=agent_server_url, log_seal=_log_seal(admin_key))
-            where = f"logs in {chosen.logs_dir}"
-        loop = Controller(
-            client,
-            chosen,
-            concurrency=concurrency,
-            poll_interval=poll_interval,
-            kill_grace_s=kill_grace,
-            kill_on_stop=not keep_running,
+
+def controller(
+    server: RequiredServerOption,
+    admin_key: RequiredAdminKeyOption,
+    runner: str = typer.Option("local", "--runner", help="Where attempts run: local (subprocesses) or k8s (Jobs)."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Attempts running at once, at most."),
+    logs_dir: Path = typer.Option(
+        Path(".alight/logs"), "--logs-dir", envvar="ALIGHT_LOGS_DIR", help="Captured output and attempt state."
+    ),
+    name: str | None = typer.Option(
+        None,
+        "--name",
+        help="Runner name in attempt handles (default local@HOST, k8s@NAMESPACE); unique per controller.",
+    ),
+    namespace: str | None = typer.Option(
+        None, "--namespace", envvar="ALIGHT_K8S_NAMESPACE", help="k8s: where Jobs run (default: the context's)."
+    ),
+    job_template: Path | None = typer.Option(
+        None, "--job-template", help="k8s: a Job YAML with placeholders (docs/controller.md)."
+    ),
+    image: str | None = typer.Option(None, "--image", help="k8s: the agent image when a rollout names none."),
+    kubeconfig: str | None = typer.Option(None, "--kubeconfig", help="k8s: kubeconfig file (default: in-cluster)."),
+    context: str | None = typer.Option(None, "--context", help="k8s: kubeconfig context."),
+    job_ttl: int = typer.Option(3600, "--job-ttl", min=0, help="k8s: seconds a finished Job is kept."),
+    unschedulable_limit: float = typer.Option(
+        300.0, "--unschedulable-limit", min=0, help="k8s: seconds a Pod may stay unschedulable (then infra)."
+    ),
+    creation_rate: float = typer.Option(5.0, "--creation-rate", min=0.01, help="k8s: Jobs created per second."),
+    agent_server_url: str | None = typer.Option(
+        None, "--agent-server-url", help="URL agents reach the server at (default: what the server hands out)."
+    ),
+    poll_interval: float = typer.Option(0.5, "--poll-interval", min=0.01, help="Seconds between reconcile ticks."),
+    kill_grace: float = typer.Option(5.0, "--kill-grace", min=0, help="Seconds from SIGTERM to SIGKILL."),
+    keep_running: bool = typer.Option(
+        True,
+        "--keep-running/--kill-on-exit",
+        help="On exit, leave agents running for the next controller to adopt, or kill them (retried as infra).",
+    ),
+    log_level: LogLevelOption = "info",
+) -> None:
+    """Claim queued attempts from the server, run them, and report how they ended."""
+    try:
+        from alight_server.controller.local import LocalRunner
+        from alight_server.controller.loop import Controller
+    except ImportError as exc:
+        typer.echo(f"alight controller needs the server package ({exc}); pip install alight-server", err=True)
+        raise typer.Exit(1) from exc
+
+    if runner not in RUNNERS:
+        typer.echo(f"unknown --runner {runner!r}; choose one of {', '.join(RUNNERS)}", err=True)
+        raise typer.Exit(2)
+    level = (log_level or "info").lower()
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if level != "debug":
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the attempt lines
+    client = _connected_client(server, admin_key)
+    if runner == "k8s":
+        options = {"namespace": namespace, "job_template": job_template, "image": image, "kubeconfig": kubeconfig,
+                   "context": context, "job_ttl": job_ttl, "unschedulable_limit": unschedulable_limit,
+                   "creation_rate": creation_rate, "kill_grace": kill_grace}  # fmt: skip
+        chosen: Any = _k8s_runner(name, agent_server_url, options)
+        where = f"Jobs in namespace {chosen.namespace}"
+    else:
+        chosen = LocalRunner(logs_dir, name=name, agent_server_url=agent_server_url, log_seal=_log_seal(admin_key))
+        where = f"logs in {chosen.logs_dir}"
+    loop = Controller(
+        client, chosen, concurrency=concurrency, poll_interval=poll_interval, kill_grace_s=kill_grace,
+        kill_on_stop=not keep_running,
+    )  # fmt: skip
+    typer.echo(f"controller {chosen.name}: {server}, up to {concurrency} attempts, {where}")
+    loop.run()
+
+
+def _connected_client(server: str, admin_key: str) -> Any:
+    """A client of the server, checked with one request: a wrong URL or key exits now, with a clear line."""
+    from alight.client import AlightClient, ApiError
+
+    client = AlightClient(server, admin_key=admin_key)
+    try:
+        client.list_rollouts(RolloutQuery(limit=1))
+    except Exception as exc:  # an ApiError: the server answered; anything else: it did not
+        refused = isinstance(exc, ApiError)
+        why = (
+            f"the server at {server} refused the admin key"
+            if refused
+            else f"cannot reach the alight server at {server}"
         )
-        typer.echo(f"controller {chosen.name}: {server}, up to {concurrency} attempts, {where}")
-        loop.run()
+        typer.echo(f"{why}: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    return client
 
 
 def _k8s_runner(name: str | None, agent_server_url: str | None, options: dict[str, Any]) -> Any:

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from alight_server.commands.data_keys import AdminKeyOption, ConfigOption, DbOption, RunDirOption, store_target
+from alight_server.commands.data_keys import store_target
+from alight_server.commands.options import AdminKeyOption, DbOption, RunDirOption, ServerConfigOption
 
 if TYPE_CHECKING:
     from alight_server.store.keys.kek import KekSource
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 def encrypt(
     db: DbOption = None,
-    config: ConfigOption = None,
+    config: ServerConfigOption = None,
     admin_key: AdminKeyOption = None,
     run_dir: RunDirOption = None,
     batch: int = typer.Option(200, "--batch", min=1, help="Rows sealed per transaction."),

@@ -26,6 +26,7 @@ import typer
 from alight.api_models import MAX_BATCH, RolloutQuery, RunList
 from alight.client import AlightClient, ApiError
 from alight.schemas import Mode, ModelCall, Rollout, RolloutState, Run, Trajectory
+from alight_server.commands.options import AdminKeyOption, ServerConfigOption, ServerOption
 
 FORMAT, VERSION = "alight-export", 1
 # Fields holding token ids: a redacted export leaves them out, since they decode straight back to the text.
@@ -234,13 +235,9 @@ def export(
     run_id: str = typer.Argument(..., help="The training run's id, as the dashboard and GET /api/runs list it."),
     out: Path | None = typer.Option(None, "-o", "--out", help="Write here (gzip when it ends in .gz); default stdout."),
     redacted: bool = typer.Option(False, "--redacted", help="A copy for people: text redacted, token ids dropped."),
-    server: str | None = typer.Option(None, "--server", envvar="ALIGHT_SERVER_URL", help="The server's URL."),
-    admin_key: str | None = typer.Option(
-        None, "--admin-key", envvar="ALIGHT_ADMIN_KEY", help="The server's admin key: it reads the exact content."
-    ),
-    config: Path | None = typer.Option(
-        None, "--config", envvar="ALIGHT_CONFIG", help="The server's YAML config: --redacted uses its redaction:."
-    ),
+    server: ServerOption = None,
+    admin_key: AdminKeyOption = None,
+    config: ServerConfigOption = None,
 ) -> None:
     """Write a run's rollouts, model calls and training rows as JSON Lines (docs/data.md#export-format)."""
     if not server:

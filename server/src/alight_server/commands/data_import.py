@@ -12,24 +12,27 @@ from rich.console import Console
 from rich.table import Table
 
 from alight.commands.console import output_console
+from alight_server.commands.options import (
+    DEFAULT_DB,
+    AdminKeyOption,
+    DbOption,
+    JsonOption,
+    ModelOption,
+    TrainingConfigOption,
+)
 from alight_server.traces.formats import READERS
 
 FORMATS = tuple(READERS)
-DB_HELP = "The store (a SQLAlchemy URL): the one `alight serve` uses by default."
-DEFAULT_DB = "sqlite:///.alight/alight.db"
 
 
-ADMIN_HELP = "The server's admin key: its content key derives from it when no ALIGHT_DATA_KEY/ALIGHT_SECRET_KEY is set."
-
-
-def open_cli_store(db: str, admin_key: str | None) -> Any:
+def open_cli_store(db: str | None, admin_key: str | None) -> Any:
     """The store a server with these settings opens, under the same key-encryption key (store/keys/kek.py)."""
     from alight_server.commands.serve import db_url
     from alight_server.store import open_store
     from alight_server.store.keys.kek import KekSource
 
     try:
-        return open_store(db_url(db), KekSource.default(admin_key))
+        return open_store(db_url(db or DEFAULT_DB), KekSource.default(admin_key))
     except Exception as exc:  # a StoreError, a bad URL, an unreachable database, a missing driver
         typer.echo(f"cannot open the store at {db}: {exc}", err=True)
         raise typer.Exit(1) from exc
@@ -61,10 +64,10 @@ def import_traces(
     fmt: str = typer.Option(..., "--format", help=f"One of {', '.join(FORMATS)}."),
     name: str = typer.Option(..., "--name", help="The run the rollouts go under (rollout ids NAME-...)."),
     task_key: str | None = typer.Option(None, "--task-key", help="Group sessions whose task has the same value here."),
-    model: str | None = typer.Option(None, "--model", help="Render text-only calls with this model's template."),
-    config: Path | None = typer.Option(None, "--config", help="Training config: render with its model."),
-    db: str = typer.Option(DEFAULT_DB, "--db", envvar="ALIGHT_DB", help=DB_HELP),
-    admin_key: str | None = typer.Option(None, "--admin-key", envvar="ALIGHT_ADMIN_KEY", help=ADMIN_HELP),
+    model: ModelOption = None,
+    config: TrainingConfigOption = None,
+    db: DbOption = None,
+    admin_key: AdminKeyOption = None,
 ) -> None:
     """Import traces as a run of offline rollouts: exact calls as recorded, text-only calls rendered (docs/traces.md)."""
     if fmt not in FORMATS:
@@ -108,11 +111,11 @@ def import_traces(
 
 def check(
     name: str = typer.Argument(..., help="The imported run (or any run) to check."),
-    config: Path | None = typer.Option(None, "--config", help="Training config: its samples: settings and model."),
-    model: str | None = typer.Option(None, "--model", help="Show tokens as text with this model's tokenizer."),
-    db: str = typer.Option(DEFAULT_DB, "--db", envvar="ALIGHT_DB", help=DB_HELP),
-    admin_key: str | None = typer.Option(None, "--admin-key", envvar="ALIGHT_ADMIN_KEY", help=ADMIN_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    config: TrainingConfigOption = None,
+    model: ModelOption = None,
+    db: DbOption = None,
+    admin_key: AdminKeyOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """What the sample builder would make of these traces: calls, fidelity, rows, prefix breaks and where they start."""
     from alight_server.traces.check import check_run

@@ -9,35 +9,19 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated
 
 import typer
 
+from alight_server.commands.options import (
+    AdminKeyOption,
+    DbOption,
+    LogsDirsOption,
+    RunDirOption,
+    ServerConfigOption,
+)
 from alight_server.commands.serve import build_config
 
 KEK_HELP = "secret (ALIGHT_SECRET_KEY, else derived from the admin key), file:PATH or command:CMD"
-
-# The options of every command that opens a store itself (rotate-key, encrypt, purge): where it is and its keys.
-DbOption = Annotated[
-    str | None,
-    typer.Option("--db", envvar="ALIGHT_DB", help="SQLAlchemy URL or SQLite file (default .alight/alight.db)."),
-]
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option("--config", envvar="ALIGHT_CONFIG", help="The server's YAML settings: db_url, admin_key, data_key."),
-]
-AdminKeyOption = Annotated[
-    str | None,
-    typer.Option(
-        "--admin-key", envvar="ALIGHT_ADMIN_KEY", help="The server's admin key (what data_key `secret` derives from)."
-    ),
-]
-RunDirOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--run-dir", help="An embedded run's folder (alight train): its alight.db and the admin key it keeps."
-    ),
-]
 
 
 def store_target(
@@ -71,16 +55,11 @@ def rotate_key(
         None, "--old-kek", help="The KEK the keys are wrapped under now (default: the server's data_key setting)."
     ),
     db: DbOption = None,
-    config: ConfigOption = None,
+    config: ServerConfigOption = None,
     admin_key: AdminKeyOption = None,
     run_dir: RunDirOption = None,
     batch: int = typer.Option(50, "--batch", min=1, help="Data keys re-wrapped per transaction."),
-    logs_dirs: list[Path] = typer.Option(
-        [],
-        "--logs-dir",
-        help="A controller's logs folder (alight controller --logs-dir) whose sealed attempt logs are re-wrapped "
-        "too. Repeatable; --run-dir includes the run's logs/.",
-    ),
+    logs_dirs: LogsDirsOption = None,
 ) -> None:
     """Re-wrap every data key under a new key-encryption key (no cell is re-encrypted); new cells get a new key.
 
@@ -105,7 +84,7 @@ def rotate_key(
         typer.echo(f"re-wrapped {done}/{total} data keys")
 
     engine = make_engine(url)
-    folders = [*logs_dirs, *([run_dir / "logs"] if run_dir is not None else [])]
+    folders = [*(logs_dirs or []), *([run_dir / "logs"] if run_dir is not None else [])]
     try:
         report = rotate(engine, old, new, batch=batch, progress=progress)
         logs = rotate_logs(folders, old, new)

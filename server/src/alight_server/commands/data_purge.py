@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from alight_server.commands.data_keys import AdminKeyOption, ConfigOption, DbOption, RunDirOption, store_target
+from alight_server.commands.data_keys import store_target
+from alight_server.commands.options import (
+    AdminKeyOption,
+    DbOption,
+    JsonOption,
+    LogsDirsOption,
+    RunDirOption,
+    ServerConfigOption,
+)
 
 if TYPE_CHECKING:
     from alight_server.store.base import PurgeScope
@@ -42,12 +50,7 @@ def purge(
     steps_before: str | None = typer.Option(
         None, "--steps-before", help=f"Also the runs' step metrics reported before this: {DATE_HELP}."
     ),
-    logs_dirs: list[Path] = typer.Option(
-        [],
-        "--logs-dir",
-        help="A controller's logs folder (alight controller --logs-dir): the purged rollouts' folders there go too. "
-        "Repeatable. The run folder's own logs/ is found from the rollout.",
-    ),
+    logs_dirs: LogsDirsOption = None,
     workspace_roots: list[Path] = typer.Option(
         [],
         "--workspaces",
@@ -63,10 +66,10 @@ def purge(
     ),
     reason: str = typer.Option("alight data purge", "--reason", help="Kept in each tombstone; the API shows it."),
     db: DbOption = None,
-    config: ConfigOption = None,
+    config: ServerConfigOption = None,
     admin_key: AdminKeyOption = None,
     run_dir: RunDirOption = None,
-    as_json: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+    as_json: JsonOption = False,
 ) -> None:
     """Delete ended rollouts and everything under them; leave a tombstone so the API answers 'purged on DATE'."""
     from sqlalchemy.engine import make_url
@@ -88,7 +91,7 @@ def purge(
             store,
             scope,
             steps_before=steps,
-            logs_dirs=logs_dirs,
+            logs_dirs=logs_dirs or [],
             workspace_roots=workspace_roots,
             dry_run=dry_run,
             full_vacuum=vacuum,

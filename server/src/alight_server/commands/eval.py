@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from alight_server.commands.options import AdminKeyOption, DbOption, SettingsOption
 from alight_server.commands.train import parse_settings
 
 
@@ -15,20 +16,13 @@ def register(app: typer.Typer) -> None:
     @app.command("eval")
     def evaluate(
         config: Path = typer.Argument(..., help="Training config (YAML): its model, agent and validation tasks."),
-        settings: list[str] = typer.Option([], "--set", help="Override any key: --set validation.max_tasks=20."),
+        settings: SettingsOption = None,
         out: Path | None = typer.Option(None, "--out", help="Also write the report as JSON here."),
         traces: str | None = typer.Option(
             None, "--traces", help="An imported run (alight data import): score its trajectories, run no agent."
         ),
-        db: str = typer.Option(
-            "sqlite:///.alight/alight.db", "--db", envvar="ALIGHT_DB", help="The store of --traces."
-        ),
-        admin_key: str | None = typer.Option(
-            None,
-            "--admin-key",
-            envvar="ALIGHT_ADMIN_KEY",
-            help="With --traces: the server's admin key (its content key).",
-        ),
+        db: DbOption = None,
+        admin_key: AdminKeyOption = None,
     ) -> None:
         """Run the validation tasks once each (validation.samples_per_task times) and print the baseline:
         success with its standard error, tool errors, tokens, latency, retries, gate violations by rule."""
@@ -55,7 +49,7 @@ def register(app: typer.Typer) -> None:
             out.write_text(json.dumps(report.as_dict(), indent=2))
 
 
-def _score_traces(config: Any, run_id: str, db: str, admin_key: str | None) -> Any:
+def _score_traces(config: Any, run_id: str, db: str | None, admin_key: str | None) -> Any:
     """The config's evaluator over an imported run's trajectories (evaluation/traces.py)."""
     from alight_server.commands.data_import import open_cli_store
     from alight_server.evaluation.evaluators import load_evaluator

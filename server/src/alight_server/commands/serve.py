@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from alight_server.commands.options import AdminKeyOption, DbOption, LogLevelOption, ServerConfigOption
+
 if TYPE_CHECKING:
     from alight_server.config import ServerConfig
 
@@ -57,12 +59,8 @@ def register(app: typer.Typer) -> None:
             None, "--host", envvar="ALIGHT_HOST", help="Interface to bind (default 127.0.0.1)."
         ),
         port: int | None = typer.Option(None, "--port", envvar="ALIGHT_PORT", help="TCP port (default 8700)."),
-        db: str | None = typer.Option(
-            None, "--db", envvar="ALIGHT_DB", help="SQLAlchemy URL or SQLite file (default .alight/alight.db)."
-        ),
-        admin_key: str | None = typer.Option(
-            None, "--admin-key", envvar="ALIGHT_ADMIN_KEY", help="Admin key; generated and printed on loopback."
-        ),
+        db: DbOption = None,
+        admin_key: AdminKeyOption = None,
         viewer_keys: str | None = typer.Option(
             None,
             "--viewer-keys",
@@ -72,12 +70,8 @@ def register(app: typer.Typer) -> None:
         public_url: str | None = typer.Option(
             None, "--public-url", envvar="ALIGHT_PUBLIC_URL", help="URL agents reach this server at."
         ),
-        log_level: str | None = typer.Option(
-            None, "--log-level", envvar="ALIGHT_LOG_LEVEL", help="debug, info, warning or error (default info)."
-        ),
-        config: Path | None = typer.Option(
-            None, "--config", envvar="ALIGHT_CONFIG", help="YAML file with any ServerConfig field; flags win."
-        ),
+        log_level: LogLevelOption = None,
+        config: ServerConfigOption = None,
         upstream_key_env: str | None = typer.Option(
             None,
             "--upstream-key-env",
@@ -100,7 +94,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve the alight API, gateway and OTLP ingest. Flags beat env vars beat the YAML file."""
         import uvicorn
-        from pydantic import ValidationError
 
         from alight_server.app import create_app
         from alight_server.gateway.request.arrival import StampedHttp
@@ -111,16 +104,7 @@ def register(app: typer.Typer) -> None:
         given = {"host": host, "port": port, "db_url": db, "admin_key": admin_key, "public_url": public_url,
                  "upstream_key_env": upstream_key_env, "upstream_key_dir": upstream_key_dir,
                  "data_key": data_key, "viewer_keys": viewer_keys}  # fmt: skip
-        try:
-            cfg = build_config(config, {**given, "log_level": log_level})
-        except ValidationError as exc:
-            typer.echo(f"invalid server settings: {exc}", err=True)
-            raise typer.Exit(2) from exc
-        try:
-            cfg.all_viewer_keys()  # viewer_key_file: readable, and no key in it the admin key or too short
-        except ValueError as exc:
-            typer.echo(f"invalid server settings: {exc}", err=True)
-            raise typer.Exit(2) from exc
+        cfg = _settings(config, {**given, "log_level": log_level})
 
         if not cfg.admin_key:
             if not is_loopback(cfg.host):
@@ -158,6 +142,19 @@ def register(app: typer.Typer) -> None:
             timeout_graceful_shutdown=10,  # open long-polls must not delay a restart by minutes
             http=StampedHttp,  # the gateway's response-start metric counts from the accept
         )
+
+
+def _settings(config: Path | None, given: dict[str, Any]) -> ServerConfig:
+    """The server's settings from the YAML file and the options given; exits on invalid ones."""
+    from pydantic import ValidationError
+
+    try:
+        cfg = build_config(config, given)
+        cfg.all_viewer_keys()  # viewer_key_file: readable, and no key in it the admin key or too short
+    except (ValidationError, ValueError) as exc:
+        typer.echo(f"invalid server settings: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    return cfg
 
 
 def _redacted(url: str) -> str:

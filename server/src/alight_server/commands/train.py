@@ -10,6 +10,8 @@ from typing import Any
 
 import typer
 
+from alight_server.commands.options import SettingsOption
+
 
 def _parse_value(text: str) -> Any:
     """`--set key=VALUE`: VALUE as YAML-ish JSON (numbers, true/false, null, lists), else the plain string."""
@@ -19,10 +21,10 @@ def _parse_value(text: str) -> Any:
         return text
 
 
-def parse_settings(settings: list[str]) -> dict[str, Any]:
+def parse_settings(settings: list[str] | None) -> dict[str, Any]:
     """`--set KEY=VALUE` options as config overrides; exits with a message on a malformed one."""
     overrides: dict[str, Any] = {}
-    for item in settings:
+    for item in settings or ():
         key, sep, value = item.partition("=")
         if not sep or not key:
             typer.echo(f"--set expects KEY=VALUE, got {item!r}", err=True)
@@ -45,85 +47,96 @@ def print_validation_reports(run_dir: Path) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("train")
-    def train(
-        config: Path = typer.Argument(..., help="Training config (YAML); see docs/training.md."),
-        resume: bool = typer.Option(False, "--resume", help="Continue the run in output_dir from its last checkpoint."),
-        init_from: Path | None = typer.Option(
-            None,
-            "--init-from",
-            help="Start the policy from another run's checkpoint (a run folder or its step-N "
-            "folder); the optimizer and step start afresh, e.g. RL after fine-tuning (docs/traces.md).",
-        ),
-        steps: int | None = typer.Option(None, "--steps", min=0, help="Override `steps`."),
-        lr: float | None = typer.Option(None, "--lr", help="Override `optimizer.lr`."),
-        seed: int | None = typer.Option(None, "--seed", help="Override `seed`."),
-        output_dir: str | None = typer.Option(None, "--output-dir", help="Override `output_dir`."),
-        server: str | None = typer.Option(
-            None, "--server", help="Use this alight server (and your controller) instead of the embedded stack."
-        ),
-        inference_url: str | None = typer.Option(
-            None, "--inference-url", help="With --server: the policy's inference server, for weight updates."
-        ),
-        settings: list[str] = typer.Option(
-            [], "--set", help="Override any key: --set validation.every=2 (repeatable)."
-        ),
-        quiet: bool = typer.Option(False, "--quiet", help="No live progress display."),
-    ) -> None:
-        """Train the policy on the agent's rollouts; prints a before/after table and the plot path."""
-        try:
-            from alight_server.stacks.opening import TrainingStacks
-            from alight_server.trainer.config.run import ConfigError, load_config
-            from alight_server.trainer.run.loop import TrainingRun
-        except ImportError as exc:
-            typer.echo(
-                f"alight train needs the server with its train extra ({exc}): pip install 'alight-server[train]'"
-            )
-            raise typer.Exit(1) from exc
+    app.command("train")(train)
 
-        overrides = parse_settings(settings)
-        named = {
-            "steps": steps,
-            "optimizer.lr": lr,
-            "seed": seed,
-            "output_dir": output_dir,
-            "server.url": server,
-            "server.inference_url": inference_url,
-        }
-        overrides.update({k: v for k, v in named.items() if v is not None})
-        if output_dir is not None:
-            overrides["output_dir"] = str(Path(output_dir).resolve())  # relative to where the command runs
-        try:
-            train_config = load_config(config, overrides)
-        except ConfigError as exc:
-            typer.echo(str(exc), err=True)
-            raise typer.Exit(2) from exc
-        if init_from is not None:
-            from alight_server.trainer.run.init_from import init_model
 
-            try:
-                model = init_model(init_from, train_config.model, Path(train_config.output_dir))
-            except ValueError as exc:
-                typer.echo(f"alight train: {exc}", err=True)
-                raise typer.Exit(2) from exc
-            train_config = train_config.model_copy(update={"model": model})
+def train(
+    config: Path = typer.Argument(..., help="Training config (YAML); see docs/training.md."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in output_dir from its last checkpoint."),
+    init_from: Path | None = typer.Option(
+        None,
+        "--init-from",
+        help="Start the policy from another run's checkpoint (a run folder or its step-N "
+        "folder); the optimizer and step start afresh, e.g. RL after fine-tuning (docs/traces.md).",
+    ),
+    steps: int | None = typer.Option(None, "--steps", min=0, help="Override `steps`."),
+    lr: float | None = typer.Option(None, "--lr", help="Override `optimizer.lr`."),
+    seed: int | None = typer.Option(None, "--seed", help="Override `seed`."),
+    output_dir: str | None = typer.Option(None, "--output-dir", help="Override `output_dir`."),
+    # Not options.ServerOption: no ALIGHT_SERVER_URL here, so a variable left set cannot move a run off the stack.
+    server: str | None = typer.Option(
+        None, "--server", help="Use this alight server (and your controller) instead of the embedded stack."
+    ),
+    inference_url: str | None = typer.Option(
+        None, "--inference-url", help="With --server: the policy's inference server, for weight updates."
+    ),
+    settings: SettingsOption = None,
+    quiet: bool = typer.Option(False, "--quiet", help="No live progress display."),
+) -> None:
+    """Train the policy on the agent's rollouts; prints a before/after table and the plot path."""
+    named = {"steps": steps, "optimizer.lr": lr, "seed": seed, "output_dir": output_dir, "server.url": server,
+             "server.inference_url": inference_url}  # fmt: skip
+    train_config = _train_config(config, settings, named, init_from)
+    signal.signal(signal.SIGTERM, _interrupt)
+    if int(os.environ.get("RANK", "0")) > 0:  # torchrun's other ranks train only; rank 0 runs everything else
+        from alight_server.trainer.backends.base import follow_rank
 
-        def interrupt(*_: object) -> None:
-            raise KeyboardInterrupt  # SIGTERM tears the embedded stack down like Ctrl-C does
+        follow_rank(train_config)
+        return
+    _run(train_config, resume=resume, quiet=quiet)
 
-        signal.signal(signal.SIGTERM, interrupt)
-        if int(os.environ.get("RANK", "0")) > 0:  # torchrun's other ranks train only; rank 0 runs everything else
-            from alight_server.trainer.backends.base import follow_rank
 
-            follow_rank(train_config)
-            return
-        try:
-            result = TrainingRun(train_config, stacks=TrainingStacks(), resume=resume, show_progress=not quiet).run()
-        except KeyboardInterrupt:
-            typer.echo("interrupted: the stack is down; continue with --resume", err=True)
-            raise typer.Exit(130) from None
-        except (RuntimeError, ValueError, FileNotFoundError) as exc:
-            typer.echo(f"alight train: {exc}", err=True)
-            raise typer.Exit(1) from exc
-        print_validation_reports(result.run_dir)
-        typer.echo(f"summary: {result.summary_path}")
+def _train_extra_missing(exc: ImportError) -> typer.Exit:
+    typer.echo(f"alight train needs the server with its train extra ({exc}): pip install 'alight-server[train]'")
+    return typer.Exit(1)
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM tears the embedded stack down like Ctrl-C does
+
+
+def _train_config(config: Path, settings: list[str] | None, named: dict[str, Any], init_from: Path | None) -> Any:
+    """The run's config: the file, `--set` and the named options over it, and `--init-from`'s model."""
+    try:
+        from alight_server.trainer.config.run import ConfigError, load_config
+    except ImportError as exc:
+        raise _train_extra_missing(exc) from exc
+
+    overrides = parse_settings(settings)
+    overrides.update({k: v for k, v in named.items() if v is not None})
+    if named["output_dir"] is not None:
+        overrides["output_dir"] = str(Path(named["output_dir"]).resolve())  # relative to where the command runs
+    try:
+        train_config = load_config(config, overrides)
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from exc
+    if init_from is None:
+        return train_config
+    from alight_server.trainer.run.init_from import init_model
+
+    try:
+        model = init_model(init_from, train_config.model, Path(train_config.output_dir))
+    except ValueError as exc:
+        typer.echo(f"alight train: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    return train_config.model_copy(update={"model": model})
+
+
+def _run(train_config: Any, *, resume: bool, quiet: bool) -> None:
+    """The training run on the embedded stack (or the configured server), then its validation reports."""
+    try:
+        from alight_server.stacks.opening import TrainingStacks
+        from alight_server.trainer.run.loop import TrainingRun
+    except ImportError as exc:
+        raise _train_extra_missing(exc) from exc
+    try:
+        result = TrainingRun(train_config, stacks=TrainingStacks(), resume=resume, show_progress=not quiet).run()
+    except KeyboardInterrupt:
+        typer.echo("interrupted: the stack is down; continue with --resume", err=True)
+        raise typer.Exit(130) from None
+    except (RuntimeError, ValueError, FileNotFoundError) as exc:
+        typer.echo(f"alight train: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    print_validation_reports(result.run_dir)
+    typer.echo(f"summary: {result.summary_path}")
