@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request
@@ -77,14 +78,18 @@ def _usage(prompt_ids: list[int], completion_tokens: int) -> dict[str, int]:
             "total_tokens": len(prompt_ids) + completion_tokens}  # fmt: skip
 
 
-def chat_body(
-    req: ChatCompletionRequest,
-    meta: dict[str, Any],
-    prompt_ids: list[int],
-    per_choice: list[list[TokenEvent]],
-    fmt: LogprobFormatter,
-) -> dict[str, Any]:
+@dataclass
+class Answer:
+    """What every response to one request carries: its id fields (`meta`), its prompt's ids, and how logprobs read."""
+
+    meta: dict[str, Any]
+    prompt_ids: list[int]
+    fmt: LogprobFormatter
+
+
+def chat_body(req: ChatCompletionRequest, answer: Answer, per_choice: list[list[TokenEvent]]) -> dict[str, Any]:
     """A chat completion: each choice's message (its tool calls parsed out of the text), usage, token ids."""
+    meta, prompt_ids, fmt = answer.meta, answer.prompt_ids, answer.fmt
     ids, choices = req.return_token_ids, []
     for i, evs in enumerate(per_choice):
         text, finish = "".join(e.text for e in evs), evs[-1].finish_reason
@@ -105,14 +110,9 @@ def chat_body(
     return body
 
 
-def completion_body(
-    req: CompletionRequest,
-    meta: dict[str, Any],
-    prompt_ids: list[int],
-    per_choice: list[list[TokenEvent]],
-    fmt: LogprobFormatter,
-) -> dict[str, Any]:
+def completion_body(req: CompletionRequest, answer: Answer, per_choice: list[list[TokenEvent]]) -> dict[str, Any]:
     """A text completion: each choice's text, usage, token ids."""
+    meta, prompt_ids, fmt = answer.meta, answer.prompt_ids, answer.fmt
     choices = []
     for i, evs in enumerate(per_choice):
         choice = {"index": i, "text": "".join(e.text for e in evs), "finish_reason": evs[-1].finish_reason,
@@ -125,15 +125,10 @@ def completion_body(
 
 
 async def completion_chunks(
-    req: CompletionRequest,
-    n: int,
-    meta: dict[str, Any],
-    prompt_ids: list[int],
-    first: TokenEvent,
-    events: AsyncIterator[TokenEvent],
-    fmt: LogprobFormatter,
+    req: CompletionRequest, n: int, answer: Answer, first: TokenEvent, events: AsyncIterator[TokenEvent]
 ) -> AsyncIterator[str]:
     """A streamed text completion's server-sent events: a chunk per token, prompt ids on a choice's first."""
+    meta, prompt_ids, fmt = answer.meta, answer.prompt_ids, answer.fmt
     ids, want_logprobs = req.return_token_ids, req.logprobs is not None
     seen: set[int] = set()
     offsets = [0] * n
@@ -157,10 +152,8 @@ async def completion_chunks(
 class ChatChunks:
     """A streamed chat completion's server-sent events: each choice's opening chunk, then one chunk per token."""
 
-    def __init__(
-        self, req: ChatCompletionRequest, n: int, meta: dict[str, Any], prompt_ids: list[int], fmt: LogprobFormatter
-    ) -> None:
-        self.req, self.n, self.meta, self.prompt_ids, self.fmt = req, n, meta, prompt_ids, fmt
+    def __init__(self, req: ChatCompletionRequest, n: int, answer: Answer) -> None:
+        self.req, self.n, self.meta, self.prompt_ids, self.fmt = req, n, answer.meta, answer.prompt_ids, answer.fmt
         self.tool_streams = [ToolCallStream() for _ in range(n)]
 
     async def stream(self, first: TokenEvent, events: AsyncIterator[TokenEvent]) -> AsyncIterator[str]:

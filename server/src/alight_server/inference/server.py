@@ -21,6 +21,7 @@ from alight_server.inference.guard.alight_keyguard import KeyGuard
 from alight_server.inference.logprobs import LogprobFormatter
 from alight_server.inference.protocol import ChatCompletionRequest, CompletionRequest, chat_messages
 from alight_server.inference.responses import (
+    Answer,
     ChatChunks,
     ClientGone,
     chat_body,
@@ -162,11 +163,12 @@ class InferenceRoutes:
         first, events = await self.start(prompt_ids, params)
         rid, created, version = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), first.policy_version
         meta = {"id": rid, "created": created, "model": req.model, "system_fingerprint": f"alight-policy-{version}"}
+        answer = Answer(meta, prompt_ids, self.fmt)
         if req.stream:
-            chunks = ChatChunks(req, params.n, meta, prompt_ids, self.fmt).stream(first, events)
+            chunks = ChatChunks(req, params.n, answer).stream(first, events)
             return StreamingResponse(closing(chunks, events), media_type="text/event-stream", headers=_headers(version))
         per_choice = await collect(first, events, params.n, request)
-        return JSONResponse(chat_body(req, meta, prompt_ids, per_choice, self.fmt), headers=_headers(version))
+        return JSONResponse(chat_body(req, answer, per_choice), headers=_headers(version))
 
     async def completions(self, req: CompletionRequest, request: Request) -> Any:
         adapter = self.check_model(req.model)
@@ -177,12 +179,12 @@ class InferenceRoutes:
         rid, created, version = f"cmpl-{uuid.uuid4().hex}", int(time.time()), first.policy_version
         meta = {"id": rid, "object": "text_completion", "created": created, "model": req.model,
                 "system_fingerprint": f"alight-policy-{version}"}  # fmt: skip
+        answer = Answer(meta, prompt_ids, self.fmt)
         if req.stream:
-            chunks = completion_chunks(req, params.n, meta, prompt_ids, first, events, self.fmt)
+            chunks = completion_chunks(req, params.n, answer, first, events)
             return StreamingResponse(closing(chunks, events), media_type="text/event-stream", headers=_headers(version))
         per_choice = await collect(first, events, params.n, request)
-        body = completion_body(req, meta, prompt_ids, per_choice, self.fmt)
-        return JSONResponse(body, headers=_headers(version))
+        return JSONResponse(completion_body(req, answer, per_choice), headers=_headers(version))
 
     async def models(self) -> Any:
         engine = self.engine
