@@ -54,7 +54,7 @@ ROOMS: dict[str, Floors] = {
         ["ui"],
         ["app"],
         ["stacks.state"],
-        ["stacks.kinds"],
+        ["stacks.kinds", "stacks.run_store"],  # run_store: how every reader opens a run's store
         ["stacks.opening"],  # the stacks a training run (or an evaluation) is handed
         ["evaluation.policy", "evaluation.traces"],
         ["commands", "stacks.one_rollout"],

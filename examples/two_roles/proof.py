@@ -74,7 +74,7 @@ def role_scores(run_dir: Path) -> dict[int, dict[str, dict[str, float]]]:
     """Per validation step, per role: its named reward's mean, clustered standard error and count of rollouts."""
     from alight.api_models import RolloutQuery
     from alight.schemas import FailureKind, Mode
-    from alight_server.stacks.state import open_run_store
+    from alight_server.stacks.run_store import open_run_store
     from alight_server.trainer.step.policy_samples import named_reward
     from alight_server.trajectories.join import build_trajectory
 

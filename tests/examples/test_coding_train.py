@@ -16,7 +16,7 @@ import pytest
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode
-from alight_server.stacks.state import open_run_store
+from alight_server.stacks.run_store import open_run_store
 from alight_server.trajectories.join import build_trajectory
 
 # Four episodes (validation before and after, two training rollouts): 5 min on a busy 2-core machine, 10+ when loaded.

@@ -20,7 +20,7 @@ from scripted_policy import scripted_policy
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode
-from alight_server.stacks.state import open_run_store
+from alight_server.stacks.run_store import open_run_store
 from alight_server.trajectories.join import build_trajectory
 
 REPO = Path(__file__).resolve().parents[2]

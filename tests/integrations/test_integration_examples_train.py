@@ -25,7 +25,7 @@ from alight.schemas import TERMINAL_STATES, Mode
 from alight_mcp import reward_in_result
 from alight_mcp.calculator import create_calculator
 from alight_server.inference.models import resolve_model
-from alight_server.stacks.state import open_run_store
+from alight_server.stacks.run_store import open_run_store
 from alight_server.trainer.config.run import load_config
 from alight_server.trainer.run.checkpoint import latest_checkpoint, load_checkpoint
 from alight_server.trainer.run.dataset import read_tasks

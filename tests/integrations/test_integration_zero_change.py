@@ -23,7 +23,7 @@ from alight import envvars
 from alight.api_models import RolloutQuery
 from alight.schemas import ApiFlavour, AttemptStart, FailureKind, Mode, RewardSource, RolloutCreate, RunnerSpec
 from alight_server.http.auth import derive_token_secret, issue_attempt_token
-from alight_server.stacks.state import open_run_store
+from alight_server.stacks.run_store import open_run_store
 
 HERE = Path(__file__).parent / "zero_change"
 ALIGHT = str(Path(sys.executable).parent / "alight")

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from drill_kit import AGENTS, BIN, agent_pids, assert_settled, group_alive, kill_9, start, stop, wait_for
 
-from alight_server.stacks.state import run_data_key
+from alight_server.stacks.run_store import run_target
 from alight_server.store.sql import SqlStore
 
 pytestmark = pytest.mark.timeout(900)
@@ -77,11 +77,11 @@ def drill(tmp_path: Path, rng: random.Random) -> dict[str, Any]:
     assert json.loads((run / "stack.json").read_text()) == state  # same ports, same admin key
     assert not any(group_alive(pid) for pid in agent_pids(run / "logs") | left)
 
-    counts = assert_settled(f"sqlite:///{run / 'alight.db'}", answered, run_data_key(run))
+    counts = assert_settled(f"sqlite:///{run / 'alight.db'}", answered, run_target(run).kek_source())
     steps = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     trained = [s["step"] for s in steps if "train/reward_mean" in s and s["train/groups"] > s["train/uniform_groups"]]
     assert sorted({s["step"] for s in steps if "train/reward_mean" in s}) == list(range(1, STEPS + 1))
-    store = SqlStore(f"sqlite:///{run / 'alight.db'}", run_data_key(run))
+    store = SqlStore(f"sqlite:///{run / 'alight.db'}", run_target(run).kek_source())
     try:
         pushed = [v.metadata.get("step") for v in store.list_policy_versions() if "step" in v.metadata]
     finally:

@@ -21,7 +21,7 @@ import pytest
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode
 from alight_server.stacks.opening import TrainingStacks
-from alight_server.stacks.state import run_data_key
+from alight_server.stacks.run_store import run_target
 from alight_server.store.sql import SqlStore
 from alight_server.trainer.config.run import TrainConfig, parse_config
 from alight_server.trainer.run.checkpoint import load_checkpoint
@@ -89,7 +89,7 @@ def carried(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CarriedRun]:
     first_result = first.run()
     assert isinstance(first.rollouts, PoolGroups)
     saved = load_checkpoint(checkpoints / "step-000001")
-    store = SqlStore(f"sqlite:///{folder / 'run' / 'alight.db'}", run_data_key(folder / "run"))
+    store = SqlStore(f"sqlite:///{folder / 'run' / 'alight.db'}", run_target(folder / "run").kek_source())
     try:
         before = rollout_groups(store)
         resumed = TrainingRun(config.model_copy(update={"steps": 2}), stacks=TrainingStacks(), resume=True, train_tasks=tasks, val_tasks=[],

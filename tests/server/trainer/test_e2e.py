@@ -12,7 +12,7 @@ from alight.api_models import RolloutQuery
 from alight.schemas import TERMINAL_STATES, Mode
 from alight_server.inference.models import load_policy
 from alight_server.stacks.opening import TrainingStacks
-from alight_server.stacks.state import open_run_store
+from alight_server.stacks.run_store import open_run_store
 from alight_server.trainer.backends.embedded import EmbeddedBackend
 from alight_server.trainer.config.run import TrainConfig
 from alight_server.trainer.run.loop import TrainingRun

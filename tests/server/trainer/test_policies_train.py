@@ -20,7 +20,7 @@ from alight_server.inference.adapters import adapter_tensors
 from alight_server.policies.routing import policy_of
 from alight_server.stacks.kinds import EmbeddedStack
 from alight_server.stacks.opening import TrainingStacks
-from alight_server.stacks.state import open_run_store
+from alight_server.stacks.run_store import open_run_store
 from alight_server.trainer.backends.policy_set import PolicySet
 from alight_server.trainer.config.run import TrainConfig, parse_config
 from alight_server.trainer.report.summary import RunResult

@@ -31,7 +31,7 @@ from alight import semconv
 from alight.api_models import RolloutQuery
 from alight_server.inference.models import load_policy
 from alight_server.stacks.opening import TrainingStacks
-from alight_server.stacks.state import open_run_store
+from alight_server.stacks.run_store import open_run_store
 from alight_server.store import open_store
 from alight_server.store.keys.kek import KekSource
 from alight_server.trainer.backends.embedded import EmbeddedBackend, token_logprobs

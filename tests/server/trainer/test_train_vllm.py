@@ -19,7 +19,7 @@ from alight.api_models import RolloutQuery
 from alight.schemas import Mode
 from alight_server.stacks.kinds import EmbeddedStack
 from alight_server.stacks.opening import TrainingStacks
-from alight_server.stacks.state import open_run_store
+from alight_server.stacks.run_store import open_run_store
 from alight_server.trainer.config.run import TrainConfig
 from alight_server.trainer.run.loop import TrainingRun
 from alight_server.trainer.run.weight_sync import WeightSync

@@ -17,7 +17,7 @@ import pytest
 from alight.api_models import RolloutQuery
 from alight_server.policies.routing import policy_of
 from alight_server.stacks.opening import TrainingStacks
-from alight_server.stacks.state import open_run_store
+from alight_server.stacks.run_store import open_run_store
 from alight_server.trainer.config.run import parse_config
 from alight_server.trainer.run.loop import TrainingRun
 from alight_server.trainer.run.weight_sync import WeightSync

@@ -175,7 +175,7 @@ def test_alight_train_on_verl_trains_the_recorded_ids_and_serves_each_new_policy
     assert workers.saved == [(str(verl_dir / f"global_step_{k * u}" / "actor"), k * u) for k in (1, 2)]
 
     from alight.api_models import RolloutQuery
-    from alight_server.stacks.state import open_run_store
+    from alight_server.stacks.run_store import open_run_store
 
     store = open_run_store(tmp_path / "run")  # with the data keys the run's server sealed content under
     try:
@@ -229,7 +229,7 @@ def test_asynchronous_rollouts_on_verl_carry_a_held_group_across_an_update(
     assert step > 1 and staleness >= 1, used  # trained after the update it waited for, its staleness counted
 
     from alight.api_models import RolloutQuery
-    from alight_server.stacks.state import open_run_store
+    from alight_server.stacks.run_store import open_run_store
 
     store = open_run_store(tmp_path / "run")  # with the data keys the run's server sealed content under
     try:

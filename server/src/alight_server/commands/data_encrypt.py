@@ -7,15 +7,10 @@ is up: each batch is a short transaction of its own (store/keys/seal_existing.py
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import typer
 
 from alight_server.commands.data_keys import store_target
 from alight_server.commands.options import AdminKeyOption, DbOption, RunDirOption, ServerConfigOption
-
-if TYPE_CHECKING:
-    from alight_server.store.keys.kek import KekSource
 
 
 def encrypt(
@@ -29,17 +24,17 @@ def encrypt(
 
     Run it with the data_key and admin key the server uses, so the server opens what it seals.
     """
+    from alight_server.stacks.run_store import StoreOpenError, check_key
     from alight_server.store import StoreError
-    from alight_server.store.keys.kek import KekError, KekSource
+    from alight_server.store.keys.kek import KekError
     from alight_server.store.keys.seal_existing import seal_existing
     from alight_server.store.sql import SqlStore
 
-    url, admin, setting = store_target(db, config, admin_key, run_dir)
+    target = store_target(db, config, admin_key, run_dir)
     try:
-        source = KekSource.parse(setting, admin_key=admin)
-        _check_same_kek(url, source)
-        store = SqlStore(url, source)
-    except (KekError, StoreError) as exc:
+        check_key(target)  # cells sealed now under a key the server cannot open: refused before any is
+        store = SqlStore(target.url, target.kek_source())
+    except (KekError, StoreError, StoreOpenError) as exc:
         typer.echo(f"cannot encrypt: {exc}", err=True)
         raise typer.Exit(1) from exc
 
@@ -68,30 +63,4 @@ def encrypt(
         typer.echo(
             "PostgreSQL keeps the old row versions until the tables are rewritten: run VACUUM FULL on model_calls, "
             "spans, events, rollouts, attempts and runs (docs/data.md#encryption-at-rest)"
-        )
-
-
-def _check_same_kek(url: str, source: KekSource) -> None:
-    """KekError, before the store is touched, when its data keys are wrapped under KEKs `source` is not: what this
-    run sealed would be under a key the server cannot open."""
-    from sqlalchemy import inspect, select
-
-    from alight_server.store import tables as t
-    from alight_server.store.database import make_engine
-    from alight_server.store.keys.kek import PROCESS_PREFIX, SETTING, KekError
-
-    engine = make_engine(url)
-    try:
-        with engine.connect() as conn:
-            if not inspect(conn).has_table(t.data_keys.name):
-                return  # a store from before schema 4: the first keys are this run's
-            keks = set(conn.execute(select(t.data_keys.c.kek_id)).scalars())
-    finally:
-        engine.dispose()
-    lasting = {k for k in keks if not k.startswith(PROCESS_PREFIX)}
-    if lasting and not lasting & set(source.ids()):
-        raise KekError(
-            f"this store's data keys are wrapped under another key-encryption key ({', '.join(sorted(lasting))}) "
-            f"than {source.describe()} gives ({', '.join(source.ids())}): cells sealed now would not open in the "
-            f"server. Run it with the server's own settings: --config, or --admin-key and {SETTING}"
         )

@@ -26,7 +26,8 @@ import typer
 from alight.api_models import MAX_BATCH, RolloutQuery, RunList
 from alight.client import AlightClient, ApiError
 from alight.schemas import Mode, ModelCall, Rollout, RolloutState, Run, Trajectory
-from alight_server.commands.options import AdminKeyOption, ServerConfigOption, ServerOption
+from alight_server.commands.options import AdminKeyOption, RunDirOption, ServerConfigOption, ServerOption
+from alight_server.store.keys.kek import KekError
 
 FORMAT, VERSION = "alight-export", 1
 # Fields holding token ids: a redacted export leaves them out, since they decode straight back to the text.
@@ -238,10 +239,24 @@ def export(
     server: ServerOption = None,
     admin_key: AdminKeyOption = None,
     config: ServerConfigOption = None,
+    run_dir: RunDirOption = None,  # instead of --server: read through a server of this command's own
 ) -> None:
     """Write a run's rollouts, model calls and training rows as JSON Lines (docs/data.md#export-format)."""
+    if run_dir is not None:
+        from alight_server.stacks.run_store import StoreOpenError, served_run
+
+        try:
+            with served_run(run_dir) as (url, key):
+                export(run_id, out, redacted, url, key, config, None)
+        except (StoreOpenError, KekError) as exc:
+            typer.echo(f"alight data export: cannot open the store of {run_dir}: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        return
     if not server:
-        raise typer.BadParameter("give the server's URL (or set ALIGHT_SERVER_URL)", param_hint="--server")
+        raise typer.BadParameter(
+            "give the server's URL (or set ALIGHT_SERVER_URL), or a training run's folder with --run-dir",
+            param_hint="--server",
+        )
     try:
         import alight_server.trainer.step.samples  # noqa: F401  (torch: the sample builder's tensors)
     except ImportError as exc:

@@ -25,16 +25,18 @@ from alight_server.traces.formats import READERS
 FORMATS = tuple(READERS)
 
 
-def open_cli_store(db: str | None, admin_key: str | None) -> Any:
-    """The store a server with these settings opens, under the same key-encryption key (store/keys/kek.py)."""
+def open_cli_store(db: str | None, admin_key: str | None, run_dir: Path | None = None) -> Any:
+    """The store a server with these settings opens, under the same key-encryption key (store/keys/kek.py), or a
+    training run's store with the key its folder keeps (stacks/run_store.py)."""
     from alight_server.commands.serve import db_url
-    from alight_server.store import open_store
-    from alight_server.store.keys.kek import KekSource
+    from alight_server.stacks.run_store import StoreTarget, open_target, run_target
 
     try:
-        return open_store(db_url(db or DEFAULT_DB), KekSource.default(admin_key))
-    except Exception as exc:  # a StoreError, a bad URL, an unreachable database, a missing driver
-        typer.echo(f"cannot open the store at {db}: {exc}", err=True)
+        return open_target(
+            run_target(run_dir) if run_dir is not None else StoreTarget(db_url(db or DEFAULT_DB), admin_key, None)
+        )
+    except Exception as exc:  # a StoreOpenError, a StoreError, a bad URL, an unreachable database, a missing driver
+        typer.echo(f"cannot open the store at {run_dir or db}: {exc}", err=True)
         raise typer.Exit(1) from exc
 
 

@@ -6,9 +6,10 @@ It opens the database itself (`--db` / `--config`, as `alight serve` does, or an
 
 from __future__ import annotations
 
-import json
 import os
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -21,32 +22,31 @@ from alight_server.commands.options import (
 )
 from alight_server.commands.serve import build_config
 
+if TYPE_CHECKING:
+    from alight_server.stacks.run_store import StoreTarget
+
 KEK_HELP = "secret (ALIGHT_SECRET_KEY, else derived from the admin key), file:PATH or command:CMD"
 
 
-def store_target(
-    db: str | None, config: Path | None, admin_key: str | None, run_dir: Path | None
-) -> tuple[str, str | None, str]:
-    """(database URL, admin key, the server's data_key setting) from the options given."""
+def store_target(db: str | None, config: Path | None, admin_key: str | None, run_dir: Path | None) -> StoreTarget:
+    """The store the options name and what opens it: a run's folder (its key, or --admin-key), else the server's
+    settings (stacks/run_store.py opens it, as every reader of a store does)."""
     from pydantic import ValidationError
+
+    from alight_server.stacks.run_store import StoreOpenError, StoreTarget, run_target
 
     setting = os.environ.get("ALIGHT_DATA_KEY", "").strip()
     if run_dir is not None:
-        from alight_server.stacks.state import STATE_FILE
-
         try:
-            admin_key = admin_key or json.loads((run_dir / STATE_FILE).read_text())["admin_key"]
-        except (OSError, ValueError, KeyError) as exc:
-            raise typer.BadParameter(
-                f"{run_dir} is not an embedded run's folder (no readable {STATE_FILE}: {exc}); give --db instead",
-                param_hint="--run-dir",
-            ) from exc
-        return f"sqlite:///{(run_dir / 'alight.db').resolve()}", admin_key, setting or "secret"
+            target = run_target(run_dir)
+        except StoreOpenError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--run-dir") from exc
+        return replace(target, admin_key=admin_key) if admin_key else target
     try:
         cfg = build_config(config, {"db_url": db, "admin_key": admin_key})
     except ValidationError as exc:
         raise typer.BadParameter(f"invalid server settings: {exc}", param_hint="--config") from exc
-    return cfg.db_url, cfg.admin_key, setting or cfg.data_key
+    return StoreTarget(cfg.db_url, cfg.admin_key, setting or cfg.data_key)
 
 
 def rotate_key(
@@ -71,10 +71,10 @@ def rotate_key(
     from alight_server.store.keys.keyring import SealError
     from alight_server.store.keys.rotation import rotate, rotate_logs
 
-    url, admin, setting = store_target(db, config, admin_key, run_dir)
+    target = store_target(db, config, admin_key, run_dir)
     try:
-        new = KekSource.parse(new_kek, admin_key=admin)
-        old = KekSource.parse(old_kek or setting, admin_key=admin)
+        new = KekSource.parse(new_kek, admin_key=target.admin_key)
+        old = KekSource.parse(old_kek, admin_key=target.admin_key) if old_kek else target.kek_source()
         new.keys()  # a new KEK that cannot be read: said before the store is touched
     except KekError as exc:
         typer.echo(f"cannot rotate: {exc}", err=True)
@@ -83,7 +83,7 @@ def rotate_key(
     def progress(done: int, total: int) -> None:
         typer.echo(f"re-wrapped {done}/{total} data keys")
 
-    engine = make_engine(url)
+    engine = make_engine(target.url)
     folders = [*(logs_dirs or []), *([run_dir / "logs"] if run_dir is not None else [])]
     try:
         report = rotate(engine, old, new, batch=batch, progress=progress)

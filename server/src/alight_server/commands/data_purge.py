@@ -74,17 +74,18 @@ def purge(
     """Delete ended rollouts and everything under them; leave a tombstone so the API answers 'purged on DATE'."""
     from sqlalchemy.engine import make_url
 
-    from alight_server.store import NotFound, StoreError, open_store
+    from alight_server.stacks.run_store import open_target
+    from alight_server.store import NotFound, StoreError
     from alight_server.store.base import Conflict, Purged
-    from alight_server.store.keys.kek import KekSource
     from alight_server.store.purge import purge as run_purge
 
     scope, steps = _scope(before, run, rollout, steps_before, reason)
-    url, admin, setting = store_target(db, config, admin_key, run_dir)
+    target = store_target(db, config, admin_key, run_dir)
     try:  # the data keys open the rollouts' metadata, where the run folder of their attempt logs is
-        store = open_store(url, KekSource.parse(setting, admin_key=admin))
-    except Exception as exc:  # a StoreError, a KekError, a bad URL, an unreachable database, a missing driver
-        typer.echo(f"cannot open the store at {make_url(url).render_as_string(hide_password=True)}: {exc}", err=True)
+        store = open_target(target)
+    except Exception as exc:  # a StoreOpenError, a KekError, a bad URL, an unreachable database, a missing driver
+        shown = make_url(target.url).render_as_string(hide_password=True)
+        typer.echo(f"cannot open the store at {shown}: {exc}", err=True)
         raise typer.Exit(1) from exc
     try:
         outcome = run_purge(

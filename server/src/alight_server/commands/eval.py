@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from alight_server.commands.options import AdminKeyOption, DbOption, SettingsOption
+from alight_server.commands.options import AdminKeyOption, DbOption, RunDirOption, SettingsOption
 from alight_server.commands.train import parse_settings
 
 
@@ -23,6 +23,7 @@ def register(app: typer.Typer) -> None:
         ),
         db: DbOption = None,
         admin_key: AdminKeyOption = None,
+        run_dir: RunDirOption = None,
     ) -> None:
         """Run the validation tasks once each (validation.samples_per_task times) and print the baseline:
         success with its standard error, tool errors, tokens, latency, retries, gate violations by rule."""
@@ -40,7 +41,11 @@ def register(app: typer.Typer) -> None:
             typer.echo(str(exc), err=True)
             raise typer.Exit(2) from exc
         try:
-            report = run_eval(train_config) if traces is None else _score_traces(train_config, traces, db, admin_key)
+            report = (
+                run_eval(train_config)
+                if traces is None
+                else _score_traces(train_config, traces, db, admin_key, run_dir)
+            )
         except (RuntimeError, ValueError, FileNotFoundError) as exc:
             typer.echo(redact_for_people(f"alight eval: {exc}"), err=True)
             raise typer.Exit(1) from exc
@@ -49,7 +54,7 @@ def register(app: typer.Typer) -> None:
             out.write_text(json.dumps(report.as_dict(), indent=2))
 
 
-def _score_traces(config: Any, run_id: str, db: str | None, admin_key: str | None) -> Any:
+def _score_traces(config: Any, run_id: str, db: str | None, admin_key: str | None, run_dir: Path | None) -> Any:
     """The config's evaluator over an imported run's trajectories (evaluation/traces.py)."""
     from alight_server.commands.data_import import open_cli_store
     from alight_server.evaluation.evaluators import load_evaluator
@@ -57,7 +62,7 @@ def _score_traces(config: Any, run_id: str, db: str | None, admin_key: str | Non
 
     if config.evaluator is None:
         raise ValueError("--traces scores imported trajectories with the config's evaluator: set `evaluator:` in it")
-    store = open_cli_store(db, admin_key)
+    store = open_cli_store(db, admin_key, run_dir)
     try:
         return evaluate_traces(store, run_id, load_evaluator(config.evaluator))
     finally:

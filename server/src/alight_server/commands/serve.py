@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from alight_server.commands.options import AdminKeyOption, DbOption, LogLevelOption, ServerConfigOption
+from alight_server.commands.options import AdminKeyOption, DbOption, LogLevelOption, RunDirOption, ServerConfigOption
 
 if TYPE_CHECKING:
     from alight_server.config import ServerConfig
@@ -91,6 +91,7 @@ def register(app: typer.Typer) -> None:
             envvar="ALIGHT_DATA_KEY",
             help="The key that wraps the store's data keys: secret (default), file:PATH or command:CMD.",
         ),
+        run_dir: RunDirOption = None,
     ) -> None:
         """Serve the alight API, gateway and OTLP ingest. Flags beat env vars beat the YAML file."""
         import uvicorn
@@ -98,9 +99,14 @@ def register(app: typer.Typer) -> None:
         from alight_server.app import create_app
         from alight_server.gateway.request.arrival import StampedHttp
         from alight_server.http.auth import generate_admin_key
-        from alight_server.store import StoreError, open_store
+        from alight_server.stacks.run_store import StoreOpenError, StoreTarget, open_target
+        from alight_server.stacks.state import STATE_FILE
+        from alight_server.store import StoreError
         from alight_server.store.keys.kek import KekError
 
+        if run_dir is not None:
+            db, admin_key, run_key = _run_store(run_dir, db, admin_key)
+            data_key = data_key or run_key
         given = {"host": host, "port": port, "db_url": db, "admin_key": admin_key, "public_url": public_url,
                  "upstream_key_env": upstream_key_env, "upstream_key_dir": upstream_key_dir,
                  "data_key": data_key, "viewer_keys": viewer_keys}  # fmt: skip
@@ -116,11 +122,14 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(2)
             cfg = cfg.model_copy(update={"admin_key": generate_admin_key()})
             typer.echo(f"admin key (generated, shown once): {cfg.admin_key}")
+        elif run_dir is not None:
+            shown = f": {cfg.admin_key}" if is_loopback(cfg.host) else ""
+            typer.echo(f"admin key: the run's, `admin_key` in {run_dir / STATE_FILE}{shown}")
 
         logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         try:
-            store = open_store(cfg.db_url, cfg.kek_source())
-        except (StoreError, KekError) as exc:  # KekError: the data_key's file or command gave no key
+            store = open_target(StoreTarget(cfg.db_url, cfg.admin_key, cfg.data_key, run_dir))
+        except (StoreError, KekError, StoreOpenError) as exc:  # StoreOpenError: a key that opens none of its keys
             typer.echo(f"cannot open the store: {exc}", err=True)
             raise typer.Exit(1) from exc
         except Exception as exc:  # bad URL, unreachable database, missing driver
@@ -142,6 +151,31 @@ def register(app: typer.Typer) -> None:
             timeout_graceful_shutdown=10,  # open long-polls must not delay a restart by minutes
             http=StampedHttp,  # the gateway's response-start metric counts from the accept
         )
+
+
+def _run_store(run_dir: Path, db: str | None, admin_key: str | None) -> tuple[str, str | None, str]:
+    """(db, admin key, data_key) of a training run's store (stacks/run_store.py); exits on a folder that is not one
+    or on a --db / --admin-key that says otherwise."""
+    from alight_server.stacks.run_store import StoreOpenError, run_target
+    from alight_server.stacks.state import STATE_FILE
+
+    try:
+        target = run_target(run_dir)
+    except StoreOpenError as exc:
+        typer.echo(f"cannot serve --run-dir: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if db is not None and db_url(db) != target.url:
+        typer.echo(f"--run-dir serves {target.url}, the run's own store: leave out --db (ALIGHT_DB)", err=True)
+        raise typer.Exit(2)
+    if admin_key not in (None, target.admin_key):
+        typer.echo(
+            f"--run-dir opens the run's store with the admin key in {run_dir / STATE_FILE}: leave out --admin-key "
+            "(ALIGHT_ADMIN_KEY)",
+            err=True,
+        )
+        raise typer.Exit(2)
+    assert target.setting is not None  # a run's target names its data_key
+    return target.url, target.admin_key, target.setting
 
 
 def _settings(config: Path | None, given: dict[str, Any]) -> ServerConfig:

@@ -11,7 +11,7 @@ from alight.api_models import RolloutQuery
 from alight.client import AlightClient
 from alight.evaluation import EvalReport, build_report
 from alight.schemas import Mode, Rollout, RolloutState
-from alight_server.stacks.state import open_run_store
+from alight_server.stacks.run_store import open_run_store
 from alight_server.store import Store
 from alight_server.trainer.config.run import TrainConfig
 from alight_server.trainer.run.rollouts import create_group_rollouts, scored, wait_all

@@ -17,13 +17,8 @@ import socket
 import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from alight_server.stacks.server_thread import free_port
-
-if TYPE_CHECKING:
-    from alight_server.store import Store
-    from alight_server.store.keys.kek import KekSource
 
 log = logging.getLogger("alight.trainer")
 
@@ -80,22 +75,3 @@ def load_or_create(run_dir: Path) -> StackState:
         run_dir.mkdir(parents=True, exist_ok=True)
         _write(path, state)
     return state
-
-
-def run_data_key(run_dir: Path) -> KekSource:
-    """The key-encryption key the run's embedded server wraps its data keys under (stacks/kinds.py): ALIGHT_DATA_KEY when
-    set, else the server secret (ALIGHT_SECRET_KEY, else derived from the admin key this folder keeps)."""
-    from alight_server.store.keys.kek import KEK_ENV, KekSource
-
-    try:
-        admin_key = json.loads((run_dir / STATE_FILE).read_text())["admin_key"]
-    except (OSError, ValueError, KeyError, TypeError):
-        admin_key = None  # KekError names what to set when the key is needed
-    return KekSource.parse(os.environ.get(KEK_ENV) or "secret", admin_key=admin_key)
-
-
-def open_run_store(run_dir: Path) -> Store:
-    """A run's embedded store (`alight.db` in its folder) with the data keys its server sealed content under."""
-    from alight_server.store import open_store
-
-    return open_store(f"sqlite:///{run_dir / 'alight.db'}", run_data_key(run_dir))

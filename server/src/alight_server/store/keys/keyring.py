@@ -17,7 +17,7 @@ from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from sqlalchemy import Engine, insert, select
+from sqlalchemy import Engine, insert, inspect, select
 from sqlalchemy.pool import StaticPool
 
 from alight_server.store import tables as t
@@ -154,3 +154,12 @@ class Keyring:
             if key_id not in self._keys:
                 self._keys[key_id] = unwrap(kek, key_id, wrapped)
             self._current = (key_id, self._keys[key_id])
+
+
+def wrapping_keks(engine: Engine) -> set[str]:
+    """The fingerprints of the KEKs the store's data keys are wrapped under (none for a store without keys yet).
+    Only reads: a reader checks its KEK with it before `Keyring.open`, which would add a key of its own."""
+    with engine.connect().execution_options(alight_read=True) as conn:
+        if not inspect(conn).has_table(t.data_keys.name):
+            return set()
+        return set(conn.execute(select(t.data_keys.c.kek_id).distinct()).scalars())
