@@ -30,7 +30,7 @@ from async_agent import SIGMA, STRAGGLER_FACTOR, draw
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode
 from alight_server.stacks.opening import TrainingStacks
-from alight_server.store.sql import SqlStore
+from alight_server.stacks.run_store import open_run_store
 from alight_server.trainer.config.run import parse_config
 from alight_server.trainer.run.loop import TrainingRun
 
@@ -75,13 +75,13 @@ def run(label: str, args: argparse.Namespace, folder: Path, async_rollout: dict[
         "dropped": sum(r.get("async/dropped_stale", 0) for r in steps),
         "staleness": statistics.fmean(r.get("async/staleness_mean", 0) for r in steps),
         "total_s": total,
-        **workload(Path(config.output_dir) / "alight.db", args),
+        **workload(Path(config.output_dir), args),
     }
 
 
-def workload(db: Path, args: argparse.Namespace) -> dict[str, Any]:
+def workload(run_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     """What the run's agents really did: each rollout's drawn wait, and its attempt's time beyond that wait."""
-    store = SqlStore(f"sqlite:///{db}")
+    store = open_run_store(run_dir)  # the key the run's server sealed its store under
     try:
         rollouts = store.list_rollouts(RolloutQuery(mode=Mode.TRAIN, limit=1000))
     finally:
