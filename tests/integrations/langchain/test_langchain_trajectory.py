@@ -29,6 +29,6 @@ def test_agent_filter_keeps_only_the_solver_nodes_calls(alight_stack) -> None:
         "tests/integrations/langchain/two_node_agent.py:main", {"question": "what is 2 + 3?"}, calls=2
     )
     assert [tc.span_path[2] for tc in trajectory.calls] == ["node planner", "node solver"]
-    batch, report = build_samples([trajectory], SampleConfig(agents=("solver",)))
+    batch, report = build_samples([trajectory], SampleConfig(agents=["solver"]))
     assert [seqs for seqs in batch.row_calls] == [(trajectory.calls[1].call.seq,)]
     assert report.dropped_calls["agent_filter"] == 1

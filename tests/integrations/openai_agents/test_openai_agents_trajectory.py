@@ -30,6 +30,6 @@ def test_handoff_calls_belong_to_their_agents_and_the_filter_keeps_one(alight_st
     )
     assert [tc.agent_name for tc in trajectory.calls] == ["triage", "math"]
     assert trajectory.final_reward == 1.0
-    batch, report = build_samples([trajectory], SampleConfig(agents=("math",)))
+    batch, report = build_samples([trajectory], SampleConfig(agents=["math"]))
     assert batch.row_calls == [(trajectory.calls[1].call.seq,)]
     assert report.dropped_calls["agent_filter"] == 1

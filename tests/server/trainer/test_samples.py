@@ -208,7 +208,7 @@ def test_sub_agent_interleaving_calls_keeps_each_agent_in_its_own_row():
 
 
 def test_agent_filter_trains_only_the_named_agent():
-    batch, report = build_samples([trajectory(interleaved_sub_agent())], SampleConfig(agents=("calculator",)))
+    batch, report = build_samples([trajectory(interleaved_sub_agent())], SampleConfig(agents=["calculator"]))
     assert batch.row_calls == [(1, 3)]
     assert report.dropped_calls == {"agent_filter": 3}
 
@@ -221,7 +221,7 @@ def test_side_task_calls_are_left_out_by_the_model_name_the_agent_asked_for():
         TrajectoryCall(call=model_call(1, [7, 8], [70], request=side)),
         TrajectoryCall(call=model_call(2, [1, 2, 10, 20], [11], request=main)),
     ]
-    batch, report = build_samples([trajectory(calls)], SampleConfig(exclude_models=("*haiku*",)))
+    batch, report = build_samples([trajectory(calls)], SampleConfig(exclude_models=["*haiku*"]))
     [(ids, mask, _)] = rows_of(batch)
     assert ids == [1, 2, 10, 20, 11] and mask == [0, 0, 1, 0, 1]
     assert report.dropped_calls == {"model_filter": 1}
@@ -231,7 +231,7 @@ def test_filtered_agent_in_a_shared_conversation_becomes_context():
     a1 = TrajectoryCall(call=model_call(0, [1, 2], [10]), agent_name="triage")
     b1 = TrajectoryCall(call=model_call(1, [1, 2, 10, 20], [30, 31]), agent_name="billing")  # handoff
     a2 = TrajectoryCall(call=model_call(2, [1, 2, 10, 20, 30, 31, 21], [11]), span_path=["invoke_agent triage"])
-    batch, _ = build_samples([trajectory([a1, b1, a2])], SampleConfig(agents=("triage",)))
+    batch, _ = build_samples([trajectory([a1, b1, a2])], SampleConfig(agents=["triage"]))
     [(ids, mask, _)] = rows_of(batch)
     assert ids == [1, 2, 10, 20, 30, 31, 21, 11]
     assert mask == [0, 0, 1, 0, 0, 0, 0, 1]
