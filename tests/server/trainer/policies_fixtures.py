@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from alight_server.trainer.backends.embedded import EmbeddedBackend
 from alight_server.trainer.backends.policy_set import PolicySet
 from alight_testing.batches import batch_for
 
@@ -30,8 +31,15 @@ def digest(tensors: dict[str, torch.Tensor]) -> str:
     return sha.hexdigest()
 
 
+def embedded(policies: PolicySet, name: str) -> EmbeddedBackend:
+    """Policy `name`'s backend: with `policies:` every trainable policy's is embedded."""
+    backend = policies.backends[name]
+    assert isinstance(backend, EmbeddedBackend)
+    return backend
+
+
 def step(policies: PolicySet, name: str) -> dict[str, float]:
-    return policies.step(name, batch_for(policies.backends[name].model))
+    return policies.step(name, batch_for(embedded(policies, name).model))
 
 
 PROMPTS = [[1, 504, 218, 314, 350, 30], [1, 504, 147, 28, 253, 143, 30]]

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 import torch
-from policies_fixtures import TWO, digest, step
+from policies_fixtures import TWO, digest, embedded, step
 from samples_fixtures import model_call, trajectory
 
 from alight.client import AlightClient
+from alight_server.trainer.backends.embedded import EmbeddedBackend
 from alight_server.trainer.backends.policy_set import PolicySet, make_policy_set
 from alight_server.trainer.config.run import TrainConfig
 from alight_server.trainer.run.checkpoint import save_checkpoint
@@ -39,8 +40,8 @@ def test_a_step_of_one_policy_leaves_the_others_adapter_unchanged_and_the_revers
         assert digest(policies.weights(other)) == before[other]
         assert digest(policies.weights(trained)) != before[trained]
     # each policy's own optimizer with its own settings
-    assert [g["lr"] for g in policies.backends["executor"].optimizer.param_groups] == [5e-3]
-    assert [g["lr"] for g in policies.backends["planner"].optimizer.param_groups] == [1e-2]
+    assert [g["lr"] for g in embedded(policies, "executor").optimizer.param_groups] == [5e-3]
+    assert [g["lr"] for g in embedded(policies, "planner").optimizer.param_groups] == [1e-2]
 
 
 def test_adapter_weights_are_named_as_peft_names_a_one_adapter_models(
@@ -70,7 +71,7 @@ def test_a_checkpoint_restores_every_policys_adapter_and_optimizer_exactly(
         assert digest(restored.weights(name)) == digest(policies.weights(name))
         mine, theirs = restored.backends[name].state_dict(), saved["policies"][name]
         assert digest(optimizer_tensors(mine)) == digest(optimizer_tensors(theirs))
-        assert restored.backends[name].updates == 1
+        assert embedded(restored, name).updates == 1
     assert restored.own_versions == {"planner": 3, "executor": 1}
 
 
@@ -156,3 +157,22 @@ def test_a_step_whose_groups_all_have_equal_rewards_steps_and_pushes_no_policy(
         assert metrics[f"policy/{name}/samples/rows"] == 2.0 and metrics[f"policy/{name}/train/uniform_groups"] == 1.0
         assert f"policy/{name}/train/loss" not in metrics and metrics[f"policy/{name}/policy_version"] == 0.0
     assert metrics["samples/rows"] == 4.0 and metrics["train/uniform_groups"] == 2.0
+
+
+def test_a_one_policy_run_steps_as_a_set_of_one_with_the_step_s_own_metrics_and_checkpoint(
+    tiny_config: Callable[..., TrainConfig],
+) -> None:
+    config = tiny_config()
+    policies = make_policy_set(config)
+    assert not policies.named and isinstance(policies.one, EmbeddedBackend) and policies.trainable == ["policy"]
+    assert set(policies.state_dict()) == {"trainable", "optimizer", "updates"}  # the backend's own, as before
+    trajectories = [  # calls with no policy flag
+        trajectory([model_call(0, [1, 5, 6], [7, 8], rollout_id=rid)], rollout_id=rid, reward=0.5)
+        for rid in ("r1", "r2")
+    ]
+    nowhere = WeightSync(AlightClient("http://127.0.0.1:9", "no-server"))  # a push would fail: none may happen
+    metrics, version = step_policies(
+        policies, trajectories, config, SampleConfig(pad_token_id=0), decode=str, sync=nowhere, step=1
+    )
+    assert version is None  # one group, equal rewards: nothing to learn
+    assert metrics == {"train/groups": 1.0, "train/uniform_groups": 1.0, "samples/rows": 2.0, "samples/breaks": 0.0}

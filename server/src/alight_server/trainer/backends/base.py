@@ -1,14 +1,14 @@
 """The trainer backend seam: what the training loop asks of whatever runs the RL update (docs/training.md).
 
-`TrainingRun` (trainer/run/loop.py) talks to a `TrainerBackend` only; `make_backend(config)` picks one by
+`TrainingRun` (trainer/run/loop.py) reaches a `TrainerBackend` only; `make_backend(config)` picks one by
 `trainer.backend`:
 
 - `embedded` (trainer/backends/embedded.py): a transformers policy in this process tree, CPU or GPUs, LoRA optional,
   data-parallel over torch.distributed when `trainer.world_size` > 1 or under torchrun (trainer/backends/distributed.py);
 - `verl` (trainer/backends/verl/, `pip install 'alight-server[verl]'`): verl's FSDP actor and rollout replicas on Ray.
 
-With `policies:` the loop holds a `PolicySet` (trainer/backends/policy_set.py) instead: one embedded backend per
-trainable policy, the same `push_weights` / `state_dict` / `load_state_dict` / `close`, a step per policy.
+The loop holds a `PolicySet` (trainer/backends/policy_set.py): this backend alone, or with `policies:` one embedded
+backend per trainable policy; the same `push_weights` / `state_dict` / `load_state_dict` / `close`, a step per policy.
 
 A backend in a few lines, for the shape of the contract::
 

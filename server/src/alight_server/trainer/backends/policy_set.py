@@ -1,8 +1,9 @@
-"""Several policies' trainers (issue 32): one embedded backend per trainable policy, each its own LoRA and optimizer.
+"""The policies' trainers: a one-policy run's backend as a set of one, or (issue 32) one per trainable policy.
 
-Each trainable policy gets its own `EmbeddedBackend` over its own copy of the base model (on CPU, SmolLM2-135M
-costs about 0.5 GB a copy in float32), with its own LoRA, optimizer and algorithm settings, so a step of one
-never touches another's tensors. A frozen policy has no backend: inference serves the base model under its
+Without `policies:` the set holds the run's one backend (`make_backend`: embedded or verl, any world size),
+pushed, saved and restored exactly as that backend is. With `policies:` each trainable policy gets its own
+`EmbeddedBackend` over its own copy of the base model (on CPU, SmolLM2-135M costs about 0.5 GB a copy in
+float32), with its own LoRA, optimizer and algorithm settings, so a step of one never touches another's tensors. A frozen policy has no backend: inference serves the base model under its
 name, or its zero (or `init_from`) adapter, which `push_weights` hands the engine once at the start.
 One process only: `trainer.world_size` > 1 is refused.
 """
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from alight.client import AlightClient
+from alight_server.trainer.backends.base import TrainerBackend, make_backend
 from alight_server.trainer.backends.embedded import EmbeddedBackend
 from alight_server.trainer.config.policies import ResolvedPolicy
 from alight_server.trainer.run.weight_sync import WeightSync
@@ -24,19 +27,30 @@ if TYPE_CHECKING:
     from alight_server.trainer.config.run import TrainConfig
 
 Weights = dict[str, torch.Tensor]
+ONE_POLICY = "policy"  # a one-policy run's policy (no `policies:`): a name no metric or checkpoint shows
 
 
 class PolicySet:
     """The trainable policies' backends by name, the frozen policies' starting adapters, and each policy's own
-    version (the number of weight updates that changed it)."""
+    version (the number of weight updates that changed it). `named`: the config's `policies:` (else one policy)."""
 
     def __init__(
-        self, policies: list[ResolvedPolicy], backends: dict[str, EmbeddedBackend], frozen: dict[str, Weights]
+        self,
+        policies: list[ResolvedPolicy],
+        backends: dict[str, TrainerBackend],
+        frozen: dict[str, Weights],
+        named: bool = True,
     ) -> None:
         self.policies = {policy.name: policy for policy in policies}
         self.backends = backends  # trainable policies only
         self.frozen = frozen  # frozen LoRA policies that start from a checkpoint's adapter
+        self.named = named
         self.own_versions = {policy.name: 0 for policy in policies}
+
+    @property
+    def one(self) -> TrainerBackend | None:
+        """A one-policy run's backend (no `policies:`); None with `policies:`."""
+        return None if self.named else self.backends[ONE_POLICY]
 
     @property
     def trainable(self) -> list[str]:
@@ -55,11 +69,17 @@ class PolicySet:
         """What inference loads for `name`: its adapter's tensors (C1 names)."""
         if name in self.frozen:
             return self.frozen[name]
-        return self.backends[name].adapter_weights()
+        backend = self.backends[name]
+        assert isinstance(backend, EmbeddedBackend), "with policies: every trainable policy is embedded"
+        return backend.adapter_weights()
 
     def push(self, sync: WeightSync, name: str, metadata: dict[str, Any]) -> tuple[int, float]:
-        """Load policy `name`'s weights into inference, pausing only its calls; (new global version, seconds)."""
-        version, seconds = sync.push(lambda: self.weights(name), metadata, policy=name)
+        """Load policy `name`'s weights into inference, pausing only its calls (a one-policy run's backend pushes
+        its own way, pausing every call); (new global version, seconds)."""
+        if self.named:
+            version, seconds = sync.push(lambda: self.weights(name), metadata, policy=name)
+        else:
+            version, seconds = self.backends[name].push_weights(sync, metadata)
         self.own_versions[name] += 1
         return version, seconds
 
@@ -74,7 +94,9 @@ class PolicySet:
 
     def state_dict(self) -> dict[str, Any]:
         """`{"policies": {name: backend.state_dict()}, "own_versions": {...}}`: every trainable policy's weights,
-        optimizer and update count."""
+        optimizer and update count; a one-policy run's: its backend's own."""
+        if (one := self.one) is not None:
+            return one.state_dict()
         return {
             "policies": {name: backend.state_dict() for name, backend in self.backends.items()},
             "own_versions": dict(self.own_versions),
@@ -82,6 +104,8 @@ class PolicySet:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore every trainable policy; a checkpoint of another set of policies is refused by name."""
+        if (one := self.one) is not None:
+            return one.load_state_dict(state)
         if "policies" not in state:
             raise ValueError("the checkpoint was written by a one-policy run; resume it without policies:")
         saved = state["policies"]
@@ -99,9 +123,13 @@ class PolicySet:
             backend.close()
 
 
-def make_policy_set(config: TrainConfig) -> PolicySet:
+def make_policy_set(config: TrainConfig, client: AlightClient | None = None) -> PolicySet:
     """A backend per trainable policy of `config.policies` (each loading its own copy of the base model), and the
-    frozen policies' `init_from` adapters."""
+    frozen policies' `init_from` adapters; without `policies:` the set of the run's one backend (`client`: as
+    `make_backend` takes it)."""
+    if not config.policies:
+        one = ResolvedPolicy(ONE_POLICY, config.model, config.lora, config.optimizer, config.algorithm, True)
+        return PolicySet([one], {ONE_POLICY: make_backend(config, client)}, {}, named=False)
     from alight_server.inference.models import load_policy
     from alight_server.trainer.backends.devices import pick_device, pick_dtype
     from alight_server.trainer.backends.distributed import World
@@ -115,7 +143,7 @@ def make_policy_set(config: TrainConfig) -> PolicySet:
     device = pick_device(config.inference.device)
     dtype = pick_dtype(config.inference.dtype, device)
     policies = config.resolved_policies()
-    backends: dict[str, EmbeddedBackend] = {}
+    backends: dict[str, TrainerBackend] = {}
     frozen: dict[str, Weights] = {}
     for policy in policies:
         start = checkpoint_adapter(Path(policy.init_from), policy.name) if policy.init_from else None

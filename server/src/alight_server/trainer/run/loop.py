@@ -15,7 +15,7 @@ Per step:
    backend hands its weights to inference (new policy version);
 5. validation on the held-out tasks (val mode) before training, every K steps and at the end;
 6. a checkpoint (weights, optimizer, step, RNG, data cursor, history) that `--resume` continues from.
-With `policies:` the backend is a `PolicySet` and steps 3-4 run per policy (trainer/step/update.py).
+Steps 3-4 run per policy (trainer/step/update.py): the backend is a `PolicySet`, of one without `policies:`.
 """
 
 from __future__ import annotations
@@ -39,24 +39,22 @@ import torch
 
 from alight.client import AlightClient
 from alight_server.inference.models import resolve_model
-from alight_server.trainer.backends.base import TrainerBackend, make_backend
+from alight_server.trainer.backends.base import TrainerBackend
 from alight_server.trainer.backends.policy_set import PolicySet, make_policy_set
 from alight_server.trainer.config.run import TrainConfig
 from alight_server.trainer.report.display import RunDisplay
 from alight_server.trainer.report.metrics import MetricsLog
 from alight_server.trainer.report.server import RunReporter
 from alight_server.trainer.report.summary import RunResult, finish_run
-from alight_server.trainer.run.async_pool import GroupPool, weigh_rows
+from alight_server.trainer.run.async_pool import GroupPool
 from alight_server.trainer.run.checkpoint import latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
 from alight_server.trainer.run.dataset import TaskCursor, load_splits
 from alight_server.trainer.run.phases import RunPhases, val_task_count
 from alight_server.trainer.run.rollout_source import ImportedTraces, PoolGroups, RolloutSource, StepGroups
 from alight_server.trainer.run.servers import RunStack, StackOpener
 from alight_server.trainer.run.weight_sync import WeightSync
-from alight_server.trainer.step.algorithm import uniform_groups
 from alight_server.trainer.step.filters import filter_for_training
-from alight_server.trainer.step.rendered import rows_for_step
-from alight_server.trainer.step.samples import SampleConfig, build_samples
+from alight_server.trainer.step.samples import SampleConfig
 from alight_server.trainer.step.sft import needs_rewards, select_for_sft
 from alight_server.trainer.step.update import step_policies
 
@@ -81,7 +79,7 @@ def _torch_threads(threads: int | None) -> Iterator[None]:
 class Started:
     """What a started run works with, each part built once what it needs exists (`TrainingRun._run`)."""
 
-    backend: TrainerBackend | PolicySet  # a PolicySet with `policies:` (trainer/step/update.py)
+    backend: PolicySet  # of one without `policies:` (trainer/step/update.py)
     client: AlightClient
     phases: RunPhases  # the step's and the validations' rollouts
     rollouts: RolloutSource  # each step's own groups, or (async_rollout) the groups in flight
@@ -124,7 +122,7 @@ class TrainingRun:
         path.write_text(json.dumps({"run_id": run_id, "config": self.config.public_dump()}, indent=2))
         return run_id
 
-    def _restore(self, backend: TrainerBackend | PolicySet) -> dict[str, Any] | None:
+    def _restore(self, backend: PolicySet) -> dict[str, Any] | None:
         """Continue from the latest checkpoint with --resume (refuse one without it); the checkpoint's payload."""
         checkpoints = self.config.run_dir_checkpoints()
         found = latest_checkpoint(checkpoints)
@@ -187,44 +185,16 @@ class TrainingRun:
         threads = functools.partial(
             _torch_threads, None if live.rollouts.runs_during_training else cfg.trainer.torch_threads
         )
-        if isinstance(live.backend, PolicySet):  # several policies: samples, a step and a push per policy
-            update, version = step_policies(
-                live.backend, trajectories, cfg, sample_config, decode=tokenizer.decode, sync=sync,
-                step=self.step + 1, policy_weights=taken.policy_weights, threads=threads,
-            )  # fmt: skip
-            if version is None:
-                display.line(f"step {self.step + 1}: no policy had a group with unequal rewards; weights unchanged")
-            self.policy_version = self.policy_version if version is None else version
-            train_s = time.monotonic() - started - update.get("time/sync_s", 0.0)
-            return {**metrics, **update, "time/train_s": train_s, "policy_version": float(self.policy_version)}
-        batch, report = build_samples(trajectories, sample_config, decode=tokenizer.decode)
-        batch, rendered = rows_for_step(batch, cfg.algorithm)
-        metrics.update(rendered)
-        if taken.weights is not None:
-            weigh_rows(batch, taken.weights)
-        uniform = uniform_groups(batch.rollout_reward, batch.rollout_group) if batch.rollout_ids else torch.zeros(0)
-        metrics["train/uniform_groups"] = float(uniform.sum())
-        metrics["train/groups"] = float(len(batch.group_ids))
-        metrics["samples/rows"] = float(batch.num_rows)
-        metrics["samples/breaks"] = float(report.total_breaks)
-        # sft learns from each selected row alone: a group's equal rewards take nothing away
-        keep = [r for r in range(batch.num_rows) if sft or not bool(uniform[int(batch.row_group[r])])]
-        if keep:
-            with threads():
-                metrics.update({f"train/{k}": v for k, v in live.backend.step(batch.select(keep)).items()})
-            metrics["time/train_s"] = time.monotonic() - started
-            display.status("syncing weights")
-            self.policy_version, metrics["time/sync_s"] = live.backend.push_weights(sync, {"step": self.step + 1})
-            if sync.last_drain is not None:
-                metrics["sync/in_flight_at_pause"] = float(sync.last_drain.in_flight_at_pause)
-                metrics["sync/drain_s"] = sync.last_drain.seconds
-                metrics["sync/drain_timed_out"] = float(sync.last_drain.timed_out)
-        else:
+        update, version = step_policies(
+            live.backend, trajectories, cfg, sample_config, decode=tokenizer.decode, sync=sync, step=self.step + 1,
+            weights=taken.weights, policy_weights=taken.policy_weights, threads=threads, status=display.status,
+        )  # fmt: skip
+        if version is None:
             why = "no trajectory was selected (sft:)" if sft else "every group had equal rewards"
             display.line(f"step {self.step + 1}: {why}; nothing to learn, weights unchanged")
-            metrics["time/train_s"] = time.monotonic() - started
-        metrics["policy_version"] = float(self.policy_version)
-        return metrics
+        self.policy_version = self.policy_version if version is None else version
+        train_s = time.monotonic() - started - update.get("time/sync_s", 0.0)
+        return {**metrics, **update, "time/train_s": train_s, "policy_version": float(self.policy_version)}
 
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -245,21 +215,21 @@ class TrainingRun:
         torch.manual_seed(cfg.seed)
         self.run_id = self._run_id()
         stack: RunStack | None = None
-        backend: TrainerBackend | PolicySet | None = None
+        backend: PolicySet | None = None
         metrics_log: MetricsLog | None = None
         reporter: RunReporter | None = None
         ok = False
         try:
             stack = self.stacks.open_servers(cfg, self.run_dir)
-            # self.backend and self.rollouts stay set after the run, for a caller (a test) to look at.
-            backend = self.backend = (
-                make_policy_set(cfg) if cfg.policies else make_backend(cfg, stack.client if stack is not None else None)
-            )
+            # self.backend (the trainer backend; the PolicySet with `policies:`) and self.rollouts stay set after
+            # the run, for a caller (a test) to look at.
+            backend = make_policy_set(cfg, stack.client if stack is not None else None)
+            self.backend: TrainerBackend | PolicySet = backend.one or backend
             tokenizer = AutoTokenizer.from_pretrained(resolve_model(cfg.model))
             restored = self._restore(backend)
             metrics_log = MetricsLog(self.run_dir, cfg.metrics, cfg.public_dump(), resume=self.resume)
             if stack is None:
-                stack = self.stacks.open_local(cfg, self.run_dir, backend)
+                stack = self.stacks.open_local(cfg, self.run_dir, self.backend)
             client = stack.client
             assert client is not None, "a started stack has its client"
             phases = RunPhases(client, cfg, self.run_id, self.run_dir, self.splits, self.cursor)
@@ -269,7 +239,7 @@ class TrainingRun:
             self.rollouts = self._rollout_source(client, phases, sync, restored or {})
             # Inference must serve the trainer's weights: after a resume, when it holds an earlier run's, or
             # (several policies) when a policy starts from an `init_from` adapter.
-            adapters = isinstance(backend, PolicySet) and backend.starts_from_checkpoints
+            adapters = backend.starts_from_checkpoints
             if self.step > 0 or stack.serves_other_weights or adapters:
                 why = {"resumed_at": self.step} if self.step else {"replaced": "weights of an earlier run"}
                 why = {"init_from": "policies' adapters"} if adapters and not self.step else why

@@ -1,9 +1,11 @@
-"""A training step's update with several policies (issue 32): samples per policy, then a step and a push for each that learns.
+"""A training step's update: samples per policy, then a step and a push for each that learns.
 
-Each policy's rows come from the calls routed to it (`split_by_policy`: calls of different policies never share
-a row; a policy's reward is the rollout's or its named one). A trainable policy with rows whose groups are not
-all uniform takes one step and is pushed alone (the gateway pauses only its calls); the others are untouched.
-Metrics: today's keys for the totals, `policy/<name>/<key>` per policy (docs/training.md#several-policies).
+A one-policy run is a set of one: its trajectories go to its policy whole, and its metrics are the step's own
+(`train/*`, `samples/*`, `sync/*`). With `policies:` (issue 32) each policy's rows come from the calls routed to
+it (`split_by_policy`: calls of different policies never share a row; a policy's reward is the rollout's or its
+named one); a trainable policy with rows whose groups are not all uniform takes one step and is pushed alone (the
+gateway pauses only its calls); the others are untouched. Metrics: the same keys for the totals,
+`policy/<name>/<key>` per policy (docs/training.md#several-policies).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import torch
 
 from alight.schemas import Trajectory
-from alight_server.trainer.backends.policy_set import PolicySet
+from alight_server.trainer.backends.policy_set import ONE_POLICY, PolicySet
 from alight_server.trainer.config.run import TrainConfig
 from alight_server.trainer.run.async_pool import weigh_rows
 from alight_server.trainer.run.weight_sync import WeightSync
@@ -37,28 +39,35 @@ def step_policies(
     decode: Callable[..., str],
     sync: WeightSync,
     step: int,
+    weights: dict[str, float] | None = None,
     policy_weights: dict[str, dict[str, float]] | None = None,
     threads: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    status: Callable[[str], object] = lambda _: None,
 ) -> tuple[dict[str, float], int | None]:
-    """Step and push every trainable policy with signal; (step metrics, the new global version or None)."""
-    split, dropped = split_by_policy(list(trajectories), config.policies)
-    metrics: dict[str, float] = dict(dropped)
+    """Step and push every trainable policy with signal; (step metrics, the new global version or None).
+
+    `weights` / `policy_weights` (async training): each group's loss weight, for every policy / per policy.
+    """
+    if policies.named:
+        split, metrics = split_by_policy(list(trajectories), config.policies)
+    else:
+        split, metrics = {ONE_POLICY: list(trajectories)}, {}
     stepped: list[dict[str, float]] = []
     version: int | None = None
-    for policy in config.resolved_policies():
+    for policy in policies.policies.values():
         own: dict[str, float] = {}
         batch, report = build_samples(split.get(policy.name, []), sample_config, decode=decode)
         batch, rendered = rows_for_step(batch, policy.algorithm)
         own.update(rendered)
-        if policy_weights is not None and policy.name in policy_weights:  # async: stale groups down-weighted
-            weigh_rows(batch, policy_weights[policy.name])
+        group_weights = weights if policy_weights is None else policy_weights.get(policy.name)
+        if group_weights is not None:  # async: stale groups down-weighted
+            weigh_rows(batch, group_weights)
         uniform = uniform_groups(batch.rollout_reward, batch.rollout_group) if batch.rollout_ids else torch.zeros(0)
-        rewards = batch.rollout_reward.tolist() if batch.rollout_ids else []
-        own["train/reward_mean"] = statistics.fmean(rewards) if rewards else float("nan")
         own["train/groups"] = float(len(batch.group_ids))
         own["train/uniform_groups"] = float(uniform.sum())
         own["samples/rows"] = float(batch.num_rows)
         own["samples/breaks"] = float(report.total_breaks)
+        # sft learns from each selected row alone: a group's equal rewards take nothing away
         sft = policy.algorithm.estimator == "sft"
         keep = [r for r in range(batch.num_rows) if sft or not bool(uniform[int(batch.row_group[r])])]
         if policy.trainable and keep:
@@ -66,11 +75,17 @@ def step_policies(
                 trained = {f"train/{k}": v for k, v in policies.step(policy.name, batch.select(keep)).items()}
             own.update(trained)
             stepped.append(trained)
-            version, own["time/sync_s"] = policies.push(sync, policy.name, {"step": step, "policy": policy.name})
+            status("syncing weights")
+            version, own["time/sync_s"] = policies.push(sync, policy.name, {"step": step})
             if sync.last_drain is not None:
                 own["sync/in_flight_at_pause"] = float(sync.last_drain.in_flight_at_pause)
                 own["sync/drain_s"] = sync.last_drain.seconds
                 own["sync/drain_timed_out"] = float(sync.last_drain.timed_out)
+        if not policies.named:  # one policy: its metrics are the step's
+            metrics.update(own)
+            continue
+        rewards = batch.rollout_reward.tolist() if batch.rollout_ids else []
+        own["train/reward_mean"] = statistics.fmean(rewards) if rewards else float("nan")
         own["policy_version"] = float(policies.own_versions[policy.name])
         metrics.update({f"policy/{policy.name}/{key}": value for key, value in own.items()})
         for key in SUMMED:
