@@ -59,6 +59,7 @@ def test_status_moves_through_the_state_machine_and_refuses_illegal_moves(
     assert response.json()["error"] == {
         "message": "rollout 'r' cannot move from running to queued; allowed: cancelled, failed, succeeded",
         "type": "conflict_error",
+        "param": None,
         "code": 409,
     }
 
