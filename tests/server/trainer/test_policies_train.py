@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from policies_fixtures import digest, greedy
 
 from alight.api_models import RolloutQuery
@@ -43,20 +44,32 @@ class KeptStacks(TrainingStacks):
         super().__init__()
         self.engine: Any = None
         self.at_start: dict[str, tuple[str, Any]] = {}
+        self.threads = 0  # torch's CPU threads as the run starts (its inference.torch_threads)
 
     def open_local(self, config: TrainConfig, run_dir: Path, backend: Any) -> RunStack:
         stack = super().open_local(config, run_dir, backend)
         assert isinstance(stack, EmbeddedStack)
         self.engine = stack.engine
+        self.threads = torch.get_num_threads()
         self.at_start = {name: (digest(adapter_tensors(self.engine.model, name)), greedy(self.engine, name))
                          for name in ROLES}  # fmt: skip
         return stack
 
     def served_after(self) -> dict[str, tuple[str, Any]]:
-        """Each adapter's hash and greedy outputs as the stopped run's engine serves them (started again)."""
-        with self.engine:
-            return {name: (digest(adapter_tensors(self.engine.model, name)), greedy(self.engine, name))
-                    for name in ROLES}  # fmt: skip
+        """Each adapter's hash and greedy outputs as the stopped run's engine serves them (started again).
+
+        On as many torch threads as at the start: the same weights decoded on another count (the process's
+        default, outside the run) sum in another order, logprobs up to ~1e-6 apart (measured on 1 against 2).
+        With the count equal, equal weights give equal bits, which is what the tests compare.
+        """
+        outside = torch.get_num_threads()
+        torch.set_num_threads(self.threads)  # the engine's threads start now and take this count
+        try:
+            with self.engine:
+                return {name: (digest(adapter_tensors(self.engine.model, name)), greedy(self.engine, name))
+                        for name in ROLES}  # fmt: skip
+        finally:
+            torch.set_num_threads(outside)
 
 
 def two_role_config(folder: Path, planner: dict[str, Any], **overrides: Any) -> TrainConfig:
