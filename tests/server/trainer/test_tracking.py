@@ -106,9 +106,9 @@ def test_wandb_offline_run_records_each_metric_at_its_step(tmp_path: Path, monke
     run_dir = tmp_path / "run"
     log_run(run_dir, MetricsConfig(tensorboard=False, wandb=WandbConfig(project="alight-tests")), STEPS)
     # run.finish() returns once the run's exit is acknowledged, then tells wandb's service process it is done
-    # without waiting: the service writes and closes the .wandb file after that (read at once, 5 of 20 files
+    # without waiting: the service writes and closes the .wandb file after that (read at once, 6 of 70 files
     # held only their 7-byte header). The file is whole when the service has exited, as at the end of an
-    # `alight train` process (wandb's exit hook); teardown() waits for that exit here.
+    # `alight train` process (wandb's exit hook); teardown() waits for that exit here (0 of 70 short).
     wandb.teardown()
 
     run_id = TrackingIds(run_dir).get("wandb")
