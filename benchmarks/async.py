@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from async_agent import SIGMA, STRAGGLER_FACTOR, draw
+from record import record
 
 from alight.api_models import RolloutQuery
 from alight.schemas import Mode
@@ -136,6 +137,23 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
         print(f"{i + 1:>4} " + " ".join(cells))
 
 
+def recorded_what(args: argparse.Namespace) -> str:
+    return (
+        f"asynchronous vs synchronous training, {args.steps} steps x {args.tasks_per_step} groups x "
+        f"{args.group_size} rollouts, {args.active_groups} groups in flight, log-normal waits (median "
+        f"{args.median_s:g} s, {args.straggler_share:.0%} at {STRAGGLER_FACTOR:g}x), tiny model"
+    )
+
+
+def recorded_result(runs: list[dict[str, Any]]) -> str:
+    """s/step of each run and the speed-up over the synchronous one, as the table prints them."""
+    sync, *asynchronous = (statistics.fmean(r["step_s"]) for r in runs)
+    speed_ups = ", ".join(
+        f"{mean:.2f} {r['label']} ({sync / mean:.2f}x)" for r, mean in zip(runs[1:], asynchronous, strict=True)
+    )
+    return f"{sync:.2f} s/step sync, {speed_ups}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--steps", type=int, default=8)
@@ -144,6 +162,9 @@ def main() -> None:
     parser.add_argument("--active-groups", type=int, default=0, help="groups in flight (default 2 x tasks)")
     parser.add_argument("--median-s", type=float, default=5.0)
     parser.add_argument("--straggler-share", type=float, default=0.05)
+    parser.add_argument(
+        "--record", action="store_true", help="append the result to benchmarks/results.jsonl (benchmarks/record.py)"
+    )
     args = parser.parse_args()
     args.active_groups = args.active_groups or 2 * args.tasks_per_step
     pool = {"enabled": True, "active_groups": args.active_groups}
@@ -155,6 +176,8 @@ def main() -> None:
             run("async s=2", args, folder, {**pool, "max_staleness": 2}),
         ]
     report(runs, args)
+    if args.record:
+        record("async", recorded_what(args), recorded_result(runs))
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ from pathlib import Path
 from gateway_bench.load import REALISTIC, SHORT, load
 from gateway_bench.measure import Meter, cpu_times, pct, scrape, server_mean_ms, steal_share
 from gateway_bench.servers import ADMIN_KEY, MODEL, run_bare_proxy, run_gateway, run_upstream, wait_until_up
+from record import record
 
 WARMUP = 200  # calls per path before anything is measured
 LABELS = {"direct": "direct ", "bare": "bare   ", "gateway": "gateway"}
@@ -92,8 +93,11 @@ def _added_ms(result: Sequential, path: str) -> float:
     return 1000 * (statistics.median(result[path][0]) - statistics.median(result["direct"][0]))
 
 
-def _print_sequential(title: str, rounds: list[Sequential], goal_ms: float) -> None:
-    """Each path's latencies over all rounds, and the added p50 of each round (a round's paths ran back to back)."""
+def _print_sequential(title: str, rounds: list[Sequential], goal_ms: float) -> dict[str, float]:
+    """Each path's latencies over all rounds, and the added p50 of each round (a round's paths ran back to back).
+
+    Returns the median over the rounds of each path's added p50 (gateway, bare), in ms.
+    """
     print(title)
     for name, label in LABELS.items():
         latencies = [x for r in rounds for x in r[name][0]]
@@ -101,17 +105,19 @@ def _print_sequential(title: str, rounds: list[Sequential], goal_ms: float) -> N
         line = f"  {label} p50 {pct(latencies, 0.5):7.2f} ms  p99 {pct(latencies, 0.99):7.2f} ms"
         own = "gateway" if name == "gateway" else "proxy"
         print(line + (f"  {own} CPU {statistics.fmean(cpu):.2f} ms/call" if cpu else ""))
+    medians = {}
     for path in ("gateway", "bare"):
         added = [_added_ms(r, path) for r in rounds]
+        medians[path] = statistics.median(added)
         goal = f" (goal < {goal_ms:g} ms)" if path == "gateway" else ""
         spread = f", rounds {min(added):.2f}-{max(added):.2f}: {' '.join(f'{a:.2f}' for a in added)}"
         name = "gateway" if path == "gateway" else "bare proxy"
-        print(
-            f"  added p50 latency, {name}: {statistics.median(added):.2f} ms{goal}" + (spread if len(added) > 1 else "")
-        )
+        print(f"  added p50 latency, {name}: {medians[path]:.2f} ms{goal}" + (spread if len(added) > 1 else ""))
+    return medians
 
 
-def _print_concurrent(con: dict, cpu: dict, requests: int, concurrency: int) -> None:
+def _print_concurrent(con: dict, cpu: dict, requests: int, concurrency: int) -> dict[str, float]:
+    """Prints each path's calls/s, latencies and CPU per call; returns the calls/s (direct, bare, gateway)."""
     print(f"concurrent ({requests} calls, {concurrency} clients):")
     rate = {}
     for name, label in LABELS.items():
@@ -130,6 +136,7 @@ def _print_concurrent(con: dict, cpu: dict, requests: int, concurrency: int) -> 
         if own:
             parts += f" + {'bare proxy' if own == 'bare' else 'gateway'} {per_call[name][own]:.2f}"
         print(f"    {LABELS[name]} {parts}")
+    return rate
 
 
 def _claim_attempts(db_url: str, up_port: int, clients: int) -> list[tuple[str, int, str]]:
@@ -176,6 +183,9 @@ def _arguments() -> argparse.Namespace:
     )
     parser.add_argument("--replicas", type=int, default=1, help="gateway processes sharing the store")
     parser.add_argument("--feel", default="1,100", help="client counts for the what-the-client-feels phase ('' skips)")
+    parser.add_argument(
+        "--record", action="store_true", help="append the results to benchmarks/results.jsonl (benchmarks/record.py)"
+    )
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
@@ -243,16 +253,33 @@ def main() -> None:
         f"{mp.cpu_count()} CPUs"
     )
     per = f"{args.sequential} calls" + (f" x {args.rounds} rounds" if args.rounds > 1 else "")
-    _print_sequential(f"sequential ({per}, 1 client):", seq, 2.0)
+    short = _print_sequential(f"sequential ({per}, 1 client):", seq, 2.0)
     title = f"sequential, realistic body ({per}, 1 client, 4 messages of 30-40 words, 32-token reply):"
-    _print_sequential(title, real, 1.2)
+    realistic = _print_sequential(title, real, 1.2)
     print(f"  CPU time the hypervisor stole from this VM during the sequential phases: {stolen}")
-    _print_concurrent(con, cpu, args.requests, args.concurrency)
+    rate = _print_concurrent(con, cpu, args.requests, args.concurrency)
     if felt:
         print("what the client feels (gateway only; client-side vs the gateway's /metrics):")
         print("\n".join(felt))
     print(f"  load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"recorded model calls: {recorded} of {expected} sent through the gateway")
+    if args.record:
+        setting = f"{kind} chat completions, {args.upstream} upstream, durable SQLite capture{replicas}"
+        record(
+            "gateway",
+            f"gateway added latency, 1 client, {args.sequential} sequential calls x {args.rounds} round(s) per body, "
+            f"{setting}",
+            f"realistic body (4 messages, 32-token reply) +{realistic['gateway']:.2f} ms p50 over direct "
+            f"(goal < 1.2 ms), one-line body +{short['gateway']:.2f} ms (goal < 2 ms); a bare proxy adds "
+            f"+{realistic['bare']:.2f} / +{short['bare']:.2f} ms; {stolen} of CPU stolen by the hypervisor",
+        )
+        record(
+            "gateway",
+            f"gateway throughput, {args.concurrency} concurrent clients, {args.requests} calls, {setting}",
+            f"{rate['gateway']:.0f} calls/s, {rate['gateway'] / rate['direct']:.2f}x direct (goal >= 0.50); "
+            f"a bare proxy {rate['bare'] / rate['direct']:.2f}x direct, "
+            f"the gateway {rate['gateway'] / rate['bare']:.2f}x the bare proxy",
+        )
 
 
 if __name__ == "__main__":

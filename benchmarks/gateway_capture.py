@@ -21,6 +21,7 @@ import uuid
 from datetime import UTC, datetime
 
 import anyio.to_thread
+from record import record
 
 from alight.schemas import ApiFlavour, ModelCall, RolloutCreate
 from alight_server.gateway.capture.writer import CaptureWriter
@@ -77,11 +78,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Gateway capture path: worker-thread hop vs group-commit writer.")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument(
+        "--record", action="store_true", help="append the result to benchmarks/results.jsonl (benchmarks/record.py)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = SqlStore(f"sqlite:///{tmp}/capture.db")
         rollouts = [r.id for r in store.create_rollouts([RolloutCreate() for _ in range(16)])]
         print(f"capture path: {args.calls} calls per phase, SQLite (WAL, synchronous=NORMAL)")
+        ratios: dict[int, str] = {}
         for concurrency in (1, 16):
             best: dict[str, tuple[float, float]] = {}
             for _ in range(args.repeats):
@@ -94,11 +99,17 @@ def main() -> None:
                         f"{per[0]:.3f} ms wall/call  {per[1]:.3f} ms cpu/call"
                     )
             hop, writer = best["hop"], best["writer"]
-            print(
-                f"  {concurrency:2d} callers, best of {args.repeats}: writer/hop wall {writer[0] / hop[0]:.2f}x, "
-                f"cpu {writer[1] / hop[1]:.2f}x (lower is better)"
-            )
+            ratios[concurrency] = f"writer/hop wall {writer[0] / hop[0]:.2f}x, cpu {writer[1] / hop[1]:.2f}x"
+            print(f"  {concurrency:2d} callers, best of {args.repeats}: {ratios[concurrency]} (lower is better)")
         store.close()
+    if args.record:
+        for concurrency, ratio in ratios.items():
+            record(
+                "gateway-capture",
+                f"capture path alone, {concurrency} concurrent caller(s), {args.calls} calls per phase, "
+                f"best of {args.repeats}",
+                f"{ratio} (the group-commit writer against a thread hop per call; lower is better)",
+            )
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+from record import record
 
 PROMPT = [{"role": "user", "content": "Write a short story about a robot who learns to paint."}]
 CONCURRENCY = (1, 4, 16)
@@ -161,6 +162,18 @@ def _row(label: str, r: dict[str, float]) -> str:
     return f"| {label} | {cells} | {batching} | {r['startup_s']:.0f} s | {r['update_full_s']:.2f} s | {lora} |"
 
 
+def _recorded(r: dict[str, float]) -> str:
+    """The engine's row in words: tok/s (tok/CPU-s) at each concurrency, batching, start-up, weight updates."""
+    clients = "; ".join(f"{r[f'c{c}']:.1f} ({r[f'cpu{c}']:.1f}) at {c}" for c in CONCURRENCY)
+    parts = [f"tok/s (tok per CPU-s) at 1/4/16 clients: {clients}"]
+    if "seq16" in r:
+        parts.append(f"16 concurrent vs 16 sequential x{r['c16'] / r['seq16']:.2f}")
+    parts.append(f"start-up {r['startup_s']:.0f} s, full-weight update {r['update_full_s']:.2f} s")
+    if "update_lora_s" in r:
+        parts.append(f"LoRA update {r['update_lora_s']:.2f} s")
+    return ", ".join(parts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m")
@@ -170,6 +183,9 @@ def main() -> None:
     parser.add_argument("--engines", nargs="+", default=["embedded", "vllm"], choices=["embedded", "vllm"])
     parser.add_argument("--sequential", action="store_true", help="also 16 requests one after another (slow)")
     parser.add_argument("--vllm-python", default=None, help="vLLM's interpreter (default: the repo's .venv-vllm)")
+    parser.add_argument(
+        "--record", action="store_true", help="append the results to benchmarks/results.jsonl (benchmarks/record.py)"
+    )
     args = parser.parse_args()
 
     import torch
@@ -190,13 +206,21 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         print(_row(name, r))
+    ratios: list[str] = []
     if len(results) == 2:
         e, v = results["embedded"], results["vllm"]
-        print(
-            "| vllm / embedded | "
-            + " | ".join(f"x{v[f'c{c}'] / e[f'c{c}']:.2f} (x{v[f'cpu{c}'] / e[f'cpu{c}']:.2f})" for c in CONCURRENCY)
-            + " | | | | |"
+        ratios = [f"x{v[f'c{c}'] / e[f'c{c}']:.2f} (x{v[f'cpu{c}'] / e[f'cpu{c}']:.2f})" for c in CONCURRENCY]
+        print("| vllm / embedded | " + " | ".join(ratios) + " | | | | |")
+    if args.record:
+        setting = (
+            f"{args.model}, {args.dtype}, {args.max_tokens}-token replies, {torch.get_num_threads()} torch threads"
         )
+        for name, r in results.items():
+            record("inference", f"{name} inference, {setting}", _recorded(r))
+        if ratios:
+            record(
+                "inference", f"vLLM / embedded, {setting}", f"tok/s (per CPU-s) at 1/4/16 clients: {' / '.join(ratios)}"
+            )
 
 
 if __name__ == "__main__":

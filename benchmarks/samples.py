@@ -14,6 +14,7 @@ import time
 from datetime import UTC, datetime
 
 import torch
+from record import record
 
 from alight.schemas import ApiFlavour, Mode, ModelCall, RolloutState, Trajectory, TrajectoryCall
 from alight_server.trainer.step.samples import SampleConfig, build_samples
@@ -105,6 +106,9 @@ def main() -> None:
     parser.add_argument("--trajectories", type=int, default=1000)
     parser.add_argument("--baseline-trajectories", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--record", action="store_true", help="append the result to benchmarks/results.jsonl (benchmarks/record.py)"
+    )
     args = parser.parse_args()
 
     rng = random.Random(0)
@@ -139,6 +143,14 @@ def main() -> None:
     )
     print(f"baseline: {naive_seconds:.3f} s for {len(subset)} trajectories  {naive_rate / 1e6:.3f} M row tokens/s")
     print(f"speed-up: {fast_rate / naive_rate:.1f}x")
+    if args.record:
+        record(
+            "samples",
+            f"sample builder, {args.trajectories} trajectories x 10 calls (~2k tokens), best of {args.repeats}; "
+            f"the per-token baseline on {len(subset)} of them",
+            f"{best:.3f} s, {fast_rate / 1e6:.2f}M row tokens/s; {fast_rate / naive_rate:.1f}x a per-token baseline "
+            f"({naive_rate / 1e6:.3f}M row tokens/s)",
+        )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from record import record
+
 from alight.schemas import ApiFlavour, ModelCall, RolloutCreate
 from alight_server.store.sql import SqlStore
 
@@ -86,15 +88,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Store hot path: model calls recorded per second.")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--pg", help="also measure this PostgreSQL URL (an empty database)")
+    parser.add_argument(
+        "--record", action="store_true", help="append the result to benchmarks/results.jsonl (benchmarks/record.py)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = bench_baseline(Path(tmp) / "base.db", args.calls)
         sqlite_rate = bench_store(f"sqlite:///{tmp}/store.db", args.calls)
     print(f"baseline sqlite3 insert+commit : {base:8.0f} calls/s")
-    print(f"SqlStore on SQLite             : {sqlite_rate:8.0f} calls/s  ({sqlite_rate / base:.2f}x baseline)")
+    rates = {"SQLite": sqlite_rate}
     if args.pg:
-        pg_rate = bench_store(args.pg, args.calls)
-        print(f"SqlStore on PostgreSQL         : {pg_rate:8.0f} calls/s  ({pg_rate / base:.2f}x baseline)")
+        rates["PostgreSQL"] = bench_store(args.pg, args.calls)
+    for name, rate in rates.items():
+        print(f"SqlStore on {name:<19}: {rate:8.0f} calls/s  ({rate / base:.2f}x baseline)")
+    if args.record:
+        what = f"store, model calls with a 1,500-token prompt, one commit each, {args.calls} calls"
+        baseline = f"a bare sqlite3 insert+commit of the same columns ({base:.0f} calls/s)"
+        for name, rate in rates.items():
+            record("store", f"{what}, {name}", f"{rate:.0f} calls/s, {rate / base:.2f}x {baseline}")
 
 
 if __name__ == "__main__":

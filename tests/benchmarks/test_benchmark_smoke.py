@@ -2,19 +2,44 @@
 break unnoticed (benchmarks/async.py once crashed after its 8-minute synchronous phase reading its own store).
 
 The sizes are the benchmarks' own flags, turned down: what is checked is that the command runs end to end and
-prints the line its README figure comes from, not the figure.
+prints the line its README figure comes from, not the figure. Each runs with `--record` into a temporary file
+(ALIGHT_BENCHMARK_RESULTS), so the records a real run would append to benchmarks/results.jsonl are checked too.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def _module(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+doc = _module(REPO / "scripts" / "benchmarks_doc.py")
+
+# benchmark -> its section in benchmarks/results.jsonl (and docs/benchmarks.md)
+SECTION = {
+    "gateway.py": "gateway",
+    "gateway_capture.py": "gateway-capture",
+    "inference.py": "inference",
+    "samples.py": "samples",
+    "store.py": "store",
+    "async.py": "async",
+}
 
 # benchmark -> (its arguments at a tiny size, the ratio line it must print)
 SMOKE: dict[str, tuple[list[str], str]] = {
@@ -50,11 +75,13 @@ SMOKE: dict[str, tuple[list[str], str]] = {
 
 
 @pytest.mark.parametrize("script", sorted(SMOKE))
-def test_a_cited_benchmark_runs_at_a_tiny_size_and_prints_its_ratio(script: str, tmp_path: Path) -> None:
+def test_a_cited_benchmark_runs_at_a_tiny_size_prints_its_ratio_and_records_it(script: str, tmp_path: Path) -> None:
     args, ratio = SMOKE[script]
+    results = tmp_path / "results.jsonl"
     done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / script), *args],
+        [sys.executable, str(REPO / "benchmarks" / script), *args, "--record"],
         cwd=tmp_path,
+        env={**os.environ, "ALIGHT_BENCHMARK_RESULTS": str(results)},
         capture_output=True,
         text=True,
         timeout=240,  # under pytest's own 300 s, so a hung benchmark reports its output
@@ -63,6 +90,16 @@ def test_a_cited_benchmark_runs_at_a_tiny_size_and_prints_its_ratio(script: str,
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
     assert re.search(ratio, done.stdout), done.stdout[-3000:]
+    assert results.exists(), f"{script} --record wrote nothing: {done.stdout[-3000:]}"
+    rows = doc.load(results)  # refuses a record that lacks any of its conditions
+    assert rows and {row["benchmark"] for row in rows} == {SECTION[script]}
+    assert all(f"benchmarks/{script}" in row["command"] and "--record" in row["command"] for row in rows)
+
+
+def test_every_smoke_run_records_into_an_existing_section_of_the_results() -> None:
+    sections = {row["benchmark"] for row in doc.load()}
+    assert set(SECTION) == set(SMOKE)
+    assert set(SECTION.values()) <= sections, f"no section {sorted(set(SECTION.values()) - sections)} in results"
 
 
 def test_every_benchmark_the_readme_cites_has_a_smoke_run() -> None:
