@@ -20,7 +20,7 @@ JSON = {"Content-Type": "application/json"}
 def _error(response: httpx.Response, status: int) -> str:
     assert response.status_code == status, response.text
     body = response.json()["error"]
-    assert set(body) == {"message", "type", "code"} and body["code"] == status
+    assert set(body) == {"message", "type", "param", "code"} and body["code"] == status
     return body["message"]
 
 

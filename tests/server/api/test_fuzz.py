@@ -50,4 +50,4 @@ def test_no_request_gets_a_server_error(operation: Any, live_server: LiveServer,
         pytest.fail(f"{case.method} {case.formatted_path} got no answer in 10 s")
     assert response.status_code < 500, f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text}"
     if response.status_code >= 400:
-        assert set(response.json()["error"]) == {"message", "type", "code"}
+        assert set(response.json()["error"]) == {"message", "type", "param", "code"}
