@@ -31,8 +31,11 @@ reply = OpenAI(max_retries=0).chat.completions.create(
     model="m", messages=[{"role": "user", "content": "tell me everything"}], max_tokens=2000,
     stream=stream, extra_body={"ignore_eos": True},
 )
-for _ in (reply if stream else []):
-    pass
+told = False
+for chunk in (reply if stream else []):
+    if not told and chunk.choices and chunk.choices[0].delta.content:
+        print("a token arrived", flush=True)  # the test kills this agent once it has one
+        told = True
 """
 
 
@@ -61,16 +64,19 @@ def kill_mid_call(tmp_path: Any, engine: InferenceEngine, base_url: str, token: 
     script = tmp_path / "agent.py"
     script.write_text(AGENT)
     env = {**os.environ, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": token}
-    agent = subprocess.Popen([sys.executable, str(script), mode], env=env, stderr=subprocess.DEVNULL)
+    agent = subprocess.Popen(
+        [sys.executable, str(script), mode], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
     try:
         deadline = time.monotonic() + 60
         while engine.running_choices == 0:  # the call reached the upstream and is generating
             assert agent.poll() is None and time.monotonic() < deadline, "the call never reached the upstream"
             time.sleep(0.02)
-        time.sleep(0.3)
+        if mode == "stream":  # killed once a token reached it: the call has something received to record
+            assert agent.stdout is not None and agent.stdout.readline() == "a token arrived\n"
     finally:
         agent.send_signal(signal.SIGKILL)
-        agent.wait()
+        agent.communicate()  # reaps it and closes its stdout
 
 
 def recorded_calls(live_server: Any, rollout_id: str, timeout_s: float = 5.0) -> list[ModelCall]:

@@ -60,7 +60,13 @@ def test_an_attempt_finished_by_another_process_is_refused_once_the_store_sync_r
 def test_a_running_attempt_is_not_read_from_the_store_again_while_the_sync_follows(gateway, attempt, monkeypatch):
     store = gateway.server.store
     assert _chat(attempt.base_url, attempt.token).status_code == 200
-    time.sleep(0.5)  # the sync has read the attempt's claim (a change it forgets the rollout for)
+    # Wait until the sync has read the attempt's claim (a change it forgets the rollout for): read after the
+    # next call, it would make the call after that read the store again.
+    sync, claimed = gateway.server.app.state.gateway.sync, store.get_rollout(attempt.rollout_id).seq
+    deadline = time.monotonic() + 10
+    while sync._seq is None or sync._seq < claimed:
+        assert time.monotonic() < deadline, f"the store sync did not read past seq {claimed} in 10 s"
+        time.sleep(0.01)
     assert _chat(attempt.base_url, attempt.token).status_code == 200  # its state is now cached
     reads: list[str] = []
     real = store.get_rollout

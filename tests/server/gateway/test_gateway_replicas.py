@@ -176,8 +176,9 @@ def test_drain_times_out_while_another_replica_still_has_a_call(gateway, attempt
         _until(lambda: gateway.server.app.state.gateway.gate.in_flight, "the call reaching replica A")
         replica_b.admin.post("/api/gateway/pause").raise_for_status()
         drained = replica_b.admin.post("/api/gateway/drain", json={"timeout_s": 0.5}).json()
+        in_flight = gateway.server.app.state.gateway.gate.in_flight  # as the drain gave up: the call still running
         worker.join(timeout=30)
-    assert drained["drained"] is False and 0.5 <= drained["waited_s"] < 2.5
+    assert drained["drained"] is False and drained["waited_s"] >= 0.5 and in_flight == 1
     assert result["status"] == 200  # a pause never cuts a call
 
 
@@ -189,8 +190,9 @@ def test_a_replica_that_went_silent_is_not_waited_for(gateway):
         a.post("/api/gateway/pause").raise_for_status()
         drained = a.post("/api/gateway/drain", json={"timeout_s": 5}).json()
         assert _others(a) == []
+    # drained, and before its 5 s: waiting for the silent replica's 3 calls it would have given up undrained
     assert drained == {"drained": True, "in_flight_at_start": 0, "waited_s": drained["waited_s"], "replicas": 1}
-    assert drained["waited_s"] < 1
+    assert drained["waited_s"] < 5
 
 
 def test_a_new_replica_joins_a_pause_in_force(db_url, store, replica_b):
