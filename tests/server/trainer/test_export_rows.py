@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from samples_fixtures import model_call, trajectory
 
-from alight_server.commands.data_export import row_lines
+from alight_server.commands.export_format import row_lines
 from alight_server.trainer.step.samples import SampleConfig, build_samples
 
 # Two turns of one conversation: the second prompt extends the first prompt and answer with a tool result.
