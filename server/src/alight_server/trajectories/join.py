@@ -153,41 +153,9 @@ def build_trajectory(store: Store, rollout_id: str, attempt: int | None = None) 
     calls = sorted(store.list_model_calls(rollout_id, number), key=lambda c: c.seq)
     tree = SpanTree(store.list_spans(rollout_id, number))
     rewards = store.list_rewards(rollout_id, attempt=number)
-    root_ids = {s.span_id for s in tree.by_id.values() if s.name == semconv.SPAN_ROLLOUT}
-
     callers = [tree.calling_span(c.span_id) for c in calls]
-    # A step reward on a span scores the last call that span made (the root's rewards score the rollout).
-    last_call_of_span: dict[str, str] = {}
-    for call, caller in zip(calls, callers, strict=True):
-        for span_id in {call.span_id, caller.span_id if caller else None} - {None} - root_ids:
-            last_call_of_span[str(span_id)] = call.id
-    per_call: dict[str, list[Reward]] = {}
-    for reward in rewards:
-        if reward.final:
-            continue
-        target = reward.model_call_id or last_call_of_span.get(reward.span_id or "")
-        if target is not None:
-            per_call.setdefault(target, []).append(reward)
-
-    policies = [policy_of(call.flags) for call in calls]
-    history = store.list_policy_versions() if any(policies) else []  # read only in a several-policy run
-    joined = [
-        TrajectoryCall(
-            call=call,
-            span_path=tree.path(caller),
-            agent_name=tree.agent_name(caller),
-            rewards=per_call.get(call.id, []),
-            output=call_output(call),
-            policy=policy,
-            policy_own_version=None
-            if policy is None or call.policy_version is None
-            else own_version(history, policy, upto=call.policy_version),
-        )
-        for call, caller, policy in zip(calls, callers, policies, strict=True)
-    ]
-    ends = [_call_end_ns(c, tree) for c in calls]
-    tools = sorted((s for s in tree.by_id.values() if is_tool_span(s)), key=lambda s: s.start_time_ns)
-    tool_spans = [_tool_entry(s, _preceding(ends, s.start_time_ns), tree) for s in tools]
+    joined = _joined_calls(store, calls, callers, tree, _step_rewards(calls, callers, rewards, tree))
+    tool_spans = _tool_spans(calls, tree)
     gates = store.list_events(rollout_id, kind=(REWARD_HACKING, REVIEW_FLAG))
     return Trajectory(
         rollout_id=rollout.id,
@@ -204,3 +172,57 @@ def build_trajectory(store: Store, rollout_id: str, attempt: int | None = None) 
         task=rollout.task,
         gate_flags=[GateFlag(kind=e.kind, rule=str(e.payload.get("rule", "")), attempt=e.attempt) for e in gates],
     )
+
+
+def _step_rewards(
+    calls: list[ModelCall], callers: list[SpanRecord | None], rewards: list[Reward], tree: SpanTree
+) -> dict[str, list[Reward]]:
+    """The non-final rewards linked to a call, by call id: by model_call_id, or by a span the call was made
+    under; a step reward on a span scores the last call that span made (the root's rewards score the rollout)."""
+    root_ids = {s.span_id for s in tree.by_id.values() if s.name == semconv.SPAN_ROLLOUT}
+    last_call_of_span: dict[str, str] = {}
+    for call, caller in zip(calls, callers, strict=True):
+        for span_id in {call.span_id, caller.span_id if caller else None} - {None} - root_ids:
+            last_call_of_span[str(span_id)] = call.id
+    per_call: dict[str, list[Reward]] = {}
+    for reward in rewards:
+        if reward.final:
+            continue
+        target = reward.model_call_id or last_call_of_span.get(reward.span_id or "")
+        if target is not None:
+            per_call.setdefault(target, []).append(reward)
+    return per_call
+
+
+def _joined_calls(
+    store: Store,
+    calls: list[ModelCall],
+    callers: list[SpanRecord | None],
+    tree: SpanTree,
+    per_call: dict[str, list[Reward]],
+) -> list[TrajectoryCall]:
+    """Each call with its span path, agent, step rewards, read answer, and its policy with that policy's own
+    version (the version history is read only in a several-policy run)."""
+    policies = [policy_of(call.flags) for call in calls]
+    history = store.list_policy_versions() if any(policies) else []
+    return [
+        TrajectoryCall(
+            call=call,
+            span_path=tree.path(caller),
+            agent_name=tree.agent_name(caller),
+            rewards=per_call.get(call.id, []),
+            output=call_output(call),
+            policy=policy,
+            policy_own_version=None
+            if policy is None or call.policy_version is None
+            else own_version(history, policy, upto=call.policy_version),
+        )
+        for call, caller, policy in zip(calls, callers, policies, strict=True)
+    ]
+
+
+def _tool_spans(calls: list[ModelCall], tree: SpanTree) -> list[ToolSpan]:
+    """The tool spans in start order, each with the index of the last call answered before it began."""
+    ends = [_call_end_ns(c, tree) for c in calls]
+    tools = sorted((s for s in tree.by_id.values() if is_tool_span(s)), key=lambda s: s.start_time_ns)
+    return [_tool_entry(s, _preceding(ends, s.start_time_ns), tree) for s in tools]
