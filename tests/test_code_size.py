@@ -38,9 +38,6 @@ PENDING = {
     # trainer/: the step is being rewritten
     "server/src/alight_server/trainer/backends/embedded.py",
     "server/src/alight_server/trainer/run/loop.py",
-    "server/src/alight_server/trainer/step/algorithm.py::policy_loss",
-    "server/src/alight_server/trainer/step/update.py::step_policies",
-    "server/src/alight_server/trainer/report/summary.py::finish_run",
 }
 
 

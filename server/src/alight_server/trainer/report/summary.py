@@ -36,6 +36,25 @@ def finish_run(
     metrics_log: MetricsLog,
 ) -> RunResult:
     """Validation before/after, train reward over the first and last few steps, written and printed."""
+    plot_path = plot_run(history, run_dir / "training.png", model) if history else None
+    if plot_path is not None:
+        metrics_log.log_plot(plot_path, steps)
+    trains = [r for r in history if "train/reward_mean" in r]
+    k = max(1, min(3, len(trains) // 2))  # steps averaged at each end
+    summary = run_summary(history, k, steps, policy_version, plot_path)
+    summary_path = run_dir / "summary.json"
+    summary_path.write_text(json.dumps(summary, indent=2))
+    _print_summary(display, summary, k, val_tasks, run_dir)
+    return RunResult(
+        run_dir, history, summary["val_before"], summary["val_after"], plot_path, summary_path, policy_version
+    )
+
+
+def run_summary(
+    history: list[dict[str, Any]], k: int, steps: int, policy_version: int, plot_path: Path | None
+) -> dict[str, Any]:
+    """summary.json's content: validation before/after with standard errors and the gain, mean train reward of
+    the first and last `k` steps."""
     vals = [r for r in history if "val/score" in r]
     trains = [r for r in history if "train/reward_mean" in r]
     val_before = vals[0]["val/score"] if vals else None
@@ -45,15 +64,11 @@ def finish_run(
     gain = val_after - val_before if val_before is not None and val_after is not None else None
     # independent-samples error of the difference: the two validations sample the policy afresh
     gain_se = math.hypot(se_before, se_after) if se_before is not None and se_after is not None else None
-    plot_path = plot_run(history, run_dir / "training.png", model) if history else None
-    if plot_path is not None:
-        metrics_log.log_plot(plot_path, steps)
-    k = max(1, min(3, len(trains) // 2))
 
     def mean_of(rows: list[dict[str, Any]]) -> float | None:
         return statistics.fmean(r["train/reward_mean"] for r in rows) if rows else None
 
-    summary = {
+    return {
         "val_before": val_before,
         "val_after": val_after,
         "val_before_se": se_before,
@@ -66,8 +81,10 @@ def finish_run(
         "policy_version": policy_version,
         "plot": str(plot_path) if plot_path else None,
     }
-    summary_path = run_dir / "summary.json"
-    summary_path.write_text(json.dumps(summary, indent=2))
+
+
+def _print_summary(display: RunDisplay, summary: dict[str, Any], k: int, val_tasks: int, run_dir: Path) -> None:
+    """The before/after table, the validation gain and where the plot and metrics went."""
 
     def fmt(v: float | None, se: float | None = None) -> str:
         if v is None:
@@ -75,14 +92,15 @@ def finish_run(
         return f"{v:.3f}" if se is None or math.isnan(se) else f"{v:.3f} ± {2 * se:.3f}"
 
     rows = [
-        (f"validation score ({val_tasks} held-out tasks; ± 2 SE)", fmt(val_before, se_before), fmt(val_after, se_after)),
+        (f"validation score ({val_tasks} held-out tasks; ± 2 SE)",
+         fmt(summary["val_before"], summary["val_before_se"]), fmt(summary["val_after"], summary["val_after_se"])),
         (f"train reward (mean of first/last {k} steps)", fmt(summary["train_reward_first"]), fmt(summary["train_reward_last"])),
     ]  # fmt: skip
     display.console.print(summary_table(rows))
+    gain, gain_se = summary["val_gain"], summary["val_gain_se"]
     if gain is not None:
         within = "" if gain_se is None or math.isnan(gain_se) else f" ± {2 * gain_se:.3f} (2 SE)"
         display.console.print(f"validation gain: {gain:+.3f}{within}")
-    if plot_path:
-        display.console.print(f"plot: {plot_path}")
+    if summary["plot"]:
+        display.console.print(f"plot: {summary['plot']}")
     display.console.print(f"metrics: {run_dir / 'metrics.jsonl'}  tensorboard: {run_dir / 'tensorboard'}")
-    return RunResult(run_dir, history, val_before, val_after, plot_path, summary_path, policy_version)

@@ -220,33 +220,43 @@ def policy_loss(
         loss = loss + config.kl_coef * (kl * weights).sum()
 
     with torch.no_grad():
-        tokens = mask.sum().clamp_min(1)
-
-        def masked_mean(x: torch.Tensor) -> torch.Tensor:
-            return torch.where(mask, x.to(zero.dtype), zero).sum() / tokens
-
         active = clipped_loss > unclipped_loss  # the clip decided this token's gradient (it is 0 there)
-        metrics = {
-            "loss": loss.detach(),
-            "pg_loss": pg_loss.detach(),
-            "tokens": mask.sum().to(torch.float32),
-            "clip_fraction": masked_mean(active.float()),
-            "clip_low_fraction": masked_mean((active & (ratio < 1)).float()),
-            "clip_high_fraction": masked_mean((active & (ratio > 1)).float()),
-            "approx_kl": masked_mean(ratio - 1 - log_ratio),  # k3 of KL(pi_old || pi)
-            "ratio_mean": masked_mean(ratio),
-            "ratio_max": torch.where(mask, ratio, zero).max() if mask.any() else ratio.new_zeros(()),
-            "advantage_mean": masked_mean(advantages),
-        }
-        if kl is not None:
-            metrics["kl_ref"] = masked_mean(kl)
-        if tis_weight is not None and tis_capped is not None and behaviour_ratio is not None:
+        exact = {"loss": loss.detach(), "pg_loss": pg_loss.detach(), "tokens": mask.sum().to(torch.float32)}
+        per_token = {
+            "clip_fraction": active.float(),
+            "clip_low_fraction": (active & (ratio < 1)).float(),
+            "clip_high_fraction": (active & (ratio > 1)).float(),
+            "approx_kl": ratio - 1 - log_ratio,  # k3 of KL(pi_old || pi)
+            "ratio_mean": ratio,
+            "ratio_max": ratio,
+            "advantage_mean": advantages,
+            "kl_ref": kl,
             # The importance ratio pi_old / pi_rollout before the cap: how off-policy (stale) the tokens were.
-            metrics["tis_ratio_mean"] = masked_mean(behaviour_ratio)
-            metrics["tis_ratio_max"] = torch.where(mask, behaviour_ratio, zero).max() if mask.any() else zero.sum()
-            metrics["tis_weight_mean"] = masked_mean(tis_weight)
-            metrics["tis_capped_fraction"] = masked_mean(tis_capped.float())
-        if entropy is not None:
-            metrics["entropy"] = masked_mean(entropy)
-        values = torch.stack([v.to(torch.float32) for v in metrics.values()]).tolist()  # one device sync
-    return loss, dict(zip(metrics, values, strict=True))
+            "tis_ratio_mean": behaviour_ratio,
+            "tis_ratio_max": behaviour_ratio,
+            "tis_weight_mean": tis_weight,
+            "tis_capped_fraction": None if tis_capped is None else tis_capped.float(),
+            "entropy": entropy,
+        }
+        return loss, _masked_metrics(mask, zero, exact, per_token)
+
+
+def _masked_metrics(
+    mask: torch.Tensor,  # (R, T) bool: the trained tokens
+    zero: torch.Tensor,  # (R, T) zeros of the loss's dtype
+    exact: dict[str, torch.Tensor],
+    per_token: dict[str, torch.Tensor | None],  # (R, T) each; None: not reported
+) -> dict[str, float]:
+    """`exact` as they are, and each per-token tensor as its mean over the trained tokens, or for a `_max` key its
+    maximum (0 with no trained token); one device sync for all."""
+    tokens = mask.sum().clamp_min(1)
+    metrics = dict(exact)
+    for key, x in per_token.items():
+        if x is None:
+            continue
+        if key.endswith("_max"):
+            metrics[key] = torch.where(mask, x, zero).max() if mask.any() else zero.new_zeros(())
+        else:
+            metrics[key] = torch.where(mask, x.to(zero.dtype), zero).sum() / tokens
+    values = torch.stack([v.to(torch.float32) for v in metrics.values()]).tolist()  # one device sync
+    return dict(zip(metrics, values, strict=True))

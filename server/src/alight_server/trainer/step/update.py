@@ -19,13 +19,14 @@ import torch
 
 from alight.schemas import Trajectory
 from alight_server.trainer.backends.policy_set import ONE_POLICY, PolicySet
+from alight_server.trainer.config.policies import ResolvedPolicy
 from alight_server.trainer.config.run import TrainConfig
 from alight_server.trainer.run.async_pool import weigh_rows
 from alight_server.trainer.run.weight_sync import WeightSync
 from alight_server.trainer.step.algorithm import uniform_groups
 from alight_server.trainer.step.policy_samples import split_by_policy
 from alight_server.trainer.step.rendered import rows_for_step
-from alight_server.trainer.step.samples import SampleConfig, build_samples
+from alight_server.trainer.step.samples import SampleBatch, SampleConfig, build_samples
 
 SUMMED = ("samples/rows", "samples/breaks", "train/groups", "train/uniform_groups", "time/sync_s")
 
@@ -55,21 +56,8 @@ def step_policies(
     stepped: list[dict[str, float]] = []
     version: int | None = None
     for policy in policies.policies.values():
-        own: dict[str, float] = {}
-        batch, report = build_samples(split.get(policy.name, []), sample_config, decode=decode)
-        batch, rendered = rows_for_step(batch, policy.algorithm)
-        own.update(rendered)
         group_weights = weights if policy_weights is None else policy_weights.get(policy.name)
-        if group_weights is not None:  # async: stale groups down-weighted
-            weigh_rows(batch, group_weights)
-        uniform = uniform_groups(batch.rollout_reward, batch.rollout_group) if batch.rollout_ids else torch.zeros(0)
-        own["train/groups"] = float(len(batch.group_ids))
-        own["train/uniform_groups"] = float(uniform.sum())
-        own["samples/rows"] = float(batch.num_rows)
-        own["samples/breaks"] = float(report.total_breaks)
-        # sft learns from each selected row alone: a group's equal rewards take nothing away
-        sft = policy.algorithm.estimator == "sft"
-        keep = [r for r in range(batch.num_rows) if sft or not bool(uniform[int(batch.row_group[r])])]
+        batch, keep, own = _policy_rows(policy, split.get(policy.name, []), sample_config, decode, group_weights)
         if policy.trainable and keep:
             with threads():
                 trained = {f"train/{k}": v for k, v in policies.step(policy.name, batch.select(keep)).items()}
@@ -93,6 +81,35 @@ def step_policies(
                 metrics[key] = metrics.get(key, 0.0) + own[key]
     metrics.update(_combined(stepped))
     return metrics, version
+
+
+def _policy_rows(
+    policy: ResolvedPolicy,
+    trajectories: list[Trajectory],
+    sample_config: SampleConfig,
+    decode: Callable[..., str],
+    group_weights: dict[str, float] | None,
+) -> tuple[SampleBatch, list[int], dict[str, float]]:
+    """One policy's rows for its step: (the batch, the rows it learns from, its sample metrics).
+
+    A policy-gradient policy skips the rows of uniform groups (equal rewards: no signal); `group_weights`
+    (async training) down-weights stale groups.
+    """
+    own: dict[str, float] = {}
+    batch, report = build_samples(trajectories, sample_config, decode=decode)
+    batch, rendered = rows_for_step(batch, policy.algorithm)
+    own.update(rendered)
+    if group_weights is not None:  # async: stale groups down-weighted
+        weigh_rows(batch, group_weights)
+    uniform = uniform_groups(batch.rollout_reward, batch.rollout_group) if batch.rollout_ids else torch.zeros(0)
+    own["train/groups"] = float(len(batch.group_ids))
+    own["train/uniform_groups"] = float(uniform.sum())
+    own["samples/rows"] = float(batch.num_rows)
+    own["samples/breaks"] = float(report.total_breaks)
+    # sft learns from each selected row alone: a group's equal rewards take nothing away
+    sft = policy.algorithm.estimator == "sft"
+    keep = [r for r in range(batch.num_rows) if sft or not bool(uniform[int(batch.row_group[r])])]
+    return batch, keep, own
 
 
 def _combined(stepped: list[dict[str, float]]) -> dict[str, float]:
