@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from alight_server.trainer.backends.embedded import token_logprobs
+from alight_server.trainer.backends.accumulation import token_logprobs
 from alight_server.trainer.step.samples import SampleBatch
 
 

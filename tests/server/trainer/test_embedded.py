@@ -11,7 +11,8 @@ from samples_fixtures import model_call, step_reward, trajectory
 from alight.schemas import Trajectory, TrajectoryCall
 from alight_server.inference.models import load_policy
 from alight_server.inference.weights import check_state_dict
-from alight_server.trainer.backends.embedded import EmbeddedBackend, micro_batches, token_logprobs
+from alight_server.trainer.backends.accumulation import micro_batches, token_logprobs
+from alight_server.trainer.backends.embedded import EmbeddedBackend
 from alight_server.trainer.config.run import TrainConfig
 from alight_server.trainer.config.sections import LoraConfig, OptimizerConfig
 from alight_server.trainer.step.algorithm import AlgorithmConfig

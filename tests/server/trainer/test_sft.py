@@ -15,7 +15,8 @@ from samples_fixtures import model_call, trajectory
 
 from alight.schemas import RENDERED_FLAG, Trajectory
 from alight_server.inference.models import load_policy
-from alight_server.trainer.backends.embedded import EmbeddedBackend, token_logprobs
+from alight_server.trainer.backends.accumulation import token_logprobs
+from alight_server.trainer.backends.embedded import EmbeddedBackend
 from alight_server.trainer.backends.verl.registry import alight_sft_loss
 from alight_server.trainer.config.sections import OptimizerConfig
 from alight_server.trainer.step.algorithm import AlgorithmConfig, aggregation_weights

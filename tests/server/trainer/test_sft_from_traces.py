@@ -34,7 +34,8 @@ from alight_server.stacks.opening import TrainingStacks
 from alight_server.stacks.run_store import open_run_store
 from alight_server.store import open_store
 from alight_server.store.keys.kek import KekSource
-from alight_server.trainer.backends.embedded import EmbeddedBackend, token_logprobs
+from alight_server.trainer.backends.accumulation import token_logprobs
+from alight_server.trainer.backends.embedded import EmbeddedBackend
 from alight_server.trainer.config.run import parse_config
 from alight_server.trainer.run.loop import TrainingRun
 from alight_server.trainer.step.samples import SampleBatch, SampleConfig, build_samples

@@ -4,8 +4,7 @@ One `step(batch)`:
 1. Group advantages per rollout (GRPO/RLOO), broadcast to every trained token of its rows, plus
    `step_reward_coef` x the step rewards to go of each token's call (per-turn credit).
 2. Token weights for the batch loss (per_rollout_mean / token_mean / seq_mean), computed once on the
-   whole batch so that micro-batches just add up: gradient accumulation by token budget is exact, and
-   so is data parallelism (each rank's rows are one more set of micro-batches of the same sum).
+   whole batch so that micro-batches just add up (trainer/backends/accumulation.py).
 3. Rows are split by tokens across ranks (`shard_rows`); each rank packs its rows into micro-batches.
 4. For each of `updates_per_batch` optimizer updates: recompute the policy's logprobs micro-batch by
    micro-batch, apply the clipped loss against the gateway-recorded logprobs, backpropagate (DDP or
@@ -16,27 +15,31 @@ One `step(batch)`:
 With `estimator: sft` steps 1 and 4 are supervised instead: token-mean weights and `sft_loss` (the NLL of
 the trained tokens). Rows of fidelity `rendered` go through `rendered.refuse_rendered` first; under
 `rendered_rows: recompute` their pi_old is the current policy's logprobs, computed before the first update.
-`policy_weights()` gives plain (LoRA-merged, FSDP-gathered) tensors named like the served model's.
+`policy_weights()` gives plain (LoRA-merged, FSDP-gathered) tensors named like the served model's
+(trainer/backends/weights.py, with the LoRA set-up and the adapter alone, out and in).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
-    get_state_dict,
-    set_state_dict,
-)
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 
+from alight_server.trainer.backends.accumulation import (
+    add_metrics,
+    gradient_sync,
+    proximal_logprobs,
+    rank_micro_batches,
+    step_means,
+    token_logprobs,
+    window,
+)
 from alight_server.trainer.backends.devices import pick_dtype
-from alight_server.trainer.backends.distributed import World, join, parallelize, shard_rows, unwrap
+from alight_server.trainer.backends.distributed import World, join, parallelize, unwrap
+from alight_server.trainer.backends.weights import adapter_weights, frozen_copy, load_adapter, merged_weights, with_lora
 from alight_server.trainer.config.sections import LoraConfig, OptimizerConfig
 from alight_server.trainer.run.weight_sync import WeightSync
 from alight_server.trainer.step.algorithm import (
@@ -52,48 +55,6 @@ from alight_server.trainer.step.samples import SampleBatch
 
 if TYPE_CHECKING:
     from alight_server.trainer.config.run import TrainConfig
-
-
-def token_logprobs(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, first_target: int = 1
-) -> torch.Tensor:
-    """logp[r, t] = log pi(input_ids[r, t] | tokens before t) for t >= first_target, else 0.  (R, T)
-
-    Only positions from `first_target` on get logits (`logits_to_keep`): the prompt needs hidden
-    states but no vocabulary projection, which is much of the cost with a large vocabulary.
-    """
-    width = input_ids.shape[1]
-    first_target = max(1, min(first_target, width - 1))
-    keep = width - first_target + 1  # logits at positions first_target-1 .. width-1
-    out = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=keep)
-    logits = out.logits[:, -keep:-1].float()  # (R, K-1, V) predicting first_target .. width-1
-    targets = input_ids[:, first_target:]  # (R, K-1)
-    chosen = logits.gather(-1, targets[..., None])[..., 0]  # (R, K-1)
-    logp = chosen - torch.logsumexp(logits, dim=-1)  # (R, K-1)
-    return torch.cat([logp.new_zeros(input_ids.shape[0], first_target), logp], dim=1)  # (R, T)
-
-
-def micro_batches(batch: SampleBatch, token_budget: int, rows: Sequence[int] | None = None) -> Iterator[list[int]]:
-    """Row indices (of `rows`, default all), grouped so each micro-batch's padded size (rows x longest row)
-    stays within the budget."""
-    lengths = batch.attention_mask.sum(1).tolist()
-    order = sorted(range(len(lengths)) if rows is None else rows, key=lambda r: lengths[r])
-    current: list[int] = []
-    for row in order:
-        longest = max([lengths[r] for r in current] + [lengths[row]])
-        if current and longest * (len(current) + 1) > token_budget:
-            yield current
-            current = []
-        current.append(row)
-    if current:
-        yield current
-
-
-def _window(micro: SampleBatch) -> tuple[int, int]:
-    """(width without the batch-wide padding, first trained position) of a micro-batch."""
-    width = int(micro.attention_mask.sum(1).max())
-    trained = micro.loss_mask[:, :width].sum(0).nonzero()
-    return width, int(trained[0]) if trained.numel() else 1
 
 
 class EmbeddedBackend:
@@ -116,12 +77,12 @@ class EmbeddedBackend:
         self.optim_config = optimizer
         self.lora = lora if lora is not None and lora.enabled else None
         if self.lora is not None:
-            model = _with_lora(model, self.lora)
+            model = with_lora(model, self.lora)
         model.train()
         self.reference: Any = None
         if algorithm.kl_coef > 0:
             # FSDP2 shards the reference too (it fits no better than the policy); under DDP each rank holds one.
-            reference = _frozen_copy(model)
+            reference = frozen_copy(model)
             self.reference = parallelize(reference, self.world) if self.world.strategy == "fsdp" else reference
         self.model = parallelize(model, self.world)  # DDP wrapper, FSDP2-sharded in place, or the model
         trainable = [p for p in self.model.parameters() if p.requires_grad]  # after sharding: DTensors under FSDP2
@@ -154,43 +115,24 @@ class EmbeddedBackend:
         aggregation = "token_mean" if sft else self.algorithm.aggregation
         weights = aggregation_weights(batch.loss_mask, batch.row_rollout, aggregation)  # (R, T)
         weights = weights * batch.row_weight[:, None]  # stale groups down-weighted (async_rollout.stale)
-        # Every rank plans every rank's micro-batches, so all run the same number of passes (FSDP2 gathers
-        # parameters in each forward): a rank with fewer runs zero-weight passes on row 0.
-        lengths = batch.attention_mask.sum(1).tolist()
-        plans = [list(micro_batches(batch, self.optim_config.micro_batch_tokens, rows)) for rows in
-                 shard_rows(lengths, self.world.size)]  # fmt: skip
-        passes = max(1, *map(len, plans))
-        mine: list[list[int] | None] = [*plans[self.world.rank], *[None] * (passes - len(plans[self.world.rank]))]
+        mine = rank_micro_batches(batch, self.optim_config.micro_batch_tokens, self.world)
         totals: dict[str, float] = {}
         if needs_recompute(batch, self.algorithm):
             # pi_old of rendered rows: the current weights', taken as if they had sampled the logged text
-            current = self._proximal_logprobs(batch, mine)  # (R, T)
+            current = proximal_logprobs(self.model, batch, mine)  # (R, T)
             old = torch.where(batch.row_rendered[:, None], current, batch.old_logprobs)
             batch = replace(batch, old_logprobs=old)
-        proximal = self._proximal_logprobs(batch, mine) if self.algorithm.tis_cap is not None and not sft else None
+        proximal = (
+            proximal_logprobs(self.model, batch, mine) if self.algorithm.tis_cap is not None and not sft else None
+        )
         for _ in range(self.algorithm.updates_per_batch):
             self.optimizer.zero_grad(set_to_none=True)
             for index, rows in enumerate(mine):
-                with self._gradient_sync(index == passes - 1):
+                with gradient_sync(self.model, self.world, index == len(mine) - 1):
                     self._micro_step(batch, rows, token_adv, weights, totals, proximal)
             totals["grad_norm"] = totals.get("grad_norm", 0.0) + self._clip_and_step()
-        merged: dict[str, float] = {}
-        for part in self.world.gather(totals):
-            for key, value in part.items():
-                merged[key] = (
-                    max(merged.get(key, value), value) if key.endswith("_max") else merged.get(key, 0.0) + value
-                )
-        merged["grad_norm"] = totals["grad_norm"]  # the norm of the summed gradient: the same on every rank
-        updates = self.algorithm.updates_per_batch
-        rows_seen = max(batch.num_rows, 1) * updates
-        out = {
-            k: v
-            if k.endswith("_max")
-            else v / (updates if k in ("loss", "pg_loss", "tokens", "grad_norm") else rows_seen)
-            for k, v in merged.items()
-        }
-        out["updates"] = float(updates)
-        return out
+        parts = self.world.gather(totals)
+        return step_means(parts, totals["grad_norm"], batch.num_rows, self.algorithm.updates_per_batch)
 
     def _micro_step(
         self,
@@ -205,7 +147,7 @@ class EmbeddedBackend:
         filler = rows is None
         rows = [0] if rows is None else rows
         micro = batch.select(rows)
-        width, first = _window(micro)
+        width, first = window(micro)
         ids, attn = micro.input_ids[:, :width], micro.attention_mask[:, :width]
         logp = token_logprobs(self.model, ids, attn, first)  # (r, w)
         index = torch.as_tensor(rows, device=self.device)
@@ -237,40 +179,8 @@ class EmbeddedBackend:
     ) -> None:
         # DDP and FSDP2 average gradients over ranks; the weights already sum to 1 over the whole batch.
         (loss * self.world.size).backward()
-        if filler:
-            return
-        for key, value in metrics.items():
-            # loss terms are already weighted parts of the batch loss; maxima stay maxima; the rest are row means
-            if key.endswith("_max"):
-                totals[key] = max(totals.get(key, value), value)
-            else:
-                totals[key] = totals.get(key, 0.0) + value * (1 if key in ("loss", "pg_loss", "tokens") else len(rows))
-
-    def _proximal_logprobs(self, batch: SampleBatch, mine: list[list[int] | None]) -> torch.Tensor:
-        """(R, T) logprobs of this rank's rows under the current weights, before any update (pi_old for TIS).
-
-        Every rank runs the same number of forwards (FSDP2 gathers parameters in each), fillers on row 0.
-        """
-        proximal = torch.zeros_like(batch.old_logprobs)  # (R, T)
-        with torch.no_grad():
-            for rows in mine:
-                picked = [0] if rows is None else rows
-                micro = batch.select(picked)
-                width, first = _window(micro)
-                logp = token_logprobs(self.model, micro.input_ids[:, :width], micro.attention_mask[:, :width], first)
-                if rows is not None:
-                    index = torch.as_tensor(rows, device=self.device)
-                    proximal[index, :width] = logp * micro.loss_mask[:, :width]  # (r, w)
-        return proximal
-
-    def _gradient_sync(self, last: bool) -> contextlib.AbstractContextManager[Any]:
-        """Sum gradients over ranks only on the last micro-batch of an update."""
-        if self.world.size == 1:
-            return contextlib.nullcontext()
-        if self.world.strategy == "ddp":
-            return contextlib.nullcontext() if last else self.model.no_sync()
-        self.model.set_requires_gradient_sync(last)
-        return contextlib.nullcontext()
+        if not filler:
+            add_metrics(totals, metrics, len(rows))
 
     def _clip_and_step(self) -> float:
         params = [p for p in self.model.parameters() if p.grad is not None]
@@ -295,54 +205,19 @@ class EmbeddedBackend:
         return self._policy_weights()
 
     def _policy_weights(self) -> dict[str, torch.Tensor]:
-        if self.world.size > 1 and self.world.strategy == "fsdp":
-            full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-            return {name: tensor for name, tensor in full.items() if isinstance(tensor, torch.Tensor)}
-        model = unwrap(self.model)
-        if self.lora is None:
-            return {name: tensor.detach() for name, tensor in model.state_dict().items()}
-        model.merge_adapter()
-        try:
-            merged = {}
-            for name, tensor in model.get_base_model().state_dict().items():
-                if "lora_" in name:
-                    continue
-                merged[name.replace(".base_layer.", ".")] = tensor.detach().clone()
-            return merged
-        finally:
-            model.unmerge_adapter()
+        return merged_weights(self.model, self.lora, self.world)
 
     def adapter_weights(self) -> dict[str, torch.Tensor]:
         """The LoRA adapter alone, detached copies named as `peft.get_peft_model_state_dict` names a one-adapter
         model's (`...q_proj.lora_A.weight`): what `engine.update_adapter` and a peft folder take (one rank only)."""
-        if self.lora is None:
-            raise ValueError(
-                "adapter_weights: this policy trains without LoRA (lora.enabled: false), so has no adapter"
-            )
-        if self.world.size > 1:
-            raise ValueError("adapter_weights runs on one rank; several ranks hand merged weights (policy_weights)")
-        from peft import get_peft_model_state_dict
-
-        return {k: v.detach().clone() for k, v in get_peft_model_state_dict(unwrap(self.model)).items()}
+        return adapter_weights(self.model, self.lora, self.world)
 
     def load_adapter(self, tensors: dict[str, torch.Tensor]) -> None:
         """Start from another adapter (`policies.NAME.init_from`): `tensors` named as `adapter_weights` names them.
 
         A ValueError names the first tensor that is missing, unexpected or of another shape (another LoRA rank or
         target modules); the optimizer's state is untouched (a new run starts it fresh)."""
-        own = self.adapter_weights()
-        for name in sorted(own.keys() ^ tensors.keys()):
-            where = "the adapter lacks" if name in own else "this policy's LoRA has no"
-            raise ValueError(f"init_from: {where} tensor {name}; same base model, lora.r and lora.target_modules?")
-        for name, tensor in tensors.items():
-            if tensor.shape != own[name].shape:
-                raise ValueError(
-                    f"init_from: tensor {name} is {tuple(tensor.shape)}, this policy's LoRA wants "
-                    f"{tuple(own[name].shape)}; set lora.r to the adapter's rank"
-                )
-        from peft import set_peft_model_state_dict
-
-        set_peft_model_state_dict(unwrap(self.model), {k: v.to(self.device) for k, v in tensors.items()})
+        load_adapter(self.model, self.adapter_weights(), tensors, self.device)
 
     def trainable_parameters(self) -> dict[str, torch.Tensor]:
         return {n: p.detach().clone() for n, p in unwrap(self.model).named_parameters() if p.requires_grad}
@@ -407,25 +282,3 @@ def make_embedded_backend(config: TrainConfig) -> EmbeddedBackend:
     torch.manual_seed(config.seed)  # the same LoRA initialisation on every rank
     model, _ = load_policy(config.model, device=world.device, dtype=pick_dtype(config.inference.dtype, world.device))
     return EmbeddedBackend(model, config.optimizer, config.algorithm, config.lora, world=world)
-
-
-def _with_lora(model: Any, lora: LoraConfig) -> Any:
-    try:
-        from peft import LoraConfig as PeftLoraConfig
-        from peft import get_peft_model
-    except ImportError as exc:
-        raise RuntimeError("LoRA needs peft: pip install 'alight-server[train]'") from exc
-    peft_config = PeftLoraConfig(
-        r=lora.r, lora_alpha=int(lora.alpha), lora_dropout=lora.dropout, target_modules=list(lora.target_modules)
-    )
-    return get_peft_model(model, peft_config)
-
-
-def _frozen_copy(model: Any) -> Any:
-    import copy
-
-    reference = copy.deepcopy(model)
-    reference.eval()
-    for p in reference.parameters():
-        p.requires_grad_(False)
-    return reference

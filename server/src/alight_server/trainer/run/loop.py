@@ -15,23 +15,18 @@ Per step:
    backend hands its weights to inference (new policy version);
 5. validation on the held-out tasks (val mode) before training, every K steps and at the end;
 6. a checkpoint (weights, optimizer, step, RNG, data cursor, history) that `--resume` continues from.
-Steps 3-4 run per policy (trainer/step/update.py): the backend is a `PolicySet`, of one without `policies:`.
+Steps 2-4 are one `train_step` (trainer/run/train_step.py); 3-4 run per policy (trainer/step/update.py): the
+backend is a `PolicySet`, of one without `policies:`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
 import logging
 import math
 import os
-import statistics
 import sys
-import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,41 +47,10 @@ from alight_server.trainer.run.dataset import TaskCursor, load_splits
 from alight_server.trainer.run.phases import RunPhases, val_task_count
 from alight_server.trainer.run.rollout_source import ImportedTraces, PoolGroups, RolloutSource, StepGroups
 from alight_server.trainer.run.servers import RunStack, StackOpener
+from alight_server.trainer.run.train_step import Started, torch_threads, train_step
 from alight_server.trainer.run.weight_sync import WeightSync
-from alight_server.trainer.step.filters import filter_for_training
-from alight_server.trainer.step.samples import SampleConfig
-from alight_server.trainer.step.sft import needs_rewards, select_for_sft
-from alight_server.trainer.step.update import step_policies
 
 log = logging.getLogger("alight.trainer")
-
-
-@contextlib.contextmanager
-def _torch_threads(threads: int | None) -> Iterator[None]:
-    """torch's CPU threads set to `threads` inside (unchanged when None); async runs keep decoding meanwhile."""
-    if threads is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-@dataclass(frozen=True)
-class Started:
-    """What a started run works with, each part built once what it needs exists (`TrainingRun._run`)."""
-
-    backend: PolicySet  # of one without `policies:` (trainer/step/update.py)
-    client: AlightClient
-    phases: RunPhases  # the step's and the validations' rollouts
-    rollouts: RolloutSource  # each step's own groups, or (async_rollout) the groups in flight
-    sync: WeightSync
-    tokenizer: Any
-    metrics_log: MetricsLog
-    reporter: RunReporter  # the run and its steps, to the server's dashboard
 
 
 class TrainingRun:
@@ -149,57 +113,10 @@ class TrainingRun:
         payload.update(live.rollouts.checkpoint())
         save_checkpoint(self.config.run_dir_checkpoints(), self.step, payload, self.config.checkpoint.keep_last)
 
-    # -- the step ------------------------------------------------------------------------------
-    def _train_step(self, live: Started, display: RunDisplay) -> dict[str, float]:
-        cfg, tokenizer, sync = self.config, live.tokenizer, live.sync
-        taken = live.rollouts.take(self.step, self.policy_version, display)
-        phase = taken.phase
-        metrics: dict[str, float] = {
-            "train/reward_mean": statistics.fmean(phase.rewards) if phase.rewards else float("nan"),
-            "train/reward_std": statistics.pstdev(phase.rewards) if len(phase.rewards) > 1 else 0.0,
-            "train/reward_min": min(phase.rewards, default=float("nan")),
-            "train/reward_max": max(phase.rewards, default=float("nan")),
-            "rollouts/failed": float(phase.failed),
-            "rollouts/cancelled": float(phase.cancelled),
-            "rollouts/missing_reward": float(phase.missing_reward),
-            "rollouts/timeout": float(phase.timeout),
-            "rollouts/infra": float(phase.infra),
-            "rollouts/rewarded": float(len(phase.rewards)),
-            "perf/tokens_per_s": phase.generated_tokens / max(phase.seconds, 1e-9),
-            "perf/generated_tokens": float(phase.generated_tokens),
-            "time/rollouts_s": phase.seconds,
-            **taken.metrics,
-        }
-        # Supervised steps on traces need no reward unless their selection reads one.
-        if needs_rewards(cfg.algorithm.estimator, cfg.sft) and (hint := phase.no_reward_hint()):
-            display.line(f"step {self.step + 1}: [yellow]{hint}[/]") if display.enabled else log.warning(hint)
-        display.status("building samples and training")
-        started = time.monotonic()
-        sample_config = SampleConfig.from_section(cfg.samples, pad_token_id=int(tokenizer.pad_token_id or 0))
-        trajectories, dropped = filter_for_training(phase.trajectories, sample_config)
-        metrics.update(dropped)
-        sft = cfg.algorithm.estimator == "sft"
-        if sft:
-            trajectories, chosen = select_for_sft(trajectories, {r.id: r for r in phase.rollouts}, cfg.sft)
-            metrics.update(chosen)
-        threads = functools.partial(
-            _torch_threads, None if live.rollouts.runs_during_training else cfg.trainer.torch_threads
-        )
-        update, version = step_policies(
-            live.backend, trajectories, cfg, sample_config, decode=tokenizer.decode, sync=sync, step=self.step + 1,
-            weights=taken.weights, policy_weights=taken.policy_weights, threads=threads, status=display.status,
-        )  # fmt: skip
-        if version is None:
-            why = "no trajectory was selected (sft:)" if sft else "every group had equal rewards"
-            display.line(f"step {self.step + 1}: {why}; nothing to learn, weights unchanged")
-        self.policy_version = self.policy_version if version is None else version
-        train_s = time.monotonic() - started - update.get("time/sync_s", 0.0)
-        return {**metrics, **update, "time/train_s": train_s, "policy_version": float(self.policy_version)}
-
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> RunResult:
         # The run's torch threads (inference.torch_threads), given back afterwards: a caller's process keeps its own.
-        with _torch_threads(self.config.inference.torch_threads or None):
+        with torch_threads(self.config.inference.torch_threads or None):
             return self._run()
 
     def _run(self) -> RunResult:
@@ -295,7 +212,7 @@ class TrainingRun:
                     live.rollouts.start_ahead(self.step)
                 self._record(live, 0, phases.validate(display, self.step, val), display)
             while self.step < cfg.steps:
-                metrics = self._train_step(live, display)
+                metrics, self.policy_version = train_step(live, cfg, self.step, self.policy_version, display)
                 self.step += 1
                 if (every and self.step % every == 0) or self.step == cfg.steps:
                     metrics.update(phases.validate(display, self.step))
