@@ -8,28 +8,18 @@ prints the line its README figure comes from, not the figure. Each runs with `--
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tests.benchmarks.script_modules import doc
+
 REPO = Path(__file__).resolve().parents[2]
 
-
-def _module(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-doc = _module(REPO / "scripts" / "benchmarks_doc.py")
 
 # benchmark -> its section in benchmarks/results.jsonl (and docs/benchmarks.md)
 SECTION = {

@@ -10,8 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,12 +19,13 @@ from example_modules import load
 from openai import OpenAI
 from scripted_policy import scripted_policy
 
+from tests.examples.tiny_step import train_one_tiny_step
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "search_qa"
 agent = load("search_qa", "agent")
 world = load("search_qa", "world")
 
-ALIGHT = str(Path(sys.executable).parent / "alight")
 FIRST_QUERY = {"founder": "who founded {}", "employer": "{} works for", "founded": "{} founded"}
 SECOND_QUERY = {"born_in": "{} born", "based_in": "{} based", "founder": "who founded {}"}
 # What a passage says, for each relation: the name after (or before) the entity is the next hop.
@@ -138,21 +137,5 @@ def test_the_search_tool_answers_any_query_the_model_writes(query: str) -> None:
 @pytest.mark.examples_train
 @pytest.mark.timeout(600)
 def test_one_training_step_runs_on_the_tiny_model(tmp_path: Path) -> None:
-    argv = [
-        ALIGHT, "train", str(EXAMPLE / "config.yaml"), "--quiet", "--steps", "1",
-        "--output-dir", str(tmp_path),
-        "--set", "model=tiny",
-        "--set", "group_size=4",
-        "--set", "tasks_per_step=1",
-        "--set", "validation.max_tasks=1",
-        "--set", "validation.samples_per_task=1",
-        "--set", "checkpoint.every=0",
-        "--set", "metrics.tensorboard=false",
-        "--set", "controller.concurrency=4",
-    ]  # fmt: skip
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=540, cwd=REPO)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "before training: 1 rollouts, 1 scored" in proc.stdout and "after training (step 1)" in proc.stdout
-    step = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()][-1]
-    assert step["step"] == 1 and step["rollouts/failed"] == 0 and step["rollouts/missing_reward"] == 0, step
+    step = train_one_tiny_step(EXAMPLE, tmp_path)
     assert step["samples/rows"] >= 4 and step["perf/generated_tokens"] > 0, step

@@ -8,23 +8,10 @@ from pathlib import Path
 
 from alight_sandbox.harness.workspace import CLI_WORKSPACES, workspace_name
 from alight_server.store.purge import workspace_kinds
+from tests.hidden_package import without
 
 # Run first in the child: Python knows neither the module nor the distribution alight-sandbox.
-WITHOUT_SANDBOX = """
-import importlib.abc, importlib.machinery, sys
-
-class NoSandbox(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "alight_sandbox":
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-sys.meta_path.insert(0, NoSandbox())
-_find = importlib.machinery.PathFinder.find_distributions
-importlib.machinery.PathFinder.find_distributions = staticmethod(
-    lambda *args, **kwargs: (d for d in _find(*args, **kwargs) if d.metadata["Name"] != "alight-sandbox")
-)
-"""
+WITHOUT_SANDBOX = without("alight_sandbox", "alight-sandbox")
 
 
 def _run(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:

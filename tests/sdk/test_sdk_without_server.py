@@ -10,26 +10,13 @@ import sys
 from pathlib import Path
 
 import alight
+from tests.hidden_package import without
 
 SDK = Path(alight.__file__).parent
 
 # Run first in the child: Python then knows neither the module nor the distribution alight-server,
 # exactly as in an agent image where only the SDK was installed.
-WITHOUT_SERVER = """
-import importlib.abc, importlib.machinery, sys
-
-class NoServer(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name == "alight_server" or name.startswith("alight_server."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-sys.meta_path.insert(0, NoServer())
-_find = importlib.machinery.PathFinder.find_distributions
-importlib.machinery.PathFinder.find_distributions = staticmethod(
-    lambda *args, **kwargs: (d for d in _find(*args, **kwargs) if d.metadata["Name"] != "alight-server")
-)
-"""
+WITHOUT_SERVER = without("alight_server", "alight-server")
 
 
 def _run_without_server(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:

@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _module(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-doc = _module(ROOT / "scripts" / "benchmarks_doc.py")
-recorder = _module(ROOT / "benchmarks" / "record.py")
+from tests.benchmarks.script_modules import REPO as ROOT
+from tests.benchmarks.script_modules import doc, recorder
 
 
 def test_docs_benchmarks_md_is_what_the_records_generate() -> None:
