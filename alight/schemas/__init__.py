@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from alight.schemas.calls import RENDERED_FLAG, ApiFlavour, ModelCall
 from alight.schemas.events import Event, EventCreate
-from alight.schemas.gates import MAX_EVIDENCE_CHARS, REVIEW_FLAG, REWARD_HACKING, GateFlag, GatePayload
+from alight.schemas.gates import (
+    MAX_EVIDENCE_CHARS,
+    REVIEW_DECISION,
+    REVIEW_FLAG,
+    REVIEW_REQUESTED,
+    REWARD_HACKING,
+    GateFlag,
+    GatePayload,
+    ReviewDecision,
+    ReviewRequest,
+    ReviewState,
+    review_state,
+)
 from alight.schemas.gateway import GatewayPause, GatewayReplica, GatewaySync
 from alight.schemas.rewards import Reward, RewardCreate, RewardSource
 from alight.schemas.rollouts import (
@@ -37,7 +49,9 @@ from alight.schemas.upstreams import PolicyVersion, Upstream, UpstreamCreate
 __all__ = [
     "MAX_EVIDENCE_CHARS",
     "RENDERED_FLAG",
+    "REVIEW_DECISION",
     "REVIEW_FLAG",
+    "REVIEW_REQUESTED",
     "REWARD_HACKING",
     "TERMINAL_STATES",
     "TRANSITIONS",
@@ -58,6 +72,9 @@ __all__ = [
     "Mode",
     "ModelCall",
     "PolicyVersion",
+    "ReviewDecision",
+    "ReviewRequest",
+    "ReviewState",
     "Reward",
     "RewardCreate",
     "RewardSource",
@@ -80,4 +97,5 @@ __all__ = [
     "UpstreamCreate",
     "attempt_handle",
     "parse_handle",
+    "review_state",
 ]
