@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from alight.schemas.calls import ModelCall
-from alight.schemas.gates import REWARD_HACKING, GateFlag
+from alight.schemas.gates import REWARD_HACKING, GateFlag, ReviewState
 from alight.schemas.rewards import Reward
 from alight.schemas.rollouts import AttemptStatus, FailureKind, Mode, RolloutState
 
@@ -87,6 +87,9 @@ class Trajectory(BaseModel):
     # The rollout's gate findings (reward_hacking, review_flag events), from any attempt: a rollout a hard gate
     # flagged is left out of training whichever attempt is trained on.
     gate_flags: list[GateFlag] = Field(default_factory=list)
+    # The rollout's review (gates.review_state of its events): pending while a flag or an audit request waits
+    # for a person, out of training under `review.flags: quarantine`; accepted or rejected once decided.
+    review: ReviewState = "clear"
 
     @property
     def gate_flagged(self) -> bool:

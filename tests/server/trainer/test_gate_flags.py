@@ -11,7 +11,9 @@ import pytest
 
 from alight.client import AlightClient
 from alight.schemas import (
+    REVIEW_DECISION,
     REVIEW_FLAG,
+    REVIEW_REQUESTED,
     REWARD_HACKING,
     AttemptFinish,
     EventCreate,
@@ -69,3 +71,15 @@ def test_reading_and_filtering_a_step_asks_one_trajectory_per_rollout_and_no_eve
     kept, _ = filter_for_training(phase.trajectories, SampleConfig())
     assert len(kept) == 2
     assert asked == [f"/api/rollouts/{r.id}/trajectory" for r in rollouts]
+
+
+def test_a_review_flag_makes_the_trajectory_pending_until_a_person_decides(client, live_server):
+    rollouts = finished(client, live_server)
+    ids = [r.id for r in rollouts]
+    reviews = [t.review for t in collect(client, rollouts, time.monotonic()).trajectories]
+    assert reviews == ["clear", "clear", "pending"]  # a hard gate's violation is 0, never queued
+    decision = {"decision": "accept", "reviewer": "ana", "note": ""}
+    live_server.store.add_event(ids[2], EventCreate(kind=REVIEW_DECISION, payload=decision))
+    live_server.store.add_event(ids[0], EventCreate(kind=REVIEW_REQUESTED, payload={"reason": "audit"}))
+    reviews = [t.review for t in collect(client, rollouts, time.monotonic()).trajectories]
+    assert reviews == ["pending", "clear", "accepted"]
