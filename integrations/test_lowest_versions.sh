@@ -9,7 +9,7 @@ OVERLAY=${ALIGHT_LOWEST_DIR:-/tmp/alight-lowest}
 
 overlay() {  # overlay NAME PACKAGE==VERSION...
   local dir="$OVERLAY/$1"; shift
-  [ -d "$dir" ] || $PY -m pip install -q --no-deps --target "$dir" "$@"
+  [ -d "$dir" ] || $PY -m pip install -q --no-compile --no-deps --target "$dir" "$@"
   echo "$dir"
 }
 
