@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alight.schemas import MAX_EVIDENCE_CHARS, REWARD_HACKING
 from alight_sandbox.guards.episode import EpisodeReport
-from alight_sandbox.guards.grade import Grade, grade_events
+from alight_sandbox.guards.grade import MAX_REVIEW_COMMANDS, MAX_REVIEW_DIFF_CHARS, Grade, grade_events
 from alight_sandbox.guards.rules import CANARY_READ, TEST_FILE_DELETED, Violation
 
 
@@ -30,3 +30,14 @@ def test_each_violation_is_one_reward_hacking_event_with_an_id_fixed_by_attempt_
 def test_evidence_over_the_limit_is_cut_to_it() -> None:
     (_, event) = grade_events(_grade([Violation(CANARY_READ, "x" * (MAX_EVIDENCE_CHARS * 2))]), attempt=1)
     assert event.payload["evidence"] == "x" * MAX_EVIDENCE_CHARS
+
+
+def test_the_episode_event_carries_the_diff_and_commands_a_reviewer_reads_cut_to_their_limits() -> None:
+    grade = _grade([])
+    grade.report.diff = "+x\n" * (MAX_REVIEW_DIFF_CHARS // 2)
+    grade.commands = [{"command": "cat calc.py", "returncode": 0, "timed_out": False}] * (MAX_REVIEW_COMMANDS + 5)
+    (episode,) = grade_events(grade, attempt=1)
+    assert len(episode.payload["diff"]) == MAX_REVIEW_DIFF_CHARS
+    assert episode.payload["command_lines"][0] == {"command": "cat calc.py", "returncode": 0, "timed_out": False}
+    assert len(episode.payload["command_lines"]) == MAX_REVIEW_COMMANDS
+    assert episode.payload["commands"] == 5  # the count alight eval reads stays as it was

@@ -34,7 +34,7 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
     are never open (`alight serve` prints the key it generated).
     """
     from alight_server import ui
-    from alight_server.api import attempts, health, rollouts, runs, trajectory, upstreams
+    from alight_server.api import attempts, health, reviews, rollouts, runs, trajectory, upstreams
     from alight_server.evaluation.evaluators import install_evaluator
     from alight_server.gateway import routes as gateway_routes
     from alight_server.http import hooks
@@ -59,7 +59,8 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
         **_NO_NATIVE_TELEMETRY,
     )
     app.state.config = config
-    app.state.viewer_keys = config.all_viewer_keys()  # viewer_key_file read once: a bad one fails the start
+    app.state.viewer_keys = config.all_viewer_keys()  # the key files read once: a bad one fails the start
+    app.state.reviewer_keys = config.all_reviewer_keys()
     app.state.store = store
     app.state.token_secret = (
         config.token_secret.encode() if config.token_secret else derive_token_secret(config.admin_key)
@@ -75,6 +76,7 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
     app.include_router(upstreams.router, prefix="/api")
     app.include_router(trajectory.router, prefix="/api")
     app.include_router(runs.router, prefix="/api")
+    app.include_router(reviews.router, prefix="/api")
     ui.install(app)
     app.include_router(otlp_router)
     gateway_routes.install(app)

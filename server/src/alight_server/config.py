@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -12,29 +13,39 @@ from alight_server.redaction.config import RedactionConfig
 from alight_server.store.keys.kek import KekError, KekSource
 from alight_server.store.keys.upstream import KeySources
 
-# A viewer key is a bearer secret like the admin key: long enough not to be guessed.
+# A viewer or reviewer key is a bearer secret like the admin key: long enough not to be guessed.
 MIN_VIEWER_KEY_CHARS = 16
+# The keys people hold (docs/api.md "Viewer and reviewer keys"): a viewer reads redacted copies; a reviewer reads
+# them too and decides the review queue. Each is configured as `<role>_keys`, `<role>_key_file` or ALIGHT_<ROLE>_KEYS.
+PersonRole = Literal["viewer", "reviewer"]
 
 
-def _check_viewer_key(key: str, admin_key: str | None, where: str) -> None:
+def _check_person_key(key: str, role: PersonRole, admin_key: str | None, where: str) -> None:
     if len(key) < MIN_VIEWER_KEY_CHARS:
-        raise ValueError(f"a viewer key in {where} is {len(key)} characters; use at least {MIN_VIEWER_KEY_CHARS}")
+        raise ValueError(f"a {role} key in {where} is {len(key)} characters; use at least {MIN_VIEWER_KEY_CHARS}")
     if key.startswith("alt1."):
-        raise ValueError(f"a viewer key in {where} starts with alt1., the attempt tokens' prefix; pick another")
+        raise ValueError(f"a {role} key in {where} starts with alt1., the attempt tokens' prefix; pick another")
     if admin_key is not None and key == admin_key:
-        raise ValueError(f"a viewer key in {where} is the admin key; a viewer key must differ from it")
+        raise ValueError(f"a {role} key in {where} is the admin key; a {role} key must differ from it")
 
 
-def read_viewer_key_file(path: Path, admin_key: str | None) -> list[str]:
-    """The keys of a viewer key file, one a line; blank lines and # comments skipped. ValueError names the file."""
+def read_key_file(path: Path, role: PersonRole, admin_key: str | None) -> list[str]:
+    """The keys of a viewer or reviewer key file, one a line; blank lines and # comments skipped. ValueError names
+    the file."""
     try:
         lines = path.expanduser().read_text().splitlines()
     except OSError as exc:
-        raise ValueError(f"cannot read viewer_key_file {path}: {exc.strerror or exc}") from exc
+        raise ValueError(f"cannot read {role}_key_file {path}: {exc.strerror or exc}") from exc
     keys = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
     for key in keys:
-        _check_viewer_key(key, admin_key, f"viewer_key_file {path}")
+        _check_person_key(key, role, admin_key, f"{role}_key_file {path}")
     return keys
+
+
+def _distinct_roles(viewer_keys: Iterable[str], reviewer_keys: Iterable[str]) -> None:
+    """A key is one role's: a reviewer key that is also a viewer key would read as either."""
+    if set(viewer_keys) & set(reviewer_keys):
+        raise ValueError("a reviewer key is also a viewer key; a reviewer key must differ from every viewer key")
 
 
 class GatewayConfig(BaseModel):
@@ -88,6 +99,10 @@ class ServerConfig(BaseModel):
     # ALIGHT_VIEWER_KEYS (comma-separated), or one a line in viewer_key_file (# comments), so none sits in the config.
     viewer_keys: list[str] = Field(default_factory=list)
     viewer_key_file: Path | None = None
+    # Keys people review with (docs/api.md "Reviewer keys"): what a viewer key reads, plus deciding the review queue
+    # (accept or reject a flagged rollout); nothing else. reviewer_keys, ALIGHT_REVIEWER_KEYS or reviewer_key_file.
+    reviewer_keys: list[str] = Field(default_factory=list)
+    reviewer_key_file: Path | None = None
     # Secret that signs attempt tokens; derived from admin_key when unset.
     token_secret: str | None = None
     token_ttl_s: float = Field(default=24 * 3600, gt=0)
@@ -129,23 +144,34 @@ class ServerConfig(BaseModel):
                 raise ValueError(str(exc)) from exc
         return value
 
-    @field_validator("viewer_keys", mode="before")
+    @field_validator("viewer_keys", "reviewer_keys", mode="before")
     @classmethod
-    def _viewer_keys_list(cls, value: Any) -> Any:
-        """ALIGHT_VIEWER_KEYS="k1,k2" arrives as one string."""
+    def _person_keys_list(cls, value: Any) -> Any:
+        """ALIGHT_VIEWER_KEYS="k1,k2" (or ALIGHT_REVIEWER_KEYS) arrives as one string."""
         return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _viewer_keys_distinct(self) -> ServerConfig:
+    def _person_keys_checked(self) -> ServerConfig:
         for key in self.viewer_keys:
-            _check_viewer_key(key, self.admin_key, "viewer_keys")
+            _check_person_key(key, "viewer", self.admin_key, "viewer_keys")
+        for key in self.reviewer_keys:
+            _check_person_key(key, "reviewer", self.admin_key, "reviewer_keys")
+        _distinct_roles(self.viewer_keys, self.reviewer_keys)
         return self
 
     def all_viewer_keys(self) -> tuple[str, ...]:
         """viewer_keys and the lines of viewer_key_file (read when called: the app reads it once, at start)."""
         if self.viewer_key_file is None:
             return tuple(self.viewer_keys)
-        return (*self.viewer_keys, *read_viewer_key_file(self.viewer_key_file, self.admin_key))
+        return (*self.viewer_keys, *read_key_file(self.viewer_key_file, "viewer", self.admin_key))
+
+    def all_reviewer_keys(self) -> tuple[str, ...]:
+        """reviewer_keys and the lines of reviewer_key_file, none of them a viewer key (read when called)."""
+        keys = tuple(self.reviewer_keys)
+        if self.reviewer_key_file is not None:
+            keys = (*keys, *read_key_file(self.reviewer_key_file, "reviewer", self.admin_key))
+        _distinct_roles(self.all_viewer_keys(), keys)
+        return keys
 
     @field_validator("upstream_key_env", mode="before")
     @classmethod

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from alight.schemas import AttemptFinish, FailureKind, Mode, RolloutCreate
+from alight.schemas import AttemptFinish, EventCreate, FailureKind, Mode, RolloutCreate
 from alight_server.store.browse import RolloutFilter
 from alight_server.store.sql import SqlStore
 
@@ -48,3 +48,15 @@ def test_failure_kind_filter_looks_at_the_latest_attempt(any_store: SqlStore) ->
     any_store.finish_attempt(rid, 2, AttemptFinish(status="failed", failure_kind=FailureKind.TASK))
     assert any_store.browse_rollouts(RolloutFilter(failure_kind=FailureKind.INFRA))[1] == 0
     assert any_store.browse_rollouts(RolloutFilter(failure_kind=FailureKind.TASK))[1] == 1
+
+
+def test_rollouts_with_events_pages_those_with_one_kind_and_none_of_another(any_store: SqlStore) -> None:
+    _fill(any_store)
+    ids = [f"runA-s00000-t000-k{k:02d}" for k in range(3)]
+    for rid, kinds in zip(ids, (["flag"], ["flag", "decision"], ["audit", "log"]), strict=True):
+        for kind in kinds:
+            any_store.add_event(rid, EventCreate(kind=kind))
+    found, total = any_store.rollouts_with_events(("flag", "audit"), none_of=("decision",))
+    assert ([r.id for r in found], total) == ([ids[0], ids[2]], 2)
+    page, total = any_store.rollouts_with_events(("flag", "audit"), offset=1, limit=1)
+    assert ([r.id for r in page], total) == ([ids[1]], 3)

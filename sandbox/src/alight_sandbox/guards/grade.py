@@ -9,7 +9,9 @@ own functions and classes must be the same at the end as before the project's co
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +21,7 @@ from alight.evaluation import EPISODE, REWARD_HACKING
 from alight.schemas import MAX_EVIDENCE_CHARS, REVIEW_FLAG, EventCreate
 from alight_sandbox.guards.episode import IGNORED, Episode, EpisodeReport, finish_episode, tree_files
 from alight_sandbox.guards.policy import SandboxPolicy
+from alight_sandbox.guards.reference import Reference, reference_violations
 from alight_sandbox.guards.rules import (
     REPORT_FORGED,
     RUNNER_TAMPERING,
@@ -28,6 +31,9 @@ from alight_sandbox.guards.rules import (
     test_folders,
 )
 from alight_sandbox.guards.testrun import run_tests
+
+MAX_REVIEW_DIFF_CHARS = 64_000  # the diff an episode event carries for the review queue
+MAX_REVIEW_COMMANDS = 200  # and its first commands
 
 
 @dataclass
@@ -39,6 +45,7 @@ class Grade:
     report: EpisodeReport
     failing: list[str] = field(default_factory=list)  # listed tests that did not pass
     flags: list[Violation] = field(default_factory=list)  # review flags: events with evidence, reward unchanged
+    commands: list[dict[str, object]] = field(default_factory=list)  # what the agent ran: command, returncode
 
     @property
     def named_rewards(self) -> dict[str, float]:
@@ -102,8 +109,10 @@ def grade_episode(
     pythonpath: Sequence[str] = (),
     max_diff_lines: int = 2000,
     timeout_s: float = 300.0,
+    reference: Reference | None = None,
 ) -> Grade:
-    """Gates over the episode, then the tests on a copy of the final workspace with `original`'s tests restored."""
+    """Gates over the episode, then the tests on a copy of the final workspace with `original`'s tests restored;
+    with a `reference`, a fix the tests accept is then compared with the original on new inputs (reference.py)."""
     report = finish_episode(episode, max_diff_lines=max_diff_lines, pythonpath=[*pythonpath] or ["."])
     grading = episode.session / "grade"
     # Links stay links: inside the grading sandbox they resolve as they did in the agent's, never on the host.
@@ -126,12 +135,29 @@ def grade_episode(
     if run.replaced:  # patched in the process, whatever names the patch was built from
         what = f"pytest's own code was replaced while the tests ran: {', '.join(run.replaced)}"
         violations.append(Violation(RUNNER_TAMPERING, what))
+    if reference is not None and not failing and not violations:
+        violations += reference_violations(reference, grading / "workspace", policy)
     solved = not failing and not violations
-    return Grade(1.0 if solved else 0.0, f2p, p2p, violations, report, failing, report.flags)
+    commands = _commands(episode.session / "commands.jsonl")
+    return Grade(1.0 if solved else 0.0, f2p, p2p, violations, report, failing, report.flags, commands)
+
+
+def _commands(log: Path) -> list[dict[str, object]]:
+    """The episode's commands as a reviewer reads them (the review queue shows them beside the diff)."""
+    records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return [
+        {
+            "command": shlex.join(r["command"]) if isinstance(r["command"], list) else str(r["command"]),
+            "returncode": r.get("returncode"),
+            "timed_out": bool(r.get("timed_out")),
+        }
+        for r in records
+    ]
 
 
 def grade_events(grade: Grade, attempt: int | None) -> list[EventCreate]:
-    """The rollout events of a grade: its command counts, one `reward_hacking` event per violation, then one
+    """The rollout events of a grade: its command counts, diff and commands (the `episode` event, which the review
+    queue shows), one `reward_hacking` event per violation, then one
     `review_flag` event per review flag (same payload shape; the trainer does not filter on it).
 
     Ids are fixed per attempt, so a retried write is idempotent; evidence is cut to MAX_EVIDENCE_CHARS.
@@ -139,11 +165,11 @@ def grade_events(grade: Grade, attempt: int | None) -> list[EventCreate]:
     report = grade.report
     counts = {"commands": report.commands, "command_errors": report.command_errors, "timeouts": report.timeouts}
     suffix = f"{attempt or 0}"
-    events = [
-        EventCreate(
-            id=f"{EPISODE}-{suffix}", attempt=attempt, kind=EPISODE, payload={**counts, "diff_lines": report.diff_lines}
-        )
-    ]
+    # What a reviewer reads in the review queue: the diff and the commands, cut to a size a person reads.
+    shown = [{**c, "command": str(c["command"])[:MAX_EVIDENCE_CHARS]} for c in grade.commands[:MAX_REVIEW_COMMANDS]]
+    review = {"diff": report.diff[:MAX_REVIEW_DIFF_CHARS], "command_lines": shown}
+    payload = {**counts, "diff_lines": report.diff_lines, **review}
+    events = [EventCreate(id=f"{EPISODE}-{suffix}", attempt=attempt, kind=EPISODE, payload=payload)]
     for n, v in enumerate(grade.violations):
         payload = {"rule": v.rule, "evidence": v.evidence[:MAX_EVIDENCE_CHARS]}
         events.append(

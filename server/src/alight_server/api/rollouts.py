@@ -21,6 +21,7 @@ from alight.api_models import (
     WaitResult,
 )
 from alight.schemas import TERMINAL_STATES, Event, EventCreate, Reward, RewardCreate, Rollout, RolloutState
+from alight_server.api.reviews import check_event_kind
 from alight_server.http.deps import AdminDep, ReaderDep, RedactionDep, StoreDep, WriterDep, viewer_copy
 from alight_server.http.hooks import rollout_changed
 from alight_server.redaction.views import redact_rollout
@@ -105,6 +106,7 @@ def add_event(rollout_id: RolloutId, body: EventCreate, store: StoreDep, caller:
     if caller.attempt is not None and body.attempt is None:
         body = body.model_copy(update={"attempt": caller.attempt.attempt})
     caller.require_attempt(rollout_id, body.attempt)
+    check_event_kind(caller, body.kind)
     return store.add_event(rollout_id, body, while_running=not caller.admin)
 
 

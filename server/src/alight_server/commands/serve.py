@@ -67,6 +67,13 @@ def register(app: typer.Typer) -> None:
             envvar="ALIGHT_VIEWER_KEYS",
             help="Comma-separated keys that read redacted copies only (no reveal, no writes); or viewer_key_file.",
         ),
+        reviewer_keys: str | None = typer.Option(
+            None,
+            "--reviewer-keys",
+            envvar="ALIGHT_REVIEWER_KEYS",
+            help="Comma-separated keys that read redacted copies and decide the review queue, nothing else; "
+            "or reviewer_key_file.",
+        ),
         public_url: str | None = typer.Option(
             None, "--public-url", envvar="ALIGHT_PUBLIC_URL", help="URL agents reach this server at."
         ),
@@ -109,7 +116,7 @@ def register(app: typer.Typer) -> None:
             data_key = data_key or run_key
         given = {"host": host, "port": port, "db_url": db, "admin_key": admin_key, "public_url": public_url,
                  "upstream_key_env": upstream_key_env, "upstream_key_dir": upstream_key_dir,
-                 "data_key": data_key, "viewer_keys": viewer_keys}  # fmt: skip
+                 "data_key": data_key, "viewer_keys": viewer_keys, "reviewer_keys": reviewer_keys}  # fmt: skip
         cfg = _settings(config, {**given, "log_level": log_level})
 
         if not cfg.admin_key:
@@ -184,7 +191,7 @@ def _settings(config: Path | None, given: dict[str, Any]) -> ServerConfig:
 
     try:
         cfg = build_config(config, given)
-        cfg.all_viewer_keys()  # viewer_key_file: readable, and no key in it the admin key or too short
+        cfg.all_reviewer_keys()  # the key files: readable, no key in them the admin key, too short, or in both
     except (ValidationError, ValueError) as exc:
         typer.echo(f"invalid server settings: {exc}", err=True)
         raise typer.Exit(2) from exc

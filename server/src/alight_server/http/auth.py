@@ -1,4 +1,4 @@
-"""Admin key and per-attempt tokens: HMAC-signed, carrying rollout id + attempt, expiring."""
+"""Admin key, people's keys' names, and per-attempt tokens: HMAC-signed, carrying rollout id + attempt, expiring."""
 
 from __future__ import annotations
 
@@ -70,3 +70,10 @@ def verify_attempt_token(secret: bytes, token: str, now: float | None = None) ->
 
 def check_admin_key(expected: str, presented: str | None) -> bool:
     return presented is not None and hmac.compare_digest(expected.encode(), presented.encode())
+
+
+def key_fingerprint(key: str) -> str:
+    """The name a person's key is recorded under (a review decision's `reviewer`): never the key itself.
+
+    `python -c "import hashlib; print(hashlib.sha256(b'KEY').hexdigest()[:12])"` tells whose a name is."""
+    return hashlib.sha256(key.encode()).hexdigest()[:12]

@@ -1,4 +1,4 @@
-"""Typed FastAPI dependencies: the store, the config, and who is calling (admin, a viewer, or one attempt)."""
+"""Typed FastAPI dependencies: the store, the config, and who is calling (admin, a viewer, a reviewer, an attempt)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ from fastapi import Depends, HTTPException, Query, Request
 
 from alight.schemas import RewardSource
 from alight_server.config import ServerConfig
-from alight_server.http.auth import TOKEN_PREFIX, AttemptClaims, InvalidToken, check_admin_key, verify_attempt_token
+from alight_server.http.auth import (
+    TOKEN_PREFIX,
+    AttemptClaims,
+    InvalidToken,
+    check_admin_key,
+    key_fingerprint,
+    verify_attempt_token,
+)
 from alight_server.redaction import Redactor
 from alight_server.store import Store
 from alight_server.store.base import NotFound
@@ -22,11 +29,14 @@ ENDED_ATTEMPT_GRACE_S = 60.0
 
 log = logging.getLogger("alight.server")
 
-_AUTH_HINT = (
-    "send `Authorization: Bearer <admin key>` (or a viewer key, to read), or an agent's attempt token on its own routes"
-)
+_AUTH_HINT = "send `Authorization: Bearer <admin key>` (or a viewer or reviewer key), or an agent's attempt token on its own routes"
 # What a viewer key may do, in the 403 that refuses it anything else.
 VIEWER_SCOPE = "a viewer key only reads (GET) rollouts, trajectories, events, rewards, runs and the dashboard, redacted"
+# What a reviewer key may do, in the 403 that refuses it anything else.
+REVIEWER_SCOPE = (
+    "a reviewer key reads what a viewer key reads (redacted) and decides the review queue "
+    "(POST /api/rollouts/{id}/review), nothing else"
+)
 
 
 def get_store(request: Request) -> Store:
@@ -52,11 +62,18 @@ def _unauthorized(message: str) -> HTTPException:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who sent the request: the admin, a viewer (a person reading redacted copies), or one attempt's token."""
+    """Who sent the request: the admin, a person reading redacted copies (a viewer or a reviewer key), or one
+    attempt's token. A reviewer is a viewer that may also decide reviews: every refusal of a viewer holds for it."""
 
     admin: bool
     attempt: AttemptClaims | None = None
     viewer: bool = False
+    reviewer: str | None = None  # a reviewer key's name (key_fingerprint), never the key
+
+    @property
+    def scope(self) -> str:
+        """What this person's key may do, for the 403 that refuses it something else."""
+        return REVIEWER_SCOPE if self.reviewer else VIEWER_SCOPE
 
     def require_attempt(self, rollout_id: str, attempt: int | None) -> None:
         """Agents may act only on their own rollout and attempt; the admin on anything."""
@@ -114,19 +131,23 @@ def get_caller(request: Request) -> Caller:
         return Caller(admin=True)
     if any(check_admin_key(key, token) for key in getattr(request.app.state, "viewer_keys", ())):
         return Caller(admin=False, viewer=True)
-    raise _unauthorized("the admin key does not match this server's, nor does any viewer key (check ALIGHT_ADMIN_KEY)")
+    if any(check_admin_key(key, token) for key in getattr(request.app.state, "reviewer_keys", ())):
+        return Caller(admin=False, viewer=True, reviewer=key_fingerprint(token))
+    raise _unauthorized(
+        "the admin key does not match this server's, nor does any viewer or reviewer key (check ALIGHT_ADMIN_KEY)"
+    )
 
 
 def get_writer(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
     """The admin or an attempt token, on routes that write (events, rewards); a viewer key is refused."""
     if caller.viewer:
-        raise HTTPException(403, f"writing needs the admin key or the attempt's token; {VIEWER_SCOPE}")
+        raise HTTPException(403, f"writing needs the admin key or the attempt's token; {caller.scope}")
     return caller
 
 
 def require_admin(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
     if caller.viewer:
-        raise HTTPException(403, f"this route needs the admin key; {VIEWER_SCOPE}")
+        raise HTTPException(403, f"this route needs the admin key; {caller.scope}")
     if not caller.admin:
         raise HTTPException(403, "this route needs the admin key; attempt tokens may only call their own agent routes")
     return caller
@@ -139,6 +160,18 @@ def require_reader(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
             403, "this route needs the admin key or a viewer key; attempt tokens may only call their own agent routes"
         )
     return caller
+
+
+def require_reviewer(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
+    """The admin or a reviewer key, on the routes that decide reviews; a viewer key and attempt tokens are refused."""
+    if caller.admin or caller.reviewer:
+        return caller
+    if caller.viewer:
+        raise HTTPException(403, f"deciding a review needs a reviewer key or the admin key; {VIEWER_SCOPE}")
+    raise HTTPException(
+        403,
+        "deciding a review needs a reviewer key or the admin key; attempt tokens may only call their own agent routes",
+    )
 
 
 def get_attempt_token(request: Request) -> AttemptClaims:
@@ -184,8 +217,8 @@ def people_copy(
     if reveal and not caller.admin:
         raise HTTPException(
             403,
-            "reveal=true needs the reveal permission, which only the admin key has; a viewer key reads the "
-            "redacted copy (drop reveal)",
+            "reveal=true needs the reveal permission, which only the admin key has; a viewer or reviewer key reads "
+            "the redacted copy (drop reveal)",
         )
     if reveal:
         log.info("exact content revealed to the admin key: %s %s", request.method, request.url.path)
@@ -194,7 +227,7 @@ def people_copy(
 
 
 def viewer_copy(request: Request, caller: Caller) -> Redactor | None:
-    """The redactor when a viewer key is reading a route the admin (a machine) reads exact; else None."""
+    """The redactor when a person's key (viewer or reviewer) reads a route the admin (a machine) reads exact."""
     return get_redactor(request) if caller.viewer else None
 
 
@@ -206,6 +239,8 @@ WriterDep = Annotated[Caller, Depends(get_writer)]
 # Read routes people use: the admin key or a viewer key.
 ReaderDep = Annotated[Caller, Depends(require_reader)]
 AdminDep = Annotated[Caller, Depends(require_admin)]
+# Routes that decide reviews: the admin key or a reviewer key.
+ReviewerDep = Annotated[Caller, Depends(require_reviewer)]
 AttemptTokenDep = Annotated[AttemptClaims, Depends(get_attempt_token)]
 AttemptDep = Annotated[AttemptClaims, Depends(get_path_attempt)]
 # A read route's copy for people: None when the admin key asked for the exact content (reveal=true).

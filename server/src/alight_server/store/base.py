@@ -280,6 +280,13 @@ class Store(Protocol):
         """A page of rollouts matching `where` in creation order, and how many match in all."""
         ...
 
+    def rollouts_with_events(
+        self, any_of: Sequence[str], *, none_of: Sequence[str] = (), offset: int = 0, limit: int = 100
+    ) -> tuple[list[Rollout], int]:
+        """A page of the rollouts (creation order) with an event of a kind in `any_of` and none of a kind in
+        `none_of`, and how many match in all."""
+        ...
+
     # retention (store/retention.py)
     def purge_rollouts(self, scope: PurgeScope, *, dry_run: bool = False) -> PurgeReport:
         """Delete the ended rollouts in `scope` with every row under them and leave tombstones.

@@ -1,4 +1,5 @@
-"""Listing rollouts: one filter's SQL for the seq-cursor pages (API, controller) and the dashboard's offset pages."""
+"""Listing rollouts: one filter's SQL for the seq-cursor pages (API, controller), the dashboard's offset pages, and
+the rollouts with given event kinds (the review queue)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,20 @@ class SqlRolloutListing(SqlDatabase):
             total = int(conn.execute(select(func.count()).select_from(source).where(condition)).scalar_one())
             stmt = select(t.rollouts).select_from(source).where(condition).order_by(t.rollouts.c.ordinal)
             return self._with_attempts(conn, conn.execute(stmt.offset(offset).limit(limit)).all()), total
+
+    def rollouts_with_events(
+        self, any_of: Sequence[str], *, none_of: Sequence[str] = (), offset: int = 0, limit: int = 100
+    ) -> tuple[list[Rollout], int]:
+        """One page (creation order) of the rollouts with an event of a kind in `any_of` and none of a kind in
+        `none_of`, and how many there are in all (the review queue: flagged, not yet decided)."""
+        r, e = t.rollouts.c, t.events.c
+        condition = r.id.in_(select(e.rollout_id).where(e.kind.in_(list(any_of))))
+        if none_of:
+            condition = and_(condition, r.id.not_in(select(e.rollout_id).where(e.kind.in_(list(none_of)))))
+        with self._read() as conn:
+            total = int(conn.execute(select(func.count()).select_from(t.rollouts).where(condition)).scalar_one())
+            stmt = select(t.rollouts).where(condition).order_by(r.ordinal).offset(offset).limit(limit)
+            return self._with_attempts(conn, conn.execute(stmt).all()), total
 
     def _list(self, conn: Connection, query: RolloutQuery) -> list[Rollout]:
         source, condition = _matching(query)
