@@ -33,6 +33,7 @@ SHORT_RUN = [
     "--set", "controller.concurrency=2",
     "--set", "agent.env.CODING_STEP_LIMIT=\"2\"",
     "--set", "agent.env.CODING_MAX_TOKENS=\"32\"",
+    "--set", "review.audit_share=0",  # an audited group would wait for a person, not train in this step
 ]  # fmt: skip
 
 

@@ -133,6 +133,7 @@ def test_one_training_step_runs_the_simulator_on_the_tiny_model(tmp_path: Path) 
         "--set", "metrics.tensorboard=false",
         "--set", "controller.concurrency=2",
         "--set", 'agent.env.SCIENCEWORLD_MAX_STEPS="2"',
+        "--set", "review.audit_share=0",  # an audited group would wait for a person, not train in this step
     ]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=840, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

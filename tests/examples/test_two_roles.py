@@ -136,7 +136,8 @@ def test_the_calculator_computes_only_integer_arithmetic(expression: str) -> Non
 
 def test_the_config_trains_two_policies_on_the_tiny_model_routing_each_call_by_its_agent(tmp_path: Path) -> None:
     overrides = {"model": "tiny", "steps": 1, "tasks_per_step": 2, "group_size": 2, "output_dir": str(tmp_path),
-                 "validation.max_tasks": 1, "validation.samples_per_task": 1, "controller.concurrency": 4}  # fmt: skip
+                 "validation.max_tasks": 1, "validation.samples_per_task": 1, "controller.concurrency": 4,
+                 "review.audit_share": 0.0}  # fmt: skip
     config = load_config(EXAMPLES / "two_roles" / "config.yaml", overrides)
     result = TrainingRun(config, stacks=TrainingStacks(), show_progress=False).run()
     (step,) = [row for row in result.history if row["step"] == 1]

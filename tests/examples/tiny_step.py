@@ -26,6 +26,7 @@ def train_one_tiny_step(example: Path, out: Path) -> dict[str, Any]:
         "--set", "checkpoint.every=0",
         "--set", "metrics.tensorboard=false",
         "--set", "controller.concurrency=4",
+        "--set", "review.audit_share=0",  # an audited group would wait for a person, not train in this step
     ]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=540, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -56,6 +56,7 @@ SHORT_RUN = [
     "--set", "inference.torch_threads=1",
     "--set", "controller.concurrency=8",  # the whole group in one wave: the engine batches all 8 replies
     "--set", "rollout_timeout_s=200",  # 8 agents starting at once on 2 busy cores
+    "--set", "review.audit_share=0",  # an audited group would wait for a person, not train in this step
 ]  # fmt: skip
 
 

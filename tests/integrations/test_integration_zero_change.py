@@ -49,6 +49,7 @@ def train(tmp_path: Path, command: list[str], **overrides: Any) -> dict[str, Any
         "metrics": {"tensorboard": False},
         "inference": {"device": "cpu", "torch_threads": 1},
         "controller": {"concurrency": 4},
+        "review": {"audit_share": 0.0},  # an audited group would wait for a person, not train in this step
         **overrides,
     }
     path = tmp_path / "config.yaml"

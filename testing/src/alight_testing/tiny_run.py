@@ -25,6 +25,8 @@ def tiny_run_config(folder: Path, entrypoint: str, tasks: list[dict[str, Any]], 
         "optimizer": {"lr": 1e-3},
         "inference": {"device": "cpu", "torch_threads": 1},
         "controller": {"concurrency": 4},
+        # No random audit: a test's groups train when it says (an audited group is held until a person decides).
+        "review": {"audit_share": 0.0},
     }
     for key, value in overrides.items():
         raw[key] = {**raw[key], **value} if isinstance(value, dict) and isinstance(raw.get(key), dict) else value

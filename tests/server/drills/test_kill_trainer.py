@@ -43,6 +43,7 @@ def write_config(tmp_path: Path, answered: Path) -> Path:
         "checkpoint": {"every": 1},
         "inference": {"device": "cpu", "torch_threads": 1},
         "metrics": {"tensorboard": False},
+        "review": {"audit_share": 0.0},  # an audited group would wait for a person, not train when the drill counts
     }
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))

@@ -157,3 +157,15 @@ def test_the_agent_config_refuses_to_inherit_alight_variables(tmp_path: Path) ->
     agent = "agent: {entrypoint: agent.py:main, inherit_env: [ALIGHT_ADMIN_KEY]}"
     with pytest.raises(ConfigError, match=r"agent.inherit_env.*ALIGHT_\* variables .* agent.env"):
         load_config(write(tmp_path, GOOD.replace("agent: {entrypoint: agent.py:main}", agent)))
+
+
+def test_the_review_section_defaults_to_quarantine_and_refuses_bad_values(tmp_path: Path) -> None:
+    review = load_config(write(tmp_path, GOOD)).review
+    assert (review.flags, review.audit_share, review.max_staleness) == ("quarantine", 0.02, None)
+    with pytest.raises(ConfigError, match=r"review.flags: .*got 'ignore'"):
+        load_config(write(tmp_path, GOOD + "review: {flags: ignore}\n"))
+    with pytest.raises(ConfigError, match=r"review.audit_share: .*less than or equal to 1.*got 1.5"):
+        load_config(write(tmp_path, GOOD + "review: {audit_share: 1.5}\n"))
+    with pytest.raises(ConfigError, match=r"review.audit_share: .*greater than or equal to 0"):
+        load_config(write(tmp_path, GOOD + "review: {audit_share: -0.1}\n"))
+    assert load_config(write(tmp_path, GOOD + "review: {flags: drop, audit_share: 0}\n")).review.flags == "drop"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -87,6 +88,10 @@ def test_two_steps_train_the_served_policy_on_gateway_token_ids(
             assert any(logprobs[: len(lp)] == lp for _, lp in recorded if lp)
     store.close()
 
-    assert (result.run_dir / "metrics.jsonl").is_file()
+    # each step's integrity: violations and review flags among its rollouts, and how many wait for a person
+    lines = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [line for line in lines if "train/reward_mean" in line]
+    integrity = ("integrity/violation_share", "integrity/flag_share", "integrity/quarantined")
+    assert len(steps) == 2 and all(line[key] == 0.0 for line in steps for key in integrity), steps
     assert result.plot_path is not None and result.plot_path.stat().st_size > 0
     assert result.val_before is not None and result.val_after is not None

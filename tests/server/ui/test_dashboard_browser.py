@@ -76,6 +76,9 @@ def test_run_page_draws_each_curve_with_uplot_from_the_reported_steps(page: Any,
         ("KL (approx)", "kl", "train/approx_kl"),
         ("clip fraction", "clip", "train/clip_fraction"),
         ("tokens / s", "tokens/s", "perf/tokens_per_s"),
+        ("integrity (share)", "violations", "integrity/violation_share"),
+        ("integrity (share)", "review flags", "integrity/flag_share"),
+        ("quarantined rollouts", "pending review", "integrity/quarantined"),
     ):
         expected = [(s.step, pytest.approx(s.metrics[key])) for s in steps if key in s.metrics]
         assert expected and _series(charts[title], label) == expected, title

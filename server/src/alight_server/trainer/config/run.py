@@ -20,6 +20,7 @@ from alight_server.trainer.config.policies import (
     gateway_routing,
     resolve_policies,
 )
+from alight_server.trainer.config.review import ReviewConfig
 from alight_server.trainer.config.sections import (
     AsyncRolloutConfig,
     CheckpointConfig,
@@ -63,6 +64,7 @@ class TrainConfig(Section):
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     async_rollout: AsyncRolloutConfig = Field(default_factory=AsyncRolloutConfig)
+    review: ReviewConfig = Field(default_factory=ReviewConfig)  # queued rollouts: quarantine, drop or train
     inference: InferenceSettings = Field(default_factory=InferenceSettings)
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)

@@ -45,6 +45,7 @@ from alight_server.trainer.run.async_pool import GroupPool
 from alight_server.trainer.run.checkpoint import latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
 from alight_server.trainer.run.dataset import TaskCursor, load_splits
 from alight_server.trainer.run.phases import RunPhases, val_task_count
+from alight_server.trainer.run.quarantine import Quarantine
 from alight_server.trainer.run.rollout_source import ImportedTraces, PoolGroups, RolloutSource, StepGroups
 from alight_server.trainer.run.servers import RunStack, StackOpener
 from alight_server.trainer.run.train_step import Started, torch_threads, train_step
@@ -111,6 +112,8 @@ class TrainingRun:
     def _checkpoint(self, live: Started) -> None:
         payload = {"trainer": live.backend.state_dict(), "cursor": self.cursor.state(), "history": self.history}
         payload.update(live.rollouts.checkpoint())
+        if live.quarantine is not None:
+            payload["quarantine"] = live.quarantine.state()
         save_checkpoint(self.config.run_dir_checkpoints(), self.step, payload, self.config.checkpoint.keep_last)
 
     # -- the run -------------------------------------------------------------------------------
@@ -161,7 +164,8 @@ class TrainingRun:
                 why = {"resumed_at": self.step} if self.step else {"replaced": "weights of an earlier run"}
                 why = {"init_from": "policies' adapters"} if adapters and not self.step else why
                 self.policy_version, _ = backend.push_weights(sync, why)
-            live = Started(backend, client, phases, self.rollouts, sync, tokenizer, metrics_log, reporter)
+            quarantine = self._quarantine(client, restored or {})
+            live = Started(backend, client, phases, self.rollouts, sync, tokenizer, metrics_log, reporter, quarantine)
             result = self._loop(live)
             ok = True
             return result
@@ -197,6 +201,15 @@ class TrainingRun:
         if "async_pool" in restored:
             pool.restore(restored["async_pool"])
         return PoolGroups(pool)
+
+    def _quarantine(self, client: AlightClient, restored: dict[str, Any]) -> Quarantine | None:
+        """The review queue's side of the run (`review:`); None with `traces.run` (imported, nothing sampled)."""
+        if self.config.traces.run is not None:
+            return None
+        quarantine = Quarantine(client, self.config, self.run_dir)
+        if "quarantine" in restored:
+            quarantine.restore(restored["quarantine"])
+        return quarantine
 
     def _loop(self, live: Started) -> RunResult:
         cfg, phases = self.config, live.phases

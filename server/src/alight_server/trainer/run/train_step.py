@@ -21,6 +21,7 @@ from alight_server.trainer.report.display import RunDisplay
 from alight_server.trainer.report.metrics import MetricsLog
 from alight_server.trainer.report.server import RunReporter
 from alight_server.trainer.run.phases import RunPhases
+from alight_server.trainer.run.quarantine import Quarantine, Screened
 from alight_server.trainer.run.rollout_source import RolloutSource
 from alight_server.trainer.run.rollouts import RolloutPhase
 from alight_server.trainer.run.weight_sync import WeightSync
@@ -58,6 +59,7 @@ class Started:
     tokenizer: Any
     metrics_log: MetricsLog
     reporter: RunReporter  # the run and its steps, to the server's dashboard
+    quarantine: Quarantine | None = None  # the review queue's side (`review:`); None when nothing is sampled
 
 
 def train_step(
@@ -74,11 +76,16 @@ def train_step(
     display.status("building samples and training")
     started = time.monotonic()
     sample_config = SampleConfig.from_section(cfg.samples, pad_token_id=int(tokenizer.pad_token_id or 0))
-    trajectories, dropped = filter_for_training(phase.trajectories, sample_config)
+    # Queued rollouts held, dropped or kept (`review.flags`); groups decided since an earlier step join this one.
+    screened = Screened(phase.trajectories, phase.rollouts)
+    if live.quarantine is not None:
+        screened = live.quarantine.screen(phase, step, policy_version)
+        metrics.update(screened.metrics)
+    trajectories, dropped = filter_for_training(screened.trajectories, sample_config)
     metrics.update(dropped)
     sft = cfg.algorithm.estimator == "sft"
     if sft:
-        trajectories, chosen = select_for_sft(trajectories, {r.id: r for r in phase.rollouts}, cfg.sft)
+        trajectories, chosen = select_for_sft(trajectories, {r.id: r for r in screened.rollouts}, cfg.sft)
         metrics.update(chosen)
     threads = functools.partial(
         torch_threads, None if live.rollouts.runs_during_training else cfg.trainer.torch_threads

@@ -136,9 +136,13 @@ const CURVES = [
   ["clip fraction", (m) => [["clip", m["train/clip_fraction"]]]],
   ["tokens / s", (m) => [["tokens/s", m["perf/tokens_per_s"]]]],
   ["phase times (s)", (m) => [["rollouts", m["time/rollouts_s"]], ["train", m["time/train_s"]], ["sync", m["time/sync_s"]], ["val", m["time/val_s"]]]],
+  // A rising violation share is the earliest sign that a policy has found a hole (docs/security.md#review-flags).
+  ["integrity (share)", (m) => [["violations", m["integrity/violation_share"]], ["review flags", m["integrity/flag_share"]], ["audits rejected", m["integrity/audit_rejected"]]]],
+  ["quarantined rollouts", (m) => [["pending review", m["integrity/quarantined"]]]],
 ];
 
-const RUN_WIDE = ["tokens / s", "phase times (s)"]; // the run's, however many policies it trains
+// the run's, however many policies it trains
+const RUN_WIDE = ["tokens / s", "phase times (s)", "integrity (share)", "quarantined rollouts"];
 
 // specs: CURVES, or Policies.curves for a several-policy run. A pick returns [name, value, std?, colour?] per series.
 function curves(runId, steps, validation, specs) {
