@@ -31,11 +31,13 @@ Long because: one algorithm, the steps above; reading a test's assertions and ca
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 MASK = "..."
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")  # the lines the parser counts (not form feeds)
 _SHORTEST_BARE = 2  # a bare token shorter than this is everywhere
 
 
@@ -58,12 +60,10 @@ def hidden_assertions(fail_to_pass: Sequence[str], sources: Mapping[str, str]) -
     found: list[Assertion] = []
     for test in dict.fromkeys(test_function(n) for n in fail_to_pass):
         path, *names = test.split("::")
-        if path not in sources or not names:
+        parsed = _parsed(sources[path]) if path in sources and names else None
+        if parsed is None:
             continue
-        try:
-            tree = ast.parse(sources[path])
-        except SyntaxError:
-            continue
+        tree, lines = parsed
         scopes = _lookup(tree, names)
         if scopes is None:
             continue
@@ -72,13 +72,36 @@ def hidden_assertions(fail_to_pass: Sequence[str], sources: Mapping[str, str]) -
         assigned = _assignments(function)
         for node in _assertion_nodes(function):
             own = _literals(node) + _operand_literals(node, assigned)
-            source = ast.get_source_segment(sources[path], node) or ast.unparse(node)
+            source = _segment(lines, node) or ast.unparse(node)
             side = _expected_side(node)
             for row in rows:
                 values = [lit for literals in row.values() for lit in literals]
                 expected = [] if side is None else _side_literals(side, assigned, row)
                 found.append(Assertion(test, source, bool(own), _unique(own + values), _unique(expected)))
     return found
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(source: str) -> tuple[ast.Module, tuple[str, ...]] | None:
+    """A test file's tree and lines, once per file: every task of a project asks about the same few files.
+    Callers only read the tree."""
+    try:
+        return ast.parse(source), tuple(_LINE.findall(source))
+    except SyntaxError:
+        return None
+
+
+def _segment(lines: Sequence[str], node: ast.AST) -> str | None:
+    """The source text of `node` from its file's lines (offsets are in UTF-8 bytes, as the parser counts)."""
+    start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+    col, end_col = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
+    if start is None or end is None or col is None or end_col is None or end > len(lines):
+        return None
+    if start == end:
+        return lines[start - 1].encode()[col:end_col].decode(errors="replace")
+    first = lines[start - 1].encode()[col:].decode(errors="replace")
+    last = lines[end - 1].encode()[:end_col].decode(errors="replace")
+    return first + "".join(lines[start : end - 1]) + last
 
 
 def appears(literal: str, text: str) -> bool:
@@ -114,6 +137,7 @@ def mask(text: str, literals: Sequence[str]) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=4096)
 def _pattern(literal: str, *, bare_strings: bool = True) -> re.Pattern[str]:
     """A whole-token match of a literal (given as its repr); a string quoted, or bare too with `bare_strings`."""
     try:
