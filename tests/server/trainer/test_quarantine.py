@@ -27,6 +27,9 @@ from alight.schemas import (
     RolloutCreate,
 )
 from alight_server.trainer.config.run import TrainConfig
+from alight_server.trainer.report.display import RunDisplay
+from alight_server.trainer.run.dataset import TaskCursor, TaskSplits
+from alight_server.trainer.run.phases import RunPhases
 from alight_server.trainer.run.quarantine import Quarantine, regression_tasks
 from alight_server.trainer.run.rollouts import RolloutPhase, collect
 from alight_server.trainer.step.integrity import audited
@@ -159,3 +162,37 @@ def test_the_audit_draw_is_a_function_of_the_rollout_and_the_seed_at_the_configu
     assert 320 < len(drawn) < 480
     assert drawn != [i for i in rollout_ids if audited(i, seed=8, share=0.02)]
     assert not any(audited(i, seed=7, share=0.0) for i in rollout_ids[:1000])
+
+
+def test_a_resumed_run_keeps_holding_the_group_a_checkpoint_held(client, live_server, quarantine):
+    flagged = group(client, live_server, "a", events={0: REVIEW_FLAG})
+    before = quarantine()
+    before.screen(phase(client, flagged), step=0, version=0)
+    resumed = quarantine()
+    resumed.restore(json.loads(json.dumps(before.state())))  # as the checkpoint stores it
+    empty = RolloutPhase(rollouts=[], trajectories=[], seconds=0.0)
+    assert ids(resumed.screen(empty, step=1, version=0)) == []
+    decide(live_server, flagged[0].id, "accept")
+    assert ids(resumed.screen(empty, step=2, version=0)) == sorted(r.id for r in flagged)
+
+
+def test_validation_runs_the_regression_tasks_again_scored_apart(client, live_server, tiny_config, tmp_path):
+    config = tiny_config()
+    (tmp_path / "regressions.jsonl").write_text(
+        "".join(
+            json.dumps({"rollout_id": f"x{i}", "reason": "flag", "step": 0, "task": {"i": i}}) + "\n" for i in range(2)
+        )
+    )
+    phases = RunPhases(client, config, "run1", tmp_path, TaskSplits(train=[{"i": 9}], val=[]), TaskCursor([], 0))
+    started = phases.start_regressions(step=3)
+    assert started is not None
+    for start in client.claim_attempts(limit=2, ids=started.ids):
+        rid = start.rollout.id
+        client.add_reward(rid, RewardCreate(attempt=start.attempt, value=float(rid == started.ids[0]), final=True))
+        client.finish_attempt(rid, start.attempt, AttemptFinish(status="succeeded"))
+    live_server.store.add_event(started.ids[1], EventCreate(kind=REWARD_HACKING, payload={"rule": "r", "evidence": ""}))
+    metrics = phases.validate(RunDisplay(1, enabled=False), step=3)
+    assert [client.get_rollout(i).task for i in started.ids] == [{"i": 0}, {"i": 1}]
+    assert {client.get_rollout(i).mode for i in started.ids} == {Mode.VAL}  # never trained on
+    assert metrics["regressions/tasks"] == 2.0 and metrics["regressions/score"] == 0.5
+    assert metrics["regressions/violation_share"] == 0.5 and "val/score" not in metrics

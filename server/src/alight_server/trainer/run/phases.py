@@ -1,7 +1,9 @@
 """A run's rollout phases: each step's train groups and each validation, named by run and step, awaited with progress.
 
 Ids are a function of the run id and step (`{run}-s{step}`, `{run}-val{step}`; ui/routes.py `step_prefix`
-reads them back), so creating a phase twice is harmless. The server calls themselves are in trainer/run/rollouts.py;
+reads them back; `{run}-reg{step}` for the regression tasks), so creating a phase twice is harmless. Each
+validation also runs the run's regression tasks (the tasks of rollouts a person rejected, trainer/run/quarantine.py),
+scored apart as `regressions/*`: does the policy still cheat where it was caught? The server calls themselves are in trainer/run/rollouts.py;
 with `async_rollout.enabled` the step's groups come from trainer/run/async_pool.py instead.
 """
 
@@ -20,6 +22,7 @@ from alight_server.trainer.config.policies import PolicyConfig
 from alight_server.trainer.config.run import TrainConfig
 from alight_server.trainer.report.display import RunDisplay
 from alight_server.trainer.run.dataset import TaskCursor, TaskSplits
+from alight_server.trainer.run.quarantine import regression_tasks
 from alight_server.trainer.run.rollouts import (
     Progress,
     RolloutPhase,
@@ -29,6 +32,7 @@ from alight_server.trainer.run.rollouts import (
     scored,
     wait_all,
 )
+from alight_server.trainer.step.integrity import integrity_metrics
 from alight_server.trainer.step.policy_samples import named_reward, with_reward
 
 log = logging.getLogger("alight.trainer")
@@ -97,6 +101,11 @@ class RunPhases:
         n = self.config.validation.samples_per_task
         return self.start(f"{self.run_id}-val{step:05d}", tasks, n, Mode.VAL, step)
 
+    def start_regressions(self, step: int) -> StartedPhase | None:
+        """The run's regression tasks once each, in val mode (never trained on); None while there are none."""
+        tasks = regression_tasks(self.run_dir)
+        return self.start(f"{self.run_id}-reg{step:05d}", tasks, 1, Mode.VAL, step) if tasks else None
+
     def wait(self, phase: StartedPhase, display: RunDisplay) -> RolloutPhase:
         label = "validating" if phase.mode == Mode.VAL else "rollouts"
 
@@ -118,16 +127,26 @@ class RunPhases:
         return collect(self.client, finished, phase.started)
 
     def validate(self, display: RunDisplay, step: int, started: StartedPhase | None = None) -> dict[str, float]:
-        """Run (or finish, when `started`) the validation at `step`; its metrics, {} without held-out tasks."""
-        if started is None and (started := self.start_validation(step)) is None:
-            return {}
-        phase = self.wait(started, display)
-        scores = [s for s in map(scored, phase.trajectories) if s is not None]
-        score, error = score_and_error(phase.trajectories)
-        return {
-            "val/score": score,
-            "val/score_se": error,
-            "val/rollouts": float(len(scores)),
-            "time/val_s": phase.seconds,
-            **policy_scores(phase.trajectories, self.config.policies),
-        }
+        """Run (or finish, when `started`) the validation at `step` and the regression tasks; their metrics, {}
+        without held-out and regression tasks."""
+        regressions = self.start_regressions(step)
+        metrics: dict[str, float] = {}
+        if started is not None or (started := self.start_validation(step)) is not None:
+            phase = self.wait(started, display)
+            scores = [s for s in map(scored, phase.trajectories) if s is not None]
+            score, error = score_and_error(phase.trajectories)
+            metrics = {
+                "val/score": score,
+                "val/score_se": error,
+                "val/rollouts": float(len(scores)),
+                "time/val_s": phase.seconds,
+                **policy_scores(phase.trajectories, self.config.policies),
+            }
+        if regressions is not None:
+            again = self.wait(regressions, display).trajectories
+            caught = integrity_metrics(again)
+            metrics["regressions/tasks"] = float(len(again))
+            metrics["regressions/score"] = score_and_error(again)[0]
+            metrics["regressions/violation_share"] = caught["integrity/violation_share"]
+            metrics["regressions/flag_share"] = caught["integrity/flag_share"]
+        return metrics
