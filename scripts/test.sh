@@ -25,27 +25,29 @@ status=0
 .venv/bin/pyright || status=1
 
 # The whole run records each harness-matrix cell's outcome (tests/conftest.py) for the README check below.
-matrix=()
+recording=()
 if [ "$#" -eq 0 ]; then
   mkdir -p .alight && rm -f .alight/harness-matrix.json
-  matrix=(ALIGHT_HARNESS_MATRIX="$PWD/.alight/harness-matrix.json")
+  # ... and each test file's seconds, the order the next runs hand files out in (tests/longest_first.py).
+  recording=(ALIGHT_HARNESS_MATRIX="$PWD/.alight/harness-matrix.json" ALIGHT_TEST_DURATIONS="$PWD/.alight/test-durations.json")
 fi
 
-# Tests on every core (at most 4: each worker holds its own models), one file per worker at a time so a file's
-# shared set-up is built once. Serially the suite kept under one of two cores busy on average, waiting on servers,
-# subprocesses and sandboxes (docs/testing.md, Workers).
+# One worker more than there are cores (at most 4: each worker holds its own models), one file per worker at a
+# time so a file's shared set-up is built once, the longest files first (tests/longest_first.py). The tests wait
+# on servers, subprocesses and sandboxes: serially the suite kept under one of two cores busy, and on 2 cores
+# 3 workers ran it 1-2 minutes sooner than 2 (docs/testing.md, Workers).
 cores=$(nproc)
 # A container held to fewer CPUs than it sees (cgroup v2 quota) counts its quota.
 if read -r quota period 2>/dev/null </sys/fs/cgroup/cpu.max && [ "$quota" != max ]; then
   cores=$(( (quota + period - 1) / period ))
 fi
-workers=${ALIGHT_TEST_WORKERS:-$cores}
+workers=${ALIGHT_TEST_WORKERS:-$((cores + 1))}
 [ "$workers" -gt 4 ] && workers=4
 [ "$workers" -lt 1 ] && workers=1
 
 stamp "pytest ($workers workers)"
 set +e
-env "${matrix[@]}" .venv/bin/pytest -q -p no:cacheprovider -n "$workers" --dist loadfile --durations=25 "$@"
+env "${recording[@]}" .venv/bin/pytest -q -p no:cacheprovider -n "$workers" --dist loadfile --no-loadscope-reorder --durations=25 "$@"
 rc=$?
 set -e
 stamp "pytest done"

@@ -20,6 +20,7 @@ from alight_server.app import create_app
 from alight_server.config import ServerConfig
 from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store.sql import SqlStore
+from tests.longest_first import DurationRecorder, order_longest_first
 
 ADMIN_KEY = "alk_test-admin-key"
 
@@ -33,7 +34,16 @@ OPT_IN = {
 }
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # The run's per-file times (tests/longest_first.py), recorded where the reports all arrive: the controller.
+    durations = os.environ.get("ALIGHT_TEST_DURATIONS")
+    if durations and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(DurationRecorder(Path(durations)), "alight-test-durations")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: its collection order is the schedule's
+        order_longest_first(items)
     # pytest-xdist hands out tests by node id and runs a repeated id once: the others would pass unseen.
     repeated = sorted(nodeid for nodeid, n in Counter(item.nodeid for item in items).items() if n > 1)
     if repeated:
