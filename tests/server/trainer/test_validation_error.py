@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,19 @@ def test_the_before_after_table_prints_the_interval_and_the_gain(tmp_path: Path)
     text = out.getvalue()
     assert "0.400 ± 0.100" in text and "0.700 ± 0.080" in text
     assert f"validation gain: +0.300 ± {2 * math.hypot(0.05, 0.04):.3f} (2 SE)" in text
+
+
+def test_the_summary_says_how_often_people_rejected_what_the_gates_passed(tmp_path: Path) -> None:
+    history: list[dict[str, Any]] = [
+        {"step": 1, "train/reward_mean": 0.5, "integrity/audits_decided": 3.0, "integrity/audit_rejected": 1 / 3},
+        {"step": 2, "train/reward_mean": 0.5, "integrity/audits_decided": 8.0, "integrity/audit_rejected": 0.25},
+    ]
+    out = io.StringIO()
+    display = RunDisplay(2, console=Console(file=out, width=200), enabled=False)
+    result = finish_run(history, tmp_path, "tiny", 2, 2, 0, display, _Log())  # type: ignore[arg-type]
+    assert "people rejected 25.0% of the 8 decided audits" in out.getvalue()
+    summary = json.loads(result.summary_path.read_text())
+    assert (summary["audits_decided"], summary["audit_rejected"]) == (8, 0.25)
 
 
 def test_the_plots_band_stays_inside_the_rewards_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -54,8 +54,9 @@ def run_summary(
     history: list[dict[str, Any]], k: int, steps: int, policy_version: int, plot_path: Path | None
 ) -> dict[str, Any]:
     """summary.json's content: validation before/after with standard errors and the gain, mean train reward of
-    the first and last `k` steps."""
+    the first and last `k` steps, and the random audit: how often people rejected what the gates passed."""
     vals = [r for r in history if "val/score" in r]
+    audits = [r for r in history if "integrity/audits_decided" in r]
     trains = [r for r in history if "train/reward_mean" in r]
     val_before = vals[0]["val/score"] if vals else None
     val_after = vals[-1]["val/score"] if len(vals) > 1 else None
@@ -80,6 +81,8 @@ def run_summary(
         "steps": steps,
         "policy_version": policy_version,
         "plot": str(plot_path) if plot_path else None,
+        "audits_decided": int(audits[-1]["integrity/audits_decided"]) if audits else 0,
+        "audit_rejected": audits[-1]["integrity/audit_rejected"] if audits else None,
     }
 
 
@@ -101,6 +104,9 @@ def _print_summary(display: RunDisplay, summary: dict[str, Any], k: int, val_tas
     if gain is not None:
         within = "" if gain_se is None or math.isnan(gain_se) else f" ± {2 * gain_se:.3f} (2 SE)"
         display.console.print(f"validation gain: {gain:+.3f}{within}")
+    if summary["audits_decided"]:
+        display.console.print(f"random audit: people rejected {summary['audit_rejected']:.1%} of the "
+                              f"{summary['audits_decided']} decided audits of rollouts the gates had passed")  # fmt: skip
     if summary["plot"]:
         display.console.print(f"plot: {summary['plot']}")
     display.console.print(f"metrics: {run_dir / 'metrics.jsonl'}  tensorboard: {run_dir / 'tensorboard'}")
