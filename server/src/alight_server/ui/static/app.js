@@ -40,10 +40,14 @@ function enc(params) {
 class ApiError extends Error {
   constructor(status, message) { super(message); this.status = status; }
 }
-async function api(path) {
+// A body makes it a POST of that JSON (a review decision); every other call reads.
+async function api(path, payload) {
   const key = sessionStorage.getItem(KEY);
   if (!key) throw new ApiError(401, "no admin key");
-  const response = await fetch(path, { headers: { Authorization: `Bearer ${key}` }, cache: "no-store" });
+  const headers = { Authorization: `Bearer ${key}` };
+  const init = payload === undefined ? { headers, cache: "no-store" }
+    : { method: "POST", headers: { ...headers, "Content-Type": "application/json" }, body: JSON.stringify(payload) };
+  const response = await fetch(path, init);
   const body = await response.json().catch(() => ({}));
   if (!response.ok) throw new ApiError(response.status, (body.error && body.error.message) || response.statusText);
   return body;
@@ -64,6 +68,7 @@ function route() {
     parts[0] === "rollout" ? () => rolloutPage(parts[1], params) :
     parts[0] === "check" ? () => checkPage(parts[1]) :
     parts[0] === "gateway" ? () => gatewayPage() :
+    parts[0] === "reviews" ? () => reviewsPage() :
     () => runsPage();
   show(page);
 }
@@ -95,7 +100,7 @@ function login(message) {
     route();
   } },
     h("h1", {}, "Admin key"),
-    h("p", {}, "The key `alight serve` printed (or ALIGHT_ADMIN_KEY), or a viewer key, which shows redacted copies only. It stays in this browser tab's session only."),
+    h("p", {}, "The key `alight serve` printed (or ALIGHT_ADMIN_KEY), or a viewer key, which shows redacted copies only, or a reviewer key, which also decides the review queue. It stays in this browser tab's session only."),
     message ? h("p", { class: "error" }, message) : null,
     input, " ", h("button", { type: "submit" }, "Open"));
   app.replaceChildren(form);
@@ -478,6 +483,7 @@ async function rolloutPage(rolloutId, params) {
       ? ["Secrets and personal data are redacted. ", link(`#/rollout/${id}${enc({ attempt: params.attempt, reveal: "true" })}`, "Show the exact content")]
       : ["Showing the exact content, as captured. ", link(`#/rollout/${id}${enc({ attempt: params.attempt })}`, "Redact it")]),
     h("details", {}, h("summary", {}, "task"), h("pre", {}, json(rollout.task))),
+    reviewLine(rollout.id, trajectory.review),
     gates.length ? [h("h2", {}, "Gate violations (reward 0, left out of training)"),
       table(["attempt", "rule", "evidence"], gates.map((g) => h("tr", {}, h("td", { class: "num" }, String(g.attempt ?? "")),
         h("td", {}, String(g.rule ?? "")), h("td", {}, h("code", {}, messageText(g.evidence ?? ""))))), { id: "gates" })] : null,
