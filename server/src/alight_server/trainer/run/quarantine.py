@@ -158,7 +158,7 @@ class Quarantine:
 
     def _poll(self, step: int, counts: Counter[str]) -> None:
         for rollout_id in list(self.queued)[:POLL_PER_STEP]:
-            decisions = self.client.list_events(rollout_id, kind=REVIEW_DECISION)
+            decisions = self.client.list_events(rollout_id, kind=REVIEW_DECISION, reveal=True)
             if not decisions:
                 self.queued[rollout_id] = self.queued.pop(rollout_id)  # asked again after the others
                 continue
