@@ -8,6 +8,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -28,10 +29,13 @@ from alight.schemas import (
 )
 from alight_server.trainer.config.run import TrainConfig
 from alight_server.trainer.report.display import RunDisplay
+from alight_server.trainer.run import train_step as train_step_module
 from alight_server.trainer.run.dataset import TaskCursor, TaskSplits
 from alight_server.trainer.run.phases import RunPhases
 from alight_server.trainer.run.quarantine import Quarantine, regression_tasks
+from alight_server.trainer.run.rollout_source import StepRollouts
 from alight_server.trainer.run.rollouts import RolloutPhase, collect
+from alight_server.trainer.run.train_step import Started, train_step
 from alight_server.trainer.step.integrity import audited
 
 
@@ -196,3 +200,35 @@ def test_validation_runs_the_regression_tasks_again_scored_apart(client, live_se
     assert {client.get_rollout(i).mode for i in started.ids} == {Mode.VAL}  # never trained on
     assert metrics["regressions/tasks"] == 2.0 and metrics["regressions/score"] == 0.5
     assert metrics["regressions/violation_share"] == 0.5 and "val/score" not in metrics
+
+
+def test_a_training_step_trains_the_group_a_person_accepted_at_a_later_step(
+    client, live_server, quarantine, tiny_config, monkeypatch
+):
+    """The real train_step with the real quarantine; only the policies' update is a recorder."""
+    trained: list[list[str]] = []
+
+    def recording_update(backend: Any, trajectories: list[Any], *args: Any, **kwargs: Any) -> tuple[dict, None]:
+        trained.append(sorted(t.rollout_id for t in trajectories))
+        return {}, None
+
+    monkeypatch.setattr(train_step_module, "step_policies", recording_update)
+    flagged = group(client, live_server, "a", events={0: REVIEW_FLAG})
+    clean = group(client, live_server, "b")
+    phases = iter([phase(client, flagged, clean), RolloutPhase(rollouts=[], trajectories=[], seconds=0.0)])
+
+    class Source:
+        runs_during_training = False
+
+        def take(self, step: int, version: int, display: RunDisplay) -> StepRollouts:
+            return StepRollouts(next(phases))
+
+    edge: Any = None  # the parts train_step hands on to the update only
+    tokenizer = SimpleNamespace(pad_token_id=0, decode=str)
+    live = Started(edge, client, edge, Source(), edge, tokenizer, edge, edge, quarantine())  # type: ignore[arg-type]
+    display = RunDisplay(2, enabled=False)
+    first, _ = train_step(live, tiny_config(), 0, 0, display)
+    decide(live_server, flagged[0].id, "accept")
+    second, _ = train_step(live, tiny_config(), 1, 0, display)
+    assert trained == [sorted(r.id for r in clean), sorted(r.id for r in flagged)]
+    assert first["integrity/quarantined"] == 1.0 and second["integrity/released"] == 2.0
