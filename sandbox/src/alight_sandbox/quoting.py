@@ -93,8 +93,10 @@ def _parsed(source: str) -> tuple[ast.Module, tuple[str, ...]] | None:
 
 def _segment(lines: Sequence[str], node: ast.AST) -> str | None:
     """The source text of `node` from its file's lines (offsets are in UTF-8 bytes, as the parser counts)."""
-    start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
-    col, end_col = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
+    start: int | None = getattr(node, "lineno", None)
+    end: int | None = getattr(node, "end_lineno", None)
+    col: int | None = getattr(node, "col_offset", None)
+    end_col: int | None = getattr(node, "end_col_offset", None)
     if start is None or end is None or col is None or end_col is None or end > len(lines):
         return None
     if start == end:
