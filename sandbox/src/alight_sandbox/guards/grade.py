@@ -146,13 +146,17 @@ def _commands(log: Path) -> list[dict[str, object]]:
     """The episode's commands as a reviewer reads them (the review queue shows them beside the diff)."""
     records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return [
-        {
-            "command": shlex.join(r["command"]) if isinstance(r["command"], list) else str(r["command"]),
-            "returncode": r.get("returncode"),
-            "timed_out": bool(r.get("timed_out")),
-        }
+        {"command": _shell_text(r["command"]), "returncode": r.get("returncode"), "timed_out": bool(r.get("timed_out"))}
         for r in records
     ]
+
+
+def _shell_text(command: object) -> str:
+    """The command as the agent wrote it: the script of `bash -c SCRIPT`, else the argv quoted for a shell."""
+    if not isinstance(command, list):
+        return str(command)
+    argv = [str(part) for part in command]
+    return argv[-1] if len(argv) >= 3 and argv[-2] in ("-c", "-lc") else shlex.join(argv)
 
 
 def grade_events(grade: Grade, attempt: int | None) -> list[EventCreate]:
