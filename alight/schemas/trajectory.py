@@ -90,6 +90,10 @@ class Trajectory(BaseModel):
     # The rollout's review (gates.review_state of its events): pending while a flag or an audit request waits
     # for a person, out of training under `review.flags: quarantine`; accepted or rejected once decided.
     review: ReviewState = "clear"
+    # The grader's gates ran on the rollout (it recorded an `episode` event, alight_sandbox.guards): only such a
+    # rollout can have "passed every gate", so only such rollouts are drawn by the random audit. A run with no
+    # gates (the quickstart) is never held for a review nobody was asked to give.
+    gated: bool = False
 
     @property
     def gate_flagged(self) -> bool:

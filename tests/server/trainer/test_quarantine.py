@@ -15,6 +15,7 @@ import pytest
 from samples_fixtures import model_call
 
 from alight.client import AlightClient
+from alight.evaluation import EPISODE
 from alight.schemas import (
     REVIEW_DECISION,
     REVIEW_FLAG,
@@ -71,7 +72,7 @@ def group(
         client.add_reward(rid, RewardCreate(attempt=start.attempt, value=float(rid == ids[0]), final=True))
         client.finish_attempt(rid, start.attempt, AttemptFinish(status="succeeded"))
     for index, kind in (events or {}).items():
-        payload = {"rule": "runner_reach", "evidence": "read the caller's frame"}
+        payload = {"command_errors": 0} if kind == EPISODE else {"rule": "runner_reach", "evidence": "a frame"}
         live_server.store.add_event(ids[index], EventCreate(kind=kind, attempt=1, payload=payload))
     return [client.get_rollout(rid) for rid in ids]
 
@@ -143,7 +144,7 @@ def test_drop_leaves_queued_rollouts_out_for_good_and_train_keeps_them(client, l
 
 
 def test_the_audit_queues_what_passed_every_gate_once_and_reports_what_people_rejected(client, live_server, quarantine):
-    clean = [group(client, live_server, name) for name in ("a", "b")]
+    clean = [group(client, live_server, name, events={0: EPISODE, 1: EPISODE}) for name in ("a", "b")]
     screened = quarantine(audit_share=1.0).screen(phase(client, *clean), step=0, version=0)
     assert ids(screened) == [] and screened.metrics["integrity/audited"] == 4.0
     resumed = quarantine(audit_share=1.0)  # a resumed run screening the same rollouts writes nothing new
@@ -156,6 +157,14 @@ def test_the_audit_queues_what_passed_every_gate_once_and_reports_what_people_re
     later = resumed.screen(RolloutPhase(rollouts=[], trajectories=[], seconds=0.0), step=1, version=0)
     assert later.metrics["integrity/audit_rejected"] == 0.25 and later.metrics["integrity/audits_decided"] == 4.0
     assert ids(later) == sorted([clean[0][0].id, *(r.id for r in clean[1])])
+
+
+def test_the_audit_never_holds_a_rollout_no_gate_looked_at(client, live_server, quarantine):
+    """A run without a grader (the quickstart) passed no gate: nothing of it waits for a review nobody gives."""
+    ungraded = group(client, live_server, "plain")
+    screened = quarantine(audit_share=1.0).screen(phase(client, ungraded), step=0, version=0)
+    assert ids(screened) == sorted(r.id for r in ungraded) and screened.metrics["integrity/audited"] == 0.0
+    assert [client.list_events(r.id, kind=REVIEW_REQUESTED) for r in ungraded] == [[], []]
 
 
 def test_the_audit_draw_is_a_function_of_the_rollout_and_the_seed_at_the_configured_share() -> None:

@@ -14,13 +14,15 @@
    call's global policy version (policy_versions.py).
 8. Gate flags: the rollout's `reward_hacking` and `review_flag` events, of any attempt, by kind and rule
    (the trainer's filter reads them here, with no request per rollout).
-9. Review: the rollout's review state (gates.review_state) from its flags, audit requests and decision.
+9. Review: the rollout's review state (gates.review_state) from its flags, audit requests and decision, and
+   whether its gates ran at all (the grader's `episode` event): the random audit draws only gated rollouts.
 Calls with no traceparent, or whose span never arrived, keep an empty path.
 """
 
 from __future__ import annotations
 
 from alight import semconv
+from alight.evaluation import EPISODE
 from alight.schemas import (
     REVIEW_DECISION,
     REVIEW_FLAG,
@@ -160,7 +162,9 @@ def build_trajectory(store: Store, rollout_id: str, attempt: int | None = None) 
     callers = [tree.calling_span(c.span_id) for c in calls]
     joined = _joined_calls(store, calls, callers, tree, _step_rewards(calls, callers, rewards, tree))
     tool_spans = _tool_spans(calls, tree)
-    events = store.list_events(rollout_id, kind=(REWARD_HACKING, REVIEW_FLAG, REVIEW_REQUESTED, REVIEW_DECISION))
+    events = store.list_events(
+        rollout_id, kind=(REWARD_HACKING, REVIEW_FLAG, REVIEW_REQUESTED, REVIEW_DECISION, EPISODE)
+    )
     gates = [e for e in events if e.kind in (REWARD_HACKING, REVIEW_FLAG)]
     decisions = [str(e.payload.get("decision")) for e in events if e.kind == REVIEW_DECISION]
     return Trajectory(
@@ -178,6 +182,7 @@ def build_trajectory(store: Store, rollout_id: str, attempt: int | None = None) 
         task=rollout.task,
         gate_flags=[GateFlag(kind=e.kind, rule=str(e.payload.get("rule", "")), attempt=e.attempt) for e in gates],
         review=review_state((e.kind for e in events), decisions[0] if decisions else None),
+        gated=any(e.kind == EPISODE for e in events),
     )
 
 

@@ -24,8 +24,9 @@ def audited(rollout_id: str, seed: int, share: float) -> bool:
 
 
 def passed_every_gate(trajectory: Trajectory) -> bool:
-    """No gate caught or flagged the rollout, and nobody queued it yet: what the audit draws from."""
-    return not trajectory.gate_flags and trajectory.review == "clear"
+    """The gates ran on the rollout and none caught or flagged it, and nobody queued it yet: what the audit draws
+    from. A rollout no gate looked at (a run without a grader) passed nothing, so it is never audited."""
+    return trajectory.gated and not trajectory.gate_flags and trajectory.review == "clear"
 
 
 def integrity_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
