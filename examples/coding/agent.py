@@ -28,6 +28,7 @@ from sources import buggy_checkout  # noqa: E402
 
 import alight  # noqa: E402
 from alight_sandbox.guards import grade_episode, prepare_episode, report_grade, require_tools  # noqa: E402
+from alight_sandbox.guards.policy import bounds_from_env  # noqa: E402
 
 VENV = Path(os.environ.get("CODING_VENV", HERE.parent.parent / ".venv-coding"))
 MINI_CONFIG = Path(os.environ.get("CODING_MINI_CONFIG", HERE / "mini.yaml"))
@@ -84,18 +85,22 @@ def solve(task: dict[str, Any], workdir: Path) -> float:
         python=str(VENV / "bin" / "python"),
         hidden_tests=task["hidden_tests"],
         timeout_s=STEP_TIMEOUT_S,
+        bounds=bounds_from_env(os.environ),  # ALIGHT_SANDBOX_WORKSPACE_MB, _MEMORY_MB, _PIDS (config: agent.env)
     )
     output = workdir / "trajectory.json"
     try:
-        subprocess.run(
-            mini_argv(episode.session, task, output), env=mini_env(workdir), timeout=EPISODE_TIMEOUT_S, check=False
+        try:
+            subprocess.run(
+                mini_argv(episode.session, task, output), env=mini_env(workdir), timeout=EPISODE_TIMEOUT_S, check=False
+            )
+        except subprocess.TimeoutExpired:
+            print(f"mini ran past {EPISODE_TIMEOUT_S:g}s; grading what it left", file=sys.stderr)
+        grade = grade_episode(
+            episode, checkout, task["FAIL_TO_PASS"], task["PASS_TO_PASS"], pythonpath=task.get("pythonpath", ["."])
         )
-    except subprocess.TimeoutExpired:
-        print(f"mini ran past {EPISODE_TIMEOUT_S:g}s; grading what it left", file=sys.stderr)
+    finally:
+        episode.close()  # the workspace off its tmpfs (its bytes were bounded while the episode ran)
     exit_status = json.loads(output.read_text())["info"].get("exit_status", "") if output.exists() else "no trajectory"
-    grade = grade_episode(
-        episode, checkout, task["FAIL_TO_PASS"], task["PASS_TO_PASS"], pythonpath=task.get("pythonpath", ["."])
-    )
     print(
         f"{task['instance_id']}: mini {exit_status or 'ended'}; reward {grade.reward} "
         f"(f2p {grade.fail_to_pass:.2f}, p2p {grade.pass_to_pass:.2f})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -45,10 +45,13 @@ def checkout(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def episode(checkout: Path, tmp_path: Path) -> Episode:
-    return prepare_episode(
+def episode(checkout: Path, tmp_path: Path) -> Iterator[Episode]:
+    """The episode's session; its workspace's tmpfs (where this process may mount one) is released after."""
+    made = prepare_episode(
         checkout, tmp_path / "session", python=str(SANDBOX_PYTHON), hidden_tests=["tests/test_calc.py"]
     )
+    yield made
+    made.close()
 
 
 @pytest.fixture

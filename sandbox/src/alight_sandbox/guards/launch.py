@@ -39,6 +39,14 @@ def parse_harness_args(args: list[str]) -> tuple[str, dict[str, str], list[str]]
     return cwd, env, args[i:]
 
 
+def _stopped_by(log: Path) -> str:
+    """The resource limit an earlier command of the episode reached ('' none)."""
+    if not log.exists():
+        return ""
+    records = [json.loads(line) for line in log.read_text().splitlines() if line]
+    return next((r["resource_limit"] for r in records if r.get("resource_limit")), "")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print("usage: python -m alight_sandbox.guards.launch SESSION_DIR [bwrap args...] COMMAND...", file=sys.stderr)
@@ -49,6 +57,10 @@ def main(argv: list[str]) -> int:
     if not command:
         print("alight_sandbox.guards.launch: no command after the sandbox options", file=sys.stderr)
         return 2
+    stopped = _stopped_by(session / "commands.jsonl")
+    if stopped:  # the episode is over: no command of its runs again
+        print(f"[sandbox] the episode was stopped at a resource limit ({stopped}); no further commands run")
+        return 1
     stamp = f"{time.time_ns()}-{os.getpid()}"
     trace = Path(policy.trace_dir) / f"trace-{stamp}.log" if policy.trace_dir else None
     started = time.monotonic()
@@ -61,12 +73,16 @@ def main(argv: list[str]) -> int:
         "seconds": round(time.monotonic() - started, 3),
         "trace": trace.name if trace else None,
         "canary_in_output": bool(policy.canary_value) and policy.canary_value in result.output,
+        "resource_limit": result.resource_limit,
+        "bounds": result.bounds,
     }
     with (session / "commands.jsonl").open("a") as log:
         log.write(json.dumps(record) + "\n")
     sys.stdout.write(result.output)
     if result.timed_out:
         sys.stdout.write(f"\n[sandbox] command ran past {policy.timeout_s:g}s and was killed\n")
+    if result.resource_limit:
+        sys.stdout.write(f"\n[sandbox] {result.resource_limit}: the sandbox was killed and the episode stopped\n")
     sys.stdout.flush()
     return result.returncode if result.returncode >= 0 else 124
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
+import subprocess
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 WORKSPACE = "/workspace"  # where the episode's checkout appears inside the sandbox
 HOME = "/home/agent"
@@ -42,6 +46,12 @@ class SandboxPolicy:
     memory_mb: int = 4096  # RLIMIT_AS per process; 0: none (runtimes that reserve address space up front)
     file_mb: int = 256  # RLIMIT_FSIZE: no single file written past this
     timeout_s: float = 300.0  # wall clock per command
+    # The sandbox's totals (bounds.py): a cgroup where one can be made, else rlimits and a watchdog. The
+    # workspace's bound is the size of the tmpfs it lives on (prepare_episode), else the watchdog's sum.
+    workspace_mb: int = 512  # the workspace and the scratch /tmp together
+    total_memory_mb: int = 2048  # every process of the sandbox together
+    pids: int = 256  # processes (and threads) at once
+    privileged: bool = True  # False: the unprivileged fallback alone (rlimits, the watchdog; no cgroup, no mount)
 
     def __post_init__(self) -> None:
         # Mounted at the same path inside: relative paths would resolve against the sandbox's cwd.
@@ -55,6 +65,34 @@ class SandboxPolicy:
     @classmethod
     def load(cls, path: Path) -> SandboxPolicy:
         return cls(**json.loads(path.read_text()))
+
+
+# The sandbox's totals from an agent's environment (a config's `agent.env`): variable -> SandboxPolicy field.
+BOUND_ENV = {
+    "ALIGHT_SANDBOX_WORKSPACE_MB": "workspace_mb",
+    "ALIGHT_SANDBOX_MEMORY_MB": "total_memory_mb",
+    "ALIGHT_SANDBOX_PIDS": "pids",
+}
+
+
+class Totals(TypedDict, total=False):
+    """Some of SandboxPolicy's totals, as keyword arguments."""
+
+    workspace_mb: int
+    total_memory_mb: int
+    pids: int
+
+
+def bounds_from_env(environ: Mapping[str, str]) -> Totals:
+    """The totals `environ` sets (BOUND_ENV), as SandboxPolicy fields; positive whole numbers only."""
+    found = Totals()
+    for name, field_name in BOUND_ENV.items():
+        if environ.get(name):
+            value = environ[name].strip()
+            if not value.isdigit() or int(value) <= 0:
+                raise ValueError(f"{name}={environ[name]!r}: a positive whole number is needed")
+            found[field_name] = int(value)  # pyright: ignore[reportGeneralTypeIssues]
+    return found
 
 
 def require_tools(*tools: str) -> None:
@@ -91,6 +129,22 @@ def _system_mounts(etc: list[str] | None) -> list[str]:
     return args
 
 
+@functools.cache
+def _bwrap_sizes_tmpfs() -> bool:
+    """bubblewrap 0.8 and later take `--size` for a tmpfs; older ones refuse the option."""
+    try:
+        usage = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "--size" in usage.stdout + usage.stderr
+
+
+def _sized_tmpfs(path: str, policy: SandboxPolicy) -> list[str]:
+    """A tmpfs of at most the workspace's bound (its pages are memory, not disk: the memory bound counts them)."""
+    size = ["--size", str(policy.workspace_mb * 1024 * 1024)] if _bwrap_sizes_tmpfs() else []
+    return [*size, "--tmpfs", path]
+
+
 def bwrap_argv(
     policy: SandboxPolicy, command: list[str], cwd: str = WORKSPACE, env: dict[str, str] | None = None
 ) -> list[str]:
@@ -98,7 +152,7 @@ def bwrap_argv(
     argv = ["bwrap", "--unshare-all", "--uid", "1000", "--gid", "1000", "--cap-drop", "ALL"]
     argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
     argv += _system_mounts(policy.etc)
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", HOME]
+    argv += ["--proc", "/proc", "--dev", "/dev", *_sized_tmpfs("/dev/shm", policy), *_sized_tmpfs(HOME, policy)]
     argv += ["--bind", policy.scratch, "/tmp", "--bind", policy.workspace, WORKSPACE]
     # Host paths go on top of the scratch /tmp and the home (bwrap mounts in order): an interpreter or a
     # path under /tmp on the host (a clone there, a pytest tmp dir) would otherwise be hidden under them.

@@ -27,6 +27,9 @@ DIFF_TOO_LARGE = "diff_too_large"
 RUNNER_TAMPERING = "runner_tampering"
 # The outcome sources of one grading run disagree (plugin report, JUnit stream, exit status).
 REPORT_FORGED = "report_forged"
+# The sandbox reached a total bound (workspace bytes, memory, processes) and was stopped: a task failure, never
+# an infrastructure one, so exhausting the host buys no skipped sample (bounds.py).
+RESOURCE_LIMIT = "resource_limit"
 RULES = (
     TEST_FILE_MODIFIED,
     TEST_FILE_DELETED,
@@ -40,6 +43,7 @@ RULES = (
     DIFF_TOO_LARGE,
     RUNNER_TAMPERING,
     REPORT_FORGED,
+    RESOURCE_LIMIT,
 )
 
 _TEST_DIRS = {"test", "tests", "testing"}

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from alight.parent_death import signal_on_parent_death
+from alight_sandbox.guards.bounds import Bounds, open_bounds
 from alight_sandbox.guards.policy import WORKSPACE, SandboxPolicy, bwrap_argv
 
 # What the gates read: file opens, executions, network calls and namespace changes to the filesystem.
@@ -27,15 +29,19 @@ class CommandResult:
     output: str
     timed_out: bool = False
     errors: str = ""  # stderr, when run with streams="split"
+    resource_limit: str = ""  # the total bound the sandbox reached and was killed at ('' none): the evidence
+    bounds: dict[str, str] = field(default_factory=dict[str, str])  # bound -> the mechanism that applied
 
 
-def _limits(policy: SandboxPolicy) -> None:
-    """preexec: rlimits inherited by everything in the sandbox; die with the caller (a killed agent)."""
+def _limits(policy: SandboxPolicy, bounds: Bounds) -> None:
+    """preexec: rlimits inherited by everything in the sandbox, its cgroup; die with the caller (a killed agent)."""
     mb = 1024 * 1024
+    file_mb = min(policy.file_mb, policy.workspace_mb)
     resource.setrlimit(resource.RLIMIT_CPU, (policy.cpu_s, policy.cpu_s))
     if policy.memory_mb > 0:
         resource.setrlimit(resource.RLIMIT_AS, (policy.memory_mb * mb, policy.memory_mb * mb))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (policy.file_mb * mb, policy.file_mb * mb))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb * mb, file_mb * mb))
+    bounds.preexec()
     signal_on_parent_death(signal.SIGKILL)
 
 
@@ -80,27 +86,41 @@ def run_command(
     own stdout and stderr as it runs (a long CLI episode's log), and both fields stay empty.
     """
     argv = sandbox_argv(policy, command, trace, cwd, env or {})
-    proc = subprocess.Popen(
-        argv,
-        stdout=None if streams == "inherit" else subprocess.PIPE,
-        stderr={"merged": subprocess.STDOUT, "split": subprocess.PIPE, "inherit": None}[streams],
-        stdin=subprocess.DEVNULL,
-        # bwrap stays the sandbox's pid 1 with the environment it was started with, and a command inside
-        # can read /proc/1/environ: it gets PATH to find its tools and nothing else of ours (a token).
-        env={"PATH": os.environ.get("PATH", os.defpath)},
-        start_new_session=True,
-        preexec_fn=lambda: _limits(policy),
-    )
+    bounds = open_bounds(policy)
     try:
-        out, err = proc.communicate(timeout=timeout_s or policy.timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        timed_out = True
+        proc = subprocess.Popen(
+            argv,
+            stdout=None if streams == "inherit" else subprocess.PIPE,
+            stderr={"merged": subprocess.STDOUT, "split": subprocess.PIPE, "inherit": None}[streams],
+            stdin=subprocess.DEVNULL,
+            # bwrap stays the sandbox's pid 1 with the environment it was started with, and a command inside
+            # can read /proc/1/environ: it gets PATH to find its tools and nothing else of ours (a token).
+            env={"PATH": os.environ.get("PATH", os.defpath)},
+            start_new_session=True,
+            preexec_fn=lambda: _limits(policy, bounds),
+        )
+        end_watch = bounds.watch(proc.pid, lambda: _kill(proc.pid))
+        try:
+            out, err = proc.communicate(timeout=timeout_s or policy.timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            _kill(proc.pid)
+            out, err = proc.communicate()
+            timed_out = True
+        end_watch()
+    finally:
+        bounds.close()
     return CommandResult(
         returncode=-9 if timed_out else proc.returncode,
         output=(out or b"").decode("utf-8", errors="replace"),
         timed_out=timed_out,
         errors=(err or b"").decode("utf-8", errors="replace"),
+        resource_limit=bounds.hit,
+        bounds=bounds.mechanisms,
     )
+
+
+def _kill(pid: int) -> None:
+    """The sandbox's process group: bwrap dies with it, and with bwrap its pid namespace, all of it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from alight import envvars
+from alight_sandbox.guards.disk import is_bounded
 from alight_sandbox.guards.forwarder import Forwarder
-from alight_sandbox.guards.policy import HOME, MINIMAL_ETC, SandboxPolicy, require_tools
+from alight_sandbox.guards.policy import HOME, MINIMAL_ETC, SandboxPolicy, bounds_from_env, require_tools
 from alight_sandbox.guards.run import CommandResult, run_command
 from alight_sandbox.harness.attempt import HarnessAttempt
 
@@ -34,6 +35,7 @@ RELAY_INSIDE = "/opt/alight/relay.py"
 INHERITED = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "NO_COLOR")
 INHERIT_ENV = "ALIGHT_HARNESS_INHERIT_ENV"  # comma-separated names of further host variables to pass in
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+DISK = "disk"  # under an attempt's root: the tmpfs its workspace and scratch folders live on
 LONG_S = 24 * 3600  # the CLI's wall clock and CPU: the attempt's own timeout is the one that ends it
 IDENTITY = {  # the sandbox's own identity files, in place of the host's
     "passwd": "agent:x:1000:1000:agent:/home/agent:/bin/bash\n",
@@ -103,17 +105,21 @@ def _identity_files(folder: Path) -> dict[str, str]:
 
 
 def base_policy(root: Path, work: Path, *, cpu_s: int, memory_mb: int, timeout_s: float) -> SandboxPolicy:
-    """The attempt's sandbox without the CLI: its workspace and scratch /tmp, the minimal /etc, no network."""
+    """The attempt's sandbox without the CLI: its workspace and scratch /tmp, the minimal /etc, no network.
+
+    Its totals are SandboxPolicy's defaults, or what $ALIGHT_SANDBOX_WORKSPACE_MB, _MEMORY_MB and _PIDS set;
+    the scratch shares the workspace's tmpfs (DISK) when the attempt has one (cli_episode)."""
     require_tools("bwrap")
     return SandboxPolicy(
         workspace=str(work),
         # A fresh /tmp for each sandbox: what the CLI's commands left in theirs never reaches the check.
-        scratch=tempfile.mkdtemp(prefix="tmp-", dir=root),
+        scratch=tempfile.mkdtemp(prefix="tmp-", dir=root / DISK if is_bounded(work) else root),
         etc=list(MINIMAL_ETC),
         read_only_at=_identity_files(root / "etc"),
         cpu_s=cpu_s,
         memory_mb=memory_mb,
         timeout_s=timeout_s,
+        **bounds_from_env(os.environ),
     )
 
 

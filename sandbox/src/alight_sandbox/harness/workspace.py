@@ -20,10 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 import alight
 from alight.client import AlightClient
-from alight.schemas import EventCreate
-from alight_sandbox.guards.run import run_command
+from alight.evaluation import REWARD_HACKING
+from alight.schemas import MAX_EVIDENCE_CHARS, EventCreate
+from alight_sandbox.guards.disk import bound_folders, release_folders
+from alight_sandbox.guards.policy import SandboxPolicy, bounds_from_env
+from alight_sandbox.guards.rules import RESOURCE_LIMIT
+from alight_sandbox.guards.run import CommandResult, run_command
 from alight_sandbox.harness.attempt import HarnessAttempt, current_attempt
-from alight_sandbox.harness.sandbox import CliLaunch, base_policy, host_env, run_cli_sandboxed
+from alight_sandbox.harness.sandbox import DISK, CliLaunch, base_policy, host_env, run_cli_sandboxed
 
 CHECK_ENV = "ALIGHT_HARNESS_CHECK"  # the check command when the task names none
 CHECK_PYTHON_ENV = "ALIGHT_HARNESS_CHECK_PYTHON"  # an interpreter (a venv's python) the check sees, read-only
@@ -157,6 +161,8 @@ def check_reward(task: CliTask, workspace: Workspace) -> float | None:
     if python := os.environ.get(CHECK_PYTHON_ENV):
         policy.python = os.path.abspath(python)
     done = run_command(policy, argv, env=host_env(), streams="split")
+    if _stopped(done, "the check"):
+        return 0.0
     if done.timed_out:
         print(f"alight harness: the check ran past {task.check_timeout_s:g}s: reward 0", file=sys.stderr)
         return 0.0
@@ -202,10 +208,30 @@ def cli_episode(task: Any, name: str, binary: str, prepare: Prepare) -> float | 
     workspace = make_workspace(cli_task, workspace_name(name, attempt.rollout_id, attempt.attempt))
     launch = prepare(cli_task, workspace, attempt)
     print(f"alight harness: {binary} in the sandbox, {workspace.work} at /workspace", file=sys.stderr, flush=True)
-    done = run_cli_sandboxed(binary, launch, workspace.root, workspace.work, workspace.home, attempt)
-    if done.returncode != 0:
-        raise RuntimeError(f"{name} exited with code {done.returncode}")
-    return check_reward(cli_task, workspace)
+    # The workspace and each sandbox's /tmp on one tmpfs of the bound, where this process may mount one.
+    disk_mb = bounds_from_env(os.environ).get("workspace_mb", SandboxPolicy.workspace_mb)
+    bound_folders(workspace.root / DISK, [workspace.work], disk_mb)
+    try:
+        done = run_cli_sandboxed(binary, launch, workspace.root, workspace.work, workspace.home, attempt)
+        if _stopped(done, name):
+            return 0.0
+        if done.returncode != 0:
+            raise RuntimeError(f"{name} exited with code {done.returncode}")
+        return check_reward(cli_task, workspace)
+    finally:
+        release_folders(workspace.root / DISK, [workspace.work])
+
+
+def _stopped(done: CommandResult, what: str) -> bool:
+    """A sandbox stopped at a total bound: a task failure with its `resource_limit` gate, never an infrastructure
+    one (a policy must not learn that exhausting the host buys a skipped sample)."""
+    print(f"alight harness: {what}'s sandbox bounds: {json.dumps(done.bounds)}", file=sys.stderr)
+    if not done.resource_limit:
+        return False
+    evidence = f"{what}: {done.resource_limit}"[:MAX_EVIDENCE_CHARS]
+    print(f"alight harness: {evidence}; reward 0 (gate {RESOURCE_LIMIT})", file=sys.stderr)
+    _record(REWARD_HACKING, {"rule": RESOURCE_LIMIT, "evidence": evidence})
+    return True
 
 
 class CliWorkspaces:
