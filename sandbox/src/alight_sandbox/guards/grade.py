@@ -135,7 +135,7 @@ def grade_episode(
     if run.replaced:  # patched in the process, whatever names the patch was built from
         what = f"pytest's own code was replaced while the tests ran: {', '.join(run.replaced)}"
         violations.append(Violation(RUNNER_TAMPERING, what))
-    if reference is not None and not failing and not violations:
+    if reference is not None and not failing:  # a fix the tests accept, held to the original on new inputs
         violations += reference_violations(reference, grading / "workspace", policy)
     solved = not failing and not violations
     commands = _commands(episode.session / "commands.jsonl")

@@ -30,6 +30,8 @@ REPORT_FORGED = "report_forged"
 # The sandbox reached a total bound (workspace bytes, memory, processes) and was stopped: a task failure, never
 # an infrastructure one, so exhausting the host buys no skipped sample (bounds.py).
 RESOURCE_LIMIT = "resource_limit"
+# On inputs no test contains, a changed function gives another outcome than the original's (reference.py).
+REFERENCE_MISMATCH = "reference_mismatch"
 RULES = (
     TEST_FILE_MODIFIED,
     TEST_FILE_DELETED,
@@ -43,6 +45,7 @@ RULES = (
     DIFF_TOO_LARGE,
     RUNNER_TAMPERING,
     REPORT_FORGED,
+    REFERENCE_MISMATCH,
     RESOURCE_LIMIT,
 )
 
