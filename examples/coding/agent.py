@@ -6,7 +6,8 @@ One rollout = one episode:
 2. `mini` (from .venv-coding, as installed from PyPI) runs with mini.yaml plus two `-c` specs that make its
    bubblewrap environment call `python -m alight_sandbox.guards.launch SESSION`: every action runs sandboxed and
    traced, while mini itself (outside the sandbox) reaches the gateway through OPENAI_BASE_URL;
-3. the gates and the tests decide the reward (alight_sandbox.guards.grade_episode), recorded with report_grade.
+3. the gates, the tests and the differential check against the original decide the reward
+   (alight_sandbox.guards.grade_episode), recorded with report_grade.
 
 `python agent.py TASKS.jsonl [INDEX]` runs one task against any OpenAI-compatible OPENAI_BASE_URL.
 """
@@ -24,6 +25,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from recording import task_reference  # noqa: E402
 from sources import buggy_checkout  # noqa: E402
 
 import alight  # noqa: E402
@@ -96,7 +98,12 @@ def solve(task: dict[str, Any], workdir: Path) -> float:
         except subprocess.TimeoutExpired:
             print(f"mini ran past {EPISODE_TIMEOUT_S:g}s; grading what it left", file=sys.stderr)
         grade = grade_episode(
-            episode, checkout, task["FAIL_TO_PASS"], task["PASS_TO_PASS"], pythonpath=task.get("pythonpath", ["."])
+            episode,
+            checkout,
+            task["FAIL_TO_PASS"],
+            task["PASS_TO_PASS"],
+            pythonpath=task.get("pythonpath", ["."]),
+            reference=task_reference(task),  # the fix against the original on inputs no test has
         )
     finally:
         episode.close()  # the workspace off its tmpfs (its bytes were bounded while the episode ran)

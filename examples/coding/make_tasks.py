@@ -11,6 +11,9 @@ whole suite, and is kept only if 1..--max-fail baseline-passing tests fail there
 run finished; every other baseline-passing test is PASS_TO_PASS. The problem statement is written from
 the failing tests' function names and messages, with what varies between runs (addresses, paths, durations)
 masked, and so is every literal of the hidden tests' assertions (alight_sandbox.quoting: nothing to special-case).
+Each task also carries its `reference` (recording.py): the function the bug was planted in and the calls its
+failing tests make into the library, recorded once per project on the pristine suite, which the grader's
+differential check draws new inputs from (alight_sandbox.guards.reference).
 --workers processes (default 1) run at nice 10 or more; the results are taken in the seeded order, so the same seed,
 sdists and Python version give the same bytes whatever the worker count or the machine's load (see
 baseline.CPU_S). --check FILE regenerates and compares with FILE's first --per-project (or --count) tasks of
@@ -39,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import taskfile
 from baseline import Baseline, baseline, run_in_place, suite
 from mutations import Candidate, candidates, render
+from recording import module_name, recorded_calls, reference_spec
 from sources import PROJECTS, Project, apply_rewrite, fetch
 
 from alight_sandbox.guards import require_tools
@@ -53,12 +57,6 @@ _VARYING = [
     (re.compile(r"/tmp/[^\s'\":)]+"), "/tmp/..."),
     (re.compile(r"\b\d+\.\d{2,}\s?(?:s|ms|seconds)\b"), "N s"),  # measured times print many decimals
 ]
-
-
-def module_name(file: str) -> str:
-    """`src/cachetools/keys.py` -> `cachetools.keys`; `toolz/__init__.py` -> `toolz`."""
-    parts = [part for part in Path(file).with_suffix("").parts if part not in ("src", "__init__")]
-    return ".".join(parts)
 
 
 def instance_id(candidate: Candidate) -> str:
@@ -191,6 +189,7 @@ def evaluate(job: Job) -> tuple[str, dict[str, Any] | None]:
         "FAIL_TO_PASS": failing,
         "PASS_TO_PASS": [n for n in base.passed if n not in broken],
         "hidden_tests": test_files(failing),
+        "reference": reference_spec(mutation.rewrite(), failing, original, recorded_calls(p, python, timeout_s)),
     }
 
 
@@ -218,6 +217,7 @@ def generate(
     candidate after the last (every earlier one was evaluated: results come in order); they count toward `count`.
     """
     baseline(p, python, timeout_s)  # computed (and cached) once, before the workers read it
+    recorded_calls(p, python, timeout_s)
     outcomes = Counter() if outcomes is None else outcomes
     ordered = project_candidates(p, seed)[:max_tries]
     ids = [instance_id(c) for c in ordered]
