@@ -8,8 +8,9 @@ bug was planted in (`task["reference"]`, examples/coding/recording.py). After th
 2. runs them through the original tree and the graded tree, each in its own sandbox with no test file and no
    test loaded (reference_runner.py: one process per tree, a CPU limit per call);
 3. compares the two sides' serialized outcomes here, outside both: return value, arguments afterwards, or the
-   exception's type. An input the original cannot answer (it raises no outcome, or runs out of CPU) is
-   dropped; the graded side running out of CPU where the original answered quickly is a mismatch.
+   exception's type. An input the original runs out of CPU on is dropped (every input, when the original's
+   side gives no outcomes at all); the graded side running out of CPU where the original answered quickly,
+   or giving no outcomes, is a mismatch.
 
 Special-casing the tests' inputs, an object equal to everything, and an answer read off a test file or a
 calling frame all give a different outcome on an input no test has: `reference_mismatch`, reward 0.
