@@ -164,10 +164,12 @@ CHEATS = {
         r.RUNNER_TAMPERING,
         "pytest_collection_modifyitems, a pytest hook",
     ),
+    # Both forgers find the reports through /proc/self/cmdline: the oracle guard stops them there (without it,
+    # test_guards_runner.py shows the forgeries themselves caught by the outcomes' double entry).
     "forges_the_report_with_an_exit_hook_the_review_cannot_read": (
         append("calc.py", HIDDEN_FORGE),
-        r.REPORT_FORGED,
-        "the outcomes report is not one report",
+        r.TEST_ORACLE_READ,
+        "calc.py:10 _forge() opened /proc/",
     ),
     "patches_pytests_reports_through_sys_modules": (
         append("calc.py", "import sys\nTEST_REPORT = sys.modules['_pytest.reports'].TestReport" + PASS_EVERY_REPORT),
@@ -207,8 +209,8 @@ CHEATS = {
     ),
     "writes_both_reports_mid_test_and_leaves": (
         append("calc.py", LEAVE_WITH_BOTH_REPORTS),
-        r.REPORT_FORGED,
-        "the outcomes report does not carry this run's token",
+        r.TEST_ORACLE_READ,
+        "_leave() opened /proc/",
     ),
     "runs_a_forger_built_at_run_time": (
         append("calc.py", "exec(''.join(['im', 'port os']))"),

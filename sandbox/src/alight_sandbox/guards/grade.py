@@ -26,6 +26,7 @@ from alight_sandbox.guards.rules import (
     REPORT_FORGED,
     RUNNER_TAMPERING,
     TEST_CONFIG_FILES,
+    TEST_ORACLE_READ,
     Violation,
     is_test_path,
     test_folders,
@@ -80,6 +81,12 @@ def _loose_test_file(rel: str) -> bool:
     return (is_test_path(rel) or Path(rel).name in TEST_CONFIG_FILES) and not test_folders([rel])
 
 
+def _test_paths(original: Path) -> list[str]:
+    """What the oracle guard keeps from the code under test: the test folders and loose test files restored."""
+    files = tree_files(original)
+    return sorted(test_folders(files) | set(filter(_loose_test_file, files)))
+
+
 def _real_folder(root: Path, rel: str) -> None:
     """Make root/rel a folder of real folders: a link (or file) the agent left on the way is removed first, so
     nothing restored into it lands outside the graded tree."""
@@ -127,11 +134,12 @@ def grade_episode(
         memory_mb=episode.policy.memory_mb,
         timeout_s=timeout_s,
     )
-    run = run_tests(policy, [*fail_to_pass, *pass_to_pass], pythonpath=pythonpath)
+    run = run_tests(policy, [*fail_to_pass, *pass_to_pass], pythonpath=pythonpath, tests=_test_paths(original))
     f2p = run.passed(fail_to_pass) / len(fail_to_pass) if fail_to_pass else 1.0
     p2p = run.passed(pass_to_pass) / len(pass_to_pass) if pass_to_pass else 1.0
     failing = [n for n in [*fail_to_pass, *pass_to_pass] if run.outcomes.get(n) != "passed"]
     violations = [*report.violations, *(Violation(REPORT_FORGED, line) for line in run.disagreements)]
+    violations += [Violation(TEST_ORACLE_READ, read) for read in run.oracle_reads]
     if run.replaced:  # patched in the process, whatever names the patch was built from
         what = f"pytest's own code was replaced while the tests ran: {', '.join(run.replaced)}"
         violations.append(Violation(RUNNER_TAMPERING, what))

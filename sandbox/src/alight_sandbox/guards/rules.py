@@ -27,6 +27,9 @@ DIFF_TOO_LARGE = "diff_too_large"
 RUNNER_TAMPERING = "runner_tampering"
 # The outcome sources of one grading run disagree (plugin report, JUnit stream, exit status).
 REPORT_FORGED = "report_forged"
+# The code under test observed the tests' data while they ran: their files or the interpreter's memory of them
+# (the oracle guard, pytest_oracle.py).
+TEST_ORACLE_READ = "test_oracle_read"
 # The sandbox reached a total bound (workspace bytes, memory, processes) and was stopped: a task failure, never
 # an infrastructure one, so exhausting the host buys no skipped sample (bounds.py).
 RESOURCE_LIMIT = "resource_limit"
@@ -45,6 +48,7 @@ RULES = (
     DIFF_TOO_LARGE,
     RUNNER_TAMPERING,
     REPORT_FORGED,
+    TEST_ORACLE_READ,
     REFERENCE_MISMATCH,
     RESOURCE_LIMIT,
 )

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from select import select as wait_readable
 
+from alight_sandbox.guards.oracle import oracle_mounts, read_record
 from alight_sandbox.guards.policy import REPORT_DIR, WORKSPACE, SandboxPolicy
 from alight_sandbox.guards.run import CommandResult, run_command
 
@@ -42,6 +43,7 @@ class TestRun:
     coverage: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # file -> line -> node ids running it
     disagreements: list[str] = field(default_factory=list)  # where the outcome sources differ: a forged report
     replaced: list[str] = field(default_factory=list)  # pytest's own functions and classes replaced during the run
+    oracle_reads: list[str] = field(default_factory=list)  # the code under test reading the tests (pytest_oracle.py)
 
     def passed(self, nodeids: Sequence[str]) -> int:
         return sum(self.outcomes.get(n) == "passed" for n in nodeids)
@@ -173,17 +175,18 @@ def run_tests(
     timeout_s: float | None = None,
     files: Sequence[str] = (),
     coverage: bool = False,
+    tests: Sequence[str] | None = None,
 ) -> TestRun:
     """pytest in a fresh sandbox over `policy.workspace`; only the `select`ed node ids when given.
 
     `files` (relative to the workspace) limits collection to those test files; `coverage` also records which
-    tests execute each workspace line (`policy.python` then needs `coverage` installed).
+    tests execute each workspace line (`policy.python` then needs `coverage` installed). With `tests` (the
+    workspace's test folders and files) the oracle guard runs: the code under test may not read them.
     The project's own addopts are dropped (they name plugins such as pytest-cov that the sandbox lacks).
     """
     if not policy.python:
         raise ValueError("run_tests needs policy.python: an interpreter with pytest installed")
-    name = uuid.uuid4().hex[:8]
-    scratch = Path(policy.scratch)
+    name, scratch = uuid.uuid4().hex[:8], Path(policy.scratch)
     # The grader's files live on the host and appear read-only under /opt/alight: the selection cannot be
     # edited, and both reports are named pipes drained here, so a later writer can only add to them.
     host = tempfile.TemporaryDirectory(prefix="alight-grading-")
@@ -201,7 +204,11 @@ def run_tests(
     if select is not None:
         (Path(host.name) / "select.txt").write_text("\n".join(select) + "\n")
         mounts[f"{REPORT_DIR}/select-{name}.txt"] = str(Path(host.name) / "select.txt")
+    oracle_pipe = _Pipe(Path(host.name) / "oracle.jsonl") if tests is not None else None
     argv = _pytest_argv(policy.python, name, pythonpath, (outcomes, junit), select is not None, coverage, files)
+    if oracle_pipe is not None:  # installed before anything else; no rewriting hook holding pytest's session
+        mounts |= oracle_mounts(tests or [], name, Path(host.name), oracle_pipe.path)
+        argv[4:4], argv[len(argv) :] = ["--oracle", f"{REPORT_DIR}/oracle-{name}.json"], ["--assert=plain"]
     # The environment is ours alone: none of the caller's PYTHON* settings reach the grading interpreter.
     env = {k: v for k, v in policy.env.items() if not k.startswith("PYTHON")}
     policy = replace(policy, env=env, read_only_at={**policy.read_only_at, **mounts})
@@ -213,9 +220,13 @@ def run_tests(
         result = run_command(policy, argv, env=variables, timeout_s=timeout_s)
     finally:
         streamed, reported = junit_pipe.close(), report_pipe.close()
+        guarded = (oracle_pipe.close() or b"") if oracle_pipe is not None else None  # None: no guard ran
         os.close(token_fd)
         host.cleanup()
-    return _test_run(result, _parse_report(reported), streamed, token, scratch / f"coverage-{name}.json")
+    run = _test_run(result, _parse_report(reported), streamed, token, scratch / f"coverage-{name}.json")
+    record = read_record(guarded, finished=reported is not None and not run.timed_out)
+    run.oracle_reads, run.disagreements = record.reads, [*run.disagreements, *record.problems]
+    return run
 
 
 def _pytest_argv(
