@@ -6,17 +6,21 @@ Per bound, the strongest mechanism the machine allows, recorded in `mechanisms` 
   watchdog, which sums the sandbox's processes and their resident memory;
 - the workspace and the scratch /tmp: the size-bounded tmpfs they live on (disk.py), else the watchdog,
   which sums their bytes.
-The watchdog polls every POLL_S and kills the whole sandbox at the first bound reached; a cgroup's own
-counters (a refused fork, an OOM kill) are read the same way, so the episode stops at once either way.
+The watchdog polls every POLL_S (less often where a reading costs more) and kills the whole sandbox at
+the first bound reached; a cgroup's own counters (a refused fork, an OOM kill) are read the same way, so
+the episode stops at once either way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import resource
 import secrets
+import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,10 +29,11 @@ from alight_sandbox.guards.cgroups import Cgroup, create_cgroup
 from alight_sandbox.guards.disk import TMPFS, is_bounded
 from alight_sandbox.guards.policy import SandboxPolicy
 
-POLL_S = 0.05
+POLL_S = 0.02  # the cheap readings; the fallback's scans come as often as their cost allows
 MB = 1024 * 1024
 PAGE = os.sysconf("SC_PAGE_SIZE")
 WATCHDOG = "watchdog"
+FALLBACK_NICE = 10  # CFS weight 110 against the watchdog's 1024
 FULL_MARGIN = MB  # a bounded filesystem with less than this left is full
 
 
@@ -39,29 +44,47 @@ class Bounds:
     disk_mounted: bool
     hit: str = ""  # what bound the sandbox reached: the evidence ('' none)
     mechanisms: dict[str, str] = field(default_factory=dict[str, str])
+    host_tasks: int = 0  # the host's task count as the sandbox started: the fallback's fork trigger
+    next_scan: float = 0.0  # when the fallback's next full scan is due (time.monotonic)
+    tree: list[int] = field(default_factory=list[int])  # the sandbox's processes at the fallback's last scan
 
     def preexec(self) -> None:
         """In the sandbox's first process, before bwrap starts: join the cgroup, or set the fallback rlimits."""
         if self.cgroup is not None:
             self.cgroup.join()
-        elif os.geteuid() != 0:  # RLIMIT_NPROC counts every process of this user: ours plus the sandbox's
+            return
+        # The watchdog must get the CPU a fork bomb wants: the sandbox runs at a lower priority than it.
+        os.nice(FALLBACK_NICE)
+        if os.geteuid() != 0:  # RLIMIT_NPROC counts every process of this user: ours plus the sandbox's
             limit = _user_processes(os.getuid()) + self.policy.pids
             resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
 
     def check(self, root_pid: int) -> str:
-        """The first bound reached, as evidence ('' none)."""
+        """The first bound reached, as evidence ('' none). The cheap readings every time; the fallback's scans of
+        the process tree and the folders when due (a scan that costs more comes later: at most about a tenth of
+        a core), and at once when the host's task count grew by the pids bound (a fork bomb outgrows any delay)."""
+        if self.cgroup is not None and (found := self.cgroup.hit()):
+            return found
+        if self.disk_mounted and (found := self._disk_hit()):
+            return found
+        forking = self.cgroup is None and _host_tasks() - self.host_tasks >= self.policy.pids
+        if not forking and time.monotonic() < self.next_scan:
+            return ""
+        started = time.monotonic()
+        found = self._scan(root_pid)
+        self.next_scan = time.monotonic() + 10 * (time.monotonic() - started)
+        return found
+
+    def _scan(self, root_pid: int) -> str:
         policy = self.policy
-        if self.cgroup is not None:
-            found = self.cgroup.hit()
-            if found:
-                return found
-        else:
-            count, rss = _tree_usage(root_pid)
+        if self.cgroup is None:
+            self.tree, rss = _tree_usage(root_pid)
+            count = len(self.tree)
             if count >= policy.pids:
                 return f"pids limit {policy.pids} reached ({count} processes)"
             if rss >= policy.total_memory_mb * MB:
                 return f"memory limit {policy.total_memory_mb} MB reached ({rss // MB} MB resident)"
-        return self._disk_hit()
+        return "" if self.disk_mounted else self._disk_hit()
 
     def _disk_hit(self) -> str:
         policy = self.policy
@@ -87,8 +110,7 @@ class Bounds:
                 if found:
                     self.hit = self.hit or found
                     stop()
-                    if self.cgroup is not None:
-                        self.cgroup.kill()
+                    self._kill()
                     return
 
         thread = threading.Thread(target=poll, name="sandbox-bounds", daemon=True)
@@ -104,6 +126,16 @@ class Bounds:
 
         return end
 
+    def _kill(self) -> None:
+        """Everything in the sandbox. Killing bwrap alone leaves its pid namespace to its init, which reaps a
+        fork bomb's children one by one before it exits (measured: 300 ms more of forking); killing the init
+        (in the fallback's last scan) tears the namespace down at once."""
+        if self.cgroup is not None:
+            self.cgroup.kill()
+        for pid in self.tree:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
     def close(self) -> None:
         if self.cgroup is not None:
             self.cgroup.remove()
@@ -111,7 +143,7 @@ class Bounds:
 
 def open_bounds(policy: SandboxPolicy) -> Bounds:
     """A sandbox's bounds: a fresh cgroup unless the policy asks for the fallback, and how each bound applies."""
-    name = f"alight-{secrets.token_hex(6)}"
+    name = f"{group_prefix(policy)}{secrets.token_hex(6)}"
     cgroup = create_cgroup(name, policy.pids, policy.total_memory_mb) if policy.privileged else None
     disk_mounted = is_bounded(policy.workspace)
     root = os.geteuid() == 0
@@ -122,7 +154,19 @@ def open_bounds(policy: SandboxPolicy) -> Bounds:
         "disk": TMPFS if disk_mounted else f"{WATCHDOG} (folder sizes) + RLIMIT_FSIZE",
         "wall": "timeout per command",
     }
-    return Bounds(policy, cgroup, disk_mounted, mechanisms=mechanisms)
+    return Bounds(policy, cgroup, disk_mounted, mechanisms=mechanisms, host_tasks=_host_tasks())
+
+
+def group_prefix(policy: SandboxPolicy) -> str:
+    """The start of the names of a workspace's cgroups: which episode a group belongs to, at a glance."""
+    return f"alight-{hashlib.sha1(policy.workspace.encode()).hexdigest()[:8]}-"
+
+
+def _host_tasks() -> int:
+    """Every task (process or thread) on the host now: one small read, the last field of /proc/loadavg."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(Path("/proc/loadavg").read_text().split()[3].split("/")[1])
+    return 0
 
 
 def _user_processes(uid: int) -> int:
@@ -134,8 +178,8 @@ def _user_processes(uid: int) -> int:
     return count
 
 
-def _tree_usage(root_pid: int) -> tuple[int, int]:
-    """(processes, resident bytes) of `root_pid` and everything under it, from /proc."""
+def _tree_usage(root_pid: int) -> tuple[list[int], int]:
+    """(the processes, their resident bytes) of `root_pid` and everything under it, from /proc."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for entry in os.scandir("/proc"):
@@ -146,14 +190,13 @@ def _tree_usage(root_pid: int) -> tuple[int, int]:
             pid = int(entry.name)
             children.setdefault(int(fields[1]), []).append(pid)
             rss[pid] = int(fields[21]) * PAGE
-    seen, todo = 0, [root_pid]
-    total = 0
+    seen: list[int] = []
+    todo = [root_pid]
     while todo:
         pid = todo.pop()
-        seen += 1
-        total += rss.get(pid, 0)
+        seen.append(pid)
         todo.extend(children.get(pid, ()))
-    return seen, total
+    return seen, sum(rss.get(pid, 0) for pid in seen)
 
 
 def _folder_bytes(root: Path) -> int:

@@ -67,7 +67,7 @@ class Cgroup:
         """Kill what is left and remove the group (a group with processes in it cannot be removed)."""
         self.kill()
         for folder in reversed(self.folders):
-            for _ in range(100):
+            for _ in range(500):  # up to 5 s: on a loaded host the last processes take a while to be reaped
                 try:
                     folder.rmdir()
                     break
