@@ -187,7 +187,8 @@ def test_a_single_policy_run_draws_todays_charts_without_a_policy_legend(page: A
     _goto(page, seeded, "/run/onepolicy", "div.chart .uplot canvas")
     titles = page.locator("div.chart").evaluate_all("els => els.map(e => e.dataset.title)")
     assert titles == ["train reward (mean ± std)", "validation score (95% interval)", "loss", "KL (approx)",
-                      "clip fraction", "tokens / s", "phase times (s)"]  # fmt: skip
+                      "clip fraction", "tokens / s", "phase times (s)", "integrity (share)",
+                      "quarantined rollouts"]  # fmt: skip
     assert page.locator("#run-policies").count() == 0 and page.locator("th:text-is('own versions')").count() == 0
     charts = page.locator("div.chart").evaluate_all(CHARTS_JS)
     assert charts["train reward (mean ± std)"]["labels"] == ["reward"]
