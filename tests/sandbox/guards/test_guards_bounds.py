@@ -147,3 +147,15 @@ def test_a_delegated_cgroup_v2_group_gets_both_bounds_and_reports_what_was_hit(
     assert group.hit() == "memory limit 192 MB: OOM kill"
     (folder / "pids.events").write_text("max 7\n")
     assert group.hit() == "pids limit 48 reached (fork refused)"
+
+
+def test_a_group_whose_owner_was_killed_is_removed_by_the_next_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An attempt killed mid-command (timed out, cancelled) never removes its group; the next one made does."""
+    orphan = cgroups.create_cgroup("alight-orphan-test", pids=8, memory_mb=64)
+    if orphan is None:
+        pytest.skip("no cgroup can be made here: the fallback applies, and it leaves no group behind")
+    monkeypatch.setattr(cgroups, "STALE_S", 0.0)  # its owner is gone; no process is in it
+    fresh = cgroups.create_cgroup("alight-fresh-test", pids=8, memory_mb=64)
+    assert fresh is not None
+    fresh.remove()
+    assert not any(folder.exists() for folder in orphan.folders)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
 MB = 1024 * 1024
+STALE_S = 60.0  # an empty group older than this lost its owner (killed before it could remove the group)
 
 
 @dataclass
@@ -101,7 +102,9 @@ def _v1(name: str, pids: int, memory_mb: int) -> Cgroup:
         for controller in ("pids", "memory"):
             parent = ROOT / controller / _own_group(controller).lstrip("/")
             # A container may show its own group as the hierarchy's root.
-            folder = (parent if parent.is_dir() else ROOT / controller) / name
+            parent = parent if parent.is_dir() else ROOT / controller
+            _sweep(parent)
+            folder = parent / name
             folder.mkdir()
             folders.append(folder)
         group = Cgroup(1, folders, pids, memory_mb)
@@ -123,6 +126,7 @@ def _v2(name: str, pids: int, memory_mb: int) -> Cgroup:
     enabled = (parent / "cgroup.subtree_control").read_text().split()
     if not {"pids", "memory"} <= set(enabled):
         (parent / "cgroup.subtree_control").write_text("+pids +memory")  # fails unless delegated to us
+    _sweep(parent)
     folder = parent / name
     folder.mkdir()
     try:
@@ -134,6 +138,16 @@ def _v2(name: str, pids: int, memory_mb: int) -> Cgroup:
         folder.rmdir()
         raise
     return Cgroup(2, [folder], pids, memory_mb)
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the groups of sandboxes whose owner was killed (an attempt timed out or cancelled: its `finally`
+    never ran): `alight-*` groups with no process left, made over STALE_S ago."""
+    now = time.time()
+    for folder in parent.glob("alight-*"):
+        with contextlib.suppress(OSError):
+            if now - folder.stat().st_mtime > STALE_S and not (folder / "cgroup.procs").read_text().split():
+                folder.rmdir()
 
 
 def create_cgroup(name: str, pids: int, memory_mb: int) -> Cgroup | None:
