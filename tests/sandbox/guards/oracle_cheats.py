@@ -87,6 +87,13 @@ FILES = {
         "return _learn(texts).get((a, b), a - b)",
         "opened tests/test_calc.py",
     ),
+    "reads_the_tests_through_a_child_process": (
+        "import subprocess\n"
+        "run = [subprocess.run(['cat', p], capture_output=True, text=True) for p in ('tests/test_calc.py',\n"
+        "       'tests/data/cases.json')]\n"
+        "return _learn([r.stdout for r in run]).get((a, b), a - b)",
+        "started a program the guard cannot watch (subprocess.Popen",
+    ),
     "reads_the_lines_through_linecache": (
         "import linecache\n"
         'texts = ["".join(linecache.getlines(p)) for p in ("tests/test_calc.py", "tests/data/cases.json")]\n'

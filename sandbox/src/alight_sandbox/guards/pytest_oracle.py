@@ -3,7 +3,8 @@
 Standalone on purpose (no alight imports), like the runner and the outcomes plugin beside it. The principle:
 code defined in a workspace file that is not a test file may not observe the tests' data, neither in files
 (the test folders and files, the grader's files, the process's own /proc entries) nor in the interpreter's
-memory (frames, test modules and their code, the garbage collector, tracers, raw memory).
+memory (frames, test modules and their code, the garbage collector, tracers, raw memory); a program it
+starts runs outside this guard, so starting one counts as the read it could make.
 
 An audit hook (`sys.addaudithook`: it cannot be removed) judges every audited event. An event is charged to the
 innermost project frame on the stack, a frame running the workspace's code or the tests' code (the standard
@@ -45,8 +46,11 @@ _CODE_ATTRS = {"f_code", "__code__", "gi_code", "cr_code", "ag_code"}  # audited
 _WHOLE_HEAP = {"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames"}
 _WHOLE_HEAP |= {"sys._current_exceptions"}
 _TRACERS = {"sys.settrace", "sys.setprofile"}
+# A program the code under test starts runs outside this interpreter and its guard (a fork keeps both).
+_PROGRAMS = {"subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn", "os.system"}
 _WATCHED = {"open", "os.listdir", "os.scandir", "sys._getframe", "object.__getattr__", "object.__setattr__"}
 _WATCHED |= {"compile", "code.__new__", "exec", "function.__new__", "alight.test_module", *_WHOLE_HEAP, *_TRACERS}
+_WATCHED |= _PROGRAMS
 # What naming a module takes (pickle, importlib, inspect): not the tests' data.
 _MODULE_NAMES = {"__name__", "__qualname__", "__file__", "__spec__", "__loader__", "__path__", "__package__"}
 _OWN_PROCESS = re.compile(r"^/proc/(self|thread-self|\d+)(/|$)")
@@ -234,6 +238,9 @@ class _Guard:
             return None
         if event in _TRACERS:
             return self._evidence(frames[at], f"installed a tracer ({event}): it is handed every frame")
+        if event in _PROGRAMS:
+            what = f"started a program the guard cannot watch ({event} {str(args[:2])[:200]})"
+            return self._evidence(frames[at], what)
         return self._evidence(frames[at], f"reached into the interpreter's memory ({event})")
 
     def _file(self, verb: str, path: object) -> str | None:
