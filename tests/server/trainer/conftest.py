@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from alight.client import AlightClient
 from alight_server.trainer.config.run import TrainConfig, parse_config
 from alight_testing.tiny_run import tiny_run_config
 
@@ -29,3 +30,10 @@ def tiny_config(tmp_path: Path) -> Callable[..., TrainConfig]:
         return parse_config(raw, tmp_path)
 
     return make
+
+
+@pytest.fixture
+def client(live_server: Any) -> Iterator[AlightClient]:
+    """The SDK's client on the live server, under the admin key."""
+    with AlightClient(live_server.url, live_server.admin_key, timeout=30) as c:
+        yield c

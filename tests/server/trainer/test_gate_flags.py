@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
 from alight.client import AlightClient
 from alight.schemas import (
@@ -26,12 +24,6 @@ from alight.schemas import (
 from alight_server.trainer.run.rollouts import collect
 from alight_server.trainer.step.filters import filter_for_training
 from alight_server.trainer.step.samples import SampleConfig
-
-
-@pytest.fixture
-def client(live_server: Any) -> Iterator[AlightClient]:
-    with AlightClient(live_server.url, live_server.admin_key, timeout=30) as c:
-        yield c
 
 
 def finished(client: AlightClient, live_server: Any) -> list[Rollout]:

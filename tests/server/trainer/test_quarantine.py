@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -38,12 +38,6 @@ from alight_server.trainer.run.rollout_source import StepRollouts
 from alight_server.trainer.run.rollouts import RolloutPhase, collect
 from alight_server.trainer.run.train_step import Started, train_step
 from alight_server.trainer.step.integrity import audited
-
-
-@pytest.fixture
-def client(live_server: Any) -> Iterator[AlightClient]:
-    with AlightClient(live_server.url, live_server.admin_key, timeout=30) as c:
-        yield c
 
 
 @pytest.fixture
