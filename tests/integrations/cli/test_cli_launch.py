@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -52,30 +53,53 @@ def seen(tmp_path: Path, name: str) -> str:
     return (work / name).read_text()
 
 
-def test_a_cli_outside_node_modules_is_mounted_alone_not_its_folder(tmp_path):
-    done = run_stand_in(tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert seen(tmp_path, "siblings.txt").split() == ["claude"]
+# The check writes down what it sees (the workspace outlives the attempt) and scores 0.25: the ticks of the
+# process the CLI left running, one second apart, and the check's own /tmp.
+COUNT = "cat ticks.txt 2>/dev/null | wc -l"
+SEEING_CHECK = f'a=$({COUNT}); sleep 1; echo "$a $({COUNT})" > check-ticks.txt; ls -A /tmp > check-tmp.txt; echo 0.25'
 
 
-def test_a_host_variable_reaches_the_cli_only_when_the_setting_names_it(tmp_path):
+@dataclass
+class Reported:
+    folder: Path
+    done: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def reported(tmp_path_factory: pytest.TempPathFactory) -> Reported:
+    """One attempt of the stand-in that the tests of what the CLI and the check see all read (each such attempt
+    costs a CLI start and two sandboxes): one host variable named for the CLI, one not."""
+    folder = tmp_path_factory.mktemp("reported")
     done = run_stand_in(
-        tmp_path, NAMED_SETTING="passed", UNNAMED_SETTING="kept out", ALIGHT_HARNESS_INHERIT_ENV="NAMED_SETTING"
+        folder,
+        check=SEEING_CHECK,
+        NAMED_SETTING="passed",
+        UNNAMED_SETTING="kept out",
+        ALIGHT_HARNESS_INHERIT_ENV="NAMED_SETTING",
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    env = seen(tmp_path, "env.txt").splitlines()
+    return Reported(folder, done)
+
+
+def test_a_cli_outside_node_modules_is_mounted_alone_not_its_folder(reported: Reported) -> None:
+    assert seen(reported.folder, "siblings.txt").split() == ["claude"]
+
+
+def test_a_host_variable_reaches_the_cli_only_when_the_setting_names_it(reported: Reported) -> None:
+    env = seen(reported.folder, "env.txt").splitlines()
     assert "NAMED_SETTING=passed" in env
     assert not [line for line in env if line.startswith(("UNNAMED_SETTING=", "ALIGHT_"))]
 
 
 # Every variable that carries the attempt token in the agent's process, not only those named ALIGHT_*.
-@pytest.mark.parametrize(
-    "name", ["ALIGHT_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"]
-)
-def test_naming_a_variable_of_the_attempt_contract_for_the_cli_fails_the_attempt_naming_the_setting(tmp_path, name):
-    done = run_stand_in(tmp_path, ALIGHT_HARNESS_INHERIT_ENV=f"LANG,{name}")
+CONTRACT = ["ALIGHT_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"]
+
+
+def test_naming_a_variable_of_the_attempt_contract_for_the_cli_fails_the_attempt_naming_the_setting(tmp_path):
+    # One attempt names them all beside a harmless one: the refusal must list each of them, and only them.
+    done = run_stand_in(tmp_path, ALIGHT_HARNESS_INHERIT_ENV=",".join(["LANG", *CONTRACT]))
     assert done.returncode != 0
-    assert f"ALIGHT_HARNESS_INHERIT_ENV names ['{name}']" in done.stderr
+    assert f"ALIGHT_HARNESS_INHERIT_ENV names {CONTRACT}" in done.stderr
 
 
 def test_a_glob_that_matches_the_attempt_contracts_variables_passes_none_of_them(tmp_path):
@@ -86,17 +110,14 @@ def test_a_glob_that_matches_the_attempt_contracts_variables_passes_none_of_them
     assert "alt1." not in env  # every attempt token starts so (alight_server.http.auth.TOKEN_PREFIX)
 
 
-def test_the_check_does_not_see_what_the_cli_left_in_its_tmp(tmp_path):
-    done = run_stand_in(tmp_path, check="if test -e /tmp/left-for-the-check; then echo 1; else echo 0.25; fi")
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert Trajectory.model_validate_json(done.stdout).final_reward == 0.25
+def test_the_check_does_not_see_what_the_cli_left_in_its_tmp(reported: Reported) -> None:
+    assert Trajectory.model_validate_json(reported.done.stdout).final_reward == 0.25  # the check's own score
+    assert "left-for-the-check" not in seen(reported.folder, "check-tmp.txt").split()
 
 
-def test_a_process_the_cli_left_running_is_gone_before_the_check(tmp_path):
-    count = "cat ticks.txt 2>/dev/null | wc -l"
-    done = run_stand_in(tmp_path, check=f"a=$({count}); sleep 1; if [ $a = $({count}) ]; then echo 0.25; fi")
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert Trajectory.model_validate_json(done.stdout).final_reward == 0.25
+def test_a_process_the_cli_left_running_is_gone_before_the_check(reported: Reported) -> None:
+    before, after = seen(reported.folder, "check-ticks.txt").split()
+    assert before == after, (before, after)  # nothing ticked while the check waited a second
 
 
 def test_a_score_outside_the_range_is_clamped_with_a_rollout_event_that_says_so(tmp_path):
