@@ -1,28 +1,77 @@
-"""The baseline report of a set of rollouts: success with its standard error, tool errors, tokens, latency,
-retries and gate violations by rule. `alight eval` prints it; `alight train` prints it before and after."""
+"""The baseline report of a set of rollouts: success and mean reward with their 95% intervals, tool errors, tokens,
+latency, retries and gate violations by rule. `alight eval` prints it; `alight train` prints it before and after.
+
+One convention for every ± alight prints (this report, the before/after table, the plot, the dashboard): a 95%
+interval, ± 2 standard errors, the error clustered by task (`mean_and_error`). A task's samples are correlated (an
+easy task is easy every time), so counting them as independent would narrow the interval; with one sample per
+task the clustered error is the ordinary one.
+"""
 
 from __future__ import annotations
 
 import math
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from alight.schemas import REVIEW_FLAG, REWARD_HACKING, Event, FailureKind, Rollout, Trajectory
 
-__all__ = ["EPISODE", "REVIEW_FLAG", "REWARD_HACKING", "EvalReport", "build_report"]
+__all__ = [
+    "EPISODE",
+    "INTERVAL",
+    "REVIEW_FLAG",
+    "REWARD_HACKING",
+    "SUCCESS_AT",
+    "EvalReport",
+    "Z",
+    "build_report",
+    "interval",
+    "mean_and_error",
+]
 EPISODE = "episode"  # rollout events with the harness's command counts (alight_sandbox.guards)
+Z = 2.0  # a printed ± is Z standard errors: a 95% interval (1.96, rounded)
+SUCCESS_AT = 1.0  # the final reward that counts as a success, unless a report is asked for another
+INTERVAL = "± 2 SE: 95% interval, clustered by task"  # what a printed ± means, for headers and legends
+
+
+def mean_and_error(scores: Mapping[str, Sequence[float]]) -> tuple[float, float]:
+    """The mean of all the scores, each task's (cluster's) list of samples, and its clustered standard error.
+
+    The cluster-robust error of a mean over C clusters and N samples, sqrt(C / (C - 1) * sum over clusters of
+    (their samples' sum of y - mean)^2) / N: with k samples per task it is stdev(task means) / sqrt(C), with one
+    sample per task the ordinary stdev / sqrt(N). NaN mean without scores; NaN error with fewer than two tasks.
+    """
+    clusters = [list(samples) for samples in scores.values() if samples]
+    values = [s for samples in clusters for s in samples]
+    if not values:
+        return float("nan"), float("nan")
+    mean = statistics.fmean(values)
+    if len(clusters) < 2:
+        return mean, float("nan")
+    spread = sum(sum(y - mean for y in samples) ** 2 for samples in clusters)
+    return mean, math.sqrt(len(clusters) / (len(clusters) - 1) * spread) / len(values)
+
+
+def interval(value: float | None, error: float | None) -> str:
+    """`value ± Z * error` to 3 places; the value alone without an error (None, or NaN from a single task)."""
+    if value is None:
+        return "-"
+    if error is None or math.isnan(error):
+        return f"{value:.3f}"
+    return f"{value:.3f} ± {Z * error:.3f}"
 
 
 @dataclass
 class EvalReport:
     rollouts: int
     scored: int  # rollouts with a result (infra failures and timeouts are not the policy's)
+    tasks: int  # tasks (clusters: a rollout's group, else the rollout) among the scored rollouts
     success_rate: float  # share of scored rollouts whose final reward is at least `success_at`
-    success_stderr: float  # binomial standard error of success_rate
-    mean_reward: float
+    success_se: float  # its standard error, clustered by task (`mean_and_error`)
+    mean_reward: float  # mean final reward of the scored rollouts (0 for a task failure without one)
+    mean_reward_se: float  # its standard error, clustered by task
     tool_errors: int  # failed tool spans plus failed harness commands
     prompt_tokens: int
     completion_tokens: int
@@ -33,6 +82,7 @@ class EvalReport:
     infra_failures: int
     gate_violations: dict[str, int] = field(default_factory=dict)  # rule -> rollouts that broke it
     review_flags: dict[str, int] = field(default_factory=dict)  # rule -> rollouts flagged (reward kept)
+    success_at: float = SUCCESS_AT  # the final reward that counts as a success
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -40,10 +90,11 @@ class EvalReport:
     def lines(self, title: str = "evaluation") -> list[str]:
         gates = ", ".join(f"{rule} {n}" for rule, n in sorted(self.gate_violations.items())) or "none"
         flags = ", ".join(f"{rule} {n}" for rule, n in sorted(self.review_flags.items())) or "none"
+        success = f"success (reward ≥ {self.success_at:g})"
         return [
-            f"{title}: {self.rollouts} rollouts, {self.scored} scored",
-            f"  success        {self.success_rate:.3f} ± {self.success_stderr:.3f} (standard error)",
-            f"  mean reward    {self.mean_reward:.3f}",
+            f"{title}: {self.rollouts} rollouts, {self.scored} scored, {self.tasks} tasks ({INTERVAL})",
+            f"  {success:<21} {interval(self.success_rate, self.success_se)}",
+            f"  {'mean reward':<21} {interval(self.mean_reward, self.mean_reward_se)}",
             f"  tool errors    {self.tool_errors}",
             f"  tokens         {self.prompt_tokens} prompt, {self.completion_tokens} completion, {self.model_calls} calls",
             f"  latency        p50 {self.latency_p50_ms:.0f} ms, p95 {self.latency_p95_ms:.0f} ms per call",
@@ -64,16 +115,16 @@ def build_report(
     rollouts: Sequence[Rollout],
     trajectories: Sequence[Trajectory],
     events: Sequence[Event],
-    success_at: float = 1.0,
+    success_at: float = SUCCESS_AT,
 ) -> EvalReport:
     """The report over `rollouts` (their latest trajectories, and the events of any attempt)."""
-    scores = [
-        t.final_reward if t.final_reward is not None else 0.0
-        for t in trajectories
-        if t.failure_kind not in (FailureKind.INFRA, FailureKind.TIMEOUT)
-    ]
-    wins = [s >= success_at for s in scores]
-    rate = statistics.fmean(wins) if wins else float("nan")
+    by_task: dict[str, list[float]] = {}
+    for t in trajectories:
+        if t.failure_kind not in (FailureKind.INFRA, FailureKind.TIMEOUT):
+            score = t.final_reward if t.final_reward is not None else 0.0
+            by_task.setdefault(t.group_id or t.rollout_id, []).append(score)
+    rate, rate_se = mean_and_error({task: [float(s >= success_at) for s in ss] for task, ss in by_task.items()})
+    mean, mean_se = mean_and_error(by_task)
     calls = [tc.call for t in trajectories for tc in t.calls]
     latencies = [c.latency_ms for c in calls if c.latency_ms is not None]
     tool_errors = sum(1 for t in trajectories for s in t.tool_spans if s.failed)
@@ -81,10 +132,12 @@ def build_report(
     gates, flags = _rollouts_per_rule(events, REWARD_HACKING), _rollouts_per_rule(events, REVIEW_FLAG)
     return EvalReport(
         rollouts=len(rollouts),
-        scored=len(scores),
+        scored=sum(map(len, by_task.values())),
+        tasks=len(by_task),
         success_rate=rate,
-        success_stderr=math.sqrt(rate * (1 - rate) / len(wins)) if wins else float("nan"),
-        mean_reward=statistics.fmean(scores) if scores else float("nan"),
+        success_se=rate_se,
+        mean_reward=mean,
+        mean_reward_se=mean_se,
         tool_errors=tool_errors,
         prompt_tokens=sum(len(c.prompt_token_ids) for c in calls),
         completion_tokens=sum(len(c.response_token_ids) for c in calls),
@@ -95,6 +148,7 @@ def build_report(
         infra_failures=sum(1 for t in trajectories if t.failure_kind in (FailureKind.INFRA, FailureKind.TIMEOUT)),
         gate_violations=gates,
         review_flags=flags,
+        success_at=success_at,
     )
 
 

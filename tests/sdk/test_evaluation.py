@@ -1,12 +1,13 @@
-"""The evaluation report: success with its standard error, tokens, latency, retries, tool errors, gates by rule."""
+"""The evaluation report: success and mean reward with clustered errors, tokens, latency, retries, tool errors, gates."""
 
 from __future__ import annotations
 
 import math
+import statistics
 from datetime import UTC, datetime
 from typing import Any
 
-from alight.evaluation import build_report
+from alight.evaluation import build_report, mean_and_error
 from alight.schemas import (
     ApiFlavour,
     Attempt,
@@ -60,7 +61,7 @@ def event(i: int, kind: str, **payload: Any) -> Event:
     )
 
 
-def test_success_rate_has_the_binomial_standard_error_and_infra_failures_are_not_scored() -> None:
+def test_success_rate_has_the_clustered_standard_error_and_infra_failures_are_not_scored() -> None:
     trajectories = [
         trajectory(0, 1.0),
         trajectory(1, 0.0),
@@ -69,9 +70,34 @@ def test_success_rate_has_the_binomial_standard_error_and_infra_failures_are_not
         trajectory(4, None, FailureKind.INFRA),
     ]
     report = build_report([rollout(i) for i in range(5)], trajectories, [])
-    assert (report.rollouts, report.scored, report.infra_failures) == (5, 4, 1)
+    assert (report.rollouts, report.scored, report.tasks, report.infra_failures) == (5, 4, 4, 1)
     assert report.success_rate == 0.5  # a task failure without a reward counts as 0
-    assert math.isclose(report.success_stderr, math.sqrt(0.25 / 4))
+    # one sample per task (no group): the ordinary error of a mean, stdev / sqrt(n)
+    assert math.isclose(report.success_se, statistics.stdev([1, 0, 1, 0]) / 2)
+
+
+def test_a_tasks_samples_are_one_cluster_for_success_and_mean_reward() -> None:
+    grouped = [
+        trajectory(i, reward).model_copy(update={"group_id": task})
+        for i, (task, reward) in enumerate([("a", 1.0), ("a", 1.0), ("b", 0.5), ("b", 0.0)])
+    ]
+    report = build_report([rollout(i) for i in range(4)], grouped, [])
+    assert (report.tasks, report.success_rate, report.mean_reward) == (2, 0.5, 0.625)
+    # task means: success 1.0 and 0.0, mean reward 1.0 and 0.25; the error is their spread over sqrt(2) tasks
+    assert math.isclose(report.success_se, statistics.stdev([1.0, 0.0]) / math.sqrt(2))
+    assert math.isclose(report.mean_reward_se, statistics.stdev([1.0, 0.25]) / math.sqrt(2))
+    lines = report.lines()
+    assert "(± 2 SE: 95% interval, clustered by task)" in lines[0]
+    assert f"success (reward ≥ 1)  0.500 ± {2 * report.success_se:.3f}" in lines[1]
+    assert f"mean reward           0.625 ± {2 * report.mean_reward_se:.3f}" in lines[2]
+
+
+def test_unequal_samples_per_task_weigh_each_sample_once() -> None:
+    # task a: 3 samples of 1.0, task b: 1 sample of 0.0: the mean is 0.75 (not the task means' 0.5), and the
+    # cluster-robust error: sqrt(2/1 * ((3 * 0.25)^2 + (-0.75)^2)) / 4
+    mean, error = mean_and_error({"a": [1.0, 1.0, 1.0], "b": [0.0]})
+    assert mean == 0.75 and math.isclose(error, math.sqrt(2 * (0.75**2 + 0.75**2)) / 4)
+    assert math.isnan(mean_and_error({"a": [1.0, 0.0]})[1])  # one task: no error
 
 
 def test_tokens_latency_and_retries_come_from_the_recorded_calls_and_attempts() -> None:

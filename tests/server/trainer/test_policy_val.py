@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import statistics
 from datetime import UTC, datetime
 
 from alight.schemas import FailureKind, Reward, Trajectory
@@ -28,9 +27,10 @@ def rollout(rollout_id: str, task: str, plan_score: float | None, *, final: floa
 def test_a_policy_with_a_named_reward_is_scored_by_it_not_by_the_final_reward() -> None:
     metrics = policy_scores([rollout("a1", "t1", 0.2), rollout("a2", "t1", 0.4), rollout("b1", "t2", 1.0)], POLICIES)
     assert math.isclose(metrics["policy/planner/val/score"], (0.2 + 0.4 + 1.0) / 3)
-    assert math.isclose(
-        metrics["policy/planner/val/score_se"], statistics.stdev([0.3, 1.0]) / math.sqrt(2)
-    )  # task means
+    # the error of that mean, tasks as clusters (alight.evaluation mean_and_error): each task's residual sum
+    mean = (0.2 + 0.4 + 1.0) / 3
+    residuals = [(0.2 - mean) + (0.4 - mean), 1.0 - mean]
+    assert math.isclose(metrics["policy/planner/val/score_se"], math.sqrt(2 * sum(r * r for r in residuals)) / 3)
     assert metrics["policy/planner/val/rewarded"] == 3.0
 
 

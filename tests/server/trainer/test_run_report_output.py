@@ -73,9 +73,10 @@ def test_a_run_printed_into_a_log_file_keeps_every_column_of_the_before_after_ta
         )  # fmt: skip
     text = log.read_text()
     assert "before" in (header := _line(text, " metric ")) and "after" in header, text
-    assert "-0.417 ± 0.285" in (val := _line(text, "validation score (1200 held-out tasks; ± 2 SE)")), text
+    assert "before / after (± 2 SE: 95% interval, clustered by task)" in text, text
+    assert "-0.417 ± 0.285" in (val := _line(text, "validation mean reward (1200 held-out tasks)")), text
     assert "0.583 ± 0.285" in val, text
     first, last = "0.250", "0.750"  # one step each side (k = 1 of 3 steps)
     assert first in (train := _line(text, "train reward (mean of first/last 1 steps)")) and last in train, text
-    assert "validation gain: +1.000 ± 0.403 (2 SE)" in text, text
-    assert "time rollouts 1.0s train 2.0s sync 0.5s" in _line(text, "step   3  reward 0.750±0.500"), text
+    assert "validation gain in mean reward: +1.000 ± 0.403 (± 2 SE" in text, text
+    assert "time rollouts 1.0s train 2.0s sync 0.5s" in _line(text, "step   3  reward 0.750 sd 0.500"), text

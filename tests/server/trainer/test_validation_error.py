@@ -60,7 +60,7 @@ def test_the_before_after_table_prints_the_interval_and_the_gain(tmp_path: Path)
     finish_run(history, tmp_path, "tiny", 1, 1, 64, display, _Log())  # type: ignore[arg-type]
     text = out.getvalue()
     assert "0.400 ± 0.100" in text and "0.700 ± 0.080" in text
-    assert f"validation gain: +0.300 ± {2 * math.hypot(0.05, 0.04):.3f} (2 SE)" in text
+    assert f"validation gain in mean reward: +0.300 ± {2 * math.hypot(0.05, 0.04):.3f} (± 2 SE" in text
 
 
 def test_the_summary_says_how_often_people_rejected_what_the_gates_passed(tmp_path: Path) -> None:

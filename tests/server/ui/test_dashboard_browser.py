@@ -60,13 +60,13 @@ def test_run_page_draws_each_curve_with_uplot_from_the_reported_steps(page: Any,
     steps = dashboard.store.list_run_steps(dashboard.run_id)
     charts = page.locator("div.chart").evaluate_all(CHARTS_JS)
     assert all(c["canvas"] == 1 for c in charts.values()), charts
-    reward = charts["train reward (mean ± std)"]
+    reward = charts["train reward (mean, 1 sd band)"]
     trained = [s for s in steps if "train/reward_mean" in s.metrics]
     assert _series(reward, "reward") == [(s.step, pytest.approx(s.metrics["train/reward_mean"])) for s in trained]
     high = [s.metrics["train/reward_mean"] + s.metrics["train/reward_std"] for s in trained]
     assert [y for _, y in _series(reward, "reward high")] == pytest.approx(high)
     assert reward["bands"] == [[2, 3]]  # the std band, between the high and low series
-    val = charts["validation score (95% interval)"]
+    val = charts["validation mean reward (± 2 SE, clustered by task)"]
     intervals = summaries.validation_intervals(dashboard.store, dashboard.run_id)
     assert [x for x, _ in _series(val, "val")] == [s.step for s in steps if "val/score" in s.metrics]
     assert _series(val, "val") == [(v["step"], pytest.approx(v["mean"])) for v in intervals]
@@ -254,7 +254,7 @@ def test_model_output_with_a_script_tag_is_shown_as_text(page: Any, dashboard: D
 
 def test_a_curve_point_leads_to_a_token_view_in_three_clicks(page: Any, dashboard: Dashboard) -> None:
     page.click(f"a:text-is('{dashboard.run_id}')")  # 1: the run
-    chart = page.locator("div.chart[data-title='train reward (mean ± std)']")
+    chart = page.locator("div.chart[data-title='train reward (mean, 1 sd band)']")
     chart.locator(".uplot canvas").wait_for()
     # where uPlot drew the first point of the reward series, relative to its plotting area
     step, x, y = chart.evaluate(

@@ -162,8 +162,9 @@ def test_the_per_policy_charts_draw_one_line_per_policy_with_a_legend(page: Any,
     charts = page.locator("div.chart").evaluate_all(CHARTS_JS)
     # the rollout's reward keeps its std band (two faint series); a policy's has no std
     reward = ["rollout", "rollout high", "rollout low", "triage", "specialist"]
-    assert charts["train reward (mean ± std)"]["legend"] == reward
-    assert charts["validation score (95% interval)"]["legend"] == ["triage"]  # no val rollouts; triage's named score
+    assert charts["train reward (mean, 1 sd band)"]["legend"] == reward
+    # no val rollouts; triage's named score
+    assert charts["validation mean reward (± 2 SE, clustered by task)"]["legend"] == ["triage"]
     assert charts["loss"]["legend"] == ["triage"]  # the frozen specialist takes no step
     assert charts["own policy version"]["legend"] == ["triage", "specialist"]
     assert charts["training rows"]["legend"] == ["triage", "specialist"]
@@ -186,12 +187,12 @@ def test_a_policy_has_one_colour_on_every_chart_and_two_policies_differ(page: An
 def test_a_single_policy_run_draws_todays_charts_without_a_policy_legend(page: Any, seeded: Seeded) -> None:
     _goto(page, seeded, "/run/onepolicy", "div.chart .uplot canvas")
     titles = page.locator("div.chart").evaluate_all("els => els.map(e => e.dataset.title)")
-    assert titles == ["train reward (mean ± std)", "validation score (95% interval)", "loss", "KL (approx)",
-                      "clip fraction", "tokens / s", "phase times (s)", "integrity (share)",
+    assert titles == ["train reward (mean, 1 sd band)", "validation mean reward (± 2 SE, clustered by task)",
+                      "loss", "KL (approx)", "clip fraction", "tokens / s", "phase times (s)", "integrity (share)",
                       "quarantined rollouts"]  # fmt: skip
     assert page.locator("#run-policies").count() == 0 and page.locator("th:text-is('own versions')").count() == 0
     charts = page.locator("div.chart").evaluate_all(CHARTS_JS)
-    assert charts["train reward (mean ± std)"]["labels"] == ["reward"]
+    assert charts["train reward (mean, 1 sd band)"]["labels"] == ["reward"]
 
 
 def test_the_runs_list_names_the_policies_each_run_trains(page: Any, seeded: Seeded) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from alight.api_models import RolloutQuery
+from alight.evaluation import Z, mean_and_error
 from alight.schemas import FailureKind, Mode, Rollout
 from alight_server.store import Store
 from alight_server.store.browse import RolloutFilter
@@ -74,24 +75,27 @@ def group_spreads(store: Store, group_ids: Sequence[str]) -> dict[str, dict[str,
 
 
 def validation_intervals(store: Store, run_id: str) -> list[dict[str, Any]]:
-    """Per validation step: the mean score and its 95% normal interval over the val rollouts.
+    """Per validation step: the mean score and its 95% interval, ± 2 SE clustered by task, over the val rollouts
+    (alight.evaluation `mean_and_error`, as the before/after table and `alight eval` print it).
 
     A rollout scores as the trainer scores it (trainer/run/rollouts.py `scored`): its final reward, 0 when
     it failed without one; infra and timeout failures are left out.
     """
     found, _ = store.browse_rollouts(RolloutFilter(mode=Mode.VAL, id_prefix=f"{run_id}-val"), limit=100_000)
-    by_step: dict[int, list[float]] = defaultdict(list)
+    by_step: dict[int, dict[str, list[float]]] = defaultdict(dict)
     for rollout in found:
         latest = rollout.attempts[-1] if rollout.attempts else None
         if latest is None or latest.failure_kind in (FailureKind.INFRA, FailureKind.TIMEOUT):
             continue
         value = _final(store, rollout)
-        by_step[metrics_step(rollout) or 0].append(0.0 if value is None else value)
+        by_task = by_step[metrics_step(rollout) or 0]
+        by_task.setdefault(rollout.group_id or rollout.id, []).append(0.0 if value is None else value)
     out = []
-    for step, scores in sorted(by_step.items()):
-        s = spread(scores)
-        half = 1.96 * s["std"] / math.sqrt(s["n"]) if s["n"] > 1 else 0.0
-        out.append({"step": step, "n": s["n"], "mean": s["mean"], "low": s["mean"] - half, "high": s["mean"] + half})
+    for step, by_task in sorted(by_step.items()):
+        mean, error = mean_and_error(by_task)
+        half = 0.0 if math.isnan(error) else Z * error
+        n = sum(map(len, by_task.values()))
+        out.append({"step": step, "n": n, "tasks": len(by_task), "mean": mean, "low": mean - half, "high": mean + half})
     return out
 
 

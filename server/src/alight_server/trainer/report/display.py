@@ -48,7 +48,8 @@ class RunDisplay:
     def step_line(self, step: int, m: dict[str, Any]) -> None:
         parts = [
             f"step {step:>3}",
-            f"reward {m.get('train/reward_mean', float('nan')):.3f}±{m.get('train/reward_std', float('nan')):.3f}",
+            # the rollouts' spread, not an interval: every ± alight prints is ± 2 SE (alight.evaluation INTERVAL)
+            f"reward {m.get('train/reward_mean', float('nan')):.3f} sd {m.get('train/reward_std', float('nan')):.3f}",
         ]
         if "val/score" in m:
             parts.append(f"[bold green]val {m['val/score']:.3f}[/]")

@@ -1,9 +1,11 @@
-"""The end-of-run plot: train reward (mean and spread) and validation score per step, as a PNG."""
+"""The end-of-run plot: train reward (mean and spread) and validation mean reward (± 2 SE) per step, as a PNG."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from alight.evaluation import INTERVAL, Z
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -30,17 +32,17 @@ def run_figure(history: list[dict[str, Any]], title: str = "alight training") ->
         steps = [r["step"] for r in train]
         mean = [r["train/reward_mean"] for r in train]
         std = [r.get("train/reward_std", 0.0) for r in train]
-        # mean ± std leaves the reward's range for rewards in {0, 1}: clip the band to the rewards seen
+        # mean ± 1 sd leaves the reward's range for rewards in {0, 1}: clip the band to the rewards seen
         low = min((r.get("train/reward_min", r["train/reward_mean"]) for r in train), default=0.0)
         high = max((r.get("train/reward_max", r["train/reward_mean"]) for r in train), default=1.0)
-        ax.plot(steps, mean, marker="o", ms=3, label="train reward (mean ± std)")
+        ax.plot(steps, mean, marker="o", ms=3, label="train reward (mean; band: 1 sd of rollouts)")
         ax.fill_between(steps, [max(low, m - s) for m, s in zip(mean, std, strict=True)],
                         [min(high, m + s) for m, s in zip(mean, std, strict=True)], alpha=0.15)  # fmt: skip
     if val:
         # No standard error (missing, or NaN from a single task): no error bar, not a KeyError.
-        errors = [2 * se if (se := r.get("val/score_se")) is not None and se == se else 0.0 for r in val]
+        errors = [Z * se if (se := r.get("val/score_se")) is not None and se == se else 0.0 for r in val]
         ax.errorbar([r["step"] for r in val], [r["val/score"] for r in val], yerr=errors, marker="s", lw=2,
-                    capsize=4, label="validation score (± 2 SE)")  # fmt: skip
+                    capsize=4, label=f"validation mean reward ({INTERVAL})")  # fmt: skip
     ax.set_xlabel("step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no tick at step 0.5
     ax.set_ylabel("reward")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from alight.evaluation import INTERVAL, SUCCESS_AT, Z, interval
 from alight_server.trainer.report.display import RunDisplay, summary_table
 from alight_server.trainer.report.metrics import MetricsLog
 from alight_server.trainer.report.plots import plot_run
@@ -53,29 +54,19 @@ def finish_run(
 def run_summary(
     history: list[dict[str, Any]], k: int, steps: int, policy_version: int, plot_path: Path | None
 ) -> dict[str, Any]:
-    """summary.json's content: validation before/after with standard errors and the gain, mean train reward of
-    the first and last `k` steps, and the random audit: how often people rejected what the gates passed."""
+    """summary.json's content: validation before/after (mean reward, and success: reward >= 1) with their
+    standard errors (1 SE, clustered by task; printed as ± 2 SE) and the gain, mean train reward of the first
+    and last `k` steps, and the random audit: how often people rejected what the gates passed."""
     vals = [r for r in history if "val/score" in r]
     audits = [r for r in history if "integrity/audits_decided" in r]
     trains = [r for r in history if "train/reward_mean" in r]
-    val_before = vals[0]["val/score"] if vals else None
-    val_after = vals[-1]["val/score"] if len(vals) > 1 else None
-    se_before = vals[0].get("val/score_se") if vals else None
-    se_after = vals[-1].get("val/score_se") if len(vals) > 1 else None
-    gain = val_after - val_before if val_before is not None and val_after is not None else None
-    # independent-samples error of the difference: the two validations sample the policy afresh
-    gain_se = math.hypot(se_before, se_after) if se_before is not None and se_after is not None else None
 
     def mean_of(rows: list[dict[str, Any]]) -> float | None:
         return statistics.fmean(r["train/reward_mean"] for r in rows) if rows else None
 
     return {
-        "val_before": val_before,
-        "val_after": val_after,
-        "val_before_se": se_before,
-        "val_after_se": se_after,
-        "val_gain": gain,
-        "val_gain_se": gain_se,
+        **_before_after(vals, "val/score", "val"),
+        **_before_after(vals, "val/success", "val_success"),
         "train_reward_first": mean_of(trains[:k]),
         "train_reward_last": mean_of(trains[-k:]),
         "steps": steps,
@@ -86,24 +77,37 @@ def run_summary(
     }
 
 
+def _before_after(vals: list[dict[str, Any]], metric: str, name: str) -> dict[str, float | None]:
+    """`{name}_before`, `_after`, `_gain` and their `_se` from the first and last validation's `metric`."""
+    before = vals[0].get(metric) if vals else None
+    after = vals[-1].get(metric) if len(vals) > 1 else None
+    se_before = vals[0].get(f"{metric}_se") if vals else None
+    se_after = vals[-1].get(f"{metric}_se") if len(vals) > 1 else None
+    gain = after - before if before is not None and after is not None else None
+    # independent-samples error of the difference: the two validations sample the policy afresh
+    gain_se = math.hypot(se_before, se_after) if se_before is not None and se_after is not None else None
+    return {f"{name}_before": before, f"{name}_after": after, f"{name}_before_se": se_before,
+            f"{name}_after_se": se_after, f"{name}_gain": gain, f"{name}_gain_se": gain_se}  # fmt: skip
+
+
 def _print_summary(display: RunDisplay, summary: dict[str, Any], k: int, val_tasks: int, run_dir: Path) -> None:
-    """The before/after table, the validation gain and where the plot and metrics went."""
-
-    def fmt(v: float | None, se: float | None = None) -> str:
-        if v is None:
-            return "-"
-        return f"{v:.3f}" if se is None or math.isnan(se) else f"{v:.3f} ± {2 * se:.3f}"
-
+    """The before/after table (its title says what ± means), the validation gain and where the plot and
+    metrics went."""
     rows = [
-        (f"validation score ({val_tasks} held-out tasks; ± 2 SE)",
-         fmt(summary["val_before"], summary["val_before_se"]), fmt(summary["val_after"], summary["val_after_se"])),
-        (f"train reward (mean of first/last {k} steps)", fmt(summary["train_reward_first"]), fmt(summary["train_reward_last"])),
+        (f"validation mean reward ({val_tasks} held-out tasks)",
+         interval(summary["val_before"], summary["val_before_se"]), interval(summary["val_after"], summary["val_after_se"])),
     ]  # fmt: skip
-    display.console.print(summary_table(rows))
+    if summary["val_success_before"] is not None:  # runs from before val/success was recorded have none
+        rows.append((f"validation success (reward ≥ {SUCCESS_AT:g})",
+                     interval(summary["val_success_before"], summary["val_success_before_se"]),
+                     interval(summary["val_success_after"], summary["val_success_after_se"])))  # fmt: skip
+    rows.append((f"train reward (mean of first/last {k} steps)",
+                 interval(summary["train_reward_first"], None), interval(summary["train_reward_last"], None)))  # fmt: skip
+    display.console.print(summary_table(rows, title=f"before / after ({INTERVAL})"))
     gain, gain_se = summary["val_gain"], summary["val_gain_se"]
     if gain is not None:
-        within = "" if gain_se is None or math.isnan(gain_se) else f" ± {2 * gain_se:.3f} (2 SE)"
-        display.console.print(f"validation gain: {gain:+.3f}{within}")
+        within = "" if gain_se is None or math.isnan(gain_se) else f" ± {Z * gain_se:.3f}"
+        display.console.print(f"validation gain in mean reward: {gain:+.3f}{within} ({INTERVAL})")
     if summary["audits_decided"]:
         display.console.print(f"random audit: people rejected {summary['audit_rejected']:.1%} of the "
                               f"{summary['audits_decided']} decided audits of rollouts the gates had passed")  # fmt: skip

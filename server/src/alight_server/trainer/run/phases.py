@@ -30,6 +30,7 @@ from alight_server.trainer.run.rollouts import (
     create_group_rollouts,
     score_and_error,
     scored,
+    success_and_error,
     wait_all,
 )
 from alight_server.trainer.step.integrity import integrity_metrics
@@ -135,9 +136,12 @@ class RunPhases:
             phase = self.wait(started, display)
             scores = [s for s in map(scored, phase.trajectories) if s is not None]
             score, error = score_and_error(phase.trajectories)
+            success, success_error = success_and_error(phase.trajectories)
             metrics = {
                 "val/score": score,
                 "val/score_se": error,
+                "val/success": success,
+                "val/success_se": success_error,
                 "val/rollouts": float(len(scores)),
                 "time/val_s": phase.seconds,
                 **policy_scores(phase.trajectories, self.config.policies),

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
-import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -13,6 +11,7 @@ from typing import Any
 import httpx
 
 from alight.client import AlightClient
+from alight.evaluation import SUCCESS_AT, mean_and_error
 from alight.schemas import FailureKind, Mode, Rollout, RolloutCreate, RolloutState, RunnerSpec, Trajectory
 
 
@@ -164,22 +163,26 @@ def collect(client: AlightClient, rollouts: list[Rollout], started: float) -> Ro
 
 
 def score_and_error(trajectories: list[Trajectory]) -> tuple[float, float]:
-    """Mean validation score and its standard error, each task's samples taken as one cluster.
+    """Mean validation score (mean reward) and its standard error, each task's samples taken as one cluster
+    (alight.evaluation `mean_and_error`, the one error behind every printed ±). NaN when nothing was scored."""
+    return mean_and_error(scores_by_task(trajectories))
 
-    Samples of one task are correlated (an easy task is easy every time), so the error comes from the spread
-    of per-task means over the tasks: stdev(task means) / sqrt(tasks). NaN when nothing was scored.
-    """
+
+def success_and_error(trajectories: list[Trajectory], at: float = SUCCESS_AT) -> tuple[float, float]:
+    """The share of scored rollouts whose score is at least `at` (as `alight eval` counts success), and its
+    clustered standard error."""
+    by_task = scores_by_task(trajectories)
+    return mean_and_error({task: [float(s >= at) for s in scores] for task, scores in by_task.items()})
+
+
+def scores_by_task(trajectories: list[Trajectory]) -> dict[str, list[float]]:
+    """Each task's (group's) scores; infra failures and timeouts left out."""
     by_task: dict[str, list[float]] = {}
     for trajectory in trajectories:
         score = scored(trajectory)
         if score is not None:
             by_task.setdefault(trajectory.group_id or trajectory.rollout_id, []).append(score)
-    if not by_task:
-        return float("nan"), float("nan")
-    means = [statistics.fmean(scores) for scores in by_task.values()]
-    mean = statistics.fmean(s for scores in by_task.values() for s in scores)
-    error = statistics.stdev(means) / math.sqrt(len(means)) if len(means) > 1 else float("nan")
-    return mean, error
+    return by_task
 
 
 def scored(trajectory: Trajectory) -> float | None:

@@ -134,8 +134,8 @@ function table(headers, rows, attrs) {
 }
 
 const CURVES = [
-  ["train reward (mean ± std)", (m) => [["reward", m["train/reward_mean"], m["train/reward_std"]]]],
-  ["validation score (95% interval)", null, { name: "val" }],
+  ["train reward (mean, 1 sd band)", (m) => [["reward", m["train/reward_mean"], m["train/reward_std"]]]],
+  ["validation mean reward (± 2 SE, clustered by task)", null, { name: "val" }],
   ["loss", (m) => [["loss", m["train/loss"]]]],
   ["KL (approx)", (m) => [["kl", m["train/approx_kl"]]]],
   ["clip fraction", (m) => [["clip", m["train/clip_fraction"]]]],
@@ -201,7 +201,7 @@ async function runPage(runId) {
     const m = s.metrics, train = s.step > 0;
     return h("tr", {},
       h("td", { class: "num" }, String(s.step)),
-      h("td", { class: "num" }, train ? `${num(m["train/reward_mean"])} ± ${num(m["train/reward_std"])}` : "–"),
+      h("td", { class: "num" }, train ? `${num(m["train/reward_mean"])} sd ${num(m["train/reward_std"])}` : "–"),
       h("td", { class: "num" }, num(m["val/score"])),
       h("td", { class: "num" }, num(m["train/loss"], 4)),
       h("td", { class: "num" }, num(m["train/groups"], 0)),
@@ -220,7 +220,7 @@ async function runPage(runId) {
     Policies.legend(names, order, "run-policies"),
     h("div", { class: "charts" }, curves(run.id, steps, validation, specs)),
     h("h2", {}, "Steps"),
-    table(["step", "train reward", "val score", "loss", "groups", "equal-reward groups", names.length ? "own versions" : null, ""]
+    table(["step", "train reward (mean, sd)", "val mean reward", "loss", "groups", "equal-reward groups", names.length ? "own versions" : null, ""]
       .filter((x) => x !== null), stepRows, { id: "steps" }),
     h("h2", {}, "Capture health"),
     healthTable(run.id, health, order),

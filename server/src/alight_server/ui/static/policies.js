@@ -82,8 +82,8 @@ const Policies = (() => {
     const reward = each("train/reward_mean", "train/reward_std");
     const stale = steps.some((s) => names.some((n) => metric(s.metrics, n, "async/staleness_mean") !== undefined));
     return [
-      ["train reward (mean ± std)", (m) => [["rollout", m["train/reward_mean"], m["train/reward_std"], ROLLOUT], ...reward(m)]],
-      ["validation score (95% interval)", each("val/score"), { name: "rollout", color: ROLLOUT }],
+      ["train reward (mean, 1 sd band)", (m) => [["rollout", m["train/reward_mean"], m["train/reward_std"], ROLLOUT], ...reward(m)]],
+      ["validation mean reward (± 2 SE, clustered by task)", each("val/score"), { name: "rollout", color: ROLLOUT }],
       ["loss", each("train/loss")],
       ["KL (approx)", each("train/approx_kl")],
       ["clip fraction", each("train/clip_fraction")],
