@@ -44,21 +44,25 @@ def validation_reports(run_dir: Path) -> dict[int, EvalReport]:
         while page := store.list_rollouts(RolloutQuery(mode=Mode.VAL, since_seq=since, limit=500)):
             since = page[-1].seq
             for rollout in page:
-                by_step.setdefault(int(rollout.metadata.get("step", 0)), []).append(rollout)
+                step = int(rollout.metadata.get("step", -1))
+                # a validation's rollout (trainer/run/phases.py names them), not a regression task's or an
+                # `alight eval --into-run` one's: the report agrees with the before/after table's rows
+                if f"-val{step:05d}-" in rollout.id:
+                    by_step.setdefault(step, []).append(rollout)
         return {step: report_from_store(store, rollouts) for step, rollouts in sorted(by_step.items())}
     finally:
         store.close()
 
 
-def _stack(config: TrainConfig) -> Any:
-    """The stack the config names: your server (server.url), else the embedded one on the config's model."""
+def _stack(config: TrainConfig, run_dir: Path) -> Any:
+    """The stack the config names: your server (server.url), else the embedded one on the config's model, its
+    store, keys and logs in `run_dir`."""
     import torch
 
     from alight_server.stacks.kinds import EmbeddedStack, ExternalStack
     from alight_server.stacks.opening import stack_options
     from alight_server.trainer.run.policy_engine import engine_adapters, policy_engine
 
-    run_dir = Path(config.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if config.inference.torch_threads:
         torch.set_num_threads(config.inference.torch_threads)
@@ -70,13 +74,14 @@ def _stack(config: TrainConfig) -> Any:
 
 
 def run_rollouts(
-    config: TrainConfig, label: str, tasks: Sequence[Any], n: int, mode: Mode
+    config: TrainConfig, label: str, tasks: Sequence[Any], n: int, mode: Mode, run_dir: Path | None = None
 ) -> tuple[EvalReport, list[list[float | None]]]:
-    """`n` rollouts of each task on a fresh stack: the report over all of them, and each task's scores
-    (None for an infra failure or timeout, which says nothing about the policy)."""
+    """`n` rollouts of each task on a fresh stack whose store is in `run_dir` (default: the config's output_dir):
+    the report over all of them, and each task's scores (None for an infra failure or timeout, which says nothing
+    about the policy)."""
     if not tasks:
         raise ValueError("no tasks to run")
-    with _stack(config) as stack:
+    with _stack(config, Path(config.output_dir) if run_dir is None else run_dir) as stack:
         client = stack.client
         assert client is not None
         prefix = f"{label}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -92,8 +97,9 @@ def run_rollouts(
         return report, scores
 
 
-def run_eval(config: TrainConfig, val_tasks: Any = None) -> EvalReport:
-    """The validation tasks (validation.max_tasks of them), validation.samples_per_task times each, in val mode."""
+def run_eval(config: TrainConfig, run_dir: Path, val_tasks: Any = None) -> EvalReport:
+    """The validation tasks (validation.max_tasks of them), validation.samples_per_task times each, in val mode,
+    on a stack whose store, keys and logs are in `run_dir` (`alight eval`'s folder, commands/eval.py)."""
     from alight_server.trainer.run.dataset import load_splits
 
     splits = load_splits(config.dataset, config.seed, None, val_tasks)
@@ -101,4 +107,4 @@ def run_eval(config: TrainConfig, val_tasks: Any = None) -> EvalReport:
     tasks = splits.val[:limit] if limit else splits.val
     if not tasks:
         raise ValueError("no validation tasks: set dataset.val (or dataset.val_size) in the config")
-    return run_rollouts(config, "eval", tasks, config.validation.samples_per_task, Mode.VAL)[0]
+    return run_rollouts(config, "eval", tasks, config.validation.samples_per_task, Mode.VAL, run_dir)[0]

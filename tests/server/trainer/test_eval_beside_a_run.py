@@ -1,0 +1,138 @@
+"""What `alight train` and `alight eval` print and write, run as a user runs them: the before/after table and the
+evaluation reports under it print the same intervals, and an evaluation beside the run keeps to its own folder."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from alight.api_models import RolloutQuery
+from alight_server.stacks.run_store import open_run_store
+from alight_server.ui import summaries
+from alight_testing.tiny_run import tiny_run_config
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+ALIGHT = str(Path(sys.executable).parent / "alight")
+AGENT = Path(__file__).parent / "agents" / "unscored_agent.py"
+# The evaluator's reward per word: one success, one half, one failure, so both intervals are wide.
+SCORING = 'def score(task, trajectory):\n    return {"apple": 1.0, "kiwi": 0.5}.get(task["word"], 0.0)\n'
+WORDS = ["apple", "kiwi", "fig", "plum"]
+
+
+def alight(*args: str) -> str:
+    """The `alight` command's output (a pipe, as in a log); fails the test when it fails."""
+    done = subprocess.run([ALIGHT, *args], capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A one-step run of the tiny model, 3 held-out tasks x 2 samples: its config file and what it printed."""
+    folder = tmp_path_factory.mktemp("run")
+    (folder / "scoring.py").write_text(SCORING)
+    raw = tiny_run_config(
+        folder, f"{AGENT}:main", [{"word": w} for w in WORDS * 2], evaluator=f"{folder / 'scoring.py'}:score",
+        dataset={"val": str(folder / "val.jsonl")}, validation={"samples_per_task": 2}, steps=1,
+    )  # fmt: skip
+    (folder / "val.jsonl").write_text("".join(json.dumps({"word": w}) + "\n" for w in WORDS[:3]))
+    config = folder / "config.yaml"
+    config.write_text(json.dumps(raw))  # JSON is YAML
+    return config, alight("train", str(config), "--quiet")
+
+
+def cells(text: str, row: str) -> list[str]:
+    """The before and after cells of the before/after table's row that starts with `row`."""
+    (line,) = [line for line in text.splitlines() if f"│ {row}" in line]
+    return [cell.strip() for cell in line.split("│")[2:4]]
+
+
+def reported(text: str, title: str, metric: str) -> str:
+    """The value a report (`title: ...` and its indented lines) prints for `metric`."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{title}:"))
+    (line,) = [line for line in lines[start + 1 : start + 10] if line.startswith(f"  {metric} ")]
+    return line.removeprefix(f"  {metric} ").strip()
+
+
+def test_the_table_and_the_reports_under_it_print_the_same_intervals(trained: tuple[Path, str]) -> None:
+    _, text = trained
+    assert "before / after (± 2 SE: 95% interval, clustered by task)" in text, text
+    for row, metric in (("validation mean reward (3 held-out tasks)", "mean reward"),
+                        ("validation success (reward ≥ 1)", "success (reward ≥ 1)")):  # fmt: skip
+        before, after = cells(text, row)
+        assert " ± " in before and " ± " in after, text  # three tasks of different rewards: a real interval
+        assert reported(text, "before training", metric) == before, text
+        assert reported(text, "after training (step 1)", metric) == after, text
+    # apple 1.0, kiwi 0.5, fig 0.0, each twice: mean 0.5, success 1/3 (rewards come from the evaluator alone)
+    assert cells(text, "validation mean reward")[0].startswith("0.500 ± "), text
+    assert cells(text, "validation success")[0].startswith("0.333 ± "), text
+
+
+def test_the_dashboards_validation_band_is_the_tables_interval(trained: tuple[Path, str]) -> None:
+    config, text = trained
+    store = open_run_store(config.parent / "run")
+    try:
+        (run,) = store.list_runs()
+        bands = summaries.validation_intervals(store, run.id)
+    finally:
+        store.close()
+    shown = [f"{v['mean']:.3f} ± {v['high'] - v['mean']:.3f}" for v in bands]
+    assert shown == cells(text, "validation mean reward"), (bands, text)
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Each file under `folder` but its eval/ folder, by its bytes' hash."""
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.relative_to(folder).parts[0] != "eval"
+    }
+
+
+def rollout_ids(folder: Path) -> set[str]:
+    store = open_run_store(folder)
+    try:
+        return {r.id for r in store.list_rollouts(RolloutQuery(limit=1000))}
+    finally:
+        store.close()
+
+
+def test_an_evaluation_writes_its_own_folder_and_leaves_the_runs_store_alone(trained: tuple[Path, str]) -> None:
+    config, _ = trained
+    run = config.parent / "run"
+    before, ids = snapshot(run), rollout_ids(run)
+    text = alight("eval", str(config), "--name", "baseline")
+    assert snapshot(run) == before  # not one byte of the run's store, logs or checkpoints changed
+    evaluation = run / "eval" / "baseline"
+    assert f"evaluation folder: {evaluation}" in text, text
+    report = json.loads((evaluation / "report.json").read_text())
+    assert (report["rollouts"], report["tasks"], report["mean_reward"]) == (6, 3, 0.5), report
+    evaluated = rollout_ids(evaluation)
+    assert len(evaluated) == 6 and all(i.startswith("eval-") for i in evaluated), evaluated
+    assert not evaluated & ids
+
+    elsewhere = config.parent / "elsewhere"
+    alight("eval", str(config), "--output-dir", str(elsewhere))
+    assert (elsewhere / "report.json").is_file() and len(rollout_ids(elsewhere)) == 6
+    assert snapshot(run) == before
+
+
+def test_into_run_is_the_one_way_an_evaluation_joins_the_runs_store(trained: tuple[Path, str]) -> None:
+    config, _ = trained
+    run = config.parent / "run"
+    ids = rollout_ids(run)
+    alight("eval", str(config), "--into-run")
+    joined = rollout_ids(run) - ids
+    assert len(joined) == 6 and all(i.startswith("eval-") for i in joined), joined
+    # the run's own reports still read its validations alone: the eval's rollouts are not "before training"
+    from alight_server.evaluation.policy import validation_reports
+
+    reports = validation_reports(run)
+    assert sorted(reports) == [0, 1] and reports[0].rollouts == 6, reports
