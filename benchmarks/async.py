@@ -17,7 +17,6 @@ Run: `nice .venv/bin/python benchmarks/async.py` (add --steps 3 --median-s 1 for
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import tempfile
@@ -29,6 +28,7 @@ from async_agent import SIGMA, STRAGGLER_FACTOR, draw
 from record import record
 
 from alight.api_models import RolloutQuery
+from alight.evaluation import Z, mean_and_error
 from alight.schemas import Mode
 from alight_server.stacks.opening import TrainingStacks
 from alight_server.stacks.run_store import open_run_store
@@ -103,12 +103,6 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def mean_se(values: list[float]) -> tuple[float, float]:
-    if len(values) < 2:
-        return (values[0] if values else float("nan")), float("nan")
-    return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
-
-
 def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
     base = statistics.fmean(runs[0]["step_s"])
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}, cpus {os.cpu_count()}")
@@ -123,12 +117,13 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
               f"{max(waits, default=0):6.1f} {r['stragglers']:4d} "
               f"{quantile(beyond, 0.5):13.2f} / {quantile(beyond, 0.9):5.2f}")  # fmt: skip
     print(f"\n{'run':<10} {'s/step':>7} {'speed-up':>8} {'wait s':>7} {'train+sync s':>12} {'staleness':>9} "
-          f"{'dropped':>7} {'run s':>6} {'reward mean +- se':>18}")  # fmt: skip
+          f"{'dropped':>7} {'run s':>6} {'reward mean ± 2 SE':>18}")  # fmt: skip
     for r in runs:
         mean = statistics.fmean(r["step_s"])
-        reward, se = mean_se(r["rewards"])
+        # each step's reward mean one sample (equal rollouts per step), printed as alight prints every ±
+        reward, se = mean_and_error({str(step): [value] for step, value in enumerate(r["rewards"])})
         print(f"{r['label']:<10} {mean:7.2f} {base / mean:7.2f}x {r['wait_s']:7.2f} {r['train_s']:12.2f} "
-              f"{r['staleness']:9.2f} {r['dropped']:7.0f} {r['total_s']:6.0f} {reward:11.3f} +- {se:.3f}")  # fmt: skip
+              f"{r['staleness']:9.2f} {r['dropped']:7.0f} {r['total_s']:6.0f} {reward:11.3f} ± {Z * se:.3f}")  # fmt: skip
     print("\nper step (equal samples: tasks_per_step x group_size each): wall s | train/reward_mean")
     print("step " + " ".join(f"{r['label']:>10} s" for r in runs) + " " + " ".join(f"{r['label']:>10}" for r in runs))
     for i in range(args.steps):

@@ -8,7 +8,7 @@ is not trained again; `--table` only prints the table from the result files.
 
 1. Each role's metric is its own named reward over the validation rollouts that reported it (the solver runs
    only when the planner wrote an expression), at the training temperature, before training and at the end;
-   its standard error clusters a task's samples. Over seeds: the mean, and the standard error of the seeds.
+   its standard error clusters a task's samples. Over seeds: the mean, and ± 2 standard errors of the seeds.
 2. When the run's engine starts, and again when the run has ended, each policy's adapter tensors are hashed
    (sha256 of names and bytes) and its greedy replies (token ids and logprobs, one prompt at a time, so no
    batch changes the arithmetic, from an empty prefix cache) to its first prompt on every held-out task too.
@@ -19,13 +19,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from alight.evaluation import Z, mean_and_error
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1] / "runs" / "two_roles_proof"
@@ -101,10 +102,8 @@ def role_scores(run_dir: Path) -> dict[int, dict[str, dict[str, float]]]:
 
 
 def _clustered(by_task: dict[str, list[float]]) -> dict[str, float]:
-    means = [statistics.fmean(v) for v in by_task.values()]
-    values = [x for v in by_task.values() for x in v]
-    se = statistics.stdev(means) / math.sqrt(len(means)) if len(means) > 1 else math.nan
-    return {"mean": statistics.fmean(values) if values else math.nan, "se": se, "n": float(len(values))}
+    mean, se = mean_and_error(by_task)  # 1 SE, tasks as clusters (alight's one error)
+    return {"mean": mean, "se": se, "n": float(sum(map(len, by_task.values())))}
 
 
 def train_one(kind: str, seed: int, settings: list[str], out: Path) -> dict[str, Any]:
@@ -148,7 +147,7 @@ def train_one(kind: str, seed: int, settings: list[str], out: Path) -> dict[str,
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    """The markdown table: per config and role, before -> after over seeds (mean ± SE of seeds), and the hashes."""
+    """The markdown table: per config and role, before -> after over seeds (mean ± 2 SE of seeds), and the hashes."""
     lines = [
         "| config | role | seeds | before | after | gain | adapter hash same | greedy outputs same |",
         "|---|---|---|---|---|---|---|---|",
@@ -199,9 +198,9 @@ def cost_table(results: list[dict[str, Any]], out: Path) -> str:
 
 
 def _mean_se(values: list[float], sign: bool = False) -> str:
-    mean = statistics.fmean(values)
-    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
-    return f"{mean:+.3f} ± {se:.3f}" if sign else f"{mean:.3f} ± {se:.3f}"
+    """The mean over seeds ± 2 SE of the seeds (each seed one sample), as alight prints every ±."""
+    mean, se = mean_and_error({str(i): [v] for i, v in enumerate(values)})
+    return f"{mean:+.3f} ± {Z * se:.3f}" if sign else f"{mean:.3f} ± {Z * se:.3f}"
 
 
 def main() -> None:
