@@ -6,6 +6,7 @@ The server's own shared options (`--db`, `--run-dir`, ...) are in alight_server/
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -24,3 +25,14 @@ RequiredAdminKeyOption = Annotated[str, _ADMIN_KEY]
 _SERVER = typer.Option("--server", envvar="ALIGHT_SERVER_URL", help="The alight server's URL.")
 ServerOption = Annotated[str | None, _SERVER]
 RequiredServerOption = Annotated[str, _SERVER]
+
+# A training config where a command reads part of one (`alight run` serves its policy; `alight data import` and
+# `check` read its model, `check` its samples: too); the server's own settings are the server's `--config`.
+TrainingConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="A training config (YAML), the file `alight train` takes. Read from it: the model, and for `alight "
+        "run` the inference:, agent: and evaluator: sections (serving that policy), for `alight data check` samples:.",
+    ),
+]

@@ -2,14 +2,17 @@
 
 AGENT is a decorated function (`agent.py:main`); after `--` any command (an agent you cannot edit),
 run in the current folder with the same environment the controller gives it.
-1. Against `--server URL` (admin key from --admin-key / ALIGHT_ADMIN_KEY), or,
-   without one, an embedded server on a temporary SQLite file.
+1. Against `--server URL` (admin key from --admin-key / ALIGHT_ADMIN_KEY), or, without one, an embedded
+   server on a temporary SQLite file: serving a training config's policy (`--config`: the model and inference
+   `alight train` would start, the gateway's upstream with its key), or with `--upstream URL` as the policy
+   (its key from `--upstream-key-file` / `--upstream-key-env`, never on the command line).
 2. Create the rollout, claim its attempt, start the agent with the attempt's
    environment (`python -m alight.entry AGENT`), wait, report how it ended.
 3. Fetch the trajectory and print calls, span paths, tool spans and rewards: the server's copy
    for people (secrets and personal data redacted) unless `--reveal`.
 If a controller attached to the server claims the rollout first, it runs there
-and this command waits for it. The exit code is the agent's.
+and this command waits for it. The exit code is the agent's. A failed run names what was missing: the
+gateway's key for its upstream when that upstream refused it, else the shell variables the agent did not get.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import sys
 import tempfile
 import time
 import uuid
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +32,9 @@ import typer
 from pydantic import ValidationError
 
 from alight import envvars
-from alight.commands.options import AdminKeyOption
-from alight.schemas import AttemptFinish, AttemptStart, FailureKind, Mode, RolloutCreate, RunnerSpec, UpstreamCreate
-
-SERVER_HINT = "without --server, alight run starts an embedded server, which needs: pip install alight-server"
-
-
-def embedded_server(workdir: Path, evaluator: str | None = None) -> contextlib.AbstractContextManager[tuple[str, str]]:
-    """(url, admin key) of a server on a temporary SQLite file: the server package's, found by entry point."""
-    found = entry_points(group="alight.server", name="embedded_server")
-    if not found:
-        raise typer.BadParameter(SERVER_HINT, param_hint="--server")
-    try:
-        start = next(iter(found)).load()
-    except ImportError as exc:
-        raise typer.BadParameter(f"{SERVER_HINT} ({exc})", param_hint="--server") from exc
-    return start(workdir, evaluator)
+from alight.commands.options import AdminKeyOption, TrainingConfigOption
+from alight.commands.run_policy import RunOptions, UpstreamKey, key_hint, open_server, refused_upstreams
+from alight.schemas import AttemptFinish, AttemptStart, FailureKind, Mode, RolloutCreate, RunnerSpec, Trajectory
 
 
 def parse_task(task: str | None, task_file: Path | None) -> Any:
@@ -130,14 +119,29 @@ def run_attempt(
     if code == 0:
         return AttemptFinish(status="succeeded", exit_code=0, runner_handle=handle)
     message = f"agent exited with code {code}"
-    print(
-        f"alight run: the agent got only {', '.join([*envvars.DEFAULT_INHERIT_ENV, *runner.inherit_env])} of this "
-        "shell's variables; if it needs another, pass it with --inherit-env NAME or --env NAME=VALUE",
-        file=sys.stderr,
-    )
     return AttemptFinish(
         status="failed", failure_kind=FailureKind.TASK, exit_code=code, message=message, runner_handle=handle
     )
+
+
+def failure_hints(
+    trajectory: Trajectory, runner: RunnerSpec, finish: AttemptFinish | None, options: RunOptions
+) -> list[str]:
+    """Why the run failed, when the trajectory says: an upstream refused the gateway's key; or, when no model
+    call failed at the gateway or upstream, the agent (run here) may have missed a variable of this shell."""
+    refused = refused_upstreams(trajectory)
+    if refused:
+        return [key_hint(upstream_id, status, options) for upstream_id, status in refused]
+    calls = [c.call for c in trajectory.calls]
+    if any(c.status_code >= 500 or (c.upstream and c.status_code >= 400) for c in calls):
+        return []  # the failed call is in the trajectory, with the gateway's reason
+    if finish is None or finish.failure_kind != FailureKind.TASK:
+        return []
+    inherited = ", ".join([*envvars.DEFAULT_INHERIT_ENV, *runner.inherit_env])
+    return [
+        f"alight run: the agent got only {inherited} of this shell's variables; if it needs another, pass it "
+        "with --inherit-env NAME or --env NAME=VALUE"
+    ]
 
 
 def register(app: typer.Typer) -> None:
@@ -150,10 +154,24 @@ def register(app: typer.Typer) -> None:
         task_file: Path | None = typer.Option(None, "--task-file", help="Read the task JSON from this file."),
         server: str | None = typer.Option(None, "--server", help="Server URL; default: an embedded one."),
         admin_key: AdminKeyOption = None,
+        config: TrainingConfigOption = None,
         upstream: str | None = typer.Option(
             None, "--upstream", help="OpenAI-compatible base URL (ending in /v1) to register as the policy."
         ),
         model: str | None = typer.Option(None, "--model", help="Model name the --upstream serves."),
+        upstream_key_file: Path | None = typer.Option(
+            None,
+            "--upstream-key-file",
+            help="A file holding the --upstream's API key, which the gateway sends it (alight's inference server: "
+            "the api key file it printed; a provider: your key). Your --server reads it where its "
+            "upstream_key_dir allows.",
+        ),
+        upstream_key_env: str | None = typer.Option(
+            None,
+            "--upstream-key-env",
+            help="The name of a variable holding the --upstream's API key: of this shell (of your --server's "
+            "environment with --server).",
+        ),
         mode: Mode = typer.Option(Mode.TRAIN, "--mode", help="train or val (sampling temperature)."),
         timeout_s: float = typer.Option(600.0, "--timeout", help="Seconds before the agent is killed."),
         as_json: bool = typer.Option(False, "--json", help="Print the trajectory as JSON instead of tables."),
@@ -172,28 +190,27 @@ def register(app: typer.Typer) -> None:
             help="A variable of this shell (name or glob pattern) the agent also gets (repeatable; as agent.inherit_env).",
         ),
     ) -> None:
-        """Run one rollout of AGENT and print its trajectory: calls, span paths, tool spans, rewards."""
+        """Run one rollout of AGENT and print its trajectory: calls, span paths, tool spans, rewards.
+
+        The policy: --config serves a training config's model as `alight train` will (its inference:; the agent
+        gets its agent.env and agent.inherit_env, its evaluator: scores), or --upstream URL names a server, with
+        its key in --upstream-key-file / --upstream-key-env.
+        """
         from alight.client import AlightClient, ApiError
         from alight.commands.trajectory_view import render_trajectory
 
         runner = with_environment(runner_for(agent), env, inherit_env)
-        if evaluator and server:
-            raise typer.BadParameter("--evaluator is for the embedded server; yours runs its own (its --config)")
+        upstream_key = UpstreamKey.given(upstream_key_file, upstream_key_env, here=not server)
+        options = RunOptions(server, admin_key, config, upstream, model, upstream_key, evaluator)
+        options.check()
         task_value = parse_task(task, task_file)
-        if server and not admin_key:
-            raise typer.BadParameter("--server needs the admin key (--admin-key or ALIGHT_ADMIN_KEY)")
+        finish: AttemptFinish | None = None
         with tempfile.TemporaryDirectory(prefix="alight-run-") as tmp, contextlib.ExitStack() as stack:
             workdir = Path(tmp)
-            if server:
-                url, key = server.rstrip("/"), admin_key or ""
-            else:
-                url, key = stack.enter_context(embedded_server(workdir, evaluator))
+            url, key, runner = open_server(stack, workdir, runner, options)
             client = stack.enter_context(AlightClient(url, key))
             try:
-                if upstream:
-                    client.add_upstream(UpstreamCreate(id="alight-run", url=upstream, model=model))
-                elif not server:
-                    typer.echo("alight run: no --upstream given, so the agent's model calls will fail (503)", err=True)
+                options.register_upstream(client)
                 rollout_id = f"run-{uuid.uuid4().hex[:12]}"
                 spec = RolloutCreate(
                     id=rollout_id,
@@ -225,4 +242,6 @@ def register(app: typer.Typer) -> None:
                 typer.echo(trajectory.model_dump_json(indent=2))
             else:
                 render_trajectory(trajectory)
+            for hint in failure_hints(trajectory, runner, finish, options):
+                typer.echo(hint, err=True)
         raise typer.Exit(exit_code)

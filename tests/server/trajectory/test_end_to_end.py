@@ -135,7 +135,7 @@ def test_alight_run_embedded_with_an_upstream_prints_tables(stack):
 def test_alight_run_embedded_without_an_upstream_shows_the_503(tmp_path):
     proc = run_cli("run", AGENT, "--task", '{"question": "hi", "answer": 1}')
     assert proc.returncode == 1
-    assert "no --upstream given" in proc.stderr
+    assert "no --config or --upstream given" in proc.stderr
     assert "503" in proc.stdout
 
 

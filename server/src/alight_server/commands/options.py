@@ -2,9 +2,10 @@
 
 A repeatable option is None when not given (`logs_dirs or []`): a list default would be one shared list.
 
-The help of each says what is true for every command that takes it. `--admin-key` and `--server` are the SDK's
-(alight/commands/options.py), shared with `alight run` and `alight logs`. An option that only shares its name
-with another (`alight train --server`, a server to train against, with no env var) is not one of these.
+The help of each says what is true for every command that takes it. `--admin-key`, `--server` and a training
+`--config` are the SDK's (alight/commands/options.py), shared with `alight run` and `alight logs`. An option that
+only shares its name with another (`alight train --server`, a server to train against, with no env var) is not one
+of these.
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from typing import Annotated
 
 import typer
 
-from alight.commands.options import AdminKeyOption, RequiredAdminKeyOption, RequiredServerOption, ServerOption
+from alight.commands.options import (
+    AdminKeyOption,
+    RequiredAdminKeyOption,
+    RequiredServerOption,
+    ServerOption,
+    TrainingConfigOption,
+)
 
 __all__ = [  # with the SDK's own, which the server's commands share with `alight run` and `alight logs`
     "DEFAULT_DB",
@@ -49,9 +56,6 @@ ServerConfigOption = Annotated[
         help="The server's YAML settings (any ServerConfig field: db_url, admin_key, data_key, redaction, ...); "
         "flags win.",
     ),
-]
-TrainingConfigOption = Annotated[
-    Path | None, typer.Option("--config", help="A training config (YAML): its model and its samples: settings.")
 ]
 RunDirOption = Annotated[
     Path | None,

@@ -6,7 +6,8 @@ With no server URL configured, a training run needs the whole system on one mach
    (or, with `inference.backend: vllm`, a vLLM server subprocess: `inference/vllm_server.py`); it answers
    only with a key generated at each start, which the upstream registration names as a file (0600) under
    run_dir/upstream-keys, the one folder this server reads upstream keys from;
-3. a local controller on a thread, spawning one agent subprocess per attempt.
+3. a local controller on a thread, spawning one agent subprocess per attempt (`run_agents=False`: none,
+   for `alight run --config`, which starts its one agent itself: stacks/one_rollout.py).
 `close()` (or leaving the `with` block, Ctrl-C included) stops them in reverse order and kills agents.
 `ReplicaStack` is 1 and 3 only: with `trainer.backend: verl` the backend's rollout replicas are the
 inference side and it registers them as the upstreams itself (trainer/backends/verl/replicas.py).
@@ -62,9 +63,11 @@ class EmbeddedStack:
         max_output_tokens: int | None = None,
         preload: bool = False,
         routing: GatewayRouting | None = None,
+        run_agents: bool = True,
     ) -> None:
         self.engine = engine
         self.preload = preload
+        self.run_agents = run_agents  # False: no controller (`alight run` starts its one agent itself)
         self.routing = routing  # several policies (routing.py); None: one, the gateway's path unchanged
         self._runner: Any = None  # the LocalRunner, closed after the controller
         self.vllm = vllm
@@ -103,7 +106,6 @@ class EmbeddedStack:
 
     def start(self) -> EmbeddedStack:
         from alight_server.app import create_app
-        from alight_server.controller import Controller, LocalRunner
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
         try:
@@ -116,23 +118,29 @@ class EmbeddedStack:
                 key_file = self._write_upstream_key(inference_key)
                 upstream = UpstreamCreate(id=UPSTREAM_ID, url=f"{inference_url}/v1", model=model, api_key_file=key_file)
                 self.client.add_upstream(upstream)
-            # Agents die with this process (a kill -9 included); any an earlier, killed run left are
-            # reaped here, so the controller settles their attempts as infra losses and retries them.
-            runner = self._runner = LocalRunner(
-                logs_dir=self.run_dir / "logs",
-                die_with_parent=True,
-                preload=self.preload,
-                log_seal=LogSeal(self.server_config.kek_source()),  # ended attempts' logs sealed at rest
-            )
-            runner.reap_leftovers()
-            controller_client = AlightClient(self.url, self.admin_key, timeout=60)
-            self.controller = Controller(controller_client, runner, concurrency=self.concurrency, poll_interval=0.2)
-            self.controller.start()
+            if self.run_agents:
+                self._start_controller()
         except BaseException:
             self.close()
             raise
         log.info("embedded stack up: server %s, inference %s", self.url, inference_url or "the backend's")
         return self
+
+    def _start_controller(self) -> None:
+        from alight_server.controller import Controller, LocalRunner
+
+        # Agents die with this process (a kill -9 included); any an earlier, killed run left are
+        # reaped here, so the controller settles their attempts as infra losses and retries them.
+        runner = self._runner = LocalRunner(
+            logs_dir=self.run_dir / "logs",
+            die_with_parent=True,
+            preload=self.preload,
+            log_seal=LogSeal(self.server_config.kek_source()),  # ended attempts' logs sealed at rest
+        )
+        runner.reap_leftovers()
+        controller_client = AlightClient(self.url, self.admin_key, timeout=60)
+        self.controller = Controller(controller_client, runner, concurrency=self.concurrency, poll_interval=0.2)
+        self.controller.start()
 
     def _serve_policy(self) -> tuple[str | None, str | None, str | None]:
         """Start the inference side; returns its base URL, model name and the key that opens its /v1."""
