@@ -128,3 +128,11 @@ def test_alight_run_refuses_a_key_it_cannot_read_before_starting_anything(tmp_pa
     assert proc.returncode == 2 and "$NOT_SET_ANYWHERE is not set" in proc.stderr
     proc = alight_run(tmp_path, "--task", "{}", "--upstream-key-env", "HOME")
     assert proc.returncode == 2 and "give that URL too" in proc.stderr
+
+
+def test_alight_run_sends_a_config_with_servers_of_yours_to_server(tmp_path: Path) -> None:
+    server = {"url": "http://127.0.0.1:9", "inference_url": "http://127.0.0.1:9"}
+    raw = tiny_run_config(tmp_path, "agent.py:solve", [{"question": "hi"}], server=server)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(raw))
+    proc = alight_run(tmp_path, "--task", "{}", "--config", "config.yaml")
+    assert proc.returncode == 2 and "runs against your servers" in proc.stderr and "--server" in proc.stderr
