@@ -12,6 +12,7 @@ from importlib.metadata import entry_points
 import typer
 
 from alight.commands import logs, run
+from alight.commands.console import utf8_into_pipes
 
 SERVER_COMMANDS = "alight.commands"  # the entry point group: name = "package.module:register"
 SERVER_HINT = "serve, controller, train, eval and data come with the server: pip install alight-server"
@@ -35,4 +36,5 @@ app = build_app()
 
 
 def main() -> None:
+    utf8_into_pipes()  # a log or pipe gets whole UTF-8 characters, never the locale's lone bytes
     app()

@@ -1,7 +1,10 @@
-"""The rich console a command prints through: a terminal's own width, or, into a pipe or a log file, every column."""
+"""The rich console a command prints through: a terminal's own width, or, into a pipe or a log file, every column
+in UTF-8."""
 
 from __future__ import annotations
 
+import codecs
+import io
 import sys
 from typing import IO
 
@@ -22,6 +25,24 @@ def output_console(file: IO[str] | None = None, *, stderr: bool = False) -> Cons
     if _is_terminal(file if file is not None else sys.stderr if stderr else sys.stdout):
         return Console(file=file, stderr=stderr)
     return Console(file=file, stderr=stderr, width=LOG_WIDTH)
+
+
+def utf8_into_pipes() -> None:
+    """stdout and stderr write UTF-8 when they are a pipe or a file, whatever the locale says.
+
+    Python encodes them in the locale's encoding: under latin-1 a `±` goes out as the lone byte 0xB1, which
+    every UTF-8 reader (a log viewer, CI, `less`) shows as a broken character, and under ASCII (PYTHONUTF8=0
+    in the C locale) the before/after table or `--help` stops the command with a UnicodeEncodeError. A
+    terminal keeps the locale's encoding (rich draws ASCII boxes there). PEP 686 makes UTF-8 Python's own
+    default from 3.15 on.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        if (
+            isinstance(stream, io.TextIOWrapper)
+            and not _is_terminal(stream)
+            and codecs.lookup(stream.encoding).name != "utf-8"
+        ):
+            stream.reconfigure(encoding="utf-8")
 
 
 def _is_terminal(stream: IO[str]) -> bool:
