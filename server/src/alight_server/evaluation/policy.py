@@ -9,12 +9,14 @@ from typing import Any
 
 from alight.api_models import RolloutQuery
 from alight.client import AlightClient
+from alight.commands.console import output_console
 from alight.evaluation import EvalReport, build_report
 from alight.schemas import Mode, Rollout, RolloutState
 from alight_server.stacks.run_store import open_run_store
 from alight_server.store import Store
 from alight_server.trainer.config.run import TrainConfig
-from alight_server.trainer.run.rollouts import create_group_rollouts, scored, wait_all
+from alight_server.trainer.report.display import RunDisplay
+from alight_server.trainer.run.rollouts import Progress, create_group_rollouts, scored, wait_all
 from alight_server.trajectories.join import build_trajectory
 
 
@@ -81,19 +83,29 @@ def run_rollouts(
     about the policy)."""
     if not tasks:
         raise ValueError("no tasks to run")
-    with _stack(config, Path(config.output_dir) if run_dir is None else run_dir) as stack:
+    # Progress on stderr (a bar on a terminal, else a heartbeat line), so stdout keeps only the report.
+    display = RunDisplay(len(tasks) * n, output_console(stderr=True), unit="rollouts")
+
+    def show(p: Progress) -> None:
+        display.status(f"{label}: {p}", completed=p.finished)
+
+    display.status(f"{label}: starting the policy's stack")
+    with display, _stack(config, Path(config.output_dir) if run_dir is None else run_dir) as stack:
         client = stack.client
         assert client is not None
         prefix = f"{label}-{time.strftime('%Y%m%d-%H%M%S')}"
         created = create_group_rollouts(
             client, prefix, tasks, n, mode, config.agent, config.rollout_timeout_s, config.max_attempts, {label: prefix},
         )  # fmt: skip
-        finished = wait_all(client, [r.id for r in created])
+        show(Progress(total=len(created), finished=0, failed=0))
+        finished = wait_all(client, [r.id for r in created], show)
+        display.status(f"{label}: reading {len(finished)} trajectories")
         report = report_from_client(client, finished)
         scores: list[list[float | None]] = [[] for _ in tasks]
         for rollout in finished:
             index = int(rollout.metadata["task_index"])
             scores[index].append(scored(client.trajectory(rollout.id, reveal=True)) if rollout.attempts else None)
+        display.status(f"{label}: {len(finished)} rollouts done")
         return report, scores
 
 

@@ -119,13 +119,18 @@ class TrainingRun:
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> RunResult:
         # The run's torch threads (inference.torch_threads), given back afterwards: a caller's process keeps its own.
-        with torch_threads(self.config.inference.torch_threads or None):
-            return self._run()
+        # The display from the start: a log hears from the run while its servers and weights load too.
+        with (
+            torch_threads(self.config.inference.torch_threads or None),
+            RunDisplay(self.config.steps, enabled=self.show_progress) as display,
+        ):
+            return self._run(display)
 
-    def _run(self) -> RunResult:
+    def _run(self, display: RunDisplay) -> RunResult:
         from transformers import AutoTokenizer
 
         cfg = self.config
+        display.status("starting the run's servers and loading the policy")
         if int(os.environ.get("RANK", "0")) > 0:
             raise RuntimeError(
                 "TrainingRun runs on rank 0 only; on the other ranks of a torchrun launch call "
@@ -166,7 +171,7 @@ class TrainingRun:
                 self.policy_version, _ = backend.push_weights(sync, why)
             quarantine = self._quarantine(client, restored or {})
             live = Started(backend, client, phases, self.rollouts, sync, tokenizer, metrics_log, reporter, quarantine)
-            result = self._loop(live)
+            result = self._loop(live, display)
             ok = True
             return result
         finally:
@@ -211,43 +216,49 @@ class TrainingRun:
             quarantine.restore(restored["quarantine"])
         return quarantine
 
-    def _loop(self, live: Started) -> RunResult:
+    def _loop(self, live: Started, display: RunDisplay) -> RunResult:
         cfg, phases = self.config, live.phases
         every = cfg.validation.every
-        with RunDisplay(cfg.steps, enabled=self.show_progress) as display:
-            display.status("starting", completed=self.step)
-            if self.step == 0 and not any("val/score" in r for r in self.history):
-                val = phases.start_validation(self.step)
-                # The first step's rollouts are served by the same weights as this validation: created right
-                # behind it, they keep the engine's batch full through the validation's tail instead of
-                # starting after it (their time/rollouts_s counts from here).
-                if val is not None and cfg.steps > 0:
-                    live.rollouts.start_ahead(self.step)
-                self._record(live, 0, phases.validate(display, self.step, val), display)
-            while self.step < cfg.steps:
-                metrics, self.policy_version = train_step(live, cfg, self.step, self.policy_version, display)
-                self.step += 1
-                if (every and self.step % every == 0) or self.step == cfg.steps:
-                    metrics.update(phases.validate(display, self.step))
-                self._record(live, self.step, metrics, display)
-                display.status("checkpointing", completed=self.step)
-                ck = cfg.checkpoint.every
-                if (ck and self.step % ck == 0) or self.step == cfg.steps:
-                    self._checkpoint(live)
-            display.status("done", completed=self.step)
+        overlapped_s = 0.0  # the first validation's time, which step 1's rollouts ran alongside
+        display.status("starting", completed=self.step)
+        if self.step == 0 and not any("val/score" in r for r in self.history):
+            val = phases.start_validation(self.step)
+            # The first step's rollouts are served by the same weights as this validation: created right
+            # behind it, they keep the engine's batch full through the validation's tail instead of
+            # starting after it (their time/rollouts_s counts from here, and the step's line says so).
+            ahead = val is not None and cfg.steps > 0 and live.rollouts.start_ahead(self.step)
+            before = phases.validate(display, self.step, val)
+            overlapped_s = before.get("time/val_s", 0.0) if ahead else 0.0
+            display.val_line(0, before)
+            self._record(live, 0, before)
+        while self.step < cfg.steps:
+            metrics, self.policy_version = train_step(live, cfg, self.step, self.policy_version, display)
+            self.step += 1
+            if overlapped_s:
+                metrics["time/overlapped_val_s"], overlapped_s = overlapped_s, 0.0
+            if "train/reward_mean" in metrics:
+                display.step_line(self.step, metrics)  # when the update ends, not after the next validation
+            if (every and self.step % every == 0) or self.step == cfg.steps:
+                display.status(f"validation after step {self.step}: starting")
+                validation = phases.validate(display, self.step)
+                display.val_line(self.step, validation)
+                metrics.update(validation)
+            self._record(live, self.step, metrics)
+            display.status(f"step {self.step} checkpoint", completed=self.step)
+            ck = cfg.checkpoint.every
+            if (ck and self.step % ck == 0) or self.step == cfg.steps:
+                self._checkpoint(live)
+        display.status("done", completed=self.step)
+        display.close()  # the bar's last state, then the summary under it
         return self._finish(display, live.metrics_log)
 
-    def _record(self, live: Started, step: int, metrics: dict[str, float], display: RunDisplay) -> None:
+    def _record(self, live: Started, step: int, metrics: dict[str, float]) -> None:
         if not metrics:
             return
         clean = {k: v for k, v in metrics.items() if not (isinstance(v, float) and math.isnan(v))}
         self.history.append({"step": step, **clean})
         live.metrics_log.log(step, clean)
         live.reporter.step(step, clean)
-        if "train/reward_mean" in metrics:
-            display.step_line(step, metrics)
-        elif "val/score" in metrics:
-            display.line(f"step {step:>3}  [bold green]val {metrics['val/score']:.3f}[/] (before training)")
 
     def _finish(self, display: RunDisplay, metrics_log: MetricsLog) -> RunResult:
         return finish_run(

@@ -46,6 +46,7 @@ class StartedPhase:
     ids: list[str]
     mode: Mode
     started: float  # time.monotonic() at creation
+    label: str  # what the display calls it: "step 3 rollouts", "validation before training"
 
 
 def val_task_count(config: TrainConfig, splits: TaskSplits) -> int:
@@ -80,19 +81,20 @@ class RunPhases:
     splits: TaskSplits
     cursor: TaskCursor
 
-    def start(self, prefix: str, tasks: list[Any], n: int, mode: Mode, step: int) -> StartedPhase:
+    def start(self, prefix: str, tasks: list[Any], n: int, mode: Mode, step: int, label: str) -> StartedPhase:
         cfg = self.config
         started = time.monotonic()
         created = create_group_rollouts(
             self.client, prefix, tasks, n, mode, cfg.agent, cfg.rollout_timeout_s, cfg.max_attempts,
             {"step": step, "run_dir": str(self.run_dir)},
         )  # fmt: skip
-        return StartedPhase([r.id for r in created], mode, started)
+        return StartedPhase([r.id for r in created], mode, started, label)
 
     def start_train(self, step: int) -> StartedPhase:
         """The step's `tasks_per_step` next tasks, `group_size` rollouts each."""
         tasks = self.cursor.take(self.config.tasks_per_step)
-        return self.start(f"{self.run_id}-s{step:05d}", tasks, self.config.group_size, Mode.TRAIN, step)
+        label = f"step {step + 1} rollouts"
+        return self.start(f"{self.run_id}-s{step:05d}", tasks, self.config.group_size, Mode.TRAIN, step, label)
 
     def start_validation(self, step: int) -> StartedPhase | None:
         """The validation at `step` (0: before training); None when there are no held-out tasks."""
@@ -100,18 +102,21 @@ class RunPhases:
         if not tasks:
             return None
         n = self.config.validation.samples_per_task
-        return self.start(f"{self.run_id}-val{step:05d}", tasks, n, Mode.VAL, step)
+        label = "validation before training" if step == 0 else f"validation after step {step}"
+        return self.start(f"{self.run_id}-val{step:05d}", tasks, n, Mode.VAL, step, label)
 
     def start_regressions(self, step: int) -> StartedPhase | None:
         """The run's regression tasks once each, in val mode (never trained on); None while there are none."""
         tasks = regression_tasks(self.run_dir)
-        return self.start(f"{self.run_id}-reg{step:05d}", tasks, 1, Mode.VAL, step) if tasks else None
+        if not tasks:
+            return None
+        return self.start(f"{self.run_id}-reg{step:05d}", tasks, 1, Mode.VAL, step, f"regression tasks at step {step}")
 
     def wait(self, phase: StartedPhase, display: RunDisplay) -> RolloutPhase:
-        label = "validating" if phase.mode == Mode.VAL else "rollouts"
-
         def show(p: Progress) -> None:
-            display.status(f"{label}: {p.finished}/{p.total} done, {p.total - p.finished} running, {p.failed} failed")
+            display.status(f"{phase.label}: {p}")
+
+        show(Progress(total=len(phase.ids), finished=0, failed=0))
 
         server_url = self.client.base_url
 

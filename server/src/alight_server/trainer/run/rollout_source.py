@@ -44,8 +44,8 @@ class RolloutSource(Protocol):
     # so the engine keeps decoding.
     runs_during_training: bool
 
-    def start_ahead(self, step: int) -> None:
-        """Start `step`'s rollouts now (behind the first validation) where the source can; else nothing."""
+    def start_ahead(self, step: int) -> bool:
+        """Start `step`'s rollouts now (behind the first validation) where the source can; whether it did."""
         ...
 
     def take(self, step: int, version: int, display: RunDisplay) -> StepRollouts:
@@ -66,8 +66,9 @@ class StepGroups:
         self.phases = phases
         self._ahead: StartedPhase | None = None
 
-    def start_ahead(self, step: int) -> None:
+    def start_ahead(self, step: int) -> bool:
         self._ahead = self.phases.start_train(step)
+        return True
 
     def take(self, step: int, version: int, display: RunDisplay) -> StepRollouts:
         started, self._ahead = self._ahead or self.phases.start_train(step), None
@@ -85,11 +86,11 @@ class PoolGroups:
     def __init__(self, pool: GroupPool) -> None:
         self.pool = pool
 
-    def start_ahead(self, step: int) -> None:
-        pass  # the pool keeps its groups in flight itself
+    def start_ahead(self, step: int) -> bool:
+        return False  # the pool keeps its groups in flight itself
 
     def take(self, step: int, version: int, display: RunDisplay) -> StepRollouts:
-        taken = self.pool.take(step, version, display.status)
+        taken = self.pool.take(step, version, lambda text: display.status(f"step {step + 1} {text}"))
         self.pool.top_up(step + 1)  # the taken groups' places run while this step trains and updates
         phase = merge_phases([g.phase for g in taken.groups if g.phase is not None], taken.metrics["time/wait_s"])
         return StepRollouts(phase, taken.metrics, taken.weights, taken.policy_weights)
@@ -124,12 +125,12 @@ class ImportedTraces:
         self.client, self.per_step = client, per_step
         self.cursor = TaskCursor(rollouts, seed)
 
-    def start_ahead(self, step: int) -> None:
-        pass  # nothing to sample
+    def start_ahead(self, step: int) -> bool:
+        return False  # nothing to sample
 
     def take(self, step: int, version: int, display: RunDisplay) -> StepRollouts:
         started = time.monotonic()
-        display.status(f"reading {self.per_step} imported trajectories")
+        display.status(f"step {step + 1}: reading {self.per_step} imported trajectories")
         phase = collect(self.client, self.cursor.take(self.per_step), started)
         return StepRollouts(phase, {"traces/epoch": float(self.cursor.epoch)})
 

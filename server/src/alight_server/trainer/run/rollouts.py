@@ -50,6 +50,9 @@ class Progress:
     finished: int
     failed: int
 
+    def __str__(self) -> str:
+        return f"{self.finished}/{self.total} rollouts done, {self.total - self.finished} running, {self.failed} failed"
+
 
 def create_group_rollouts(
     client: AlightClient,

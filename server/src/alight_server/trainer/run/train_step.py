@@ -73,7 +73,11 @@ def train_step(
     # Supervised steps on traces need no reward unless their selection reads one.
     if needs_rewards(cfg.algorithm.estimator, cfg.sft) and (hint := phase.no_reward_hint()):
         display.line(f"step {step + 1}: [yellow]{hint}[/]") if display.enabled else log.warning(hint)
-    display.status("building samples and training")
+
+    def status(text: str) -> None:
+        display.status(f"step {step + 1} update: {text}")
+
+    status("building samples and training")
     started = time.monotonic()
     sample_config = SampleConfig.from_section(cfg.samples, pad_token_id=int(tokenizer.pad_token_id or 0))
     # Queued rollouts held, dropped or kept (`review.flags`); groups decided since an earlier step join this one.
@@ -92,7 +96,7 @@ def train_step(
     )
     update, version = step_policies(
         live.backend, trajectories, cfg, sample_config, decode=tokenizer.decode, sync=live.sync, step=step + 1,
-        weights=taken.weights, policy_weights=taken.policy_weights, threads=threads, status=display.status,
+        weights=taken.weights, policy_weights=taken.policy_weights, threads=threads, status=status,
     )  # fmt: skip
     if version is None:
         why = "no trajectory was selected (sft:)" if sft else "every group had equal rewards"
