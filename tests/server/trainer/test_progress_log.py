@@ -8,6 +8,7 @@ as a host whose locale is not UTF-8 sets it: what comes out must still be whole 
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -16,7 +17,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from rich.console import Console
 
+from alight_server.trainer.report.heartbeat import HEARTBEAT_ENV, Heartbeat, heartbeat_interval
 from alight_testing.tiny_run import tiny_run_config
 
 pytestmark = pytest.mark.timeout(300)
@@ -112,3 +115,21 @@ def test_help_into_a_pipe_is_whole_utf8_characters_in_closed_boxes(command: str,
     boxed = [line for line in out.splitlines() if line.startswith(("╭", "│", "╰"))]
     assert boxed, out
     assert all(line.rstrip()[-1] in "╮│╯" for line in boxed), out
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "nan"])
+def test_a_heartbeat_interval_that_is_not_positive_seconds_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(HEARTBEAT_ENV, value)
+    with pytest.raises(ValueError, match=f"ALIGHT_HEARTBEAT_S={value!r}: expected the seconds"):
+        heartbeat_interval()
+
+
+def test_a_heartbeat_prints_the_status_it_was_last_given_and_stops_without_waiting_out_its_interval() -> None:
+    printed = io.StringIO()
+    heartbeat = Heartbeat(Console(file=printed, width=200), interval_s=3600).start()
+    heartbeat.status = "step 2 rollouts: 3/8 rollouts done, 5 running, 0 failed"
+    assert heartbeat.line().endswith("] step 2 rollouts: 3/8 rollouts done, 5 running, 0 failed")
+    heartbeat.stop()  # an hour's interval: only the stop event can end the wait
+    assert printed.getvalue() == ""
