@@ -60,17 +60,15 @@ class _Pipe:
         self.fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
         self.chunks: list[bytes] = []
         self.size = 0
-        self.done = threading.Event()
+        self.wake_read, self.wake = os.pipe()  # close() writes here: the drain ends at once, not at a poll's end
         self.thread = threading.Thread(target=self._drain, daemon=True)
         self.thread.start()
 
     def _drain(self) -> None:
         while True:
-            ready, _, _ = wait_readable([self.fd], [], [], 0.1)
-            if not ready:
-                if self.done.is_set():
-                    return
-                continue
+            ready, _, _ = wait_readable([self.fd, self.wake_read], [], [])
+            if self.fd not in ready:  # woken with the pipe empty: the sandbox is gone, all it wrote was read
+                return
             try:
                 data = os.read(self.fd, 1 << 16)
             except BlockingIOError:
@@ -81,9 +79,10 @@ class _Pipe:
 
     def close(self) -> bytes | None:
         """What was written, once the sandbox is gone; None if nothing was or it ran past MAX_JUNIT_BYTES."""
-        self.done.set()
+        os.write(self.wake, b"x")
         self.thread.join()
-        os.close(self.fd)
+        for fd in (self.fd, self.wake_read, self.wake):
+            os.close(fd)
         self.path.unlink()
         return b"".join(self.chunks) if self.chunks and self.size <= MAX_JUNIT_BYTES else None
 
