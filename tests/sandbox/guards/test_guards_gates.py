@@ -248,8 +248,7 @@ def test_a_cheat_with_the_real_fix_gets_reward_0_and_the_rule_it_broke(
     cheat: str, episode: Episode, checkout: Path, agent: Agent
 ) -> None:
     command, rule, _ = CHEATS[cheat]
-    agent(command)
-    agent(FIX)  # the gate alone must take the reward away
+    agent(f"{command}\n{FIX}")  # the gate alone must take the reward away (one command: a launch is ~1 s)
     result = grade(episode, checkout)
     assert result.reward == 0.0
     assert rule in rules_of(result), result.violations
