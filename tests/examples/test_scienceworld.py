@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,29 +42,27 @@ def simulator() -> None:
 
 
 @pytest.fixture(scope="module")
-def gold() -> list[str]:
+def env() -> Iterator[Any]:
+    """One simulator (a JVM: seconds to start) for every game this module plays directly, without alight."""
+    from scienceworld import ScienceWorldEnv
+
+    simulator = ScienceWorldEnv("", envStepLimit=50)
+    yield simulator
+    simulator.close()
+
+
+@pytest.fixture(scope="module")
+def gold(env: Any) -> list[str]:
     """The simulator's own solution of TASK."""
-    from scienceworld import ScienceWorldEnv
-
-    env = ScienceWorldEnv("", envStepLimit=50)
-    try:
-        env.load(TASK["task_name"], TASK["variation"], TASK["simplification"], generateGoldPath=True)
-        return list(env.get_gold_action_sequence())
-    finally:
-        env.close()
+    env.load(TASK["task_name"], TASK["variation"], TASK["simplification"], generateGoldPath=True)
+    return list(env.get_gold_action_sequence())
 
 
-def scores_after(actions: list[str]) -> list[int]:
+def scores_after(env: Any, actions: list[str]) -> list[int]:
     """The simulator's score after each of `actions` on TASK, played directly (no model, no alight)."""
-    from scienceworld import ScienceWorldEnv
-
-    env = ScienceWorldEnv("", envStepLimit=50)
-    try:
-        env.load(TASK["task_name"], TASK["variation"], TASK["simplification"])
-        env.reset()
-        return [int(env.step(action)[3]["score"]) for action in actions]
-    finally:
-        env.close()
+    env.load(TASK["task_name"], TASK["variation"], TASK["simplification"])
+    env.reset()
+    return [int(env.step(action)[3]["score"]) for action in actions]
 
 
 def play_episode(replies: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -85,9 +84,9 @@ def solved(gold: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return play_episode(gold)
 
 
-def test_the_real_environment_starts_and_scores_its_own_solution_100(gold: list[str]) -> None:
+def test_the_real_environment_starts_and_scores_its_own_solution_100(env: Any, gold: list[str]) -> None:
     assert 3 <= len(gold) <= 10, gold
-    scores = scores_after(gold)
+    scores = scores_after(env, gold)
     assert scores[-1] == 100, list(zip(gold, scores, strict=True))
     assert scores[0] < 100  # scored in stages, not all at once
 
@@ -111,9 +110,9 @@ def test_the_environments_score_becomes_the_reward(solved: Any) -> None:
     assert trajectory["final_reward"] == 1.0  # solved: ScienceWorld's 100
 
 
-def test_a_partial_episode_gets_the_environments_partial_score(gold: list[str]) -> None:
+def test_a_partial_episode_gets_the_environments_partial_score(env: Any, gold: list[str]) -> None:
     replies = [*gold[:-2], "look around"]  # stops short of focusing and moving the thing
-    expected = scores_after(replies)[-1]
+    expected = scores_after(env, replies)[-1]
     assert 0 < expected < 100
     trajectory, _ = play_episode(replies)
     assert trajectory["final_reward"] == pytest.approx(expected / 100)
