@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_testkit import AGENT_IMAGE, k8s_runner
+from controller_testkit import REGISTRY, k8s_runner
 
 from alight.client import AlightClient
 from alight_server.controller.k8s import KubernetesRunner
@@ -45,8 +45,8 @@ def controllers(live_server: Any, logs_dir: Path) -> Iterator[Callable[..., Cont
 
 @pytest.fixture
 def cluster() -> Iterator[FakeCluster]:
-    """A fake one-node Kubernetes on loopback whose registry holds AGENT_IMAGE."""
-    with FakeCluster(images={AGENT_IMAGE}) as fake:
+    """A fake one-node Kubernetes on loopback whose registry holds AGENT_IMAGE (also as AGENT_TAG)."""
+    with FakeCluster(images=REGISTRY) as fake:
         yield fake
 
 

@@ -16,7 +16,10 @@ from alight.schemas import AttemptStart, Mode, Rollout, RolloutState, RunnerSpec
 
 AGENTS = Path(__file__).parent / "agents"
 SCRIPTED = [sys.executable, str(AGENTS / "scripted.py")]
-AGENT_IMAGE = "registry.example/alight-agent:test"  # the one image the fake cluster's registry holds
+AGENT_TAG = "registry.example/alight-agent:test"
+AGENT_DIGEST = "sha256:" + "0123456789abcdef" * 4
+AGENT_IMAGE = f"registry.example/alight-agent@{AGENT_DIGEST}"  # pinned, as the runner requires by default
+REGISTRY = {f"{AGENT_TAG}@{AGENT_DIGEST}"}  # what the fake cluster's registry holds: the tag points at the digest
 
 
 def k8s_runner(cluster: Any, **options: Any) -> Any:

@@ -125,7 +125,7 @@ def test_a_non_zero_exit_is_a_task_failure_with_the_log_tail_and_no_retry(
 def test_an_image_that_cannot_be_pulled_is_infra_and_retried_without_a_reward(
     k8s_controllers: Make, admin_client: httpx.Client, cluster: FakeCluster
 ) -> None:
-    k8s_rollout(admin_client, "pull-1", image="registry.example/missing:1", max_attempts=2)
+    k8s_rollout(admin_client, "pull-1", image="registry.example/missing@sha256:" + "f" * 64, max_attempts=2)
     k8s_controllers().start()
     rollout = wait_terminal(admin_client, "pull-1")
     assert attempts_of(rollout) == [("failed", "infra"), ("failed", "infra")]
@@ -136,7 +136,7 @@ def test_an_image_that_cannot_be_pulled_is_infra_and_retried_without_a_reward(
 
 def test_an_invalid_image_name_is_infra(k8s_controllers: Make, admin_client: httpx.Client) -> None:
     k8s_rollout(admin_client, "badname-1", image="Registry Example/agent", max_attempts=1)
-    k8s_controllers().start()
+    k8s_controllers(runner={"allow_unpinned_images": True}).start()
     rollout = wait_terminal(admin_client, "badname-1")
     assert attempts_of(rollout) == [("failed", "infra")] and "InvalidImageName" in rollout["attempts"][0]["message"]
 

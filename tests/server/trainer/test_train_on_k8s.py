@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 AGENT = Path(__file__).parents[3] / "examples" / "quickstart" / "agent.py"
 ADMIN_KEY = "k8s-admin-key"
 INFERENCE_KEY = "k8s-inference-key"
-IMAGE = "registry.example/quickstart-agent:1"
+IMAGE = "registry.example/quickstart-agent@sha256:" + "1" * 64  # pinned, as the runner requires
 
 
 def write_config(tmp_path: Path) -> Path:

@@ -57,6 +57,16 @@ def controller(
         300.0, "--unschedulable-limit", min=0, help="k8s: seconds a Pod may stay unschedulable (then infra)."
     ),
     creation_rate: float = typer.Option(5.0, "--creation-rate", min=0.01, help="k8s: Jobs created per second."),
+    allow_unpinned_images: bool = typer.Option(
+        False, "--allow-unpinned-images", help="k8s: run images given by tag, not only name@sha256:DIGEST."
+    ),
+    image_scan: str | None = typer.Option(
+        None,
+        "--image-scan",
+        help="k8s: a scanner run once per image before its first Job; e.g. 'trivy image "
+        "--exit-code 1 {image}'. Non-zero exit, timeout or a missing binary refuses the image.",
+    ),
+    image_scan_timeout: float = typer.Option(600.0, "--image-scan-timeout", min=1, help="k8s: seconds per scan."),
     agent_server_url: str | None = typer.Option(
         None, "--agent-server-url", help="URL agents reach the server at (default: what the server hands out)."
     ),
@@ -88,7 +98,9 @@ def controller(
     if runner == "k8s":
         options = {"namespace": namespace, "job_template": job_template, "image": image, "kubeconfig": kubeconfig,
                    "context": context, "job_ttl": job_ttl, "unschedulable_limit": unschedulable_limit,
-                   "creation_rate": creation_rate, "kill_grace": kill_grace}  # fmt: skip
+                   "creation_rate": creation_rate, "kill_grace": kill_grace,
+                   "allow_unpinned_images": allow_unpinned_images, "image_scan": image_scan,
+                   "image_scan_timeout": image_scan_timeout, "scan_cache": logs_dir / "image-scans"}  # fmt: skip
         chosen: Any = _k8s_runner(name, agent_server_url, options)
         where = f"Jobs in namespace {chosen.namespace}"
     else:
@@ -133,22 +145,27 @@ def _k8s_runner(name: str | None, agent_server_url: str | None, options: dict[st
         kubernetes_client()
         configuration = k8s.load_configuration(options["kubeconfig"], options["context"])
         template = k8s.JobTemplate.load(options["job_template"]) if options["job_template"] else None
+        scan = None
+        if options["image_scan"]:
+            scan = k8s.ImageScan(options["image_scan"], options["image_scan_timeout"], options["scan_cache"])
+        namespace = options["namespace"] or default_namespace(options["kubeconfig"], options["context"])
+        runner = k8s.KubernetesRunner(
+            namespace,
+            configuration=configuration,
+            template=template,
+            image=options["image"],
+            name=name,
+            agent_server_url=agent_server_url,
+            ttl_after_finished_s=options["job_ttl"],
+            termination_grace_s=max(1, round(options["kill_grace"])),
+            limits=k8s.Limits(unschedulable_s=options["unschedulable_limit"]),
+            creations_per_s=options["creation_rate"],
+            allow_unpinned_images=options["allow_unpinned_images"],
+            image_scan=scan,
+        )
     except (ImportError, ValueError) as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from exc
-    namespace = options["namespace"] or default_namespace(options["kubeconfig"], options["context"])
-    runner = k8s.KubernetesRunner(
-        namespace,
-        configuration=configuration,
-        template=template,
-        image=options["image"],
-        name=name,
-        agent_server_url=agent_server_url,
-        ttl_after_finished_s=options["job_ttl"],
-        termination_grace_s=max(1, round(options["kill_grace"])),
-        limits=k8s.Limits(unschedulable_s=options["unschedulable_limit"]),
-        creations_per_s=options["creation_rate"],
-    )
     problems = k8s.preflight(runner)
     if problems:
         for problem in problems:

@@ -27,13 +27,14 @@ nothing and reports success:
         def release(self, handle): pass
         def log_tail(self, handle, max_bytes): return ""
         def withheld_env(self, handle): return []
+        def launched(self, handle): return None
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from alight.schemas import AttemptStart
 
@@ -102,4 +103,9 @@ class Runner(Protocol):
     def withheld_env(self, handle: str) -> list[str]:
         """Names set in the runner's own environment that the attempt's environment lacked (for the hint a
         failed attempt's message carries when its output names one); [] when the runner cannot tell."""
+        ...
+
+    def launched(self, handle: str) -> dict[str, Any] | None:
+        """What the attempt ran, uploaded as its `image` event (the Kubernetes runner: each container's image and
+        digest); None when there is nothing to record beyond the runner spec (a local process)."""
         ...

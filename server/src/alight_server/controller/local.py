@@ -34,7 +34,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from alight import envvars
 from alight.attempt_logs import DEFAULT_LOGS_DIR, attempt_dir, attempt_log_path, sealed_log
@@ -277,6 +277,9 @@ class LocalRunner:
         """Stop the zygotes of preloaded starts (attempts are the controller's to stop first)."""
         if self._preloader is not None:
             self._preloader.close()
+
+    def launched(self, handle: str) -> dict[str, Any] | None:
+        return None  # a local process runs the runner spec's command, nothing more to record
 
     def withheld_env(self, handle: str) -> list[str]:
         state = self._state(handle) or {}

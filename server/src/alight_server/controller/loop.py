@@ -7,8 +7,8 @@ Each tick, against the server's HTTP API only (never the store):
   2. Watch the server's view of the attempts we run: one cancelled (or ended
      by anyone else) is killed and not reported again.
   3. Poll each attempt: past its deadline it is killed and reported as
-     `timeout`; once ended, its log tail is uploaded as a `log` event and the
-     outcome is reported (`succeeded`, or `failed` with kind task|infra|timeout).
+     `timeout`; once ended, its log tail is uploaded as a `log` event (and what
+     it ran, where the runner says, as an `image` event) and the outcome is reported (`succeeded`, or `failed` with kind task|infra|timeout).
      A report the server did not acknowledge is retried next tick.
   4. Claim up to `concurrency - running` new attempts and start them.
 
@@ -36,6 +36,8 @@ from alight_server.controller.base import Runner, SpawnError
 
 log = logging.getLogger("alight.controller")
 
+IMAGE_EVENT_KIND = "image"  # what an attempt ran (Runner.launched): images, digests, scans
+
 
 @dataclass
 class _Attempt:
@@ -53,10 +55,10 @@ class _Attempt:
     log_uploaded: bool = False
 
 
-def log_event_id(rollout_id: str, attempt: int) -> str:
+def log_event_id(rollout_id: str, attempt: int, kind: str = "log") -> str:
     """Deterministic, so re-uploading a log after a crash is a no-op on the server."""
     digest = hashlib.sha256(rollout_id.encode()).hexdigest()[:16]
-    return f"log-{digest}-{attempt}"
+    return f"{kind}-{digest}-{attempt}"
 
 
 class Controller:
@@ -231,17 +233,18 @@ class Controller:
 
     def _upload_log(self, attempt: _Attempt) -> None:
         text = self.runner.log_tail(attempt.handle, self.log_tail_bytes)
-        event = EventCreate(
-            id=log_event_id(attempt.rollout_id, attempt.attempt),
-            attempt=attempt.attempt,
-            kind=LOG_EVENT_KIND,
-            payload={"text": text, "handle": attempt.handle, "max_bytes": self.log_tail_bytes},
-        )
-        try:
-            self.client.add_event(attempt.rollout_id, event)
-        except ApiError as exc:
-            # 4xx: the rollout is gone or refuses events; the log stays on local disk.
-            log.warning("log upload refused rollout_id=%s attempt=%d: %s", attempt.rollout_id, attempt.attempt, exc)
+        launched = self.runner.launched(attempt.handle)
+        uploads = [(LOG_EVENT_KIND, {"text": text, "handle": attempt.handle, "max_bytes": self.log_tail_bytes})]
+        uploads += [(IMAGE_EVENT_KIND, launched)] if launched is not None else []
+        for kind, payload in uploads:
+            event_id = log_event_id(attempt.rollout_id, attempt.attempt, kind)
+            event = EventCreate(id=event_id, attempt=attempt.attempt, kind=kind, payload=payload)
+            try:
+                self.client.add_event(attempt.rollout_id, event)
+            except ApiError as exc:
+                # 4xx: the rollout is gone or refuses events; the log stays on local disk.
+                log.warning("%s upload refused rollout_id=%s attempt=%d: %s", kind, attempt.rollout_id,
+                            attempt.attempt, exc)  # fmt: skip
         attempt.log_uploaded = True
 
     def _report(self, rollout_id: str, attempt: int, finish: AttemptFinish) -> bool:

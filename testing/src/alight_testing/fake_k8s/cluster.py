@@ -63,7 +63,8 @@ class FakeCluster:
         denied: set[tuple[str, str, str]] | None = None,
     ) -> None:
         self.store = ObjectStore()
-        self.images = set(images or ())  # what the registry holds; anything else fails to pull
+        # What the registry holds (kubelet.pulled_image_id): name:tag@sha256:..., name@sha256:... or name:tag.
+        self.images = set(images or ())
         self.namespaces = set(namespaces or {"default"})
         self.node_capacity = node_capacity or {"cpu": "8", "memory": "16Gi"}
         self.denied = set(denied or ())  # (group, resource, verb) the caller may not do (SelfSubjectAccessReview)

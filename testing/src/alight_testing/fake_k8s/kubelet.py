@@ -5,7 +5,9 @@ reason `Unschedulable` when its requests exceed the node; waiting with
 `ErrImagePull` then `ImagePullBackOff` (or `InvalidImageName`) for an image
 the registry does not hold; `CreateContainerConfigError` while a
 `secretKeyRef` names a Secret that does not exist yet; then `Running`, and
-`terminated` with the exit code (`Completed` / `Error`). Deleting a Pod sets
+`terminated` with the exit code (`Completed` / `Error`); from the pull on,
+the container's `imageID` is the digest it ran (`name@sha256:...`), also for
+a tag, as a real kubelet reports it. Deleting a Pod sets
 its deletionTimestamp, sends SIGTERM, and SIGKILL after its
 terminationGracePeriodSeconds. Tests inject what only a node can do: an OOM
 kill, an eviction, a lost node.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import os
 import re
 import signal
@@ -29,6 +32,31 @@ NODE = "fake-node-1"
 # A reference docker accepts: lowercase path components, optional tag or digest.
 IMAGE_REF = re.compile(r"^[a-z0-9]+([._/-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$")
 TICK_S = 0.05
+
+
+def _parts(reference: str) -> tuple[str, str | None, str | None]:
+    """(repository, tag, digest) of an image reference; a registry's port is not a tag."""
+    name, _, digest = reference.partition("@")
+    repository, colon, tag = name.rpartition(":")
+    if not colon or "/" in tag:
+        repository, tag = name, ""
+    return repository, tag or None, digest or None
+
+
+def pulled_image_id(registry: set[str], image: str) -> str | None:
+    """The `name@sha256:...` a pull of `image` gets from the registry, None when it holds no such image.
+
+    The registry holds references: `name:tag@sha256:...` (a tag and the digest it points at), `name@sha256:...`,
+    or `name:tag` (its digest then the sha256 of the reference). A digest pulls by digest, the tag ignored; a
+    tag (`latest` when none) pulls what it points at.
+    """
+    repository, tag, digest = _parts(image)
+    for held in registry:
+        held_repository, held_tag, held_digest = _parts(held)
+        held_digest = held_digest or f"sha256:{hashlib.sha256(held.encode()).hexdigest()}"
+        if held_repository == repository and (held_digest == digest if digest else held_tag == (tag or "latest")):
+            return f"{repository}@{held_digest}"
+    return None
 
 
 class Node(Protocol):
@@ -53,6 +81,7 @@ class PodRun:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = cluster.workdir / f"{namespace}--{name}.log"
         self.thread = threading.Thread(target=self._run, name=f"fake-kubelet:{name}", daemon=True)
+        self.image_id = ""  # the pulled image's digest, once pulled
 
     # status writes
 
@@ -68,7 +97,7 @@ class PodRun:
             {
                 "name": container["name"],
                 "image": container.get("image", ""),
-                "imageID": "",
+                "imageID": self.image_id,
                 "ready": ready,
                 "restartCount": 0,
             }
@@ -118,7 +147,8 @@ class PodRun:
             self._status(containerStatuses=self._container(waiting, pod))
             self.stop.wait()
             return
-        if image not in self.cluster.images:
+        image_id = pulled_image_id(self.cluster.images, image)
+        if image_id is None:
             message = f'Failed to pull image "{image}": manifest unknown'
             self._status(
                 containerStatuses=self._container({"waiting": {"reason": "ErrImagePull", "message": message}}, pod)
@@ -129,6 +159,7 @@ class PodRun:
             self._status(containerStatuses=self._container(backoff, pod))
             self.stop.wait()
             return
+        self.image_id = image_id
         env = self._env_until_resolved(container, pod)
         if env is None:
             return

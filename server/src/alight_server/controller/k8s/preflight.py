@@ -1,4 +1,4 @@
-"""Checks before the Kubernetes runner takes work: namespace, permissions, template. Each problem is one sentence."""
+"""Checks before the Kubernetes runner takes work: namespace, permissions, template, images. One sentence each."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from alight.schemas import AttemptStart, Mode, Rollout, RolloutState, RunnerSpec
-from alight_server.controller.k8s import manifest
+from alight_server.controller.k8s import images, manifest
 from alight_server.controller.k8s.runner import api_message
 
 if TYPE_CHECKING:
@@ -56,6 +56,11 @@ def preflight(runner: KubernetesRunner) -> list[str]:
         manifest.validate_job(job)
     except ValueError as exc:
         problems.append(f"the Job template does not render to a valid Job: {exc}")
+    for where, image in images.fixed_images(runner.template.body, runner.settings.image):
+        try:  # scanned now, so a refused image stops the controller before it creates any Job
+            runner.check_image(image, where)
+        except (ValueError, images.ImageRefused) as exc:
+            problems.append(str(exc))
     return problems
 
 

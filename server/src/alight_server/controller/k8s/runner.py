@@ -2,15 +2,16 @@
 
 The Runner verbs map onto the API like this:
 
-    start    create the Job (deterministic name; 409 AlreadyExists means it is already ours),
-             then the Secret owned by it; an unreachable API keeps the attempt pending and
-             retries from poll, so nothing is marked
+    start    refuse an image not pinned by digest, or one its scan refuses (images.py); create the
+             Job (deterministic name; 409 AlreadyExists means it is already ours), then the Secret
+             owned by it; an unreachable API keeps the attempt pending and retries from poll
     poll     read the watched Job and Pods (see informer.py) and classify them (classify.py)
     kill     delete the Job with foreground propagation (its Pods, then the Job, then the Secret)
     handles  list the Jobs with this runner's labels: a restarted controller adopts them
     release  delete the Job if it still runs, else only its Secret; a finished Job stays
              until ttlSecondsAfterFinished so `kubectl logs` works meanwhile
     log_tail the agent container's log, last lines
+    launched the Job's images, their digests (the Pod's imageID for a tag) and scans
 
 Long because: the Runner's verbs over one API client, each with its own retry and pacing; the watch
 (informer.py), the classification (classify.py) and the Job's manifest (manifest.py) already live apart.
@@ -28,7 +29,7 @@ from typing import Any
 
 from alight.schemas import AttemptStart, attempt_handle, parse_handle
 from alight_server.controller.base import RunPhase, RunStatus, SpawnError
-from alight_server.controller.k8s import manifest, names
+from alight_server.controller.k8s import images, manifest, names
 from alight_server.controller.k8s.classify import Limits, classify
 from alight_server.controller.k8s.informer import Informer
 from alight_server.controller.k8s.kube import kubernetes_client
@@ -78,7 +79,15 @@ class KubernetesRunner:
         relist_s: float = 300.0,
         watch_timeout_s: int = 240,
         host_env: Mapping[str, str] | None = None,
+        allow_unpinned_images: bool = False,
+        image_scan: images.ImageScan | None = None,
     ) -> None:
+        self.template = template or manifest.JobTemplate.parse(manifest.DEFAULT_TEMPLATE)
+        self.allow_unpinned_images = allow_unpinned_images
+        self.image_scan = image_scan
+        if not allow_unpinned_images:  # the images known now are refused now, before anything starts
+            for where, known in images.fixed_images(self.template.body, image):
+                images.require_pinned(known, where)
         client = kubernetes_client()
         # Where a spec's inherit_env names are read (the controller's own environment, by default).
         self.host_env = dict(os.environ if host_env is None else host_env)
@@ -87,7 +96,6 @@ class KubernetesRunner:
         self.api = client.ApiClient(configuration)
         self.batch = client.BatchV1Api(self.api)
         self.core = client.CoreV1Api(self.api)
-        self.template = template or manifest.JobTemplate.parse(manifest.DEFAULT_TEMPLATE)
         self.settings = manifest.JobSettings(self._name, namespace, image, ttl_after_finished_s, termination_grace_s)
         self.agent_server_url = agent_server_url
         self.limits = limits or Limits()
@@ -143,7 +151,9 @@ class KubernetesRunner:
         server_url = self.agent_server_url or start.otlp_traces_endpoint.removesuffix("/v1/traces")
         try:
             job, secret_data = manifest.build_job(self.template, start, self.settings, server_url, self.host_env)
-        except ValueError as exc:
+            for _, image in images.job_images(job):
+                self.check_image(image, f"rollout {start.rollout.id!r}")
+        except (ValueError, images.ImageRefused) as exc:
             raise SpawnError(str(exc)) from exc
         self._pace()
         try:
@@ -160,6 +170,13 @@ class KubernetesRunner:
         self._pending.pop(handle, None)
         self.jobs.put(created)
         log.info("created Job %s for %s", job["metadata"]["name"], handle)
+
+    def check_image(self, image: str, where: str) -> None:
+        """ValueError unless the image is pinned (or unpinned ones are allowed); ImageRefused when its scan fails."""
+        if not self.allow_unpinned_images:
+            images.require_pinned(image, where)
+        if self.image_scan is not None:
+            self.image_scan.check(image, self.host_env)
 
     def _create_job(self, job: dict[str, Any]) -> dict[str, Any]:
         """The created Job, or the existing one of that name (an earlier try, or an earlier controller)."""
@@ -284,6 +301,16 @@ class KubernetesRunner:
         }
         self._released &= set(found)  # a released Job that its TTL removed is forgotten for good
         return sorted({h for n, h in found.items() if h and n not in self._released} | set(self._pending))
+
+    def launched(self, handle: str) -> dict[str, Any] | None:
+        """Each container's image, its digest (the reference's, else the one the Pod ran) and its scan."""
+        name = self.job_name(handle)
+        job = self.jobs.get(name)
+        if job is None:
+            return None
+        live, gone = self.pods.select("job-name", name)
+        pod = max(live + gone, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
+        return {"handle": handle, "images": images.ran_images(job, pod, self.image_scan)}
 
     def withheld_env(self, handle: str) -> list[str]:
         # A Pod's environment is its image's and its template's: the controller's own variables are not
