@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -68,7 +70,8 @@ def create_inference_app(engine: InferenceEngine, api_key: str, admin_key: str |
     app = FastAPI(title="alight inference", lifespan=lifespan)
     app.add_middleware(KeyGuard, api_key=api_key, admin_key=admin_key, open_paths=("/health", "/healthz"))
     _install_error_handlers(app)
-    app.include_router(InferenceRoutes(engine).router())
+    app.state.routes = InferenceRoutes(engine)  # the app owns its routes; its endpoints hold them weakly
+    app.include_router(app.state.routes.router())
     return app
 
 
@@ -109,6 +112,26 @@ def _headers(version: int) -> dict[str, str]:
     return {VERSION_HEADER: str(version)}
 
 
+def _weak_endpoint(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """`method` (a bound coroutine method) as a route endpoint that holds its object weakly.
+
+    FastAPI keeps every endpoint it has classified in module-level `lru_cache`s of 4096 entries
+    (fastapi/dependencies/models.py); a bound method there kept its `InferenceRoutes`, so the engine, its model
+    and its prefix cache, alive after the server closed: one more copy per run in a process."""
+    owner, name = weakref.ref(getattr(method, "__self__")), method.__name__  # noqa: B009 (Callable has no __self__)
+
+    async def endpoint(*args: Any, **kwargs: Any) -> Any:
+        routes = owner()
+        if routes is None:
+            raise RuntimeError(f"{name}: the inference server these routes served is gone")
+        return await getattr(routes, name)(*args, **kwargs)
+
+    endpoint.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]  # what FastAPI reads
+    endpoint.__name__ = endpoint.__qualname__ = name
+    endpoint.__doc__ = method.__doc__
+    return endpoint
+
+
 class InferenceRoutes:
     """The routes over one engine: each a method, `router()` names their paths."""
 
@@ -119,12 +142,12 @@ class InferenceRoutes:
 
     def router(self) -> APIRouter:
         router = APIRouter()
-        router.add_api_route("/v1/chat/completions", self.chat_completions, methods=["POST"])
-        router.add_api_route("/v1/completions", self.completions, methods=["POST"])
-        router.add_api_route("/v1/models", self.models, methods=["GET"])
-        router.add_api_route("/healthz", self.health, methods=["GET"])
-        router.add_api_route("/health", self.health, methods=["GET"])
-        router.add_api_route("/admin/weights", self.load_weights, methods=["POST"])
+        router.add_api_route("/v1/chat/completions", _weak_endpoint(self.chat_completions), methods=["POST"])
+        router.add_api_route("/v1/completions", _weak_endpoint(self.completions), methods=["POST"])
+        router.add_api_route("/v1/models", _weak_endpoint(self.models), methods=["GET"])
+        router.add_api_route("/healthz", _weak_endpoint(self.health), methods=["GET"])
+        router.add_api_route("/health", _weak_endpoint(self.health), methods=["GET"])
+        router.add_api_route("/admin/weights", _weak_endpoint(self.load_weights), methods=["POST"])
         return router
 
     def check_model(self, name: str) -> str | None:
