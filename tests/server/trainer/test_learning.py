@@ -60,7 +60,10 @@ def test_vowel_reward_rises_by_a_clear_margin(tiny_config: Callable[..., TrainCo
             algorithm={"aggregation": "token_mean"},
             validation={"every": 0, "samples_per_task": 8},
             inference={"device": "cpu", "torch_threads": 1, "val_temperature": 1.0},
-            controller={"concurrency": 16},  # a step's 16 rollouts in one wave: no wave waits on its slowest
+            # A step's 16 rollouts in one wave (no wave waits on its slowest), each forked from one process that
+            # imported the agent (docs/controller.md, preloaded starts): 192 interpreter starts and SDK imports
+            # per run were about half of its CPU, and say nothing about learning.
+            controller={"concurrency": 16, "preload": True},
             checkpoint={"every": 0},
             output_dir=str(tmp_path / f"run{run}"),
         )
