@@ -216,3 +216,9 @@ def test_a_passing_scan_runs_once_per_digest_and_its_cache_survives_a_second_run
     run(["scan-4"])  # a second run in the same folder: a new runner, the scan read from the cache
     assert len(calls_of(calls)) == 1
     assert image_event(admin_client, "scan-4")["images"][0]["scan"]["cached"] is True
+
+
+@pytest.mark.parametrize("command", ["trivy image --exit-code 1", "trivy image '{image}", ""])
+def test_a_scan_command_without_its_image_or_unparsable_is_refused_at_load(command: str) -> None:
+    with pytest.raises(ValueError, match="--image-scan"):
+        ImageScan(command)

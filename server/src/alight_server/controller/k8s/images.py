@@ -19,6 +19,7 @@ scanned again by the next controller.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -115,9 +116,9 @@ class ImageScan:
         try:
             argv = shlex.split(self.command)
         except ValueError as exc:
-            raise ValueError(f"images.scan {self.command!r} does not parse as a command line: {exc}") from exc
+            raise ValueError(f"--image-scan {self.command!r} does not parse as a command line: {exc}") from exc
         if not argv or not any("{image}" in part for part in argv):
-            raise ValueError(f"images.scan {self.command!r} must name the image as {{image}}, e.g. "
+            raise ValueError(f"--image-scan {self.command!r} must name the image as {{image}}, e.g. "
                              "'trivy image --exit-code 1 {image}'")  # fmt: skip
         self.argv = argv
         self._lock = threading.Lock()
@@ -181,7 +182,8 @@ class ImageScan:
             output, _ = proc.communicate(timeout=self.timeout_s)
             passed, why = proc.returncode == 0, f"{argv[0]} exited with {proc.returncode}"
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the scanner and whatever it started
+            with contextlib.suppress(ProcessLookupError):  # the scanner and whatever it started
+                os.killpg(proc.pid, signal.SIGKILL)
             output, _ = proc.communicate()
             passed, why = False, f"{argv[0]} ran past its {self.timeout_s:g} s timeout"
         tail = output.decode("utf-8", errors="replace")[-OUTPUT_TAIL_CHARS:]
