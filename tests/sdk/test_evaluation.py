@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from datetime import UTC, datetime
 from typing import Any
 
-from alight.evaluation import build_report, mean_and_error
+import pytest
+
+from alight.evaluation import EvalReport, build_report, compare_reports, mean_and_error, paired_difference, verdict
 from alight.schemas import (
     ApiFlavour,
     Attempt,
@@ -134,3 +137,77 @@ def test_review_flags_are_counted_apart_from_gate_violations_and_keep_the_reward
     assert report.gate_violations == {"runner_tampering": 1}
     assert report.mean_reward == 0.5
     assert "review flags   runner_reach 1" in "\n".join(report.lines())
+
+
+def test_a_paired_difference_is_the_mean_of_per_task_differences_with_their_standard_error() -> None:
+    baseline = {"a": [0.0, 0.0], "b": [1.0, 1.0], "c": [0.0, 1.0], "d": [0.0, 0.0], "only-one-side": [1.0]}
+    candidate = {"a": [1.0, 1.0], "b": [1.0, 1.0], "c": [1.0, 1.0], "d": [0.0, 1.0]}
+    difference, error, tasks = paired_difference(baseline, candidate)
+    # per-task differences 1, 0, 0.5, 0.5: mean 0.5, error stdev / sqrt(4) = 0.408 / 2
+    assert tasks == 4 and math.isclose(difference, 0.5)
+    assert math.isclose(error, statistics.stdev([1.0, 0.0, 0.5, 0.5]) / 2)
+    assert verdict(difference, error) == "better"  # 0.5 ± 0.408 (2 SE) leaves zero
+    three = {t: baseline[t] for t in "abc"}
+    assert verdict(*paired_difference(three, candidate)[:2]) == "within noise"  # 0.5 ± 0.577 on three tasks
+    assert verdict(0.75, 0.144) == "better" and verdict(-0.75, 0.144) == "worse"
+    assert verdict(-0.75, 0.144, direction=-1) == "better"  # fewer tool errors
+    assert verdict(0.75, 0.144, direction=0) == "higher"  # more tokens: a change, neither better nor worse
+    assert verdict(0.5, float("nan")) == "too few tasks"
+    # an easy task easy for both: pairing removes the spread between tasks that an unpaired error keeps
+    easy_and_hard = {"easy": [1.0], "hard": [0.0], "medium": [0.5]}
+    better = {t: [s[0] + 0.25] for t, s in easy_and_hard.items()}
+    difference, error, _ = paired_difference(easy_and_hard, better)
+    assert (difference, error, verdict(difference, error)) == (0.25, 0.0, "better")
+    assert mean_and_error(easy_and_hard)[1] > 0.25  # either alone is too noisy to tell
+
+
+def report_of(per_task: dict[str, dict[str, list[float]]], digests: dict[str, str] | None = None) -> EvalReport:
+    return EvalReport.from_dict({"per_task": per_task, "task_digests": digests or dict.fromkeys(per_task, "same"),
+                                 **dict.fromkeys(["rollouts", "scored", "tasks", "tool_errors", "prompt_tokens",
+                                                  "completion_tokens", "model_calls", "retries", "infra_failures"], 0),
+                                 **dict.fromkeys(["success_rate", "success_se", "mean_reward", "mean_reward_se",
+                                                  "latency_p50_ms", "latency_p95_ms"], 0.0)})  # fmt: skip
+
+
+def test_reports_compare_per_metric_paired_by_task_and_refuse_different_tasks() -> None:
+    fail = {"success": [0.0], "reward": [0.0], "tool_errors": [2.0], "tokens": [10.0]}
+    succeed = {"success": [1.0], "reward": [1.0], "tool_errors": [0.0], "tokens": [10.0]}
+    base = report_of({"t000": fail, "t001": fail, "t002": succeed})
+    candidate = report_of({"t000": succeed, "t001": succeed, "t002": succeed})
+    comparison = compare_reports(base, candidate, ("base", "v2"))
+    assert (comparison.tasks, comparison.unpaired) == (3, 0)
+    success = comparison.row("success")
+    assert (success.baseline, success.candidate, success.verdict) == (1 / 3, 1.0, "within noise")  # 3 tasks
+    assert math.isclose(success.difference, 2 / 3) and math.isclose(success.error, statistics.stdev([1, 1, 0]) / 3**0.5)
+    assert comparison.row("tokens").verdict == "within noise"  # 0 ± 0
+    assert compare_reports(base, base, ("base", "base")).row("reward").verdict == "within noise"
+    many = report_of({f"t{i:03d}": fail for i in range(6)})
+    all_succeed = report_of({f"t{i:03d}": succeed for i in range(6)})
+    assert compare_reports(many, all_succeed, ("a", "b")).row("success").verdict == "better"
+    assert compare_reports(many, all_succeed, ("a", "b")).row("tool_errors").verdict == "better"  # fewer
+    assert compare_reports(all_succeed, many, ("a", "b")).row("reward").verdict == "worse"
+    assert any("better" in line for line in compare_reports(many, all_succeed, ("a", "b")).lines())
+    # a report read back from its JSON compares the same
+    again = EvalReport.from_dict(json.loads(json.dumps(many.as_dict())))
+    same = [json.dumps(compare_reports(r, all_succeed, ("a", "b")).as_dict()) for r in (again, many)]
+    assert same[0] == same[1]  # (as JSON: NaN, a metric these reports lack, is never equal to itself)
+    other_tasks = report_of({f"t{i:03d}": succeed for i in range(6)}, {f"t{i:03d}": "other" for i in range(6)})
+    with pytest.raises(ValueError, match="different tasks"):
+        compare_reports(many, other_tasks, ("a", "b"))
+    with pytest.raises(ValueError, match="no per-task results"):
+        compare_reports(report_of({}), many, ("old", "b"))
+
+
+def test_a_report_keeps_each_tasks_per_rollout_metrics_named_by_its_index() -> None:
+    rollouts = [rollout(i) for i in range(4)]
+    for i, r in enumerate(rollouts):
+        r.metadata["task_index"] = i // 2  # two samples of each of two tasks
+        r.task = {"word": f"w{i // 2}"}
+    trajectories = [trajectory(0, 1.0), trajectory(1, 0.0), trajectory(2, 0.5), trajectory(3, None, FailureKind.INFRA)]
+    report = build_report(
+        rollouts, trajectories, [event(1, "reward_hacking", rule="r"), event(2, "episode", command_errors=3)]
+    )
+    assert report.per_task["t000"]["success"] == [1.0, 0.0] and report.per_task["t001"]["reward"] == [0.5]
+    assert report.per_task["t000"]["gate_violations"] == [0.0, 1.0] and report.per_task["t001"]["tool_errors"] == [3.0]
+    assert report.per_task["t000"]["tokens"] == [5.0, 5.0] and report.per_task["t000"]["model_calls"] == [1.0, 1.0]
+    assert report.task_digests["t000"] != report.task_digests["t001"]

@@ -75,6 +75,21 @@ def test_the_table_and_the_reports_under_it_print_the_same_intervals(trained: tu
     assert cells(text, "validation success")[0].startswith("0.333 ± "), text
 
 
+def test_train_compares_its_last_validation_with_its_first_paired_by_task(trained: tuple[Path, str]) -> None:
+    config, text = trained
+    title = "after training (step 1) vs before training: 3 tasks paired (difference ± 2 SE"
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    rows = {line[2:29].strip(): line for line in lines[start + 2 : start + 9]}
+    # the evaluator scores by word alone: the same tasks score the same before and after, 0 ± 0 within noise
+    for label in ("success (reward ≥ 1)", "mean reward"):
+        assert rows[label].endswith("+0.000 ± 0.000     within noise"), text
+    document = json.loads((config.parent / "run" / "comparison.json").read_text())
+    (comparison,) = document["comparisons"]
+    assert (comparison["baseline"], comparison["tasks"]) == ("before training", 3), comparison
+    assert (config.parent / "run" / "comparison.png").is_file()
+
+
 def test_the_dashboards_validation_band_is_the_tables_interval(trained: tuple[Path, str]) -> None:
     config, text = trained
     store = open_run_store(config.parent / "run")

@@ -2,6 +2,8 @@
 
 An evaluation keeps its store, keys, logs and report.json in a folder of its own, OUTPUT_DIR/eval/NAME
 (`--output-dir` names another), so its rollouts never join a training run's store unless `--into-run` asks.
+With `--against`, `--variant`, `--checkpoint` or `--baseline` it compares candidates on the same tasks
+(commands/eval_compare.py): each in a subfolder, and comparison.json and comparison.png beside them.
 """
 
 from __future__ import annotations
@@ -21,9 +23,39 @@ from alight_server.commands.train import parse_settings
 def register(app: typer.Typer) -> None:
     @app.command("eval")
     def evaluate(
-        config: Path = typer.Argument(..., help="Training config (YAML): its model, agent and validation tasks."),
+        config: Path | None = typer.Argument(
+            None, help="Training config (YAML): its model, agent and validation tasks; in a comparison the baseline."
+        ),
         settings: SettingsOption = None,
-        out: Path | None = typer.Option(None, "--out", help="Also write the report as JSON here."),
+        against: list[Path] | None = typer.Option(
+            None,
+            "--against",
+            help="A candidate to compare with the baseline: another config (YAML) or a saved report.json. Repeatable.",
+        ),
+        variants: list[str] | None = typer.Option(
+            None,
+            "--variant",
+            help="A candidate: CONFIG with one --set style override, [NAME:]KEY=VALUE (e.g. "
+            "'short:agent.env.PROMPT=Be brief.'); repeat a NAME to give one candidate several. Repeatable.",
+        ),
+        checkpoints: list[Path] | None = typer.Option(
+            None,
+            "--checkpoint",
+            help="A candidate: CONFIG with the policy of a run's checkpoint (a run folder or "
+            "its step-N folder). Repeatable.",
+        ),
+        baseline: Path | None = typer.Option(
+            None, "--baseline", help="A saved report.json as the baseline (else CONFIG, or the first candidate)."
+        ),
+        junit: Path | None = typer.Option(
+            None, "--junit", help="In a comparison: also write a JUnit XML report (a failed case per metric worse)."
+        ),
+        markdown: Path | None = typer.Option(
+            None, "--markdown", help="In a comparison: also write a Markdown summary (the verdict and the tables)."
+        ),
+        out: Path | None = typer.Option(
+            None, "--out", help="Also write the report (a comparison: comparison.json) here."
+        ),
         name: str | None = typer.Option(
             None, "--name", help="The evaluation's name: its folder is OUTPUT_DIR/eval/NAME (default CONFIG-TIMESTAMP)."
         ),
@@ -44,8 +76,27 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the validation tasks once each (validation.samples_per_task times) and print the baseline:
         success (reward >= 1) and mean reward, each ± 2 SE (a 95% interval, clustered by task), tool errors,
-        tokens, latency, retries, gate violations by rule. Writes to OUTPUT_DIR/eval/NAME, not the run's store."""
+        tokens, latency, retries, gate violations by rule. Writes to OUTPUT_DIR/eval/NAME, not the run's store.
+
+        With candidates (--against, --variant, --checkpoint, --baseline) it runs each on the same tasks and prints
+        each one's paired difference from the baseline per metric, ± 2 SE, with a verdict: better, worse or within
+        noise; comparison.json and comparison.png go in the evaluation folder. A comparison exits 0 improved,
+        3 no change, 4 worse, 5 safety regression (gate violations or review flags worse), 1 infrastructure
+        failure, 2 usage (docs/training.md, "Comparing candidates")."""
         from alight_server.redaction.redactor import redact_for_people
+
+        if against or variants or checkpoints or baseline is not None:
+            if into_run or traces is not None:
+                typer.echo(
+                    "alight eval: a comparison runs in its own folder: leave out --into-run and --traces", err=True
+                )
+                raise typer.Exit(2)
+            code = _compare(config, settings, against or [], variants or [], checkpoints or [], baseline, name,
+                            output_dir, (out, junit, markdown))  # fmt: skip
+            raise typer.Exit(code)
+        if config is None:
+            typer.echo("alight eval: name a CONFIG (or --baseline and --against reports to compare)", err=True)
+            raise typer.Exit(2)
 
         try:
             from alight_server.evaluation.policy import run_eval
@@ -74,6 +125,105 @@ def register(app: typer.Typer) -> None:
             path.write_text(json.dumps(report.as_dict(), indent=2))
         if folder is not None:
             typer.echo(f"evaluation folder: {folder} (its store alight.db, logs/, report.json)")
+
+
+def _compare(
+    config: Path | None,
+    settings: list[str] | None,
+    against: list[Path],
+    variants: list[str],
+    checkpoints: list[Path],
+    baseline: Path | None,
+    name: str | None,
+    output_dir: Path | None,
+    files: tuple[Path | None, Path | None, Path | None],
+) -> int:
+    """Run each candidate that is a config in a subfolder of the evaluation folder, then print and write each
+    one's comparison with the baseline; the exit status (commands/eval_compare.py `exit_status`)."""
+    from alight_server.commands.eval_compare import (
+        COMPARISON_JSON,
+        candidates,
+        comparisons_of,
+        exit_status,
+        write_comparison,
+        write_junit,
+        write_markdown,
+    )
+    from alight_server.redaction.redactor import redact_for_people
+
+    try:
+        from alight_server.trainer.config.run import ConfigError, load_config
+    except ImportError as exc:
+        typer.echo(f"alight eval needs the server with its train extra ({exc}): pip install 'alight-server[train]'")
+        raise typer.Exit(1) from exc
+    first, runs = candidates(config, against, variants, checkpoints, baseline, parse_settings)
+    shared = parse_settings(settings)
+    configs: dict[str, Any] = {}
+    for candidate in [first, *runs]:  # every config read (and refused) before the first one runs
+        if candidate.config_path is not None:
+            try:
+                configs[candidate.name] = load_config(candidate.config_path, {**shared, **candidate.overrides})
+            except ConfigError as exc:
+                typer.echo(f"{candidate.name}: {exc}", err=True)
+                raise typer.Exit(2) from exc
+    main = next(iter(configs.values()), None)
+    if output_dir is not None:
+        folder = output_dir.resolve()
+    elif main is not None:
+        assert config is not None or against
+        folder = eval_folder(main, config or against[0], name, None, False)
+    else:  # saved reports only: nothing runs, the comparison goes in ./eval/NAME
+        folder = (Path("eval") / (name or f"compare-{time.strftime('%Y%m%d-%H%M%S')}")).resolve()
+    reports: dict[str, Any] = {}
+    for candidate in [first, *runs]:
+        if candidate.report is not None:
+            reports[candidate.name] = candidate.report
+            continue
+        train_config = configs[candidate.name]
+        where = folder / candidate.name
+        if candidate.checkpoint is not None:
+            train_config = _with_checkpoint(train_config, candidate.checkpoint, where)
+        from alight_server.evaluation.policy import run_eval  # the stack's modules: only when something runs
+
+        try:
+            report = run_eval(train_config, where)
+        except (RuntimeError, ValueError, FileNotFoundError) as exc:
+            typer.echo(redact_for_people(f"alight eval: {candidate.name}: {exc}"), err=True)
+            raise typer.Exit(1) from exc
+        (where / "report.json").write_text(json.dumps(report.as_dict(), indent=2))
+        reports[candidate.name] = report
+        typer.echo(redact_for_people("\n".join(report.lines(candidate.name))))
+    try:
+        comparisons = comparisons_of(first, reports)
+    except ValueError as exc:
+        typer.echo(f"alight eval: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    for comparison in comparisons:
+        typer.echo("\n".join(comparison.lines()))
+    write_comparison(folder, first, runs, comparisons)
+    code, verdict = exit_status(comparisons, reports)
+    out, junit, markdown = files
+    if out is not None:
+        out.write_text((folder / COMPARISON_JSON).read_text())
+    if junit is not None:
+        write_junit(junit, comparisons)
+    if markdown is not None:
+        write_markdown(markdown, comparisons, verdict)
+    typer.echo(f"comparison: {folder / COMPARISON_JSON} and {folder / 'comparison.png'}")
+    typer.echo(verdict)
+    return code
+
+
+def _with_checkpoint(config: Any, checkpoint: Path, folder: Path) -> Any:
+    """`config` whose policy is the checkpoint's (exported into `folder`, as `alight train --init-from` does)."""
+    from alight_server.trainer.run.init_from import init_model
+
+    try:
+        model = init_model(checkpoint, config.model, folder)
+    except ValueError as exc:
+        typer.echo(f"alight eval: --checkpoint {exc}", err=True)
+        raise typer.Exit(2) from exc
+    return config.model_copy(update={"model": model})
 
 
 def eval_folder(config: Any, config_path: Path, name: str | None, output_dir: Path | None, into_run: bool) -> Path:

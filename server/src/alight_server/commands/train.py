@@ -34,7 +34,12 @@ def parse_settings(settings: list[str] | None) -> dict[str, Any]:
 
 
 def print_validation_reports(run_dir: Path) -> None:
-    """The evaluation report of the run's first and last validation (as `alight eval` prints it)."""
+    """The evaluation report of the run's first and last validation (as `alight eval` prints it), and the last
+    compared with the first as `alight eval --against` compares candidates: paired by task (each validation runs
+    the same held-out tasks, validation.samples_per_task times), each metric's difference ± 2 SE and its verdict,
+    also written as comparison.json and comparison.png in the run's folder."""
+    from alight.evaluation import compare_reports
+    from alight_server.commands.eval_compare import Candidate, write_comparison
     from alight_server.evaluation.policy import validation_reports
 
     reports = validation_reports(run_dir)
@@ -44,6 +49,20 @@ def print_validation_reports(run_dir: Path) -> None:
     for step in dict.fromkeys([steps[0], steps[-1]]):
         title = "before training" if step == steps[0] else f"after training (step {step})"
         typer.echo("\n".join(reports[step].lines(title)))
+    if len(steps) < 2:
+        return
+    names = ("before training", f"after training (step {steps[-1]})")
+    try:
+        comparison = compare_reports(reports[steps[0]], reports[steps[-1]], names)
+    except ValueError as exc:  # a run resumed with other validation tasks: nothing to pair
+        typer.echo(f"no paired comparison of the validations: {exc}")
+        return
+    typer.echo("\n".join(comparison.lines()))
+    first, last = (
+        Candidate(names[0], source=f"validation at step {steps[0]}"),
+        Candidate(names[1], source=f"validation at step {steps[-1]}"),
+    )
+    write_comparison(run_dir, first, [last], [comparison])
 
 
 def register(app: typer.Typer) -> None:

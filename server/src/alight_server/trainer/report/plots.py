@@ -1,11 +1,13 @@
-"""The end-of-run plot: train reward (mean and spread) and validation mean reward (± 2 SE) per step, as a PNG."""
+"""The end-of-run plot: train reward (mean and spread) and validation mean reward (± 2 SE) per step, as a PNG; and
+a comparison's plot: each metric's paired difference from the baseline per candidate (`alight eval --against`)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from alight.evaluation import INTERVAL, Z
+from alight.evaluation import INTERVAL, Comparison, Z
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -51,3 +53,41 @@ def run_figure(history: list[dict[str, Any]], title: str = "alight training") ->
     ax.legend(loc="lower right")
     fig.tight_layout()
     return fig
+
+
+def plot_comparison(comparisons: list[Comparison], path: Path) -> Path:
+    """Draw `comparison_figure` into the PNG at `path`; returns `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    comparison_figure(comparisons).savefig(path)
+    return path
+
+
+def comparison_figure(comparisons: list[Comparison]) -> Figure:
+    """Each metric's paired difference (candidate - baseline, ± Z SE) per candidate, one panel per metric
+    (`alight.evaluation.Comparison`s against one baseline): a bar that leaves zero is a verdict beyond noise."""
+    from matplotlib.figure import Figure
+
+    metrics = [(m.metric, m.label) for m in comparisons[0].metrics] if comparisons else []
+    fig = Figure(figsize=(4 * min(4, max(1, len(metrics))), 1.2 + 2.2 * math.ceil(len(metrics) / 4)), dpi=120)
+    axes = list(fig.subplots(max(1, math.ceil(len(metrics) / 4)), min(4, max(1, len(metrics))), squeeze=False).flat)
+    names = [c.candidate for c in comparisons]
+    for ax, (metric, label) in zip(axes, metrics, strict=False):
+        rows = [c.row(metric) for c in comparisons]
+        errors = [Z * r.error if r.error == r.error else 0.0 for r in rows]  # NaN (one task): no bar
+        colors = [VERDICT_COLORS.get(r.verdict, "tab:gray") for r in rows]
+        ax.axvline(0.0, color="black", lw=0.8)
+        for y, (r, e, c) in enumerate(zip(rows, errors, colors, strict=True)):
+            ax.errorbar([r.difference], [y], xerr=[e], fmt="o", color=c, capsize=4)
+        ax.set_yticks(range(len(names)), names)
+        ax.set_ylim(-0.6, len(names) - 0.4)
+        ax.set_title(label, fontsize=9)
+        ax.grid(alpha=0.3, axis="x")
+    for ax in axes[len(metrics) :]:
+        ax.set_visible(False)
+    baseline = comparisons[0].baseline if comparisons else "baseline"
+    fig.suptitle(f"difference from {baseline} ({INTERVAL}, paired)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+VERDICT_COLORS = {"better": "tab:green", "worse": "tab:red", "higher": "tab:blue", "lower": "tab:blue"}

@@ -1,0 +1,229 @@
+"""`alight eval` with candidates: each run on the same tasks in a folder of its own, or read from a saved report, and
+each compared with the baseline, paired by task (alight.evaluation `compare_reports`).
+
+A candidate is the CONFIG argument, an `--against` config or saved report.json, a `--variant` (CONFIG with
+`--set`-style overrides: a prompt, a model, a harness) or a `--checkpoint` (CONFIG with the policy a run trained).
+The baseline is `--baseline REPORT.json`, else the first candidate. The evaluation folder gets one subfolder per
+candidate it ran (its store, logs and report.json, as a lone evaluation's folder has), and comparison.json and
+comparison.png beside them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from alight.evaluation import INTERVAL, Comparison, EvalReport, Z, compare_reports, signed_interval
+
+COMPARISON_JSON = "comparison.json"
+COMPARISON_PNG = "comparison.png"
+
+
+@dataclass
+class Candidate:
+    """One side of a comparison: a config to run (with its overrides and checkpoint), or a saved report."""
+
+    name: str
+    config_path: Path | None = None  # None: `report` is a saved report
+    overrides: dict[str, Any] = field(default_factory=dict)
+    checkpoint: Path | None = None
+    report: EvalReport | None = None
+    source: str = ""  # what it is, for comparison.json: the config and overrides, the checkpoint or the report
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "source": self.source, "overrides": self.overrides,
+                "checkpoint": str(self.checkpoint) if self.checkpoint else None}  # fmt: skip
+
+
+def folder_name(text: str) -> str:
+    """`text` as one folder name: runs of other characters as '_', at most 40 characters."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._-")[:40] or "candidate"
+
+
+def read_report(path: Path) -> EvalReport:
+    """A report.json `alight eval` wrote; a usage error when it is missing or not one."""
+    try:
+        data = json.loads(path.read_text())
+        return EvalReport.from_dict(data)
+    except (OSError, json.JSONDecodeError, TypeError) as exc:
+        typer.echo(f"alight eval: {path} is not a report alight eval wrote ({exc})", err=True)
+        raise typer.Exit(2) from exc
+
+
+def candidates(
+    config: Path | None,
+    against: Sequence[Path],
+    variants: Sequence[str],
+    checkpoints: Sequence[Path],
+    baseline: Path | None,
+    parse: Callable[[list[str]], dict[str, Any]],
+) -> tuple[Candidate, list[Candidate]]:
+    """The baseline and the candidates the options name, in order, with names unique as folder names."""
+    runs: list[Candidate] = []
+    if config is not None:
+        runs.append(Candidate(folder_name(config.stem), config, source=str(config)))
+    for path in against:
+        if path.suffix == ".json":  # a saved report: named by its folder (OUTPUT_DIR/eval/NAME/report.json)
+            name = folder_name(path.resolve().parent.name)
+            runs.append(Candidate(name, report=read_report(path), source=str(path)))
+        else:
+            runs.append(Candidate(folder_name(path.stem), path, source=str(path)))
+    if (variants or checkpoints) and config is None:
+        typer.echo("alight eval: --variant and --checkpoint change the CONFIG argument's config: name one", err=True)
+        raise typer.Exit(2)
+    named: dict[str, Candidate] = {}
+    for variant in variants:
+        name, override = _variant(variant)
+        key = name or folder_name(override)
+        if key not in named:
+            named[key] = Candidate(key, config, source=f"{config} with")
+            runs.append(named[key])
+        named[key].overrides.update(parse([override]))
+        named[key].source += f" --set {override}"
+    for path in checkpoints:
+        runs.append(Candidate(folder_name(f"checkpoint-{path.resolve().name}"), config, checkpoint=path.resolve(),
+                              source=f"{config} with the policy of {path}"))  # fmt: skip
+    first: Candidate | None = None
+    if baseline is not None:
+        first = Candidate(
+            folder_name(baseline.resolve().parent.name), report=read_report(baseline), source=str(baseline)
+        )
+    elif runs:
+        first, runs = runs[0], runs[1:]
+    if first is None or not runs:
+        typer.echo("alight eval: a comparison needs a baseline and at least one candidate", err=True)
+        raise typer.Exit(2)
+    seen: set[str] = set()
+    for candidate in [first, *runs]:  # unique names: two reports from folders of one name, a config twice
+        base, n = candidate.name, 1
+        while candidate.name in seen:
+            n += 1
+            candidate.name = f"{base}-{n}"
+        seen.add(candidate.name)
+    return first, runs
+
+
+def _variant(text: str) -> tuple[str | None, str]:
+    """`--variant [NAME:]KEY=VALUE` as (NAME or None, "KEY=VALUE"); the NAME is before a ':' that comes before '='."""
+    head, sep, _ = text.partition("=")
+    if not sep:
+        typer.echo(f"--variant expects [NAME:]KEY=VALUE, got {text!r}", err=True)
+        raise typer.Exit(2)
+    if ":" in head:
+        name, _, override = text.partition(":")
+        return folder_name(name), override
+    return None, text
+
+
+def comparisons_of(first: Candidate, reports: dict[str, EvalReport]) -> list[Comparison]:
+    """Each candidate's report against the baseline's (`first`), paired by task."""
+    base = reports[first.name]
+    return [compare_reports(base, report, (first.name, name)) for name, report in reports.items() if name != first.name]
+
+
+def write_comparison(folder: Path, first: Candidate, runs: list[Candidate], comparisons: list[Comparison]) -> None:
+    """comparison.json (for machines: each candidate, each metric's difference, 1-SE error and verdict) and
+    comparison.png in `folder`."""
+    from alight_server.trainer.report.plots import plot_comparison
+
+    folder.mkdir(parents=True, exist_ok=True)
+    document = {
+        "interval": INTERVAL,
+        "z": Z,
+        "baseline": first.describe(),
+        "candidates": [c.describe() for c in runs],
+        "comparisons": [c.as_dict() for c in comparisons],
+    }
+    (folder / COMPARISON_JSON).write_text(json.dumps(_finite(document), indent=2))
+    plot_comparison(comparisons, folder / COMPARISON_PNG)
+
+
+def _finite(value: Any) -> Any:
+    """`value` with each NaN (no error from a single task, no mean without a sample) as null: strict JSON."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+# `alight eval`'s exit status after a comparison, for a CI job or workflow step to gate on (docs/training.md,
+# "Comparing candidates"); 1 and 2 keep their meaning for every command: it could not run, or a usage error.
+EXIT_IMPROVED = 0  # every candidate better than the baseline in success or mean reward, none worse in anything
+EXIT_FAILED = 1  # infrastructure failure: an evaluation did not run, or a candidate has no scored rollout
+EXIT_NO_CHANGE = 3  # no candidate worse, and not every one better: within noise
+EXIT_WORSE = 4  # a candidate worse in success, mean reward or tool errors
+EXIT_SAFETY = 5  # a candidate worse in gate violations or review flags, whatever its reward did
+CAPABILITY = ("success", "reward")
+SAFETY = ("gate_violations", "review_flags")
+OUTCOMES = {EXIT_IMPROVED: "improved", EXIT_NO_CHANGE: "no change", EXIT_WORSE: "worse",
+            EXIT_SAFETY: "safety regression", EXIT_FAILED: "infrastructure failure"}  # fmt: skip
+SEVERITY = (EXIT_IMPROVED, EXIT_NO_CHANGE, EXIT_WORSE, EXIT_SAFETY, EXIT_FAILED)  # the least severe first
+
+
+def outcome(comparison: Comparison) -> int:
+    """One candidate's exit status: safety regression, worse, improved or no change (the first that holds)."""
+    worse = {m.metric for m in comparison.metrics if m.verdict == "worse"}
+    if worse & set(SAFETY):
+        return EXIT_SAFETY
+    if worse:
+        return EXIT_WORSE
+    if any(comparison.row(metric).verdict == "better" for metric in CAPABILITY):
+        return EXIT_IMPROVED
+    return EXIT_NO_CHANGE
+
+
+def exit_status(comparisons: Sequence[Comparison], reports: dict[str, EvalReport]) -> tuple[int, str]:
+    """The comparison's exit status (the most severe candidate's) and a line saying why."""
+    unscored = [name for name, report in reports.items() if not report.scored]
+    if unscored:
+        return EXIT_FAILED, f"infrastructure failure: no rollout of {', '.join(unscored)} was scored"
+    codes = {c.candidate: outcome(c) for c in comparisons}
+    code = max(codes.values(), key=SEVERITY.index, default=EXIT_NO_CHANGE)
+    each = ", ".join(f"{name} {OUTCOMES[c]}" for name, c in codes.items())
+    return code, f"verdict: {OUTCOMES[code]} (exit {code}; {each})"
+
+
+def write_junit(path: Path, comparisons: Sequence[Comparison]) -> None:
+    """A JUnit XML report: one test case per candidate and metric, failed when the candidate is worse in it."""
+    from xml.etree import ElementTree
+
+    suites = ElementTree.Element("testsuites", name="alight eval")
+    for comparison in comparisons:
+        failures = [m for m in comparison.metrics if m.verdict == "worse"]
+        suite = ElementTree.SubElement(suites, "testsuite", name=f"{comparison.candidate} vs {comparison.baseline}",
+                                       tests=str(len(comparison.metrics)), failures=str(len(failures)), errors="0")  # fmt: skip
+        for m in comparison.metrics:
+            case = ElementTree.SubElement(
+                suite, "testcase", classname=f"alight.eval.{comparison.candidate}", name=m.metric
+            )
+            text = f"{m.label}: {signed_interval(m.difference, m.error)} ({INTERVAL}, paired): {m.verdict}"
+            if m.verdict == "worse":
+                ElementTree.SubElement(case, "failure", message=text, type="worse")
+            else:
+                ElementTree.SubElement(case, "system-out").text = text
+    ElementTree.indent(suites)
+    path.write_bytes(ElementTree.tostring(suites, encoding="utf-8", xml_declaration=True))
+
+
+def write_markdown(path: Path, comparisons: Sequence[Comparison], verdict_line: str) -> None:
+    """A Markdown summary (a CI job's step summary): the verdict and one table per candidate."""
+    lines = [f"## alight eval {verdict_line}", ""]
+    for c in comparisons:
+        lines += [f"### {c.candidate} vs {c.baseline}", "",
+                  f"{c.tasks} tasks paired; difference {INTERVAL}, paired.", "",
+                  f"| metric | {c.baseline} | {c.candidate} | difference | verdict |", "|---|---:|---:|---:|---|"]  # fmt: skip
+        for m in c.metrics:
+            lines.append(f"| {m.label} | {m.baseline:.3f} | {m.candidate:.3f} | "
+                         f"{signed_interval(m.difference, m.error)} | {m.verdict} |")  # fmt: skip
+        lines.append("")
+    path.write_text("\n".join(lines))

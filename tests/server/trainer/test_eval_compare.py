@@ -1,0 +1,103 @@
+"""`alight eval` comparing candidates, run as a user runs it: a variant with a planted failure is worse, one like the
+baseline is within noise, comparison.json and comparison.png are written, saved reports compare as well, and the
+exit status, JUnit XML and Markdown summary carry the verdict a CI job gates on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from alight_testing.tiny_run import tiny_run_config
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+ALIGHT = str(Path(sys.executable).parent / "alight")
+AGENT = Path(__file__).parent / "agents" / "planted_agent.py"
+WORDS = ["apple", "kiwi", "fig", "plum"]
+
+
+def alight(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([ALIGHT, *args], capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One `alight eval` of three candidates on 3 held-out tasks x 2 samples: the base config (PLANTED=right), a
+    variant that always fails and one that changes nothing but its name. Its folder and what it printed."""
+    folder = tmp_path_factory.mktemp("compare")
+    raw = tiny_run_config(
+        folder, f"{AGENT}:main", [{"word": w} for w in WORDS * 2], dataset={"val": str(folder / "val.jsonl")},
+        validation={"samples_per_task": 2}, agent={"entrypoint": f"{AGENT}:main", "env": {"PLANTED": "right"}},
+    )  # fmt: skip
+    (folder / "val.jsonl").write_text("".join(json.dumps({"word": w}) + "\n" for w in WORDS[:3]))
+    config = folder / "base.yaml"
+    config.write_text(json.dumps(raw))  # JSON is YAML
+    done = alight("eval", str(config), "--name", "cmp", "--variant", "wrong:agent.env.PLANTED=wrong",
+                  "--variant", "same:agent.env.PLANTED=right")  # fmt: skip
+    assert done.returncode == 4, done.stdout[-4000:] + done.stderr[-4000:]  # a candidate worse: exit 4
+    assert done.stdout.rstrip().endswith("verdict: worse (exit 4; wrong worse, same no change)"), done.stdout
+    return folder / "run" / "eval" / "cmp", done.stdout
+
+
+def verdicts(text: str, title: str) -> dict[str, str]:
+    """metric label -> verdict in the comparison table titled `title ...`."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    rows = {}
+    for line in lines[start + 2 : start + 9]:
+        label, verdict = line[2:29].strip(), line.rsplit("  ", 1)[-1].strip()
+        rows[label] = verdict
+    return rows
+
+
+def test_a_planted_failure_is_worse_and_an_identical_candidate_within_noise(compared: tuple[Path, str]) -> None:
+    folder, text = compared
+    assert "wrong vs base: 3 tasks paired (difference ± 2 SE: 95% interval, clustered by task, paired)" in text, text
+    wrong = verdicts(text, "wrong vs base")
+    assert wrong["success (reward ≥ 1)"] == "worse" and wrong["mean reward"] == "worse", text
+    same = verdicts(text, "same vs base")
+    assert same["success (reward ≥ 1)"] == "within noise" and same["mean reward"] == "within noise", text
+    document = json.loads((folder / "comparison.json").read_text())
+    assert document["baseline"]["name"] == "base" and [c["name"] for c in document["candidates"]] == ["wrong", "same"]
+    (worse, _) = document["comparisons"]
+    success = next(m for m in worse["metrics"] if m["metric"] == "success")
+    assert (worse["tasks"], success["baseline"], success["candidate"], success["difference"]) == (3, 1.0, 0.0, -1.0)
+    assert success["error"] == 0.0 and success["verdict"] == "worse"
+    assert (folder / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for name in ("base", "wrong", "same"):  # each candidate ran in a folder of its own
+        report = json.loads((folder / name / "report.json").read_text())
+        assert report["rollouts"] == 6 and len(report["per_task"]) == 3, report
+        assert (folder / name / "alight.db").is_file()
+
+
+def test_saved_reports_compare_without_running_anything(compared: tuple[Path, str], tmp_path: Path) -> None:
+    folder, _ = compared
+    done = alight("eval", "--baseline", str(folder / "wrong" / "report.json"),
+                  "--against", str(folder / "base" / "report.json"), "--output-dir", str(tmp_path),
+                  "--junit", str(tmp_path / "junit.xml"), "--markdown", str(tmp_path / "summary.md"))  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]  # improved: exit 0
+    assert verdicts(done.stdout, "base vs wrong")["success (reward ≥ 1)"] == "better", done.stdout
+    assert json.loads((tmp_path / "comparison.json").read_text())["baseline"]["name"] == "wrong"
+    assert (tmp_path / "comparison.png").is_file() and not (tmp_path / "alight.db").exists()
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.startswith("## alight eval verdict: improved (exit 0; base improved)"), summary
+    assert "| success (reward ≥ 1) | 0.000 | 1.000 | +1.000 ± 0.000 | better |" in summary, summary
+    (suite,) = ElementTree.parse(tmp_path / "junit.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("7", "0")
+
+    # the other way round: worse, one failed JUnit case per metric worse; identical: no change
+    done = alight("eval", "--baseline", str(folder / "base" / "report.json"), "--against",
+                  str(folder / "wrong" / "report.json"), "--against", str(folder / "same" / "report.json"),
+                  "--output-dir", str(tmp_path / "again"), "--junit", str(tmp_path / "worse.xml"))  # fmt: skip
+    assert done.returncode == 4 and "verdict: worse (exit 4; wrong worse, same no change)" in done.stdout, done.stdout
+    worse, same = ElementTree.parse(tmp_path / "worse.xml").getroot()
+    assert [c.get("name") for c in worse if c.find("failure") is not None] == ["success", "reward"]
+    assert same.get("failures") == "0"
+    done = alight("eval", "--baseline", str(folder / "base" / "report.json"), "--against",
+                  str(folder / "same" / "report.json"), "--output-dir", str(tmp_path / "same"))  # fmt: skip
+    assert done.returncode == 3 and "verdict: no change (exit 3; same no change)" in done.stdout, done.stdout
