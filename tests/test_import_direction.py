@@ -64,7 +64,7 @@ ROOMS: dict[str, Floors] = {
         ["errors", "metrics"],
         ["flavours"],
         ["capture", "upstream", "pause", "callers"],
-        ["store_sync"],
+        ["store_sync", "limits"],
         ["container"],
         ["request"],
         ["admin"],

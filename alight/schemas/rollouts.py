@@ -41,6 +41,9 @@ class FailureKind(enum.StrEnum):
     TASK = "task"  # the agent raised or exited non-zero: final, scored by its reward rules
     INFRA = "infra"  # spawn failed, node lost, gateway unreachable: retried, never a fake reward
     TIMEOUT = "timeout"  # ran past the rollout's timeout: retried like infra
+    # the gateway refused a call past the attempt's budget (calls, tokens, wall time): final, reward 0, like a task
+    # failure (never skipped: running out of budget must not buy a policy a skipped sample)
+    BUDGET = "budget_exceeded"
 
 
 class Mode(enum.StrEnum):

@@ -67,6 +67,9 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
     )
     # hook(store, rollout, attempt, finish), called before an attempt's end is recorded (evaluators).
     app.state.attempt_finished_hooks = []
+    # amend(store, rollout, attempt, finish) -> finish: what the server knows of the attempt over its runner's report
+    # (the gateway's budgets: gateway/limits/verdict.py); run before the hooks, on every report of the attempt.
+    app.state.attempt_finish_amends = []
     hooks.install(app)  # rollout_changed / upstreams_changed: the gateway drops what it cached
     install_evaluator(app, config)
     install_error_handlers(app, config)

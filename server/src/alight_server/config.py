@@ -48,6 +48,38 @@ def _distinct_roles(viewer_keys: Iterable[str], reviewer_keys: Iterable[str]) ->
         raise ValueError("a reviewer key is also a viewer key; a reviewer key must differ from every viewer key")
 
 
+class AttemptBudget(BaseModel):
+    """What one attempt may spend (unset: no limit); past it, its calls are refused and it ends `budget_exceeded`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    calls: int | None = Field(default=None, ge=1, description="model calls")
+    tokens: int | None = Field(default=None, ge=1, description="prompt + completion tokens, summed over its calls")
+    completion_tokens: int | None = Field(default=None, ge=1)
+    wall_s: float | None = Field(default=None, gt=0, description="seconds since the attempt started")
+
+
+class RateLimit(BaseModel):
+    """A token bucket per minute: full at the start, refilled continuously, a minute's worth at most."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    requests_per_minute: float | None = Field(default=None, ge=1)
+    tokens_per_minute: float | None = Field(default=None, ge=1, description="prompt + completion tokens")
+
+
+class GatewayLimits(BaseModel):
+    """Budgets and rate limits the agents feel (docs/gateway.md "Budgets and rate limits"); none by default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    attempt: AttemptBudget = Field(default_factory=AttemptBudget)
+    # Per run: the calls of rollouts sharing a `run_dir` (what alight train sets); rollouts without one share one.
+    run: RateLimit = Field(default_factory=RateLimit)
+    # Per upstream id; "*" for every upstream not named.
+    upstreams: dict[str, RateLimit] = Field(default_factory=dict[str, RateLimit])
+
+
 class GatewayConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -68,6 +100,7 @@ class GatewayConfig(BaseModel):
     # Several policies (routing.py): each call routed to one, recorded with it and sent as its model name.
     # Unset (one policy): calls go upstream as today.
     routing: GatewayRouting | None = None
+    limits: GatewayLimits = Field(default_factory=GatewayLimits)
 
 
 class RetentionConfig(BaseModel):

@@ -21,6 +21,8 @@ router = APIRouter(tags=["attempts"])
 AttemptNumber = Annotated[int, Path(ge=1, le=2**31 - 1)]
 # hook(store, rollout, attempt, finish): e.g. an evaluator that adds a reward before the attempt ends.
 AttemptFinishedHook = Callable[[Store, Rollout, int, AttemptFinish], None]
+# amend(store, rollout, attempt, finish) -> the finish to record (e.g. the gateway's budget verdict).
+AttemptFinishAmend = Callable[[Store, Rollout, int, AttemptFinish], AttemptFinish]
 
 
 @router.post("/attempts/claim", response_model=ClaimResult)
@@ -54,8 +56,12 @@ def set_runner_handle(
 def finish_attempt(
     rollout_id: str, attempt: AttemptNumber, body: AttemptFinish, request: Request, store: StoreDep, _: AdminDep
 ) -> Rollout:
-    """Record how the attempt ended; finished-attempt hooks (evaluators) run first, once."""
+    """Record how the attempt ended, as amended by what the server knows; finished-attempt hooks (evaluators) run
+    first, once."""
     rollout = store.get_rollout(rollout_id)
+    amends: list[AttemptFinishAmend] = request.app.state.attempt_finish_amends
+    for amend in amends:  # on a retried report too, so it matches what was recorded
+        body = amend(store, rollout, attempt, body)
     running = any(a.attempt == attempt and a.status == AttemptStatus.RUNNING for a in rollout.attempts)
     if running:
         hooks: list[AttemptFinishedHook] = request.app.state.attempt_finished_hooks

@@ -29,6 +29,8 @@ class CallerAttempt:
     rollout_id: str
     attempt: int
     mode: Mode
+    run: str = ""  # the rollout's metadata.run_dir (alight train sets it): whose rate limit the call counts under
+    started_at: float = 0.0  # the attempt's start, seconds since the epoch (its wall-time budget)
 
 
 @dataclass
@@ -127,5 +129,8 @@ class AttemptResolver:
             # A finished attempt stays finished; one not yet claimed may start soon.
             expires = time.monotonic() + LIVE_STATE_TTL_S if row is None else float("inf")
             return _Cached(None, refusal, expires)
-        found = CallerAttempt(rollout_id=rollout_id, attempt=attempt, mode=rollout.mode)
+        run = rollout.metadata.get("run_dir")
+        found = CallerAttempt(
+            rollout_id, attempt, rollout.mode, run if isinstance(run, str) else "", row.started_at.timestamp()
+        )
         return _Cached(found, None, time.monotonic() + LIVE_STATE_TTL_S)

@@ -12,6 +12,7 @@ from alight_server.config import GatewayConfig
 from alight_server.gateway.callers import AttemptResolver
 from alight_server.gateway.capture.recorder import Recorder
 from alight_server.gateway.capture.writer import CaptureWriter
+from alight_server.gateway.limits.ledger import Limits
 from alight_server.gateway.metrics import GatewayMetrics
 from alight_server.gateway.pause.gate import PauseGate
 from alight_server.gateway.pause.replica_sync import Replicas
@@ -24,7 +25,8 @@ from alight_server.store.keys.upstream import KeySources
 
 
 class Gateway:
-    """The store and its sync, the pause gate and its replicas, the upstreams, the capture writer, the metrics.
+    """The store and its sync, the pause gate and its replicas, the upstreams, the capture writer, the metrics, the
+    limits.
 
     The request path (request/pipeline.py) reads these; admin routes, hooks and tests reach
     them through `app.state.gateway`.
@@ -53,7 +55,8 @@ class Gateway:
         )
         # A call alone in flight commits on the event loop: nothing could share its transaction.
         self.writer = CaptureWriter(store, alone=lambda: self.gate.in_flight <= 1)
-        self.recorder = Recorder(self.writer, self.metrics, self.served_version)
+        self.limits = Limits(config.limits, self.metrics)
+        self.recorder = Recorder(self.writer, self.metrics, self.served_version, self.limits.spent)
         self._version: int | None = None
         self._version_at = float("-inf")
 

@@ -48,6 +48,18 @@ class GatewayMetrics:
         self.rejected = Counter(
             "alight_gateway_rejected", "Calls refused before reaching an upstream", ["reason"], registry=r
         )
+        self.limited = Counter(
+            "alight_gateway_rate_limited",
+            "Calls answered 429 over a rate limit (gateway.limits.run or .upstreams), by run and limit",
+            ["run", "limit"],
+            registry=r,
+        )
+        self.over_budget = Counter(
+            "alight_gateway_budget_refusals",
+            "Calls refused past their attempt's budget (gateway.limits.attempt), by run and limit",
+            ["run", "limit"],
+            registry=r,
+        )
         gauge = Gauge("alight_gateway_in_flight", "Model calls in flight", registry=r)
         gauge.set_function(in_flight)
         paused = Gauge("alight_gateway_paused_seconds", "Total seconds the gateway spent paused", registry=r)
@@ -86,3 +98,10 @@ class GatewayMetrics:
 
     def reject(self, status: int) -> None:
         self._child(self.rejected, str(status)).inc()
+
+    def rate_limited(self, run: str, limit: str) -> None:
+        """`run` is the rollouts' run_dir ("" for rollouts without one); `limit` e.g. run_requests."""
+        self._child(self.limited, run, limit).inc()
+
+    def budget_refused(self, run: str, limit: str) -> None:
+        self._child(self.over_budget, run, limit).inc()

@@ -75,6 +75,7 @@ def install(app: FastAPI) -> None:
     # An attempt finished or its rollout moved: re-read its state on the next call (refused at once if ended).
     app.state.rollout_changed_hooks.append(gateway.attempts.forget)
     app.state.upstreams_changed_hooks.append(gateway.upstreams.invalidate)
+    app.state.attempt_finish_amends.append(gateway.limits.verdict)  # past its budget: budget_exceeded, reward 0
 
     inner = app.router.lifespan_context
 

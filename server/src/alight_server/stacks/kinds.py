@@ -31,7 +31,7 @@ import httpx
 
 from alight.client import AlightClient, ApiError
 from alight.schemas import UpstreamCreate
-from alight_server.config import GatewayConfig, ServerConfig
+from alight_server.config import GatewayConfig, GatewayLimits, ServerConfig
 from alight_server.inference.vllm_policy import VllmPolicy
 from alight_server.inference.vllm_weights import VllmWeights
 from alight_server.policies.routing import GatewayRouting
@@ -64,6 +64,7 @@ class EmbeddedStack:
         preload: bool = False,
         routing: GatewayRouting | None = None,
         run_agents: bool = True,
+        limits: GatewayLimits | None = None,
     ) -> None:
         self.engine = engine
         self.preload = preload
@@ -87,6 +88,7 @@ class EmbeddedStack:
                 val_temperature=val_temperature,
                 max_output_tokens=max_output_tokens,
                 routing=routing,
+                limits=limits or GatewayLimits(),  # the train config's `limits:`
             ),
             log_level="warning",
             evaluator=evaluator,

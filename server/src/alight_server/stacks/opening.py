@@ -100,7 +100,7 @@ def stack_options(config: TrainConfig) -> dict[str, Any]:
         concurrency=config.controller.concurrency, train_temperature=config.inference.train_temperature,
         val_temperature=config.inference.val_temperature, evaluator=config.evaluator,
         max_output_tokens=config.inference.max_output_tokens, preload=config.controller.preload,
-        routing=config.gateway_routing(),
+        routing=config.gateway_routing(), limits=config.limits,
     )  # fmt: skip
 
 

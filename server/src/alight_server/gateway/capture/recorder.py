@@ -17,13 +17,22 @@ from alight_server.gateway.reply import CLIENT_GONE, CLIENT_GONE_STATUS, Reply
 _GONE = f"{CLIENT_GONE}: the agent disconnected before the answer was complete; the upstream request was cancelled"
 
 
+def _nothing(rollout_id: str, attempt: int, upstream: str | None, tokens: tuple[int, int]) -> None:
+    pass
+
+
 class Recorder:
     def __init__(
-        self, writer: CaptureWriter, metrics: GatewayMetrics, served_version: Callable[[], Awaitable[int]]
+        self,
+        writer: CaptureWriter,
+        metrics: GatewayMetrics,
+        served_version: Callable[[], Awaitable[int]],
+        spent: Callable[[str, int, str | None, tuple[int, int]], None] = _nothing,
     ) -> None:
         self.writer = writer
         self.metrics = metrics
         self.served_version = served_version
+        self.spent = spent  # (rollout id, attempt, upstream, (prompt, completion) tokens): the gateway's limits
 
     async def record(self, record: CallRecord, *, status: int, **fields: Any) -> ModelCall:
         """Store the call durably; if that fails the agent gets an error (503), never an unrecorded answer."""
@@ -43,6 +52,7 @@ class Recorder:
         if status == 200:
             completion = len(call.response_token_ids) + sum(len(c.get("token_ids", [])) for c in call.extra_choices)
             counts = (len(call.prompt_token_ids), completion)
+            self.spent(record.rollout_id, record.attempt, record.upstream, counts)
         capture_s = time.perf_counter() - began
         self.metrics.recorded(record.flavour.value, status, record.streamed, latency_ms / 1000, capture_s, counts)
         return stored

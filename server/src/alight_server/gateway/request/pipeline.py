@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio.to_thread
 import orjson
 
 from alight.schemas import Mode
@@ -16,6 +18,8 @@ from alight_server.gateway.capture.record import CallRecord, Tokens, parse_trace
 from alight_server.gateway.container import Gateway
 from alight_server.gateway.errors import GatewayError
 from alight_server.gateway.flavours.base import Flavour
+from alight_server.gateway.limits.refusals import Refusal
+from alight_server.gateway.limits.verdict import breach_event
 from alight_server.gateway.reply import EVENT_STREAM, Reply
 from alight_server.gateway.request.checks import check_upstream_body
 from alight_server.gateway.request.relay import StreamRelay
@@ -23,6 +27,8 @@ from alight_server.gateway.upstream.pool import Target
 from alight_server.gateway.upstream.proxy import UpstreamReply
 from alight_server.http.json_depth import TooDeep, loads_within_depth
 from alight_server.policies.routing import CallFacts, GatewayRouting, Unroutable, route
+
+log = logging.getLogger("alight.gateway")
 
 MAX_TOKENS_CAP = "alight_max_tokens_cap"  # in a recorded request: the gateway lowered its output budget
 
@@ -113,7 +119,7 @@ class CallPipeline:
         `who` is the caller's agent name and harness role (X-Alight-Agent, X-Alight-Role), used by routing.
         """
         try:
-            caller = await self._admit(token, path_rollout, path_attempt)
+            caller = await self._admit(token, path_rollout, path_attempt, flavour.anthropic_errors)
         except GatewayError as exc:
             return self._refused(exc, flavour)
         reply: Reply | None = None
@@ -135,11 +141,27 @@ class CallPipeline:
             if reply is None or reply.release is None:  # a stream frees its slot when it ends
                 self.gw.gate.leave(held)
 
-    async def _admit(self, token: str | None, rollout: str | None, attempt: int | None) -> CallerAttempt:
+    async def _admit(
+        self, token: str | None, rollout: str | None, attempt: int | None, anthropic: bool
+    ) -> CallerAttempt:
         caller = await self.gw.attempts.resolve(token, rollout, attempt)
         if not self.gw.gate.enter():
             raise self._paused("the gateway is paused for a policy update")
+        refusal = self.gw.limits.admit(caller)  # after the pause: a call paused is not counted
+        if refusal is not None:
+            self.gw.gate.leave(None)
+            if refusal.first:
+                await self._record_breach(caller, refusal)
+            raise refusal.error(anthropic)
         return caller
+
+    async def _record_breach(self, caller: CallerAttempt, refusal: Refusal) -> None:
+        """The attempt's budget breach, in the store: it ends the attempt budget_exceeded (limits/verdict.py)."""
+        event = breach_event(caller.attempt, refusal)
+        try:
+            await anyio.to_thread.run_sync(self.gw.store.add_event, caller.rollout_id, event)
+        except Exception:
+            log.exception("could not record the budget breach of %s attempt %s", caller.rollout_id, caller.attempt)
 
     def _enter_policy(self, policy: str) -> None:
         """After routing: a call of a paused policy gets the same 429 (its slot is freed by `handle`)."""
@@ -205,6 +227,7 @@ class CallPipeline:
 
         try:
             targets = await self.gw.upstreams.route(f"{caller.rollout_id}/{caller.attempt}", record.policy_version)
+            targets = self._with_room(targets, caller, anthropic)
             path = call.flavour.upstream_path
             target, resp = await self.gw.proxy.send(targets, path, payload, call.deadline, stream=record.streamed)
         except GatewayError as exc:
@@ -223,6 +246,13 @@ class CallPipeline:
             return await self.gw.recorder.failed(record, exc, anthropic)
         await self.gw.recorder.record(record, status=200, response=agent_body, tokens=tokens)
         return Reply(200, orjson.dumps(agent_body))
+
+    def _with_room(self, targets: list[Target], caller: CallerAttempt, anthropic: bool) -> list[Target]:
+        """The targets under their upstream's rate limit; a 429 (recorded like an upstream's own) when none is."""
+        room = self.gw.limits.upstream_targets(targets, caller)
+        if isinstance(room, Refusal):
+            raise room.error(anthropic)
+        return room
 
     @staticmethod
     def _read_answer(call: Call, resp: UpstreamReply) -> tuple[Tokens, dict[str, Any]]:

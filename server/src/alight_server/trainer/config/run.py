@@ -10,6 +10,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from alight.schemas import RunnerSpec
+from alight_server.config import GatewayLimits
 from alight_server.policies.routing import POLICY_NAME, GatewayRouting, RoutingConfig
 from alight_server.trainer.backends.verl.settings import VerlSettings
 from alight_server.trainer.config.policies import (
@@ -77,6 +78,9 @@ class TrainConfig(Section):
     # Unset: one policy, today's shape.
     policies: dict[str, PolicyConfig] = Field(default_factory=dict[str, PolicyConfig])
     routing: RoutingConfig | None = None
+    # Budgets per attempt and rate limits per run and upstream, enforced at the gateway in the providers' error
+    # shapes (docs/gateway.md "Budgets and rate limits"). Unset: none.
+    limits: GatewayLimits = Field(default_factory=GatewayLimits)
 
     @field_validator("policies")
     @classmethod

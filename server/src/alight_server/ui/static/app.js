@@ -273,7 +273,7 @@ function policyHealth(step, name, p, order) {
 // ---- rollouts table
 const FILTERS = [
   ["run", "text"], ["step", "number"], ["state", ["", "queued", "running", "succeeded", "failed", "cancelled"]],
-  ["mode", ["", "train", "val"]], ["group_id", "text"], ["failure_kind", ["", "task", "infra", "timeout"]],
+  ["mode", ["", "train", "val"]], ["group_id", "text"], ["failure_kind", ["", "task", "infra", "timeout", "budget_exceeded"]],
 ];
 
 async function rolloutsPage(params) {
