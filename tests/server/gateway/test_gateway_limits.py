@@ -258,3 +258,16 @@ def test_upstream_over_its_rate_is_refused_and_the_call_is_not_charged_to_the_at
     assert metric(gateway, "alight_gateway_rate_limited", "upstream_requests") == 1
     spent = gateway.server.app.state.gateway.limits._attempts[(attempt.rollout_id, attempt.attempt)]
     assert spent.calls == len(fake.calls)
+
+
+@limited({"run": {"tokens_per_minute": 60}})
+def test_run_over_its_token_rate_is_refused_until_its_debt_is_repaid(gateway, fake):
+    (attempt,) = start(gateway)
+    resp = drain_run_bucket(gateway, attempt)  # each answered call's tokens come off the bucket of 60
+    error = resp.json()["error"]
+    assert resp.status_code == 429 and (error["type"], error["code"]) == ("tokens", "rate_limit_exceeded")
+    calls = gateway.server.store.list_model_calls(attempt.rollout_id)
+    spent = sum(len(c.prompt_token_ids) + len(c.response_token_ids) for c in calls)
+    # 1 token a second: the wait is the debt past the bucket of 60 (plus the 1 token a call needs), less the refill.
+    assert 0 < int(resp.headers["retry-after-ms"]) / 1000 <= spent - 59 + 0.01
+    assert metric(gateway, "alight_gateway_rate_limited", "run_tokens") == 1
