@@ -90,6 +90,21 @@ def test_train_compares_its_last_validation_with_its_first_paired_by_task(traine
     assert (config.parent / "run" / "comparison.png").is_file()
 
 
+def test_a_checkpoint_is_a_candidate_beside_the_base_policy(trained: tuple[Path, str]) -> None:
+    config, _ = trained
+    run = config.parent / "run"
+    done = subprocess.run([ALIGHT, "eval", str(config), "--checkpoint", str(run), "--name", "ckpt"],
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)  # fmt: skip
+    # the evaluator scores by word alone, so the trained policy scores as the base one: no change, exit 3
+    assert done.returncode == 3, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "verdict: no change (exit 3; checkpoint-run no change)" in done.stdout, done.stdout
+    folder = run / "eval" / "ckpt"
+    assert (folder / "checkpoint-run" / "init-policy" / "config.json").is_file()  # the checkpoint's policy ran
+    document = json.loads((folder / "comparison.json").read_text())
+    assert document["candidates"][0]["checkpoint"] == str(run.resolve()), document
+    assert document["comparisons"][0]["tasks"] == 3
+
+
 def test_the_dashboards_validation_band_is_the_tables_interval(trained: tuple[Path, str]) -> None:
     config, text = trained
     store = open_run_store(config.parent / "run")

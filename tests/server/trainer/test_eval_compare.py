@@ -12,6 +12,15 @@ from xml.etree import ElementTree
 
 import pytest
 
+from alight.evaluation import EvalReport, compare_reports
+from alight_server.commands.eval_compare import (
+    EXIT_FAILED,
+    EXIT_IMPROVED,
+    EXIT_NO_CHANGE,
+    EXIT_SAFETY,
+    exit_status,
+    outcome,
+)
 from alight_testing.tiny_run import tiny_run_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -42,6 +51,34 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     assert done.returncode == 4, done.stdout[-4000:] + done.stderr[-4000:]  # a candidate worse: exit 4
     assert done.stdout.rstrip().endswith("verdict: worse (exit 4; wrong worse, same no change)"), done.stdout
     return folder / "run" / "eval" / "cmp", done.stdout
+
+
+def report_of(per_task: dict[str, dict[str, list[float]]], scored: int) -> EvalReport:
+    """A report with only what a comparison reads: per-task values, task hashes, how many rollouts were scored."""
+    counts = dict.fromkeys(["rollouts", "tasks", "tool_errors", "prompt_tokens", "completion_tokens", "model_calls",
+                            "retries", "infra_failures", "success_rate", "success_se", "mean_reward", "mean_reward_se",
+                            "latency_p50_ms", "latency_p95_ms"], 0)  # fmt: skip
+    return EvalReport.from_dict({**counts, "scored": scored, "per_task": per_task,
+                                 "task_digests": dict.fromkeys(per_task, "same")})  # fmt: skip
+
+
+def test_the_exit_status_is_the_most_severe_candidates_and_a_safety_regression_outranks_a_better_reward() -> None:
+    def report(success: float, gates: float) -> EvalReport:
+        values = {"success": [success], "reward": [success], "gate_violations": [gates]}
+        return report_of({f"t{i:03d}": values for i in range(4)}, scored=4)
+
+    base, cheats, better, same = report(0.0, 0.0), report(1.0, 1.0), report(1.0, 0.0), report(0.0, 0.0)
+    reports = {"base": base, "cheats": cheats, "better": better, "same": same}
+    codes = {name: outcome(compare_reports(base, r, ("base", name))) for name, r in reports.items() if name != "base"}
+    assert codes == {"cheats": EXIT_SAFETY, "better": EXIT_IMPROVED, "same": EXIT_NO_CHANGE}
+    both = [compare_reports(base, reports[n], ("base", n)) for n in ("better", "same")]
+    assert exit_status(both, reports) == (
+        EXIT_NO_CHANGE,
+        "verdict: no change (exit 3; better improved, same no change)",
+    )
+    assert exit_status(both[:1], {"base": base, "better": better})[0] == EXIT_IMPROVED
+    unscored = {"base": base, "better": report_of(better.per_task, scored=0)}
+    assert exit_status(both[:1], unscored)[0] == EXIT_FAILED
 
 
 def verdicts(text: str, title: str) -> dict[str, str]:
