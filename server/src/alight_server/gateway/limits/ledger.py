@@ -32,6 +32,8 @@ class Spent:
 
 
 class Limits:
+    """gateway.limits applied: `admit` counts a call or refuses it, `spent` charges its tokens once it answered."""
+
     def __init__(
         self, config: GatewayLimits, metrics: GatewayMetrics, clock: Callable[[], float] = time.monotonic
     ) -> None:
