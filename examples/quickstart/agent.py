@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import os
 import re
 import sys
 from typing import Any
@@ -66,7 +67,9 @@ def calculator(expression: str) -> str:
 
 def solve(question: str, client: OpenAI) -> str:
     """The tool loop: the model calls the calculator in text, reads the result, answers. Returns the final reply."""
-    messages: list[Any] = [{"role": "system", "content": SYSTEM}, *EXAMPLE, {"role": "user", "content": question}]
+    # QUICKSTART_SYSTEM (agent.env) replaces the system prompt: a prompt-only candidate for `alight eval --variant`.
+    system = os.environ.get("QUICKSTART_SYSTEM", SYSTEM)
+    messages: list[Any] = [{"role": "system", "content": system}, *EXAMPLE, {"role": "user", "content": question}]
     reply = ""
     for _ in range(MAX_TURNS):
         response = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=24)
