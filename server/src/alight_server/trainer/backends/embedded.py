@@ -26,7 +26,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_state_dict,
+    set_model_state_dict,
+    set_state_dict,
+)
 
 from alight_server.trainer.backends.accumulation import (
     add_metrics,
@@ -234,6 +239,11 @@ class EmbeddedBackend:
     def _state_dict(self) -> dict[str, Any]:
         options = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=True)
         trainable, optimizer = get_state_dict(self.model, self.optimizer, options=options)
+        if self.lora is not None:
+            # ignore_frozen_params keeps a frozen weight tied to another name (lm_head to the embeddings): the
+            # adapter alone is what a LoRA run trained
+            trained = {n for n, p in unwrap(self.model).named_parameters(remove_duplicate=False) if p.requires_grad}
+            trainable = {n: t for n, t in trainable.items() if n in trained}
         return {"trainable": trainable, "optimizer": optimizer, "updates": self.updates}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -245,10 +255,15 @@ class EmbeddedBackend:
         self._load_state_dict(state)
 
     def _load_state_dict(self, state: dict[str, Any]) -> None:
-        set_state_dict(
-            self.model, self.optimizer, model_state_dict=state["trainable"], optim_state_dict=state["optimizer"],
-            options=StateDictOptions(full_state_dict=True, strict=False),
-        )  # fmt: skip
+        """Weights, and the optimizer state where the checkpoint kept it (`--init-from` reads the weights alone)."""
+        options = StateDictOptions(full_state_dict=True, strict=False)
+        if "optimizer" in state:
+            set_state_dict(
+                self.model, self.optimizer, model_state_dict=state["trainable"], optim_state_dict=state["optimizer"],
+                options=options,
+            )  # fmt: skip
+        else:
+            set_model_state_dict(self.model, state["trainable"], options=options)
         self.updates = int(state["updates"])
 
     # -- ranks ---------------------------------------------------------------------------------

@@ -133,8 +133,14 @@ class ValidationConfig(Section):
 
 
 class CheckpointConfig(Section):
+    """`output_dir/checkpoints/step-N/` (trainer/run/checkpoint.py): weights as safetensors, the optimizer state
+    where a resume needs it, the rest (step, RNG, data cursor, history) in state.pt."""
+
     every: int = Field(default=1, ge=0, description="save every K steps (and at the end); 0: only at the end")
-    keep_last: int = Field(default=2, ge=1)
+    keep_last: int = Field(default=2, ge=1, description="how many of the newest checkpoints stay on disk")
+    # last: only the newest keeps its optimizer state (AdamW's is twice the weights), the one `--resume` reads;
+    # all: every kept checkpoint does (to resume from an earlier one after deleting the newer).
+    optimizer: Literal["last", "all"] = "last"
 
 
 class VllmSettings(Section):

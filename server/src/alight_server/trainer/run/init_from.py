@@ -58,7 +58,7 @@ def export_policy(checkpoint: Path, model: str, out: Path) -> Path:
             f"--init-from: {step_folder} trained model {trained['model']!r} but this config names {model!r}; "
             "set model to the checkpoint's base model"
         )
-    state = load_checkpoint(step_folder)["trainer"]
+    state = load_checkpoint(step_folder, optimizer=False)["trainer"]
     if "policies" in state:
         raise ValueError(
             f"--init-from: {step_folder} trained several policies ({', '.join(state['policies'])}); start each "
@@ -95,7 +95,7 @@ def checkpoint_adapter(checkpoint: Path, policy: str) -> dict[str, Any]:
     its adapter. A ValueError says what to change when the checkpoint holds no such adapter.
     """
     step_folder = checkpoint_folder(checkpoint)
-    state = load_checkpoint(step_folder)["trainer"]
+    state = load_checkpoint(step_folder, optimizer=False)["trainer"]
     if "policies" in state:
         trained = state["policies"]
         if policy not in trained and len(trained) != 1:

@@ -100,7 +100,7 @@ class TrainingRun:
             return None
         if found is None:
             raise RuntimeError(f"--resume: no checkpoint under {checkpoints}; start without --resume")
-        state = load_checkpoint(found)
+        state = load_checkpoint(found, resume=True)
         backend.load_state_dict(state["trainer"])
         self.cursor.restore(state["cursor"])
         self.history = state["history"]
@@ -114,7 +114,10 @@ class TrainingRun:
         payload.update(live.rollouts.checkpoint())
         if live.quarantine is not None:
             payload["quarantine"] = live.quarantine.state()
-        save_checkpoint(self.config.run_dir_checkpoints(), self.step, payload, self.config.checkpoint.keep_last)
+        checkpoint = self.config.checkpoint
+        save_checkpoint(
+            self.config.run_dir_checkpoints(), self.step, payload, checkpoint.keep_last, checkpoint.optimizer
+        )
 
     # -- the run -------------------------------------------------------------------------------
     def run(self) -> RunResult:
