@@ -44,6 +44,7 @@ from alight_server.trainer.backends.accumulation import (
 )
 from alight_server.trainer.backends.devices import pick_dtype
 from alight_server.trainer.backends.distributed import World, join, parallelize, unwrap
+from alight_server.trainer.backends.heap import release_freed_memory
 from alight_server.trainer.backends.weights import adapter_weights, frozen_copy, load_adapter, merged_weights, with_lora
 from alight_server.trainer.config.sections import LoraConfig, OptimizerConfig
 from alight_server.trainer.run.weight_sync import WeightSync
@@ -136,6 +137,10 @@ class EmbeddedBackend:
                 with gradient_sync(self.model, self.world, index == len(mine) - 1):
                     self._micro_step(batch, rows, token_adv, weights, totals, proximal)
             totals["grad_norm"] = totals.get("grad_norm", 0.0) + self._clip_and_step()
+        # Gradients are not kept through the rollouts and validation until the next step (4 bytes a trained
+        # parameter), and the step's freed activations go back to the system (trainer/backends/heap.py).
+        self.optimizer.zero_grad(set_to_none=True)
+        release_freed_memory()
         parts = self.world.gather(totals)
         return step_means(parts, totals["grad_norm"], batch.num_rows, self.algorithm.updates_per_batch)
 
