@@ -1,5 +1,6 @@
 """The baseline report of a set of rollouts: success and mean reward with their 95% intervals, tool errors, tokens,
-latency, retries and gate violations by rule. `alight eval` prints it; `alight train` prints it before and after.
+latency, retries, gate violations by rule, and cost per success (alight.cost). `alight eval` prints it; `alight
+train` prints it before and after.
 
 One convention for every ± alight prints (this report, the before/after table, the plot, the dashboard): a 95%
 interval, ± 2 standard errors, the error clustered by task (`mean_and_error`). A task's samples are correlated (an
@@ -22,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from alight.cost import CostSummary, Prices, cost_summary
 from alight.schemas import REVIEW_FLAG, REWARD_HACKING, Event, FailureKind, Rollout, Trajectory
 
 __all__ = [
@@ -139,6 +141,9 @@ class EvalReport:
     # A task is its index in the evaluated task list ("t000"), the same for every candidate evaluated on that list.
     per_task: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     task_digests: dict[str, str] = field(default_factory=dict)  # task -> a hash of its content, to check pairing
+    # What the rollouts cost, per success and per accepted patch (alight.cost `CostSummary.as_dict`); {} in an
+    # older report.
+    cost: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -162,6 +167,7 @@ class EvalReport:
             f"  retries        {self.retries} ({self.infra_failures} infra failures)",
             f"  gate violations {gates}",
             f"  review flags   {flags}",
+            *(CostSummary.from_dict(self.cost).lines() if self.cost else []),
         ]
 
 
@@ -262,8 +268,10 @@ def build_report(
     trajectories: Sequence[Trajectory],
     events: Sequence[Event],
     success_at: float = SUCCESS_AT,
+    prices: Prices | None = None,
 ) -> EvalReport:
-    """The report over `rollouts` (their latest trajectories, and the events of any attempt)."""
+    """The report over `rollouts` (their latest trajectories, and the events of any attempt); money from
+    `prices` (the config's `prices:`), tokens and seconds without."""
     by_task: dict[str, list[float]] = {}
     for t in trajectories:
         if t.failure_kind not in (FailureKind.INFRA, FailureKind.TIMEOUT):
@@ -298,6 +306,7 @@ def build_report(
         success_at=success_at,
         per_task=per_task,
         task_digests=digests,
+        cost=cost_summary(rollouts, trajectories, prices, success_at).as_dict(),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 from alight.api_models import RolloutQuery
 from alight.client import AlightClient
 from alight.commands.console import output_console
+from alight.cost import Prices
 from alight.evaluation import EvalReport, build_report
 from alight.schemas import Mode, Rollout, RolloutState
 from alight_server.stacks.run_store import open_run_store
@@ -20,18 +22,18 @@ from alight_server.trainer.run.rollouts import Progress, create_group_rollouts, 
 from alight_server.trajectories.join import build_trajectory
 
 
-def report_from_client(client: AlightClient, rollouts: Sequence[Rollout]) -> EvalReport:
+def report_from_client(client: AlightClient, rollouts: Sequence[Rollout], prices: Prices | None = None) -> EvalReport:
     done = [r for r in rollouts if r.state != RolloutState.CANCELLED and r.attempts]
     trajectories = [client.trajectory(r.id, reveal=True) for r in done]  # token counts need the exact copy
     events = [e for r in done for e in client.list_events(r.id, reveal=True)]
-    return build_report(rollouts, trajectories, events)
+    return build_report(rollouts, trajectories, events, prices=prices)
 
 
-def report_from_store(store: Store, rollouts: Sequence[Rollout]) -> EvalReport:
+def report_from_store(store: Store, rollouts: Sequence[Rollout], prices: Prices | None = None) -> EvalReport:
     done = [r for r in rollouts if r.state != RolloutState.CANCELLED and r.attempts]
     trajectories = [build_trajectory(store, r.id) for r in done]
     events = [e for r in done for e in store.list_events(r.id)]
-    return build_report(rollouts, trajectories, events)
+    return build_report(rollouts, trajectories, events, prices=prices)
 
 
 def validation_reports(run_dir: Path) -> dict[int, EvalReport]:
@@ -39,6 +41,9 @@ def validation_reports(run_dir: Path) -> dict[int, EvalReport]:
     db = run_dir / "alight.db"
     if not db.is_file():
         return {}
+    run_json = run_dir / "run.json"  # the run's config, with its price table
+    priced = json.loads(run_json.read_text())["config"].get("prices") if run_json.is_file() else None
+    prices = Prices.model_validate(priced) if priced else None
     store = open_run_store(run_dir)  # with the data keys the run's server sealed its content under
     try:
         by_step: dict[int, list[Rollout]] = {}
@@ -51,7 +56,7 @@ def validation_reports(run_dir: Path) -> dict[int, EvalReport]:
                 # `alight eval --into-run` one's: the report agrees with the before/after table's rows
                 if f"-val{step:05d}-" in rollout.id:
                     by_step.setdefault(step, []).append(rollout)
-        return {step: report_from_store(store, rollouts) for step, rollouts in sorted(by_step.items())}
+        return {step: report_from_store(store, rollouts, prices) for step, rollouts in sorted(by_step.items())}
     finally:
         store.close()
 
@@ -100,7 +105,7 @@ def run_rollouts(
         show(Progress(total=len(created), finished=0, failed=0))
         finished = wait_all(client, [r.id for r in created], show)
         display.status(f"{label}: reading {len(finished)} trajectories")
-        report = report_from_client(client, finished)
+        report = report_from_client(client, finished, config.prices)
         scores: list[list[float | None]] = [[] for _ in tasks]
         for rollout in finished:
             index = int(rollout.metadata["task_index"])

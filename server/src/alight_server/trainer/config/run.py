@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from alight.cost import Prices
 from alight.schemas import RunnerSpec
 from alight_server.config import GatewayLimits
 from alight_server.policies.routing import POLICY_NAME, GatewayRouting, RoutingConfig
@@ -81,6 +82,9 @@ class TrainConfig(Section):
     # Budgets per attempt and rate limits per run and upstream, enforced at the gateway in the providers' error
     # shapes (docs/gateway.md "Budgets and rate limits"). Unset: none.
     limits: GatewayLimits = Field(default_factory=GatewayLimits)
+    # What tokens, inference seconds and sandbox seconds cost (alight/cost.py): money in `alight eval`'s report,
+    # each step's `cost/` metrics and the dashboard. Unset: tokens and seconds, no money.
+    prices: Prices | None = None
 
     @field_validator("policies")
     @classmethod
