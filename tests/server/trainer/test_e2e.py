@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +26,8 @@ pytestmark = pytest.mark.timeout(300)
 def test_two_steps_train_the_served_policy_on_gateway_token_ids(
     tiny_config: Callable[..., TrainConfig], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = tiny_config()
+    # Local inference priced by the device-second and the sandbox by its seconds: each step's cost/ metrics.
+    config = tiny_config(prices={"device_second": 0.5, "sandbox_second": 0.01})
     threads_outside = torch.get_num_threads()
     config.trainer.torch_threads = threads_outside + 1  # the update's own thread count
     batches: list[SampleBatch] = []
@@ -86,6 +88,26 @@ def test_two_steps_train_the_served_policy_on_gateway_token_ids(
             assert set(ids) <= set(joined_ids)
             assert any(ids[: len(c)] == c for c, _ in recorded if c)
             assert any(logprobs[: len(lp)] == lp for _, lp in recorded if lp)
+
+    # each step's cost: the tokens and latencies the gateway recorded for its rollouts' trajectories (latest
+    # attempts), the attempts' wall time, at the config's prices; per success over the rollouts with reward >= 1
+    records = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    for line in (line for line in records if "train/reward_mean" in line):
+        mine = [r for r in train if r.metadata["step"] == line["step"] - 1]
+        calls = [c for r in mine for c in store.list_model_calls(r.id, r.attempts[-1].attempt)]
+        assert line["cost/prompt_tokens"] == sum(len(c.prompt_token_ids) for c in calls)
+        assert line["cost/completion_tokens"] == sum(len(c.response_token_ids) for c in calls)
+        model_s = sum((c.latency_ms or 0.0) / 1000 for c in calls)
+        sandbox_s = sum(
+            (a.ended_at - a.started_at).total_seconds() for r in mine for a in r.attempts[-1:] if a.ended_at
+        )
+        assert math.isclose(line["cost/model_seconds"], model_s, rel_tol=1e-6) and model_s > 0
+        assert math.isclose(line["cost/sandbox_seconds"], sandbox_s, rel_tol=1e-6) and sandbox_s > 0
+        assert math.isclose(line["cost/usd"], model_s * 0.5 + sandbox_s * 0.01, rel_tol=1e-6)
+        if line["cost/successes"]:
+            assert math.isclose(line["cost/usd_per_success"], line["cost/usd"] / line["cost/successes"])
+        else:
+            assert "cost/usd_per_success" not in line  # no success: no finite cost per success
     store.close()
 
     # each step's integrity: violations and review flags among its rollouts, and how many wait for a person

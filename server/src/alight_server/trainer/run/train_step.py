@@ -15,6 +15,8 @@ from typing import Any
 import torch
 
 from alight.client import AlightClient
+from alight.cost import cost_summary
+from alight.evaluation import SUCCESS_AT
 from alight_server.trainer.backends.policy_set import PolicySet
 from alight_server.trainer.config.run import TrainConfig
 from alight_server.trainer.report.display import RunDisplay
@@ -69,7 +71,9 @@ def train_step(
     tokenizer = live.tokenizer
     taken = live.rollouts.take(step, policy_version, display)
     phase = taken.phase
-    metrics = {**rollout_metrics(phase), **taken.metrics}
+    # What the step's rollouts cost, per success and per accepted patch (alight/cost.py; `prices:` for money).
+    cost = cost_summary(phase.rollouts, phase.trajectories, cfg.prices, SUCCESS_AT)
+    metrics = {**rollout_metrics(phase), **taken.metrics, **cost.metrics()}
     # Supervised steps on traces need no reward unless their selection reads one.
     if needs_rewards(cfg.algorithm.estimator, cfg.sft) and (hint := phase.no_reward_hint()):
         display.line(f"step {step + 1}: [yellow]{hint}[/]") if display.enabled else log.warning(hint)
