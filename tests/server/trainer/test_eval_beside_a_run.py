@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -34,7 +35,8 @@ def alight(*args: str) -> str:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A one-step run of the tiny model, 3 held-out tasks x 2 samples: its config file and what it printed."""
+    """A one-step run of the tiny model, 3 held-out tasks x 2 samples, gated as a CI job gates it (--gate, JUnit
+    XML and a Markdown summary in the config's folder): its config file and what it printed."""
     folder = tmp_path_factory.mktemp("run")
     (folder / "scoring.py").write_text(SCORING)
     raw = tiny_run_config(
@@ -44,7 +46,12 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     (folder / "val.jsonl").write_text("".join(json.dumps({"word": w}) + "\n" for w in WORDS[:3]))
     config = folder / "config.yaml"
     config.write_text(json.dumps(raw))  # JSON is YAML
-    return config, alight("train", str(config), "--quiet")
+    done = subprocess.run([ALIGHT, "train", str(config), "--quiet", "--gate", "--junit", str(folder / "train.xml"),
+                           "--markdown", str(folder / "train.md")],
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)  # fmt: skip
+    # the evaluator scores by word alone, so the last validation scores as the first: no change, exit 3
+    assert done.returncode == 3, done.stdout[-4000:] + done.stderr[-4000:]
+    return config, done.stdout
 
 
 def cells(text: str, row: str) -> list[str]:
@@ -90,6 +97,21 @@ def test_train_compares_its_last_validation_with_its_first_paired_by_task(traine
     assert (config.parent / "run" / "comparison.png").is_file()
 
 
+def test_train_gates_on_its_verdict_as_eval_does(trained: tuple[Path, str]) -> None:
+    config, text = trained
+    verdict = "verdict: no change (exit 3; after training (step 1) no change)"
+    assert text.rstrip().endswith(verdict), text  # the fixture saw the exit status: 3
+    markdown = (config.parent / "train.md").read_text()
+    assert markdown.startswith(f"## alight train {verdict}"), markdown
+    assert "| success (reward ≥ 1) | 0.333 | 0.333 | +0.000 ± 0.000 | within noise |" in markdown, markdown
+    suites = ElementTree.parse(config.parent / "train.xml").getroot()
+    (suite,) = suites
+    assert (suites.get("name"), suite.get("name")) == ("alight train", "after training (step 1) vs before training")
+    cases = {case.get("name"): case for case in suite}
+    assert {"success", "reward", "gate_violations"} <= set(cases), cases
+    assert suite.get("failures") == "0" and not any(case.find("failure") is not None for case in suite)
+
+
 def test_a_checkpoint_is_a_candidate_beside_the_base_policy(trained: tuple[Path, str]) -> None:
     config, _ = trained
     run = config.parent / "run"
@@ -103,6 +125,18 @@ def test_a_checkpoint_is_a_candidate_beside_the_base_policy(trained: tuple[Path,
     document = json.loads((folder / "comparison.json").read_text())
     assert document["candidates"][0]["checkpoint"] == str(run.resolve()), document
     assert document["comparisons"][0]["tasks"] == 3
+
+    # against the base policy's saved report (a pilot's recorded baseline) the checkpoint runs alone: CONFIG is
+    # not run again as a candidate of its own
+    saved = folder / "config" / "report.json"
+    done = subprocess.run([ALIGHT, "eval", str(config), "--baseline", str(saved), "--checkpoint", str(run),
+                           "--name", "saved"], capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert done.returncode == 3, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "verdict: no change (exit 3; checkpoint-run no change)" in done.stdout, done.stdout
+    document = json.loads((run / "eval" / "saved" / "comparison.json").read_text())
+    assert document["baseline"]["source"] == str(saved), document
+    assert [c["name"] for c in document["candidates"]] == ["checkpoint-run"], document
+    assert sorted(p.name for p in (run / "eval" / "saved").iterdir() if p.is_dir()) == ["checkpoint-run"]
 
 
 def test_the_dashboards_validation_band_is_the_tables_interval(trained: tuple[Path, str]) -> None:

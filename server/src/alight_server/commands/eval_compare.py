@@ -67,7 +67,9 @@ def candidates(
 ) -> tuple[Candidate, list[Candidate]]:
     """The baseline and the candidates the options name, in order, with names unique as folder names."""
     runs: list[Candidate] = []
-    if config is not None:
+    # CONFIG is a candidate of its own unless a saved baseline stands for it and variants or checkpoints of it are
+    # the candidates: `--baseline base/report.json --checkpoint RUN` runs the checkpoint alone, not CONFIG again.
+    if config is not None and (baseline is None or not (variants or checkpoints)):
         runs.append(Candidate(folder_name(config.stem), config, source=str(config)))
     for path in against:
         if path.suffix == ".json":  # a saved report: named by its folder (OUTPUT_DIR/eval/NAME/report.json)
@@ -193,18 +195,18 @@ def exit_status(comparisons: Sequence[Comparison], reports: dict[str, EvalReport
     return code, f"verdict: {OUTCOMES[code]} (exit {code}; {each})"
 
 
-def write_junit(path: Path, comparisons: Sequence[Comparison]) -> None:
+def write_junit(path: Path, comparisons: Sequence[Comparison], command: str = "alight eval") -> None:
     """A JUnit XML report: one test case per candidate and metric, failed when the candidate is worse in it."""
     from xml.etree import ElementTree
 
-    suites = ElementTree.Element("testsuites", name="alight eval")
+    suites = ElementTree.Element("testsuites", name=command)
     for comparison in comparisons:
         failures = [m for m in comparison.metrics if m.verdict == "worse"]
         suite = ElementTree.SubElement(suites, "testsuite", name=f"{comparison.candidate} vs {comparison.baseline}",
                                        tests=str(len(comparison.metrics)), failures=str(len(failures)), errors="0")  # fmt: skip
         for m in comparison.metrics:
             case = ElementTree.SubElement(
-                suite, "testcase", classname=f"alight.eval.{comparison.candidate}", name=m.metric
+                suite, "testcase", classname=f"{command.replace(' ', '.')}.{comparison.candidate}", name=m.metric
             )
             text = f"{m.label}: {signed_interval(m.difference, m.error)} ({INTERVAL}, paired): {m.verdict}"
             if m.verdict == "worse":
@@ -215,9 +217,11 @@ def write_junit(path: Path, comparisons: Sequence[Comparison]) -> None:
     path.write_bytes(ElementTree.tostring(suites, encoding="utf-8", xml_declaration=True))
 
 
-def write_markdown(path: Path, comparisons: Sequence[Comparison], verdict_line: str) -> None:
+def write_markdown(
+    path: Path, comparisons: Sequence[Comparison], verdict_line: str, command: str = "alight eval"
+) -> None:
     """A Markdown summary (a CI job's step summary): the verdict and one table per candidate."""
-    lines = [f"## alight eval {verdict_line}", ""]
+    lines = [f"## {command} {verdict_line}", ""]
     for c in comparisons:
         lines += [f"### {c.candidate} vs {c.baseline}", "",
                   f"{c.tasks} tasks paired; difference {INTERVAL}, paired.", "",

@@ -6,11 +6,14 @@ import json
 import os
 import signal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from alight_server.commands.options import SettingsOption
+
+if TYPE_CHECKING:
+    from alight.evaluation import Comparison, EvalReport
 
 
 def _parse_value(text: str) -> Any:
@@ -33,36 +36,62 @@ def parse_settings(settings: list[str] | None) -> dict[str, Any]:
     return overrides
 
 
-def print_validation_reports(run_dir: Path) -> None:
+def print_validation_reports(run_dir: Path) -> tuple[Comparison | None, dict[str, EvalReport], str]:
     """The evaluation report of the run's first and last validation (as `alight eval` prints it), and the last
     compared with the first as `alight eval --against` compares candidates: paired by task (each validation runs
     the same held-out tasks, validation.samples_per_task times), each metric's difference ± 2 SE and its verdict,
-    also written as comparison.json and comparison.png in the run's folder."""
+    also written as comparison.json and comparison.png in the run's folder.
+
+    Returns the comparison (None when there is nothing to pair), the two reports by name and, without a
+    comparison, why: what `--gate`, `--junit` and `--markdown` read (`gate`)."""
     from alight.evaluation import compare_reports
     from alight_server.commands.eval_compare import Candidate, write_comparison
     from alight_server.evaluation.policy import validation_reports
 
     reports = validation_reports(run_dir)
     if not reports:
-        return
+        return None, {}, "the run recorded no validation"
     steps = sorted(reports)
     for step in dict.fromkeys([steps[0], steps[-1]]):
         title = "before training" if step == steps[0] else f"after training (step {step})"
         typer.echo("\n".join(reports[step].lines(title)))
     if len(steps) < 2:
-        return
+        return None, {}, "the run validated once: no validation after training to compare"
     names = ("before training", f"after training (step {steps[-1]})")
+    named = {names[0]: reports[steps[0]], names[1]: reports[steps[-1]]}
     try:
         comparison = compare_reports(reports[steps[0]], reports[steps[-1]], names)
     except ValueError as exc:  # a run resumed with other validation tasks: nothing to pair
         typer.echo(f"no paired comparison of the validations: {exc}")
-        return
+        return None, named, f"no paired comparison of the validations ({exc})"
     typer.echo("\n".join(comparison.lines()))
     first, last = (
         Candidate(names[0], source=f"validation at step {steps[0]}"),
         Candidate(names[1], source=f"validation at step {steps[-1]}"),
     )
     write_comparison(run_dir, first, [last], [comparison])
+    return comparison, named, ""
+
+
+def gate(
+    compared: tuple[Comparison | None, dict[str, EvalReport], str], junit: Path | None, markdown: Path | None
+) -> tuple[int, str]:
+    """The run's verdict as `alight eval` gives a comparison's (commands/eval_compare.py `exit_status`): its exit
+    status and line, with the JUnit XML and Markdown summary written where asked. No comparison to judge is an
+    infrastructure failure (exit 1): a gate must not pass a run it could not judge."""
+    from alight_server.commands.eval_compare import EXIT_FAILED, exit_status, write_junit, write_markdown
+
+    comparison, reports, why = compared
+    if comparison is None:
+        code, verdict = EXIT_FAILED, f"verdict: infrastructure failure (exit {EXIT_FAILED}; {why})"
+    else:
+        code, verdict = exit_status([comparison], reports)
+    comparisons = [comparison] if comparison is not None else []
+    if junit is not None:
+        write_junit(junit, comparisons, command="alight train")
+    if markdown is not None:
+        write_markdown(markdown, comparisons, verdict, command="alight train")
+    return code, verdict
 
 
 def register(app: typer.Typer) -> None:
@@ -91,8 +120,24 @@ def train(
     ),
     settings: SettingsOption = None,
     quiet: bool = typer.Option(False, "--quiet", help="No live progress display."),
+    gate_on: bool = typer.Option(
+        False,
+        "--gate",
+        help="Exit with the verdict of the last validation against the first, as alight eval's comparison "
+        "does: 0 improved, 3 no change, 4 worse, 5 safety regression, 1 infrastructure failure.",
+    ),
+    junit: Path | None = typer.Option(
+        None,
+        "--junit",
+        help="Also write the first/last validation comparison as JUnit XML (a failed case per metric worse).",
+    ),
+    markdown: Path | None = typer.Option(
+        None, "--markdown", help="Also write a Markdown summary of it (the verdict and the table)."
+    ),
 ) -> None:
-    """Train the policy on the agent's rollouts; prints a before/after table and the plot path."""
+    """Train the policy on the agent's rollouts; prints a before/after table and the plot path. Exits 0 when
+    the run ends, 1 when it fails; with --gate, with the verdict of its last validation against its first
+    (docs/training.md, "Comparing candidates")."""
     named = {"steps": steps, "optimizer.lr": lr, "seed": seed, "output_dir": output_dir, "server.url": server,
              "server.inference_url": inference_url}  # fmt: skip
     train_config = _train_config(config, settings, named, init_from)
@@ -102,7 +147,9 @@ def train(
 
         follow_rank(train_config)
         return
-    _run(train_config, resume=resume, quiet=quiet)
+    code = _run(train_config, resume=resume, quiet=quiet, reports=(junit, markdown), gate_on=gate_on)
+    if code:
+        raise typer.Exit(code)
 
 
 def _train_extra_missing(exc: ImportError) -> typer.Exit:
@@ -142,8 +189,11 @@ def _train_config(config: Path, settings: list[str] | None, named: dict[str, Any
     return train_config.model_copy(update={"model": model})
 
 
-def _run(train_config: Any, *, resume: bool, quiet: bool) -> None:
-    """The training run on the embedded stack (or the configured server), then its validation reports."""
+def _run(
+    train_config: Any, *, resume: bool, quiet: bool, reports: tuple[Path | None, Path | None], gate_on: bool
+) -> int:
+    """The training run on the embedded stack (or the configured server), then its validation reports; the
+    exit status (the verdict's with `gate_on`)."""
     try:
         from alight_server.stacks.opening import TrainingStacks
         from alight_server.trainer.run.loop import TrainingRun
@@ -157,5 +207,10 @@ def _run(train_config: Any, *, resume: bool, quiet: bool) -> None:
     except (RuntimeError, ValueError, FileNotFoundError) as exc:
         typer.echo(f"alight train: {exc}", err=True)
         raise typer.Exit(1) from exc
-    print_validation_reports(result.run_dir)
+    compared = print_validation_reports(result.run_dir)
     typer.echo(f"summary: {result.summary_path}")
+    if not gate_on and reports == (None, None):
+        return 0
+    code, verdict = gate(compared, *reports)
+    typer.echo(verdict)
+    return code if gate_on else 0
