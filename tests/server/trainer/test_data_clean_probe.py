@@ -30,7 +30,8 @@ def test_the_probe_keeps_mixed_tasks_drops_easy_ones_and_samples_the_hard_ones(t
         "rollout_timeout_s": 240,
         "output_dir": str(tmp_path / "run"),
         "inference": {"device": "cpu", "torch_threads": 1},
-        "controller": {"concurrency": 2},
+        # Probe rollouts forked from one process that imported the agent (openai: over a CPU-second a start).
+        "controller": {"concurrency": 2, "preload": True},
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     argv = [ALIGHT, "data", "clean", str(tmp_path / "tasks.jsonl"), "--out-dir", str(tmp_path / "clean")]
