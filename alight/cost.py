@@ -151,10 +151,15 @@ class CostSummary:
         return cls(**{name: data[name] for name in names}, total=Cost(**data["total"]))
 
     def as_dict(self) -> dict[str, Any]:
+        """JSON: the per-unit figures None where there is no unit (JSON has no NaN)."""
+
+        def finite(values: dict[str, float]) -> dict[str, float | None]:
+            return {k: None if math.isnan(v) else v for k, v in values.items()}
+
         return {
             **asdict(self),
-            "per_success": self.per(self.successes),
-            "per_accepted_patch": self.per(self.accepted_patches),
+            "per_success": finite(self.per(self.successes)),
+            "per_accepted_patch": finite(self.per(self.accepted_patches)),
         }
 
     def metrics(self, prefix: str = "cost/") -> dict[str, float]:

@@ -39,6 +39,7 @@ from alight_testing.tiny_run import tiny_run_config
 from tests.server.ui.live_probe import LiveProbe, LiveView, Tee
 
 AGENT = Path(__file__).parent / "agents" / "dash_agent.py"
+PRICES = {"device_second": 0.5, "sandbox_second": 0.01}  # local inference: by the model-second
 ADMIN_KEY = "alk_dashboard-test-key"
 SCRIPT = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 XSS_ROLLOUT = "xss-rollout"
@@ -62,6 +63,7 @@ def _train(folder: Path) -> tuple[Path, LiveView]:
     raw = tiny_run_config(
         folder, f"{AGENT}:main", tasks, validation={"samples_per_task": 2}, samples={"exclude_models": ["*haiku*"]}
     )
+    raw["prices"] = PRICES  # the run page's cost chart and the capture health's cost per success
     stderr = Tee(sys.stderr)
     probe = LiveProbe(stderr, folder / "run" / "alight.db")
     with contextlib.redirect_stderr(stderr):  # type: ignore[type-var]

@@ -12,13 +12,23 @@ from typing import Any
 import pytest
 
 from alight.api_models import RolloutQuery
+from alight.cost import Prices, cost_summary
+from alight.evaluation import SUCCESS_AT
 from alight.schemas import Mode, RolloutState
 from alight_server.trainer.config.sections import SamplesConfig
 from alight_server.trainer.step.samples import SampleConfig, build_samples
 from alight_server.trajectories.call_output import call_output
 from alight_server.trajectories.join import build_trajectory
 from alight_server.ui import summaries
-from tests.server.ui.conftest import ADMIN_KEY, GATE_VIOLATIONS, SCRIPT, XSS_ROLLOUT, Dashboard, screenshot
+from tests.server.ui.conftest import (
+    ADMIN_KEY,
+    GATE_VIOLATIONS,
+    PRICES,
+    SCRIPT,
+    XSS_ROLLOUT,
+    Dashboard,
+    screenshot,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -79,6 +89,7 @@ def test_run_page_draws_each_curve_with_uplot_from_the_reported_steps(page: Any,
         ("integrity (share)", "violations", "integrity/violation_share"),
         ("integrity (share)", "review flags", "integrity/flag_share"),
         ("quarantined rollouts", "pending review", "integrity/quarantined"),
+        ("cost in USD (per success, step total)", "step total", "cost/usd"),
     ):
         expected = [(s.step, pytest.approx(s.metrics[key])) for s in steps if key in s.metrics]
         assert expected and _series(charts[title], label) == expected, title
@@ -225,6 +236,17 @@ def test_capture_health_counts_match_the_store(page: Any, dashboard: Dashboard) 
         assert cell("truncated_calls") == str(sum(call_output(c).finish_reason == "length" for c in calls))
         kinds = sorted(a.failure_kind.value for r in rollouts for a in r.attempts if a.failure_kind)
         assert cell("failures") == (", ".join(f"{k} 1" for k in kinds) if kinds else "0")
+        # what the step cost, from the store at the run's prices, as its metrics count it (alight/cost.py)
+        finished = [r for r in rollouts if r.state in (RolloutState.SUCCEEDED, RolloutState.FAILED) and r.attempts]
+        cost = cost_summary(
+            finished, [build_trajectory(store, r.id) for r in finished], Prices.model_validate(PRICES), SUCCESS_AT
+        )
+        if cost.successes:
+            per = cost.per(cost.successes)
+            assert cell("cost").endswith(f"{per['tokens']:.0f} tokens ({cost.successes} successes)")
+            assert cell("cost").startswith("$") and cost.total.usd > 0
+        else:
+            assert cell("cost") == f"no success ({cost.total.tokens} tokens spent)"
     assert page.locator("#health tr[data-step='2'] td[data-k='failures']").inner_text() == "infra 1, task 1"
     screenshot(page, "health", "#health")
     assert page.errors == []

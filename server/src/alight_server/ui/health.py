@@ -7,6 +7,7 @@ flagged, calls cut off at their length limit (finish reason `length`), and the h
 (`reward_hacking` events from alight_sandbox.guards, by rule: the trainer leaves those rollouts out).
 With several policies the builder runs on each policy's share of the calls, as the trainer does, and the
 step also gives each policy's own counts (`policies`); a call's `policy:<name>` flag is routing, not a flag.
+Each step also says what its rollouts cost (`cost`: alight/cost.py at the run's `prices:`, as its metrics do).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from alight.evaluation import REWARD_HACKING
+from alight.cost import Prices, cost_summary
+from alight.evaluation import REWARD_HACKING, SUCCESS_AT
 from alight.schemas import Mode, Rollout, RolloutState, Trajectory
 from alight_server.policies.routing import POLICY_FLAG
 from alight_server.store import Store
@@ -36,14 +38,25 @@ def run_health(store: Store, run_id: str) -> dict[str, Any]:
     config = samples.sample_config(run.config)
     decode = samples.decoder(samples.model_name(store, run.config))
     policies = samples.run_policies(run.config)  # {} for one policy
-    steps = [step_health(store, step, rollouts, config, decode, policies) for step, rollouts in sorted(by_step.items())]
+    priced = (run.config or {}).get("prices")
+    prices = Prices.model_validate(priced) if priced else None  # as the trainer validated it
+    steps = [
+        step_health(store, step, rollouts, config, decode, policies, prices)
+        for step, rollouts in sorted(by_step.items())
+    ]
     return {"run_id": run_id, "steps": steps}
 
 
 def step_health(
-    store: Store, step: int, rollouts: list[Rollout], config: Any, decode: Any, policies: Mapping[str, str | None]
+    store: Store,
+    step: int,
+    rollouts: list[Rollout],
+    config: Any,
+    decode: Any,
+    policies: Mapping[str, str | None],
+    prices: Prices | None = None,
 ) -> dict[str, Any]:
-    """One step's counts. With several `policies` (name -> named reward) the builder runs on each policy's share
+    """One step's counts, and what its rollouts cost (alight/cost.py, as the step's `cost/` metrics). With several `policies` (name -> named reward) the builder runs on each policy's share
     of the calls (ui/policy_parts.py, as the trainer splits them): counts are summed, a rollout left out of any
     policy's samples counts once per reason, and `policies` in the answer gives each policy's own counts."""
     from alight_server.trainer.step.samples import build_samples
@@ -96,6 +109,7 @@ def step_health(
         "trained_tokens": total["trained_tokens"],
         "gate_violations": dict(sorted(Counter(rule for rules in gates.values() for rule in rules).items())),
         "gate_flagged_rollouts": sum(bool(rules) for rules in gates.values()),
+        "cost": cost_summary(finished, trajectories, prices, SUCCESS_AT).as_dict(),
     }
     return {**health, "policies": own} if own else health
 

@@ -135,6 +135,10 @@ function table(headers, rows, attrs) {
 
 const CURVES = [
   ["train reward (mean, 1 sd band)", (m) => [["reward", m["train/reward_mean"], m["train/reward_std"]]]],
+  // What a success costs, beside what it earns (alight/cost.py; money only with `prices:` in the config).
+  ["cost in USD (per success, step total)", (m) => [["per success", m["cost/usd_per_success"]], ["per accepted patch", m["cost/usd_per_accepted_patch"]], ["step total", m["cost/usd"]]], { needs: "cost/usd" }],
+  ["cost in tokens (per success, step total)", (m) => [["per success", m["cost/tokens_per_success"]], ["per accepted patch", m["cost/tokens_per_accepted_patch"]],
+    ["step total", m["cost/prompt_tokens"] === undefined ? undefined : m["cost/prompt_tokens"] + m["cost/completion_tokens"]]], { needs: "cost/prompt_tokens" }],
   ["validation mean reward (± 2 SE, clustered by task)", null, { name: "val" }],
   ["loss", (m) => [["loss", m["train/loss"]]]],
   ["KL (approx)", (m) => [["kl", m["train/approx_kl"]]]],
@@ -147,7 +151,7 @@ const CURVES = [
 ];
 
 // the run's, however many policies it trains
-const RUN_WIDE = ["tokens / s", "phase times (s)", "integrity (share)", "quarantined rollouts"];
+const RUN_WIDE = ["cost in USD (per success, step total)", "cost in tokens (per success, step total)", "tokens / s", "phase times (s)", "integrity (share)", "quarantined rollouts"];
 
 // specs: CURVES, or Policies.curves for a several-policy run. A pick returns [name, value, std?, colour?] per series.
 function curves(runId, steps, validation, specs) {
@@ -196,7 +200,10 @@ async function runPage(runId) {
   if (run.status === "running" && !timer) setTimeout(() => { if (!timer) timer = setInterval(() => refresh(page), 5000); });
   const order = Policies.configured(run.config);
   const names = [...new Set([...order, ...Policies.inMetrics(steps, order)])];
-  const specs = names.length ? Policies.curves(names, order, steps, CURVES.filter(([t]) => RUN_WIDE.includes(t))) : CURVES;
+  // A chart that `needs` a metric (cost) is drawn for runs that report it: not for a run from before it, nor money unpriced.
+  const shown = CURVES.filter(([, , opts]) => !opts?.needs || steps.some((s) => s.metrics[opts.needs] !== undefined))
+    .map(([title, pick, opts]) => [title, pick, opts?.needs ? undefined : opts]);
+  const specs = names.length ? Policies.curves(names, order, steps, shown.filter(([t]) => RUN_WIDE.includes(t))) : shown;
   const stepRows = steps.map((s) => {
     const m = s.metrics, train = s.step > 0;
     return h("tr", {},
@@ -249,11 +256,21 @@ function healthTable(runId, health, order) {
     h("td", { "data-k": "dropped_rollouts" }, counts(s.dropped_rollouts)),
     h("td", { "data-k": "dropped" }, counts(s.dropped_calls)),
     h("td", { "data-k": "gates", class: s.gate_flagged_rollouts ? "warn" : null },
-      s.gate_flagged_rollouts ? `${s.gate_flagged_rollouts} rollouts: ${counts(s.gate_violations)}` : "0")),
+      s.gate_flagged_rollouts ? `${s.gate_flagged_rollouts} rollouts: ${counts(s.gate_violations)}` : "0"),
+    h("td", { class: "num", "data-k": "cost" }, costCell(s.cost))),
     ...Object.entries(s.policies || {}).map(([name, p]) => policyHealth(s.step, name, p, order))]);
   return table(["step", "rollouts", "failed attempts (kind)", "calls used", "merged rows", "single-call rows",
     "prefix breaks", "logprob mismatches", "flagged calls", "truncated calls", "dropped rollouts", "dropped calls",
-    "gate violations (rule)"], rows, { id: "health" });
+    "gate violations (rule)", "cost per success"], rows, { id: "health" });
+}
+
+// The step's cost per success (alight/cost.py): money with `prices:`, tokens always, and the successes it is over.
+function costCell(cost) {
+  if (!cost) return "–";
+  const per = cost.per_success;
+  if (per.tokens === null) return `no success (${cost.total.prompt_tokens + cost.total.completion_tokens} tokens spent)`;
+  const money = cost.priced ? `$${num(per.usd, 6)} · ` : "";
+  return `${money}${num(per.tokens, 0)} tokens (${cost.successes} successes)`;
 }
 
 // Under a step of a several-policy run, one row per policy: the builder's counts on that policy's share alone.
@@ -267,7 +284,7 @@ function policyHealth(step, name, p, order) {
     none(), none(), none(),
     h("td", { class: "num", "data-k": "truncated_rows" }, p.truncated_rows ? `${p.truncated_rows} rows` : ""),
     h("td", { "data-k": "dropped_rollouts" }, counts({ ...p.dropped_rollouts, no_named_reward: p.no_named_reward })),
-    none(), none());
+    none(), none(), none());
 }
 
 // ---- rollouts table
