@@ -44,6 +44,20 @@ def test_bad_values_name_the_key_and_the_value(tmp_path: Path) -> None:
         load_config(write(tmp_path, GOOD + "algorithm: {aggregation: mean}\n"))
 
 
+def test_a_price_table_is_read_and_its_mistakes_named_with_their_path(tmp_path: Path) -> None:
+    prices = "prices: {tokens: {gpt-4o: {prompt: 2.5, completion: 10}}, device_second: 0.0008}\n"
+    config = load_config(write(tmp_path, GOOD + prices))
+    assert config.prices is not None and config.prices.tokens["gpt-4o"].completion == 10
+    assert config.prices.device_second == 0.0008 and config.prices.sandbox_second == 0
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, GOOD + "prices: {tokens: {gpt-4o: {prompt: 2.5, output: 10}}, gpu_hour: 2}\n"))
+    message = str(info.value)
+    assert "prices.tokens.gpt-4o.output: unknown key" in message and "prices.gpu_hour: unknown key" in message
+    assert "prices.tokens.gpt-4o.completion: Field required" in message
+    with pytest.raises(ConfigError, match=r"prices.device_second: .*greater than or equal to 0.*got -1"):
+        load_config(write(tmp_path, GOOD + "prices: {device_second: -1}\n"))
+
+
 def test_an_agent_needs_an_entrypoint_or_a_command(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="agent needs `entrypoint`"):
         load_config(write(tmp_path, GOOD.replace("agent: {entrypoint: agent.py:main}", "agent: {}")))
