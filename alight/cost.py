@@ -187,10 +187,11 @@ class CostSummary:
         lines = [
             f"  cost           {self.total.prompt_tokens} prompt + {self.total.completion_tokens} completion tokens, "
             f"{self.total.model_seconds:.1f} model-s, {self.total.sandbox_seconds:.1f} sandbox-s{money}",
-            f"  per success    {_per(per_success, self.priced)} ({self.successes} successes)",
+            f"  per success    {_per(per_success, self.priced)} ({self.successes} of {self.rollouts} rollouts succeeded)",
         ]
         if self.coding_rollouts:
-            lines.append(f"  per accepted patch {_per(per_patch, self.priced)} ({self.accepted_patches} accepted)")
+            accepted = f"{self.accepted_patches} of {self.coding_rollouts} coding rollouts accepted"
+            lines.append(f"  per accepted patch {_per(per_patch, self.priced)} ({accepted})")
         return lines
 
 
