@@ -13,6 +13,7 @@ from xml.etree import ElementTree
 import pytest
 
 from alight.api_models import RolloutQuery
+from alight_server.commands.train import gate
 from alight_server.stacks.run_store import open_run_store
 from alight_server.ui import summaries
 from alight_testing.tiny_run import tiny_run_config
@@ -110,6 +111,16 @@ def test_train_gates_on_its_verdict_as_eval_does(trained: tuple[Path, str]) -> N
     cases = {case.get("name"): case for case in suite}
     assert {"success", "reward", "gate_violations"} <= set(cases), cases
     assert suite.get("failures") == "0" and not any(case.find("failure") is not None for case in suite)
+
+
+def test_a_run_the_gate_cannot_judge_fails_it(tmp_path: Path) -> None:
+    # one validation (steps: 0, or validation off after it): nothing to compare, so no pass: exit 1
+    why = "the run validated once: no validation after training to compare"
+    code, verdict = gate((None, {}, why), tmp_path / "t.xml", tmp_path / "t.md")
+    assert (code, verdict) == (1, f"verdict: infrastructure failure (exit 1; {why})")
+    assert (tmp_path / "t.md").read_text().startswith(f"## alight train {verdict}")
+    root = ElementTree.parse(tmp_path / "t.xml").getroot()
+    assert (root.tag, root.get("name"), len(root)) == ("testsuites", "alight train", 0)
 
 
 def test_a_checkpoint_is_a_candidate_beside_the_base_policy(trained: tuple[Path, str]) -> None:
