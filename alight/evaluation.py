@@ -285,6 +285,7 @@ def build_report(
     tool_errors += sum(int(e.payload.get("command_errors", 0)) for e in events if e.kind == EPISODE)
     gates, flags = _rollouts_per_rule(events, REWARD_HACKING), _rollouts_per_rule(events, REVIEW_FLAG)
     per_task, digests = _per_task(rollouts, trajectories, events, success_at)
+    cost = cost_summary(rollouts, trajectories, prices, success_at)
     return EvalReport(
         rollouts=len(rollouts),
         scored=sum(map(len, by_task.values())),
@@ -294,8 +295,8 @@ def build_report(
         mean_reward=mean,
         mean_reward_se=mean_se,
         tool_errors=tool_errors,
-        prompt_tokens=sum(len(c.prompt_token_ids) for c in calls),
-        completion_tokens=sum(len(c.response_token_ids) for c in calls),
+        prompt_tokens=cost.total.prompt_tokens,
+        completion_tokens=cost.total.completion_tokens,
         model_calls=len(calls),
         latency_p50_ms=_quantile(latencies, 0.5),
         latency_p95_ms=_quantile(latencies, 0.95),
@@ -306,7 +307,7 @@ def build_report(
         success_at=success_at,
         per_task=per_task,
         task_digests=digests,
-        cost=cost_summary(rollouts, trajectories, prices, success_at).as_dict(),
+        cost=cost.as_dict(),
     )
 
 
