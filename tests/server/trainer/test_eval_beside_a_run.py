@@ -43,6 +43,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     raw = tiny_run_config(
         folder, f"{AGENT}:main", [{"word": w} for w in WORDS * 2], evaluator=f"{folder / 'scoring.py'}:score",
         dataset={"val": str(folder / "val.jsonl")}, validation={"samples_per_task": 2}, steps=1,
+        prices={"sandbox_second": 0.001},  # the reports' cost lines: money from the run's own price table
     )  # fmt: skip
     (folder / "val.jsonl").write_text("".join(json.dumps({"word": w}) + "\n" for w in WORDS[:3]))
     config = folder / "config.yaml"
@@ -81,6 +82,15 @@ def test_the_table_and_the_reports_under_it_print_the_same_intervals(trained: tu
     # apple 1.0, kiwi 0.5, fig 0.0, each twice: mean 0.5, success 1/3 (rewards come from the evaluator alone)
     assert cells(text, "validation mean reward")[0].startswith("0.500 ± "), text
     assert cells(text, "validation success")[0].startswith("0.333 ± "), text
+
+
+def test_train_s_validation_reports_cost_each_success_at_the_run_s_prices(trained: tuple[Path, str]) -> None:
+    _, text = trained
+    # read back from the run's store and its run.json's prices: (validation_reports), each report's cost in USD
+    for title in ("before training", "after training (step 1)"):
+        assert "sandbox-s, $0.0" in reported(text, title, "cost"), text  # not "(no prices: in the config)"
+    per_success = [line for line in text.splitlines() if line.startswith("  per success ")]
+    assert len(per_success) >= 2 and all("(2 of 6 rollouts succeeded)" in line for line in per_success[:2]), text
 
 
 def test_train_compares_its_last_validation_with_its_first_paired_by_task(trained: tuple[Path, str]) -> None:

@@ -42,7 +42,7 @@ def validation_reports(run_dir: Path) -> dict[int, EvalReport]:
     if not db.is_file():
         return {}
     run_json = run_dir / "run.json"  # the run's config, with its price table
-    priced = json.loads(run_json.read_text())["config"].get("prices") if run_json.is_file() else None
+    priced = json.loads(run_json.read_text()).get("config", {}).get("prices") if run_json.is_file() else None
     prices = Prices.model_validate(priced) if priced else None
     store = open_run_store(run_dir)  # with the data keys the run's server sealed its content under
     try:
