@@ -102,6 +102,11 @@ def test_train_compares_its_last_validation_with_its_first_paired_by_task(traine
     # the evaluator scores by word alone: the same tasks score the same before and after, 0 ± 0 within noise
     for label in ("success (reward ≥ 1)", "mean reward"):
         assert rows[label].endswith("+0.000 ± 0.000     within noise"), text
+    # the table's gain line carries the same paired interval (unpaired it would be ± 0.5 here, not ± 0)
+    assert (
+        "validation gain in mean reward: +0.000 ± 0.000 (± 2 SE: 95% interval, clustered by task, paired by task)"
+        in text
+    )
     document = json.loads((config.parent / "run" / "comparison.json").read_text())
     (comparison,) = document["comparisons"]
     assert (comparison["baseline"], comparison["tasks"]) == ("before training", 3), comparison

@@ -61,6 +61,23 @@ def test_the_before_after_table_prints_the_interval_and_the_gain(tmp_path: Path)
     text = out.getvalue()
     assert "0.400 ± 0.100" in text and "0.700 ± 0.080" in text
     assert f"validation gain in mean reward: +0.300 ± {2 * math.hypot(0.05, 0.04):.3f} (± 2 SE" in text
+    assert "clustered by task, unpaired)" in text  # a history without the paired error (e.g. resumed since)
+
+
+def test_the_gain_carries_the_paired_error_the_last_validation_recorded(tmp_path: Path) -> None:
+    history: list[dict[str, Any]] = [
+        {"step": 0, "val/score": 0.4, "val/score_se": 0.05},
+        {"step": 1, "val/score": 0.7, "val/score_se": 0.04, "val/score_gain": 0.3, "val/score_gain_se": 0.02},
+    ]
+    out = io.StringIO()
+    display = RunDisplay(1, console=Console(file=out, width=200), enabled=False)
+    finish_run(history, tmp_path, "tiny", 1, 1, 64, display, _Log())  # type: ignore[arg-type]
+    assert (
+        "validation gain in mean reward: +0.300 ± 0.040 (± 2 SE: 95% interval, clustered by task, paired by task)"
+        in out.getvalue()
+    )
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert (summary["val_gain_se"], summary["val_gain_paired"]) == (0.02, True)
 
 
 def test_the_summary_says_how_often_people_rejected_what_the_gates_passed(tmp_path: Path) -> None:

@@ -84,10 +84,16 @@ def _before_after(vals: list[dict[str, Any]], metric: str, name: str) -> dict[st
     se_before = vals[0].get(f"{metric}_se") if vals else None
     se_after = vals[-1].get(f"{metric}_se") if len(vals) > 1 else None
     gain = after - before if before is not None and after is not None else None
-    # independent-samples error of the difference: the two validations sample the policy afresh
-    gain_se = math.hypot(se_before, se_after) if se_before is not None and se_after is not None else None
+    # Paired by task where the last validation recorded it (the same tasks, so an easy one is easy for both);
+    # else (a run resumed since its first validation) the independent-samples error of the difference.
+    paired_se = vals[-1].get(f"{metric}_gain_se") if len(vals) > 1 else None
+    if paired_se is not None:
+        gain_se = paired_se
+    else:
+        gain_se = math.hypot(se_before, se_after) if se_before is not None and se_after is not None else None
     return {f"{name}_before": before, f"{name}_after": after, f"{name}_before_se": se_before,
-            f"{name}_after_se": se_after, f"{name}_gain": gain, f"{name}_gain_se": gain_se}  # fmt: skip
+            f"{name}_after_se": se_after, f"{name}_gain": gain, f"{name}_gain_se": gain_se,
+            f"{name}_gain_paired": paired_se is not None}  # fmt: skip
 
 
 def _print_summary(display: RunDisplay, summary: dict[str, Any], k: int, val_tasks: int, run_dir: Path) -> None:
@@ -107,7 +113,8 @@ def _print_summary(display: RunDisplay, summary: dict[str, Any], k: int, val_tas
     gain, gain_se = summary["val_gain"], summary["val_gain_se"]
     if gain is not None:
         within = "" if gain_se is None or math.isnan(gain_se) else f" ± {Z * gain_se:.3f}"
-        display.console.print(f"validation gain in mean reward: {gain:+.3f}{within} ({INTERVAL})")
+        paired = ", paired by task" if summary["val_gain_paired"] else ", unpaired"
+        display.console.print(f"validation gain in mean reward: {gain:+.3f}{within} ({INTERVAL}{paired})")
     if summary["audits_decided"]:
         display.console.print(f"random audit: people rejected {summary['audit_rejected']:.1%} of the "
                               f"{summary['audits_decided']} decided audits of rollouts the gates had passed")  # fmt: skip

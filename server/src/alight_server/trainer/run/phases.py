@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from alight.client import AlightClient
+from alight.evaluation import paired_difference
 from alight.schemas import Mode, Trajectory
 from alight_server.trainer.config.policies import PolicyConfig
 from alight_server.trainer.config.run import TrainConfig
@@ -30,6 +31,7 @@ from alight_server.trainer.run.rollouts import (
     create_group_rollouts,
     score_and_error,
     scored,
+    scores_by_task,
     success_and_error,
     wait_all,
 )
@@ -80,6 +82,8 @@ class RunPhases:
     run_dir: Path
     splits: TaskSplits
     cursor: TaskCursor
+    # The first validation's scores by task (its index in the held-out split), to pair the later ones with.
+    first_val: dict[str, list[float]] | None = field(default=None, init=False)
 
     def start(self, prefix: str, tasks: list[Any], n: int, mode: Mode, step: int, label: str) -> StartedPhase:
         cfg = self.config
@@ -111,6 +115,21 @@ class RunPhases:
         if not tasks:
             return None
         return self.start(f"{self.run_id}-reg{step:05d}", tasks, 1, Mode.VAL, step, f"regression tasks at step {step}")
+
+    def paired_with_first(self, step: int, trajectories: list[Trajectory]) -> dict[str, float]:
+        """`val/score_gain` and `val/score_gain_se`: this validation's mean reward against the run's first,
+        paired by task (alight.evaluation `paired_difference`, as `alight eval` compares candidates), so the
+        before/after gain and the paired comparison printed under it carry one interval. {} for the first
+        validation (step 0), and after a resume (the first one's scores by task are not checkpointed)."""
+        # A validation's group ids are {run}-val{step}-t{index}: the index names the held-out task.
+        by_task = {group.rpartition("-")[2]: scores for group, scores in scores_by_task(trajectories).items()}
+        if step == 0:
+            self.first_val = by_task
+            return {}
+        if self.first_val is None:
+            return {}
+        gain, error, _ = paired_difference(self.first_val, by_task)
+        return {"val/score_gain": gain, "val/score_gain_se": error}
 
     def wait(self, phase: StartedPhase, display: RunDisplay) -> RolloutPhase:
         def show(p: Progress) -> None:
@@ -150,6 +169,7 @@ class RunPhases:
                 "val/rollouts": float(len(scores)),
                 "time/val_s": phase.seconds,
                 **policy_scores(phase.trajectories, self.config.policies),
+                **self.paired_with_first(step, phase.trajectories),
             }
         if regressions is not None:
             again = self.wait(regressions, display).trajectories
