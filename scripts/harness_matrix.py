@@ -1,12 +1,12 @@
-"""Run the harness-matrix tests and write their results into the README's table.
+"""Run the harness-matrix tests and write their results into docs/integrations.md's table.
 
-    .venv/bin/python scripts/harness_matrix.py            # runs `pytest -m harness`, rewrites README.md
-    .venv/bin/python scripts/harness_matrix.py --check    # exits 1 if the README's table is out of date
+    .venv/bin/python scripts/harness_matrix.py            # runs `pytest -m harness`, rewrites docs/integrations.md
+    .venv/bin/python scripts/harness_matrix.py --check    # exits 1 if the table in docs/integrations.md is out of date
     .venv/bin/python scripts/harness_matrix.py --last     # rewrites it from the last run's results, no tests
 
 The last run's results (.alight/harness-matrix.json) are written by this script's own run and by the whole
 suite's (scripts/test.sh sets ALIGHT_HARNESS_MATRIX to that file, then runs `--check --last` after pytest, so a
-README cell the suite no longer earns fails the test command).
+matrix cell the suite no longer earns fails the test command).
 
 Each cell is a test marked `@pytest.mark.harness(harness=..., api=..., streamed=..., tools=...)` that
 asserts exact token-id capture of every call the harness made (calls counted at the upstream and in
@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+MATRIX_DOC = ROOT / "docs" / "integrations.md"
 START, END = "<!-- harness-matrix:start -->", "<!-- harness-matrix:end -->"
 APIS = ("chat", "completions", "responses", "messages")
 # (harness, api, streamed, tools) -> why that cell cannot exist
@@ -103,21 +103,24 @@ def render(results: list[dict[str, object]]) -> str:
 
 def main() -> int:
     table = render(last_results() if "--last" in sys.argv else run_tests())
-    text = README.read_text()
+    text = MATRIX_DOC.read_text()
     head, _, rest = text.partition(START)
     _, _, tail = rest.partition(END)
     updated = f"{head}{START}\n{table}\n{END}{tail}"
     if "--check" in sys.argv:
         if updated != text:
-            print("README.md's harness matrix differs from the tests' results (README -, results +):", file=sys.stderr)
+            print(
+                "docs/integrations.md's harness matrix differs from the tests' results (doc -, results +):",
+                file=sys.stderr,
+            )
             diff = difflib.unified_diff(
-                text.splitlines(), updated.splitlines(), "README.md", "results", n=0, lineterm=""
+                text.splitlines(), updated.splitlines(), "docs/integrations.md", "results", n=0, lineterm=""
             )
             print("\n".join(diff), file=sys.stderr)
             print("fix the failing cells, or rewrite the table: scripts/harness_matrix.py --last", file=sys.stderr)
             return 1
         return 0
-    README.write_text(updated)
+    MATRIX_DOC.write_text(updated)
     print(table)
     return 0
 

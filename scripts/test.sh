@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test run: install everything the suite needs, start a throwaway PostgreSQL, lint, type-check, test
-# (and, with no arguments, check the README's harness matrix against the suite's results and test the
+# (and, with no arguments, check the harness matrix in docs/integrations.md against the suite's results and test the
 # integrations at their lowest declared framework versions).
 # Usage: bash scripts/test.sh [pytest args...]   (CI runs it with none: .ci/run)
 set -euo pipefail
@@ -24,7 +24,7 @@ status=0
 .venv/bin/ruff format --check . || status=1
 .venv/bin/pyright || status=1
 
-# The whole run records each harness-matrix cell's outcome (tests/conftest.py) for the README check below.
+# The whole run records each harness-matrix cell's outcome (tests/conftest.py) for the matrix check below.
 recording=()
 if [ "$#" -eq 0 ]; then
   mkdir -p .alight && rm -f .alight/harness-matrix.json
@@ -55,7 +55,7 @@ stamp "pytest done"
 if [ "$rc" -eq 5 ] && [ "$#" -gt 0 ]; then rc=0; fi
 if [ "$rc" -ne 0 ]; then status=$rc; fi
 if [ "$#" -eq 0 ]; then
-  # The README's harness matrix is what this run's tests earned, cell by cell.
+  # docs/integrations.md's harness matrix is what this run's tests earned, cell by cell.
   .venv/bin/python scripts/harness_matrix.py --check --last || status=1
   # Each integration at the lowest framework versions it declares.
   stamp "lowest versions"
