@@ -38,7 +38,7 @@ from safetensors.torch import save_file
 from alight_server.trainer.config.run import load_config
 from alight_server.inference.models import load_policy
 from alight_server.trainer.backends.devices import pick_dtype
-config = load_config(sys.argv[1])
+config = load_config(sys.argv[1], {"model": sys.argv[5]} if sys.argv[5] else None)
 torch.set_num_threads(config.trainer.torch_threads or 2)
 torch.manual_seed(0)
 model, _ = load_policy(config.model, device=torch.device("cpu"), dtype=pick_dtype(config.inference.dtype, torch.device("cpu")))
@@ -136,6 +136,7 @@ def main() -> None:
     parser.add_argument("--config", default=str(ROOT / "examples" / "quickstart" / "config.yaml"))
     parser.add_argument("--steps", type=int, default=1)
     parser.add_argument("--val-tasks", type=int, default=4)
+    parser.add_argument("--model", default="", help="another model than the config's (the smoke run: tiny)")
     parser.add_argument("--full", action="store_true", help="the config as it is: every step, all validation")
     parser.add_argument("--row-tokens", type=int, default=256, help="the floor's row length")
     parser.add_argument("--trained-tokens", type=int, default=64, help="the floor's trained tokens per row")
@@ -155,6 +156,7 @@ def main() -> None:
         if args.only != "floor":
             run_dir = work / "run"
             command = [alight, "train", args.config, "--output-dir", str(run_dir), "--quiet"]
+            command += ["--set", f"model={args.model}"] if args.model else []
             if not args.full:
                 command += [
                     "--steps", str(args.steps), "--set", f"validation.max_tasks={args.val_tasks}",
@@ -168,7 +170,16 @@ def main() -> None:
             floor_dir = work / "floor"
             floor_dir.mkdir()
             sampler, seconds = measured(
-                [python, "-c", FLOOR, args.config, str(floor_dir), str(args.row_tokens), str(args.trained_tokens)],
+                [
+                    python,
+                    "-c",
+                    FLOOR,
+                    args.config,
+                    str(floor_dir),
+                    str(args.row_tokens),
+                    str(args.trained_tokens),
+                    args.model,
+                ],
                 work / "floor.log",
             )
             params = int((work / "floor.log").read_text().split("parameters")[-1].split()[0])
@@ -177,7 +188,7 @@ def main() -> None:
             from alight_server.inference.models import load_policy
             from alight_server.trainer.config.run import load_config
 
-            model, _ = load_policy(load_config(args.config).model, device="cpu")
+            model, _ = load_policy(args.model or load_config(args.config).model, device="cpu")
             params = sum(p.numel() for p in model.parameters())
         print(f"{params / 1e6:.1f} M parameters; peak = the largest sampled sum of Pss over the process tree")
         print(f"{'':14} {'peak memory':>12} {'B/param':>8} {'own VmHWM':>10} {'checkpoint':>11} {'B/param':>8}  time")

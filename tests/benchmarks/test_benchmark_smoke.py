@@ -29,6 +29,7 @@ SECTION = {
     "samples.py": "samples",
     "store.py": "store",
     "async.py": "async",
+    "footprint.py": "footprint",
 }
 
 # benchmark -> (its arguments at a tiny size, the ratio line it must print)
@@ -44,6 +45,10 @@ SMOKE: dict[str, tuple[list[str], str]] = {
     ),
     "samples.py": (["--trajectories", "20", "--baseline-trajectories", "5", "--repeats", "1"], r"speed-up: \d+\.\dx"),
     "store.py": (["--calls", "50"], r"SqlStore on SQLite .*\(\d+\.\d+x baseline\)"),
+    "footprint.py": (
+        ["--model", "tiny", "--steps", "1", "--val-tasks", "1", "--row-tokens", "64", "--trained-tokens", "16"],
+        r"alight / floor: memory \d+\.\d+x, checkpoint \d+\.\d+x",
+    ),
     "async.py": (
         [
             "--steps",
