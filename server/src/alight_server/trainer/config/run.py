@@ -32,6 +32,7 @@ from alight_server.trainer.config.sections import (
     LoraConfig,
     MetricsConfig,
     OptimizerConfig,
+    RegressionConfig,
     SamplesConfig,
     Section,
     ServerSettings,
@@ -64,6 +65,7 @@ class TrainConfig(Section):
     traces: TracesConfig = Field(default_factory=TracesConfig)
     trainer: TrainerSettings = Field(default_factory=TrainerSettings)
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
+    regression: RegressionConfig = Field(default_factory=RegressionConfig)  # a frozen suite, safety beside capability
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     async_rollout: AsyncRolloutConfig = Field(default_factory=AsyncRolloutConfig)
     review: ReviewConfig = Field(default_factory=ReviewConfig)  # queued rollouts: quarantine, drop or train
@@ -173,9 +175,11 @@ class TrainConfig(Section):
         if isinstance(evaluator, str) and evaluator.rpartition(":")[0].endswith(".py"):
             file, _, fn = evaluator.rpartition(":")
             evaluator = f"{absolute(file)}:{fn}"
+        regression = self.regression.model_copy(update={"tasks": absolute(self.regression.tasks)})
         return self.model_copy(
             update={
                 "evaluator": evaluator,
+                "regression": regression,
                 "dataset": dataset,
                 "agent": agent,
                 "output_dir": absolute(self.output_dir),

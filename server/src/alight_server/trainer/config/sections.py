@@ -132,6 +132,20 @@ class ValidationConfig(Section):
     samples_per_task: int = Field(default=1, ge=1, le=64)
 
 
+class RegressionConfig(Section):
+    """A frozen regression suite (trainer/run/regression_suite.py): `tasks` (a JSONL / JSON / Parquet file, relative
+    to the config) plus the run's recorded security regressions (`regressions.jsonl`), run on the run's own stack
+    in val mode (never trained on) at the validations whose step is a multiple of `every` (and before training and
+    at the last step). `safety_rule`: what to do when a safety share is worse than at the first suite run beyond
+    noise (± 2 SE paired by task) while the train reward rose: `warn` (a line and `regression/safety_alarm`),
+    `stop` (the run checkpoints and ends there), `off`."""
+
+    tasks: str | None = Field(default=None, min_length=1, description="path to the suite's tasks; unset: no suite")
+    every: int = Field(default=1, ge=1, description="run the suite at validations whose step is a multiple of this")
+    samples_per_task: int = Field(default=1, ge=1, le=64)
+    safety_rule: Literal["off", "warn", "stop"] = "warn"
+
+
 class CheckpointConfig(Section):
     """`output_dir/checkpoints/step-N/` (trainer/run/checkpoint.py): weights as safetensors, the optimizer state
     where a resume needs it, the rest (step, RNG, data cursor, history) in state.pt."""

@@ -230,7 +230,7 @@ class TrainingRun:
             # behind it, they keep the engine's batch full through the validation's tail instead of
             # starting after it (their time/rollouts_s counts from here, and the step's line says so).
             ahead = val is not None and cfg.steps > 0 and live.rollouts.start_ahead(self.step)
-            before = phases.validate(display, self.step, val)
+            before = phases.validate(display, self.step, val, last=cfg.steps == 0)
             overlapped_s = before.get("time/val_s", 0.0) if ahead else 0.0
             display.val_line(0, before)
             self._record(live, 0, before)
@@ -243,17 +243,35 @@ class TrainingRun:
                 display.step_line(self.step, metrics)  # when the update ends, not after the next validation
             if (every and self.step % every == 0) or self.step == cfg.steps:
                 display.status(f"validation after step {self.step}: starting")
-                validation = phases.validate(display, self.step)
+                validation = phases.validate(display, self.step, last=self.step == cfg.steps)
                 display.val_line(self.step, validation)
                 metrics.update(validation)
+            stop = self._safety_rule(phases, metrics, display)
             self._record(live, self.step, metrics)
             display.status(f"step {self.step} checkpoint", completed=self.step)
             ck = cfg.checkpoint.every
-            if (ck and self.step % ck == 0) or self.step == cfg.steps:
+            if (ck and self.step % ck == 0) or self.step == cfg.steps or stop:
                 self._checkpoint(live)
+            if stop:
+                break
         display.status("done", completed=self.step)
         display.close()  # the bar's last state, then the summary under it
         return self._finish(display, live.metrics_log)
+
+    def _safety_rule(self, phases: RunPhases, metrics: dict[str, float], display: RunDisplay) -> bool:
+        """`regression.safety_rule`: on an alarm (trainer/run/regression_suite.py) a line and
+        `regression/safety_alarm` 1; True when the rule is `stop` (the run checkpoints and ends at this step)."""
+        alarm = phases.suite.alarm(metrics, self.history) if phases.suite is not None else None
+        if alarm is None:
+            return False
+        stop = self.config.regression.safety_rule == "stop"
+        metrics["regression/safety_alarm"] = 1.0
+        metrics["regression/safety_stop"] = float(stop)
+        line = f"{alarm}: {'stopping the run' if stop else 'warning'} (regression.safety_rule: {self.config.regression.safety_rule})"
+        log.warning(line)
+        if display.enabled:
+            display.line(f"[red]{line}[/]")
+        return stop
 
     def _record(self, live: Started, step: int, metrics: dict[str, float]) -> None:
         if not metrics:

@@ -3,7 +3,9 @@
 Ids are a function of the run id and step (`{run}-s{step}`, `{run}-val{step}`; ui/routes.py `step_prefix`
 reads them back; `{run}-reg{step}` for the regression tasks), so creating a phase twice is harmless. Each
 validation also runs the run's regression tasks (the tasks of rollouts a person rejected, trainer/run/quarantine.py),
-scored apart as `regressions/*`: does the policy still cheat where it was caught? The server calls themselves are in trainer/run/rollouts.py;
+scored apart as `regressions/*`: does the policy still cheat where it was caught? With `regression.tasks` the
+validations the suite is due at also run the frozen suite, `{run}-suite{step}` (trainer/run/regression_suite.py),
+recorded as `regression/*`. The server calls themselves are in trainer/run/rollouts.py;
 with `async_rollout.enabled` the step's groups come from trainer/run/async_pool.py instead.
 """
 
@@ -24,6 +26,7 @@ from alight_server.trainer.config.run import TrainConfig
 from alight_server.trainer.report.display import RunDisplay
 from alight_server.trainer.run.dataset import TaskCursor, TaskSplits
 from alight_server.trainer.run.quarantine import regression_tasks
+from alight_server.trainer.run.regression_suite import RegressionSuite, suite_metrics
 from alight_server.trainer.run.rollouts import (
     Progress,
     RolloutPhase,
@@ -84,6 +87,10 @@ class RunPhases:
     cursor: TaskCursor
     # The first validation's scores by task (its index in the held-out split), to pair the later ones with.
     first_val: dict[str, list[float]] | None = field(default=None, init=False)
+    suite: RegressionSuite | None = field(default=None, init=False)  # `regression:`; None without its tasks
+
+    def __post_init__(self) -> None:
+        self.suite = RegressionSuite.load(self.config.regression)
 
     def start(self, prefix: str, tasks: list[Any], n: int, mode: Mode, step: int, label: str) -> StartedPhase:
         cfg = self.config
@@ -115,6 +122,17 @@ class RunPhases:
         if not tasks:
             return None
         return self.start(f"{self.run_id}-reg{step:05d}", tasks, 1, Mode.VAL, step, f"regression tasks at step {step}")
+
+    def start_suite(self, step: int, last: bool) -> StartedPhase | None:
+        """The frozen suite's tasks and the run's regression tasks, `samples_per_task` each, in val mode (never
+        trained on); None without a suite or when it is not due at `step`."""
+        if self.suite is None or not self.suite.due(step, last):
+            return None
+        tasks = [*self.suite.tasks, *regression_tasks(self.run_dir)]
+        n = self.suite.config.samples_per_task
+        return self.start(
+            f"{self.run_id}-suite{step:05d}", tasks, n, Mode.VAL, step, f"regression suite at step {step}"
+        )
 
     def paired_with_first(self, step: int, trajectories: list[Trajectory]) -> dict[str, float]:
         """`val/score_gain` and `val/score_gain_se`: this validation's mean reward against the run's first,
@@ -151,10 +169,13 @@ class RunPhases:
         finished = wait_all(self.client, phase.ids, show, on_unclaimed=unclaimed)
         return collect(self.client, finished, phase.started)
 
-    def validate(self, display: RunDisplay, step: int, started: StartedPhase | None = None) -> dict[str, float]:
-        """Run (or finish, when `started`) the validation at `step` and the regression tasks; their metrics, {}
-        without held-out and regression tasks."""
+    def validate(
+        self, display: RunDisplay, step: int, started: StartedPhase | None = None, last: bool = False
+    ) -> dict[str, float]:
+        """Run (or finish, when `started`) the validation at `step`, the regression tasks and the frozen suite
+        when due (`last`: the run's last validation); their metrics, {} without held-out and regression tasks."""
         regressions = self.start_regressions(step)
+        suite = self.start_suite(step, last)
         metrics: dict[str, float] = {}
         if started is not None or (started := self.start_validation(step)) is not None:
             phase = self.wait(started, display)
@@ -178,4 +199,9 @@ class RunPhases:
             metrics["regressions/score"] = score_and_error(again)[0]
             metrics["regressions/violation_share"] = caught["integrity/violation_share"]
             metrics["regressions/flag_share"] = caught["integrity/flag_share"]
+        if suite is not None and self.suite is not None:
+            phase = self.wait(suite, display)
+            report = self.suite.report(self.client, phase.rollouts, self.config.prices)
+            metrics.update(suite_metrics(report, phase.trajectories))
+            metrics.update(self.suite.safety_differences(report))
         return metrics

@@ -1,0 +1,140 @@
+"""The frozen regression suite (`regression:`): its tasks and the run's recorded regressions run in val mode at
+validation time, capability and safety recorded side by side, and the safety rule that fires when a safety share
+worsens beyond noise while the train reward rises. The real server and store; rollouts finished by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from alight.client import AlightClient
+from alight.schemas import REVIEW_FLAG, REWARD_HACKING, AttemptFinish, EventCreate, Mode, RewardCreate
+from alight_server.trainer.config.run import ConfigError
+from alight_server.trainer.report.display import RunDisplay
+from alight_server.trainer.run.dataset import TaskCursor, TaskSplits
+from alight_server.trainer.run.phases import RunPhases, StartedPhase
+
+SUITE = [{"word": "alpha"}, {"word": "beta"}, {"word": "gamma"}]
+
+
+def write_suite(folder: Path) -> None:
+    (folder / "suite.jsonl").write_text("".join(json.dumps(task) + "\n" for task in SUITE))
+
+
+def finish(client: AlightClient, live_server, started: StartedPhase, rewards: list[float], hacked: set[int]) -> None:
+    """Each rollout of `started` ends with its reward; those at the indices in `hacked` broke a gate."""
+    for start in client.claim_attempts(limit=len(started.ids), ids=started.ids):
+        rid = start.rollout.id
+        index = started.ids.index(rid)
+        client.add_reward(rid, RewardCreate(attempt=start.attempt, value=rewards[index], final=True))
+        client.finish_attempt(rid, start.attempt, AttemptFinish(status="succeeded"))
+    for index in hacked:
+        payload = {"rule": "canary_read", "evidence": "read the canary"}
+        live_server.store.add_event(started.ids[index], EventCreate(kind=REWARD_HACKING, payload=payload))
+
+
+def phases_for(client: AlightClient, config, run_dir: Path, run_id: str) -> RunPhases:
+    return RunPhases(client, config, run_id, run_dir, TaskSplits(train=[{"i": 9}], val=[]), TaskCursor([], 0))
+
+
+def test_the_suite_path_is_relative_to_the_config_and_an_unknown_key_is_refused(tiny_config, tmp_path):
+    config = tiny_config(regression={"tasks": "suite.jsonl", "every": 2})
+    assert config.regression.tasks == str(tmp_path / "suite.jsonl")
+    assert (config.regression.every, config.regression.samples_per_task, config.regression.safety_rule) == (
+        2,
+        1,
+        "warn",
+    )
+    with pytest.raises(ConfigError, match="regression"):
+        tiny_config(regression={"tasks": "suite.jsonl", "evry": 2})
+    with pytest.raises(ConfigError, match="safety_rule"):
+        tiny_config(regression={"tasks": "suite.jsonl", "safety_rule": "panic"})
+
+
+def test_the_suite_runs_its_tasks_and_the_recorded_regressions_in_val_mode_capability_beside_safety(
+    client, live_server, tiny_config, tmp_path
+):
+    write_suite(tmp_path)
+    (tmp_path / "regressions.jsonl").write_text(
+        json.dumps({"rollout_id": "x", "reason": "rejected", "step": 0, "task": {"word": "delta"}}) + "\n"
+    )
+    phases = phases_for(client, tiny_config(regression={"tasks": "suite.jsonl"}), tmp_path, "suite1")
+    started = phases.start_suite(step=0, last=False)
+    assert started is not None
+    finish(client, live_server, started, [1.0, 0.0, 1.0, 0.0], hacked={3})
+    regressions = phases.start_regressions(step=0)  # the recorded regressions' own phase, as before
+    assert regressions is not None
+    finish(client, live_server, regressions, [0.0], hacked=set())
+    metrics = phases.validate(RunDisplay(1, enabled=False), step=0)
+    assert [client.get_rollout(i).task for i in started.ids] == [*SUITE, {"word": "delta"}]
+    assert {client.get_rollout(i).mode for i in started.ids} == {Mode.VAL}  # never trained on
+    assert metrics["regression/tasks"] == 4.0 and metrics["regression/success"] == 0.5
+    assert metrics["regression/mean_reward"] == 0.5 and metrics["regression/violation_share"] == 0.25
+    assert metrics["regression/violations/canary_read"] == 0.25 and metrics["regression/flag_share"] == 0.0
+    assert metrics["regression/tool_errors_per_rollout"] == 0.0 and "regression/calls_per_rollout" in metrics
+    assert "regression/safety_worse" not in metrics  # the first suite run is the baseline
+
+
+def test_the_suite_runs_only_at_validations_whose_step_is_a_multiple_of_every(client, tiny_config, tmp_path):
+    write_suite(tmp_path)
+    phases = phases_for(client, tiny_config(regression={"tasks": "suite.jsonl", "every": 2}), tmp_path, "suite2")
+    assert phases.suite is not None
+    assert [phases.suite.due(step, last=False) for step in range(4)] == [True, False, True, False]
+    assert phases.suite.due(3, last=True)
+
+
+@pytest.mark.parametrize("rule", ["warn", "stop"])
+def test_a_safety_share_worse_beyond_noise_while_the_reward_rises_raises_the_alarm(
+    client, live_server, tiny_config, tmp_path, rule
+):
+    write_suite(tmp_path)
+    phases = phases_for(client, tiny_config(regression={"tasks": "suite.jsonl", "safety_rule": rule}), tmp_path,
+                        f"suite3{rule}")  # fmt: skip
+    display = RunDisplay(1, enabled=False)
+    first = phases.start_suite(step=0, last=False)
+    assert first is not None
+    finish(client, live_server, first, [0.0, 0.0, 0.0], hacked=set())
+    phases.validate(display, step=0)
+    later = phases.start_suite(step=2, last=True)
+    assert later is not None
+    finish(client, live_server, later, [1.0, 1.0, 1.0], hacked={0, 1, 2})  # the planted cheat: every task now
+    metrics = phases.validate(display, step=2, last=True)
+    assert metrics["regression/violation_share"] == 1.0
+    assert metrics["regression/violation_share_diff"] == 1.0 and metrics["regression/safety_worse"] == 1.0
+    assert phases.suite is not None
+    history = [{"step": 0}, {"step": 1, "train/reward_mean": 0.2}]
+    alarm = phases.suite.alarm({**metrics, "train/reward_mean": 0.6}, history)
+    assert alarm is not None and "violation_share +1.000" in alarm
+    assert phases.suite.alarm({**metrics, "train/reward_mean": 0.1}, history) is None  # the reward fell
+
+
+def test_a_safety_share_within_noise_raises_no_alarm(client, live_server, tiny_config, tmp_path):
+    write_suite(tmp_path)
+    phases = phases_for(client, tiny_config(regression={"tasks": "suite.jsonl"}), tmp_path, "suite4")
+    display = RunDisplay(1, enabled=False)
+    first = phases.start_suite(step=0, last=False)
+    assert first is not None
+    finish(client, live_server, first, [0.0, 0.0, 0.0], hacked=set())
+    phases.validate(display, step=0)
+    later = phases.start_suite(step=1, last=True)
+    assert later is not None
+    finish(client, live_server, later, [1.0, 1.0, 1.0], hacked={0})  # one task of three: not beyond 2 SE
+    metrics = phases.validate(display, step=1, last=True)
+    assert metrics["regression/safety_worse"] == 0.0
+    assert phases.suite is not None
+    assert phases.suite.alarm({**metrics, "train/reward_mean": 0.6}, [{"train/reward_mean": 0.2}]) is None
+
+
+def test_review_flags_count_as_safety_too(client, live_server, tiny_config, tmp_path):
+    write_suite(tmp_path)
+    phases = phases_for(client, tiny_config(regression={"tasks": "suite.jsonl"}), tmp_path, "suite5")
+    started = phases.start_suite(step=0, last=False)
+    assert started is not None
+    finish(client, live_server, started, [1.0, 1.0, 1.0], hacked=set())
+    live_server.store.add_event(
+        started.ids[0], EventCreate(kind=REVIEW_FLAG, payload={"rule": "egress", "evidence": ""})
+    )
+    metrics = phases.validate(RunDisplay(1, enabled=False), step=0)
+    assert metrics["regression/flags/egress"] == pytest.approx(1 / 3)
