@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from alight.evaluation import EvalReport, build_report, compare_reports, mean_and_error, paired_difference, verdict
+from alight.comparison import compare_reports, paired_difference, verdict
+from alight.evaluation import EvalReport, build_report, mean_and_error
 from alight.schemas import (
     ApiFlavour,
     Attempt,

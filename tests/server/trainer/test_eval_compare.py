@@ -12,7 +12,8 @@ from xml.etree import ElementTree
 
 import pytest
 
-from alight.evaluation import EvalReport, compare_reports
+from alight.comparison import compare_reports
+from alight.evaluation import EvalReport
 from alight_server.commands.eval_compare import (
     EXIT_FAILED,
     EXIT_IMPROVED,

@@ -149,23 +149,9 @@ def _compare(
         write_junit,
         write_markdown,
     )
-    from alight_server.redaction.redactor import redact_for_people
 
-    try:
-        from alight_server.trainer.config.run import ConfigError, load_config
-    except ImportError as exc:
-        typer.echo(f"alight eval needs the server with its train extra ({exc}): pip install 'alight-server[train]'")
-        raise typer.Exit(1) from exc
     first, runs = candidates(config, against, variants, checkpoints, baseline, parse_settings)
-    shared = parse_settings(settings)
-    configs: dict[str, Any] = {}
-    for candidate in [first, *runs]:  # every config read (and refused) before the first one runs
-        if candidate.config_path is not None:
-            try:
-                configs[candidate.name] = load_config(candidate.config_path, {**shared, **candidate.overrides})
-            except ConfigError as exc:
-                typer.echo(f"{candidate.name}: {exc}", err=True)
-                raise typer.Exit(2) from exc
+    configs = _candidate_configs([first, *runs], parse_settings(settings))
     main = next(iter(configs.values()), None)
     if output_dir is not None:
         folder = output_dir.resolve()
@@ -174,25 +160,7 @@ def _compare(
         folder = eval_folder(main, config or against[0], name, None, False)
     else:  # saved reports only: nothing runs, the comparison goes in ./eval/NAME
         folder = (Path("eval") / (name or f"compare-{time.strftime('%Y%m%d-%H%M%S')}")).resolve()
-    reports: dict[str, Any] = {}
-    for candidate in [first, *runs]:
-        if candidate.report is not None:
-            reports[candidate.name] = candidate.report
-            continue
-        train_config = configs[candidate.name]
-        where = folder / candidate.name
-        if candidate.checkpoint is not None:
-            train_config = _with_checkpoint(train_config, candidate.checkpoint, where)
-        from alight_server.evaluation.policy import run_eval  # the stack's modules: only when something runs
-
-        try:
-            report = run_eval(train_config, where)
-        except (RuntimeError, ValueError, FileNotFoundError) as exc:
-            typer.echo(redact_for_people(f"alight eval: {candidate.name}: {exc}"), err=True)
-            raise typer.Exit(1) from exc
-        (where / "report.json").write_text(json.dumps(report.as_dict(), indent=2))
-        reports[candidate.name] = report
-        typer.echo(redact_for_people("\n".join(report.lines(candidate.name))))
+    reports = _candidate_reports([first, *runs], configs, folder)
     try:
         comparisons = comparisons_of(first, reports)
     except ValueError as exc:
@@ -212,6 +180,51 @@ def _compare(
     typer.echo(f"comparison: {folder / COMPARISON_JSON} and {folder / 'comparison.png'}")
     typer.echo(verdict)
     return code
+
+
+def _candidate_configs(candidates: list[Any], shared: dict[str, Any]) -> dict[str, Any]:
+    """Each config candidate's training config (`--set` then its own overrides), every one read (and refused)
+    before the first one runs."""
+    try:
+        from alight_server.trainer.config.run import ConfigError, load_config
+    except ImportError as exc:
+        typer.echo(f"alight eval needs the server with its train extra ({exc}): pip install 'alight-server[train]'")
+        raise typer.Exit(1) from exc
+    configs: dict[str, Any] = {}
+    for candidate in candidates:
+        if candidate.config_path is not None:
+            try:
+                configs[candidate.name] = load_config(candidate.config_path, {**shared, **candidate.overrides})
+            except ConfigError as exc:
+                typer.echo(f"{candidate.name}: {exc}", err=True)
+                raise typer.Exit(2) from exc
+    return configs
+
+
+def _candidate_reports(candidates: list[Any], configs: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """Each candidate's report: a saved one as read, a config's run in `folder/NAME` (report.json there), printed."""
+    from alight_server.redaction.redactor import redact_for_people
+
+    reports: dict[str, Any] = {}
+    for candidate in candidates:
+        if candidate.report is not None:
+            reports[candidate.name] = candidate.report
+            continue
+        train_config = configs[candidate.name]
+        where = folder / candidate.name
+        if candidate.checkpoint is not None:
+            train_config = _with_checkpoint(train_config, candidate.checkpoint, where)
+        from alight_server.evaluation.policy import run_eval  # the stack's modules: only when something runs
+
+        try:
+            report = run_eval(train_config, where)
+        except (RuntimeError, ValueError, FileNotFoundError) as exc:
+            typer.echo(redact_for_people(f"alight eval: {candidate.name}: {exc}"), err=True)
+            raise typer.Exit(1) from exc
+        (where / "report.json").write_text(json.dumps(report.as_dict(), indent=2))
+        reports[candidate.name] = report
+        typer.echo(redact_for_people("\n".join(report.lines(candidate.name))))
+    return reports
 
 
 def _with_checkpoint(config: Any, checkpoint: Path, folder: Path) -> Any:

@@ -20,7 +20,8 @@ from typing import Any
 
 import typer
 
-from alight.evaluation import INTERVAL, Comparison, EvalReport, Z, compare_reports, signed_interval
+from alight.comparison import Comparison, compare_reports, signed_interval
+from alight.evaluation import INTERVAL, EvalReport, Z
 
 COMPARISON_JSON = "comparison.json"
 COMPARISON_PNG = "comparison.png"

@@ -13,7 +13,8 @@ import typer
 from alight_server.commands.options import SettingsOption
 
 if TYPE_CHECKING:
-    from alight.evaluation import Comparison, EvalReport
+    from alight.comparison import Comparison
+    from alight.evaluation import EvalReport
 
 
 def _parse_value(text: str) -> Any:
@@ -44,7 +45,7 @@ def print_validation_reports(run_dir: Path) -> tuple[Comparison | None, dict[str
 
     Returns the comparison (None when there is nothing to pair), the two reports by name and, without a
     comparison, why: what `--gate`, `--junit` and `--markdown` read (`gate`)."""
-    from alight.evaluation import compare_reports
+    from alight.comparison import compare_reports
     from alight_server.commands.eval_compare import Candidate, write_comparison
     from alight_server.evaluation.policy import validation_reports
 

@@ -56,9 +56,10 @@ def step_health(
     policies: Mapping[str, str | None],
     prices: Prices | None = None,
 ) -> dict[str, Any]:
-    """One step's counts, and what its rollouts cost (alight/cost.py, as the step's `cost/` metrics). With several `policies` (name -> named reward) the builder runs on each policy's share
-    of the calls (ui/policy_parts.py, as the trainer splits them): counts are summed, a rollout left out of any
-    policy's samples counts once per reason, and `policies` in the answer gives each policy's own counts."""
+    """One step's counts and its rollouts' cost (alight/cost.py, as the step's `cost/` metrics). With several
+    `policies` (name -> named reward) the builder runs on each policy's share of the calls (ui/policy_parts.py):
+    counts are summed, a rollout left out of any policy's samples counts once per reason, and `policies` in the
+    answer gives each policy's own counts."""
     from alight_server.trainer.step.samples import build_samples
 
     states = Counter(r.state.value for r in rollouts)
@@ -88,30 +89,42 @@ def step_health(
                            "no_named_reward": len(split.no_named_reward.get(policy, ()))}  # fmt: skip
     for ids in split.no_named_reward.values():
         dropped_rollouts.setdefault("no_named_reward", set()).update(ids)
-    gates = {r.id: gate_rules(store, r.id) for r in rollouts}
     health = {
         "step": step,
         "rollouts": len(rollouts),
         "states": dict(states),
         "attempt_failures": dict(attempt_failures),
         "calls": len(calls),
-        "calls_used": total["calls_used"],
-        "rows": total["rows"],
-        "merged_rows": total["merged_rows"],
+        **{key: total[key] for key in ("calls_used", "rows", "merged_rows")},
         "single_call_rows": total["rows"] - total["merged_rows"],
         "breaks": dict(breaks),
         "dropped_rollouts": {reason: len(ids) for reason, ids in dropped_rollouts.items() if ids},
         "dropped_calls": _nonzero(dropped_calls),
-        "logprob_mismatches": dropped_calls.get("logprob_length_mismatch", 0),
-        "flagged_calls": dict(Counter(flag for c in calls for flag in c.flags if not flag.startswith(POLICY_FLAG))),
-        "truncated_calls": sum(call_output(c).finish_reason == "length" for c in calls),
+        **_call_counts(calls, dropped_calls),
         "truncated_rows": total["truncated_rows"],
         "trained_tokens": total["trained_tokens"],
-        "gate_violations": dict(sorted(Counter(rule for rules in gates.values() for rule in rules).items())),
-        "gate_flagged_rollouts": sum(bool(rules) for rules in gates.values()),
+        **_gate_counts(store, rollouts),
         "cost": cost_summary(finished, trajectories, prices, SUCCESS_AT).as_dict(),
     }
     return {**health, "policies": own} if own else health
+
+
+def _call_counts(calls: list[Any], dropped_calls: Counter[str]) -> dict[str, Any]:
+    """Calls dropped for a logprob length mismatch, flagged (by flag, a policy's own flag left out), cut at length."""
+    return {
+        "logprob_mismatches": dropped_calls.get("logprob_length_mismatch", 0),
+        "flagged_calls": dict(Counter(flag for c in calls for flag in c.flags if not flag.startswith(POLICY_FLAG))),
+        "truncated_calls": sum(call_output(c).finish_reason == "length" for c in calls),
+    }
+
+
+def _gate_counts(store: Store, rollouts: list[Rollout]) -> dict[str, Any]:
+    """Rollouts with a gate violation by rule, and how many rollouts any gate flagged."""
+    gates = {r.id: gate_rules(store, r.id) for r in rollouts}
+    return {
+        "gate_violations": dict(sorted(Counter(rule for rules in gates.values() for rule in rules).items())),
+        "gate_flagged_rollouts": sum(bool(rules) for rules in gates.values()),
+    }
 
 
 def _drop_reasons(left_out: list[Trajectory], config: Any) -> dict[str, set[str]]:

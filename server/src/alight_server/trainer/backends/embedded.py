@@ -137,8 +137,7 @@ class EmbeddedBackend:
                 with gradient_sync(self.model, self.world, index == len(mine) - 1):
                     self._micro_step(batch, rows, token_adv, weights, totals, proximal)
             totals["grad_norm"] = totals.get("grad_norm", 0.0) + self._clip_and_step()
-        # Gradients are not kept through the rollouts and validation until the next step (4 bytes a trained
-        # parameter), and the step's freed activations go back to the system (trainer/backends/heap.py).
+        # No gradients kept until the next step (4 B a parameter); freed activations go back (backends/heap.py).
         self.optimizer.zero_grad(set_to_none=True)
         release_freed_memory()
         parts = self.world.gather(totals)
@@ -245,8 +244,7 @@ class EmbeddedBackend:
         options = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=True)
         trainable, optimizer = get_state_dict(self.model, self.optimizer, options=options)
         if self.lora is not None:
-            # ignore_frozen_params keeps a frozen weight tied to another name (lm_head to the embeddings): the
-            # adapter alone is what a LoRA run trained
+            # the adapter alone: ignore_frozen_params keeps a frozen weight tied to a trained name (lm_head)
             trained = {n for n, p in unwrap(self.model).named_parameters(remove_duplicate=False) if p.requires_grad}
             trainable = {n: t for n, t in trainable.items() if n in trained}
         return {"trainable": trainable, "optimizer": optimizer, "updates": self.updates}
@@ -262,13 +260,11 @@ class EmbeddedBackend:
     def _load_state_dict(self, state: dict[str, Any]) -> None:
         """Weights, and the optimizer state where the checkpoint kept it (`--init-from` reads the weights alone)."""
         options = StateDictOptions(full_state_dict=True, strict=False)
-        if "optimizer" in state:
-            set_state_dict(
-                self.model, self.optimizer, model_state_dict=state["trainable"], optim_state_dict=state["optimizer"],
-                options=options,
-            )  # fmt: skip
-        else:
+        if "optimizer" not in state:
             set_model_state_dict(self.model, state["trainable"], options=options)
+        else:
+            set_state_dict(self.model, self.optimizer, model_state_dict=state["trainable"],
+                           optim_state_dict=state["optimizer"], options=options)  # fmt: skip
         self.updates = int(state["updates"])
 
     # -- ranks ---------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from alight.evaluation import INTERVAL, Comparison, Z
+from alight.comparison import Comparison
+from alight.evaluation import INTERVAL, Z
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -64,7 +65,7 @@ def plot_comparison(comparisons: list[Comparison], path: Path) -> Path:
 
 def comparison_figure(comparisons: list[Comparison]) -> Figure:
     """Each metric's paired difference (candidate - baseline, ± Z SE) per candidate, one panel per metric
-    (`alight.evaluation.Comparison`s against one baseline): a bar that leaves zero is a verdict beyond noise."""
+    (`alight.comparison.Comparison`s against one baseline): a bar that leaves zero is a verdict beyond noise."""
     from matplotlib.figure import Figure
 
     metrics = [(m.metric, m.label) for m in comparisons[0].metrics] if comparisons else []

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from alight.client import AlightClient
-from alight.evaluation import paired_difference
+from alight.comparison import paired_difference
 from alight.schemas import Mode, Trajectory
 from alight_server.trainer.config.policies import PolicyConfig
 from alight_server.trainer.config.run import TrainConfig

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from alight.client import AlightClient
+from alight.comparison import paired_difference, verdict
 from alight.cost import CostSummary
-from alight.evaluation import EvalReport, build_report, paired_difference, verdict
+from alight.evaluation import EvalReport, build_report
 from alight.schemas import Rollout, RolloutState, Trajectory
 from alight_server.trainer.config.sections import RegressionConfig
 from alight_server.trainer.run.dataset import read_tasks
