@@ -219,8 +219,9 @@ def main() -> None:
             (mem, ck), (floor_mem, floor_ck), kept_ck = rows["alight"], rows["floor"], rows["alight kept"][1]
             record(
                 "footprint",
-                f"{Path(args.config).parent.name} ({params / 1e6:.0f} M parameters), {args.steps} step(s), "
-                f"validation {args.val_tasks} tasks: peak Pss of the process tree and checkpoint bytes per parameter, "
+                f"{Path(args.config).parent.name} ({params / 1e6:.0f} M parameters), "
+                + ("the whole config" if args.full else f"{args.steps} step(s), validation {args.val_tasks} tasks")
+                + ": peak Pss of the process tree and checkpoint bytes per parameter, "
                 "alight against a bare PyTorch loop (same model, micro-batch, AdamW)",
                 f"alight {mem:.1f} B/param ({mem * params / 1e9:.2f} GB) vs floor {floor_mem:.1f} B/param "
                 f"({floor_mem * params / 1e9:.2f} GB): {mem / floor_mem:.2f}x; checkpoint {ck:.1f} vs {floor_ck:.1f} "
