@@ -36,13 +36,16 @@ class CommandResult:
 def _limits(policy: SandboxPolicy, bounds: Bounds) -> None:
     """preexec: rlimits inherited by everything in the sandbox, its cgroup; die with the caller (a killed agent)."""
     mb = 1024 * 1024
-    file_mb = min(policy.file_mb, policy.workspace_mb)
+    file_bytes = min(policy.file_mb, policy.workspace_mb) * mb
+    address_space = (policy.memory_mb * mb, policy.memory_mb * mb)
     resource.setrlimit(resource.RLIMIT_CPU, (policy.cpu_s, policy.cpu_s))
-    if policy.memory_mb > 0:
-        resource.setrlimit(resource.RLIMIT_AS, (policy.memory_mb * mb, policy.memory_mb * mb))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb * mb, file_mb * mb))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
     bounds.preexec()
     signal_on_parent_death(signal.SIGKILL)
+    # Last: this fork of a large process already maps more than the sandbox may, so any allocation after the
+    # address-space bound (joining the cgroup writes a file) could fail, now and then, as MemoryError.
+    if policy.memory_mb > 0:
+        resource.setrlimit(resource.RLIMIT_AS, address_space)
 
 
 def sandbox_argv(
