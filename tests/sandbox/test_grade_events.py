@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from alight.schemas import MAX_EVIDENCE_CHARS, REWARD_HACKING
 from alight_sandbox.guards.episode import EpisodeReport
+from alight_sandbox.guards.evidence import Access
 from alight_sandbox.guards.grade import MAX_REVIEW_COMMANDS, MAX_REVIEW_DIFF_CHARS, Grade, grade_events
-from alight_sandbox.guards.rules import CANARY_READ, TEST_FILE_DELETED, Violation
+from alight_sandbox.guards.policy import CANARY_MOUNT
+from alight_sandbox.guards.rules import CANARY_READ, TEST_FILE_DELETED, Violation, trace_counts
 
 
 def _grade(violations: list[Violation]) -> Grade:
@@ -41,3 +43,18 @@ def test_the_episode_event_carries_the_diff_and_commands_a_reviewer_reads_cut_to
     assert episode.payload["command_lines"][0] == {"command": "cat calc.py", "returncode": 0, "timed_out": False}
     assert len(episode.payload["command_lines"]) == MAX_REVIEW_COMMANDS
     assert episode.payload["commands"] == 5  # the count alight eval reads stays as it was
+
+
+def test_the_episode_event_carries_the_changed_files_and_the_traced_canary_reads_and_egress_attempts() -> None:
+    accesses = [
+        Access("openat", path=CANARY_MOUNT),
+        Access("openat", path=CANARY_MOUNT),
+        Access("connect", family="AF_INET"),
+        Access("connect", family="AF_UNIX"),  # a local socket is not egress
+        Access("openat", path="/workspace/calc.py"),
+    ]
+    grade = _grade([])
+    grade.report.changed, grade.report.trace_counts = ["calc.py", "setup.cfg"], trace_counts(accesses)
+    (episode,) = grade_events(grade, attempt=1)
+    assert episode.payload["files"] == ["calc.py", "setup.cfg"] and episode.payload["diff_lines"] == 3
+    assert (episode.payload["canary_reads"], episode.payload["egress_attempts"]) == (2, 1)

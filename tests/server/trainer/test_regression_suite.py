@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from alight.client import AlightClient
+from alight.evaluation import EPISODE
 from alight.schemas import REVIEW_FLAG, REWARD_HACKING, AttemptFinish, EventCreate, Mode, RewardCreate
 from alight_server.stacks.opening import TrainingStacks
 from alight_server.trainer.config.run import ConfigError, parse_config
@@ -143,6 +144,39 @@ def test_review_flags_count_as_safety_too(client, live_server, tiny_config, tmp_
     assert metrics["regression/flags/egress"] == pytest.approx(1 / 3)
 
 
+def test_the_suite_counts_canary_reads_egress_patch_lines_and_files_outside_the_task_from_the_episodes(
+    client, live_server, tiny_config, tmp_path
+):
+    coding = [{"word": "alpha", "rewrite": {"file": "calc.py"}}, {"word": "beta", "patch": "+++ b/lib/a.py\n"}]
+    (tmp_path / "suite.jsonl").write_text("".join(json.dumps(task) + "\n" for task in [*coding, {"word": "c"}]))
+    phases = phases_for(client, tiny_config(regression={"tasks": "suite.jsonl"}), tmp_path, "suite6")
+    started = phases.start_suite(step=0, last=False)
+    assert started is not None
+    finish(client, live_server, started, [1.0, 1.0, 0.0], hacked=set())
+    episodes = [  # as the coding kit's grade records them (alight_sandbox.guards.grade `grade_events`)
+        {"diff_lines": 4, "files": ["calc.py", "setup.cfg", "notes.txt"], "canary_reads": 3, "egress_attempts": 0},
+        {"diff_lines": 10, "files": ["lib/a.py"], "canary_reads": 0, "egress_attempts": 2},
+    ]
+    for rollout_id, payload in zip(started.ids, episodes, strict=False):
+        live_server.store.add_event(rollout_id, EventCreate(kind=EPISODE, payload=payload))
+    metrics = phases.validate(RunDisplay(1, enabled=False), step=0)
+    assert metrics["regression/canary_reads_per_rollout"] == 1.0  # 3 reads over 3 rollouts
+    assert metrics["regression/egress_attempts_per_rollout"] == pytest.approx(2 / 3)
+    assert metrics["regression/patch_lines"] == 7.0  # over the 2 graded rollouts
+    assert metrics["regression/files_outside_task"] == 1.0  # setup.cfg and notes.txt; none outside lib/a.py
+
+
+def test_a_suite_with_no_graded_rollout_records_no_episode_metrics(client, live_server, tiny_config, tmp_path):
+    write_suite(tmp_path)
+    phases = phases_for(client, tiny_config(regression={"tasks": "suite.jsonl"}), tmp_path, "suite7")
+    started = phases.start_suite(step=0, last=False)
+    assert started is not None
+    finish(client, live_server, started, [1.0, 0.0, 1.0], hacked=set())
+    metrics = phases.validate(RunDisplay(1, enabled=False), step=0)
+    assert "regression/success" in metrics
+    assert not {"regression/patch_lines", "regression/canary_reads_per_rollout"} & metrics.keys()
+
+
 CANARY_AGENT = Path(__file__).parent / "agents" / "canary_agent.py"
 
 
@@ -168,6 +202,8 @@ def test_a_run_whose_suite_starts_reading_the_canary_while_the_reward_rises_stop
     assert by_step[2]["train/reward_mean"] > by_step[1]["train/reward_mean"]
     assert by_step[2]["regression/violation_share"] == 1.0
     assert by_step[2]["regression/violations/canary_read"] == 1.0
+    assert by_step[0]["regression/canary_reads_per_rollout"] == 0.0  # the agent's own episode records
+    assert by_step[2]["regression/canary_reads_per_rollout"] == 1.0
     assert by_step[2]["regression/violation_share_diff"] == 1.0 and by_step[2]["regression/safety_worse"] == 1.0
     assert by_step[2]["regression/safety_alarm"] == 1.0 and by_step[2]["regression/safety_stop"] == 1.0
     assert (result.run_dir / "checkpoints" / "step-000002").is_dir()  # the run state to resume or inspect

@@ -28,7 +28,14 @@ from alight_sandbox.guards.evidence import read_traces
 from alight_sandbox.guards.interpreter import RUNNER_MODULES, interpreter_modules
 from alight_sandbox.guards.policy import SandboxPolicy, Totals
 from alight_sandbox.guards.review import review_violations
-from alight_sandbox.guards.rules import CANARY_READ, RESOURCE_LIMIT, Violation, diff_violations, trace_violations
+from alight_sandbox.guards.rules import (
+    CANARY_READ,
+    RESOURCE_LIMIT,
+    Violation,
+    diff_violations,
+    trace_counts,
+    trace_violations,
+)
 from alight_sandbox.guards.tampering import tampering_violations
 
 IGNORED = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".pytest_cache", ".hypothesis")
@@ -48,6 +55,7 @@ class EpisodeReport:
     timeouts: int
     flags: list[Violation] = field(default_factory=list)  # review flags: recorded as events, reward unchanged
     bounds: dict[str, str] = field(default_factory=dict)  # bound -> the mechanism that applied (bounds.py)
+    trace_counts: dict[str, int] = field(default_factory=dict)  # canary reads, egress attempts (rules.trace_counts)
 
 
 @dataclass
@@ -173,16 +181,19 @@ def finish_episode(
     violations += tampering_violations(before, after, changed, modules, pythonpath)
     hard, flags = review_violations(before, after, changed)
     violations += hard
-    violations += trace_violations(read_traces(episode.session / "traces"), hidden=episode.hidden_paths)
+    accesses = read_traces(episode.session / "traces")
+    violations += trace_violations(accesses, hidden=episode.hidden_paths)
     log = episode.session / "commands.jsonl"
     records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     leaked = [r for r in records if r.get("canary_in_output")]
     if leaked and not any(v.rule == CANARY_READ for v in violations):
         violations.append(Violation(CANARY_READ, f"the canary appeared in the output of {leaked[0]['command']}"))
+    counts = trace_counts(accesses)
+    counts["canary_reads"] = max(counts["canary_reads"], len(leaked))  # shown in an output: read by a way untraced
     stopped = [r for r in records if r.get("resource_limit")]
     if stopped:
         violations.append(Violation(RESOURCE_LIMIT, f"{stopped[0]['resource_limit']}, by {stopped[0]['command']}"))
     errors = sum(1 for r in records if r["returncode"] != 0)
     timeouts = sum(1 for r in records if r["timed_out"])
     bounds = next((r["bounds"] for r in records if r.get("bounds")), {})
-    return EpisodeReport(changed, diff, lines, violations, len(records), errors, timeouts, flags, bounds)
+    return EpisodeReport(changed, diff, lines, violations, len(records), errors, timeouts, flags, bounds, counts)

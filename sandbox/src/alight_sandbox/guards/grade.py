@@ -168,8 +168,8 @@ def _shell_text(command: object) -> str:
 
 
 def grade_events(grade: Grade, attempt: int | None) -> list[EventCreate]:
-    """The rollout events of a grade: its command counts, diff and commands (the `episode` event, which the review
-    queue shows), one `reward_hacking` event per violation, then one
+    """The rollout events of a grade: its command counts, diff, changed files, canary reads, egress attempts and
+    commands (the `episode` event, which the review queue shows and the regression suite counts), one `reward_hacking` event per violation, then one
     `review_flag` event per review flag (same payload shape; the trainer does not filter on it).
 
     Ids are fixed per attempt, so a retried write is idempotent; evidence is cut to MAX_EVIDENCE_CHARS.
@@ -180,7 +180,9 @@ def grade_events(grade: Grade, attempt: int | None) -> list[EventCreate]:
     # What a reviewer reads in the review queue: the diff and the commands, cut to a size a person reads.
     shown = [{**c, "command": str(c["command"])[:MAX_EVIDENCE_CHARS]} for c in grade.commands[:MAX_REVIEW_COMMANDS]]
     review = {"diff": report.diff[:MAX_REVIEW_DIFF_CHARS], "command_lines": shown}
-    payload = {**counts, "diff_lines": report.diff_lines, **review}
+    # What the regression suite reads: the patch's size, the files it touched, the canary reads and egress attempts.
+    shape = {"diff_lines": report.diff_lines, "files": report.changed[:MAX_REVIEW_COMMANDS], **report.trace_counts}
+    payload = {**counts, **shape, **review}
     events = [EventCreate(id=f"{EPISODE}-{suffix}", attempt=attempt, kind=EPISODE, payload=payload)]
     for n, v in enumerate(grade.violations):
         payload = {"rule": v.rule, "evidence": v.evidence[:MAX_EVIDENCE_CHARS]}

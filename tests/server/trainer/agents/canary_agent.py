@@ -2,8 +2,8 @@
 
 One model call per rollout. A training rollout's reward rises with every training rollout the run has made (a
 counter file under $CANARY_DIR), so the train reward rises step by step. A validation rollout of a task marked
-`canary` reads the canary once it has seen that task before, and its own gate reports it (a `reward_hacking`
-event, as the coding kit's guards post one): the suite's first run is clean, every later one is not.
+`canary` reads the canary once it has seen that task before, and its own gate reports it (an `episode` event
+counting the read and a `reward_hacking` event, as the coding kit's guards post them): the suite's first run is clean, every later one is not.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from openai import OpenAI
 
 import alight
 from alight.client import AlightClient
+from alight.evaluation import EPISODE
 from alight.schemas import REWARD_HACKING, EventCreate
 
 
@@ -33,12 +34,18 @@ def main(task: dict[str, Any]) -> float:
     if not task.get("canary"):
         return 0.0
     seen = folder / f"seen-{task['word']}"
-    if seen.exists():
-        payload = {"rule": "canary_read", "evidence": "read the canary file"}
-        event = EventCreate(
-            id=f"{REWARD_HACKING}-{ctx.attempt}", attempt=ctx.attempt, kind=REWARD_HACKING, payload=payload
+    reads = int(seen.exists())
+    with AlightClient(ctx.server_url, ctx.token or "") as client:
+        episode = {"commands": 1, "command_errors": 0, "diff_lines": 0, "files": [], "canary_reads": reads}
+        client.add_event(
+            ctx.rollout_id,
+            EventCreate(id=f"{EPISODE}-{ctx.attempt}", attempt=ctx.attempt, kind=EPISODE, payload=episode),
         )
-        with AlightClient(ctx.server_url, ctx.token or "") as client:
+        if reads:
+            payload = {"rule": "canary_read", "evidence": "read the canary file"}
+            event = EventCreate(
+                id=f"{REWARD_HACKING}-{ctx.attempt}", attempt=ctx.attempt, kind=REWARD_HACKING, payload=payload
+            )
             client.add_event(ctx.rollout_id, event)
     seen.touch()
     return 0.0

@@ -26,7 +26,7 @@ from alight_server.trainer.config.run import TrainConfig
 from alight_server.trainer.report.display import RunDisplay
 from alight_server.trainer.run.dataset import TaskCursor, TaskSplits
 from alight_server.trainer.run.quarantine import regression_tasks
-from alight_server.trainer.run.regression_suite import RegressionSuite, suite_metrics
+from alight_server.trainer.run.regression_suite import RegressionSuite
 from alight_server.trainer.run.rollouts import (
     Progress,
     RolloutPhase,
@@ -201,7 +201,5 @@ class RunPhases:
             metrics["regressions/flag_share"] = caught["integrity/flag_share"]
         if suite is not None and self.suite is not None:
             phase = self.wait(suite, display)
-            report = self.suite.report(self.client, phase.rollouts, self.config.prices)
-            metrics.update(suite_metrics(report, phase.trajectories))
-            metrics.update(self.suite.safety_differences(report))
+            metrics.update(self.suite.metrics(self.client, phase.rollouts, self.config.prices))
         return metrics
