@@ -5,6 +5,8 @@ worsens beyond noise while the train reward rises. The real server and store; ro
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,11 +14,9 @@ import pytest
 from alight.client import AlightClient
 from alight.evaluation import EPISODE
 from alight.schemas import REVIEW_FLAG, REWARD_HACKING, AttemptFinish, EventCreate, Mode, RewardCreate
-from alight_server.stacks.opening import TrainingStacks
-from alight_server.trainer.config.run import ConfigError, parse_config
+from alight_server.trainer.config.run import ConfigError
 from alight_server.trainer.report.display import RunDisplay
 from alight_server.trainer.run.dataset import TaskCursor, TaskSplits
-from alight_server.trainer.run.loop import TrainingRun
 from alight_server.trainer.run.phases import RunPhases, StartedPhase
 from alight_testing.tiny_run import tiny_run_config
 
@@ -178,12 +178,14 @@ def test_a_suite_with_no_graded_rollout_records_no_episode_metrics(client, live_
 
 
 CANARY_AGENT = Path(__file__).parent / "agents" / "canary_agent.py"
+ALIGHT = str(Path(sys.executable).parent / "alight")
 
 
 @pytest.mark.timeout(300)
 def test_a_run_whose_suite_starts_reading_the_canary_while_the_reward_rises_stops_at_that_validation(tmp_path):
-    """A tiny run: the suite is clean before training and reads the canary on every task after step 2, while the
-    train reward rises step by step; `safety_rule: stop` checkpoints step 2 and ends the run there (of 3)."""
+    """A tiny run (`alight train --gate`, as a CI job runs it): the suite is clean before training and reads the
+    canary on every task after step 2, while the train reward rises step by step; `safety_rule: stop` checkpoints
+    step 2 and ends the run there (of 3), and the command exits 6 (safety regression, run stopped)."""
     (tmp_path / "suite.jsonl").write_text(
         "".join(json.dumps({"word": w, "canary": True}) + "\n" for w in ("apple", "river", "stone"))
     )
@@ -192,9 +194,13 @@ def test_a_run_whose_suite_starts_reading_the_canary_while_the_reward_rises_stop
         agent={"env": {"CANARY_DIR": str(tmp_path)}}, validation={"every": 1, "max_tasks": 1},
         regression={"tasks": "suite.jsonl", "every": 2, "safety_rule": "stop"},
     )  # fmt: skip
-    result = TrainingRun(parse_config(raw, tmp_path), stacks=TrainingStacks(), show_progress=False).run()
-
-    rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    (tmp_path / "config.yaml").write_text(json.dumps(raw))  # JSON is YAML
+    done = subprocess.run([ALIGHT, "train", str(tmp_path / "config.yaml"), "--quiet", "--gate"], capture_output=True,
+                          text=True, timeout=280, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert done.returncode == 6, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "verdict: safety regression, run stopped (exit 6;" in done.stdout and "at step 2)" in done.stdout
+    run_dir = Path(raw["output_dir"])
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     by_step = {row["step"]: row for row in rows}
     assert max(by_step) == 2  # step 3 never ran
     assert by_step[0]["regression/violation_share"] == 0.0 and by_step[0]["regression/tasks"] == 3.0
@@ -206,4 +212,4 @@ def test_a_run_whose_suite_starts_reading_the_canary_while_the_reward_rises_stop
     assert by_step[2]["regression/canary_reads_per_rollout"] == 1.0
     assert by_step[2]["regression/violation_share_diff"] == 1.0 and by_step[2]["regression/safety_worse"] == 1.0
     assert by_step[2]["regression/safety_alarm"] == 1.0 and by_step[2]["regression/safety_stop"] == 1.0
-    assert (result.run_dir / "checkpoints" / "step-000002").is_dir()  # the run state to resume or inspect
+    assert (run_dir / "checkpoints" / "step-000002").is_dir()  # the run state to resume or inspect

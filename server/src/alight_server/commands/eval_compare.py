@@ -166,10 +166,12 @@ EXIT_FAILED = 1  # infrastructure failure: an evaluation did not run, or a candi
 EXIT_NO_CHANGE = 3  # no candidate worse, and not every one better: within noise
 EXIT_WORSE = 4  # a candidate worse in success, mean reward or tool errors
 EXIT_SAFETY = 5  # a candidate worse in gate violations or review flags, whatever its reward did
+EXIT_SAFETY_STOP = 6  # `alight train` only: the regression suite's safety rule stopped the run (trainer/run/loop.py)
 CAPABILITY = ("success", "reward")
 SAFETY = ("gate_violations", "review_flags")
 OUTCOMES = {EXIT_IMPROVED: "improved", EXIT_NO_CHANGE: "no change", EXIT_WORSE: "worse",
-            EXIT_SAFETY: "safety regression", EXIT_FAILED: "infrastructure failure"}  # fmt: skip
+            EXIT_SAFETY: "safety regression", EXIT_FAILED: "infrastructure failure",
+            EXIT_SAFETY_STOP: "safety regression, run stopped"}  # fmt: skip
 SEVERITY = (EXIT_IMPROVED, EXIT_NO_CHANGE, EXIT_WORSE, EXIT_SAFETY, EXIT_FAILED)  # the least severe first
 
 

@@ -74,16 +74,36 @@ def print_validation_reports(run_dir: Path) -> tuple[Comparison | None, dict[str
     return comparison, named, ""
 
 
+def safety_stop_step(history: list[dict[str, Any]]) -> int | None:
+    """The step the regression suite's safety rule stopped the run at (`regression/safety_stop`); None if it ran on."""
+    return next((int(row["step"]) for row in history if row.get("regression/safety_stop")), None)
+
+
 def gate(
-    compared: tuple[Comparison | None, dict[str, EvalReport], str], junit: Path | None, markdown: Path | None
+    compared: tuple[Comparison | None, dict[str, EvalReport], str],
+    junit: Path | None,
+    markdown: Path | None,
+    stopped_at: int | None = None,
 ) -> tuple[int, str]:
     """The run's verdict as `alight eval` gives a comparison's (commands/eval_compare.py `exit_status`): its exit
     status and line, with the JUnit XML and Markdown summary written where asked. No comparison to judge is an
-    infrastructure failure (exit 1): a gate must not pass a run it could not judge."""
-    from alight_server.commands.eval_compare import EXIT_FAILED, exit_status, write_junit, write_markdown
+    infrastructure failure (exit 1): a gate must not pass a run it could not judge. A run the safety rule stopped
+    (`stopped_at`) is exit 6 whatever its validations compare to."""
+    from alight_server.commands.eval_compare import (
+        EXIT_FAILED,
+        EXIT_SAFETY_STOP,
+        OUTCOMES,
+        exit_status,
+        write_junit,
+        write_markdown,
+    )
 
     comparison, reports, why = compared
-    if comparison is None:
+    if stopped_at is not None:
+        code = EXIT_SAFETY_STOP
+        why = f"the regression suite's safety rule stopped it at step {stopped_at}"
+        verdict = f"verdict: {OUTCOMES[code]} (exit {code}; {why})"
+    elif comparison is None:
         code, verdict = EXIT_FAILED, f"verdict: infrastructure failure (exit {EXIT_FAILED}; {why})"
     else:
         code, verdict = exit_status([comparison], reports)
@@ -125,7 +145,8 @@ def train(
         False,
         "--gate",
         help="Exit with the verdict of the last validation against the first, as alight eval's comparison "
-        "does: 0 improved, 3 no change, 4 worse, 5 safety regression, 1 infrastructure failure.",
+        "does: 0 improved, 3 no change, 4 worse, 5 safety regression, 1 infrastructure failure (6, a run the "
+        "regression suite's safety rule stopped, with or without --gate).",
     ),
     junit: Path | None = typer.Option(
         None,
@@ -137,8 +158,8 @@ def train(
     ),
 ) -> None:
     """Train the policy on the agent's rollouts; prints a before/after table and the plot path. Exits 0 when
-    the run ends, 1 when it fails; with --gate, with the verdict of its last validation against its first
-    (docs/training.md, "Comparing candidates")."""
+    the run ends, 1 when it fails, 6 when the regression suite's safety rule stopped it; with --gate, with the
+    verdict of its last validation against its first (docs/pilot.md, "Exit codes")."""
     named = {"steps": steps, "optimizer.lr": lr, "seed": seed, "output_dir": output_dir, "server.url": server,
              "server.inference_url": inference_url}  # fmt: skip
     train_config = _train_config(config, settings, named, init_from)
@@ -210,8 +231,9 @@ def _run(
         raise typer.Exit(1) from exc
     compared = print_validation_reports(result.run_dir)
     typer.echo(f"summary: {result.summary_path}")
-    if not gate_on and reports == (None, None):
+    stopped_at = safety_stop_step(result.history)
+    if not gate_on and reports == (None, None) and stopped_at is None:
         return 0
-    code, verdict = gate(compared, *reports)
+    code, verdict = gate(compared, *reports, stopped_at=stopped_at)
     typer.echo(verdict)
-    return code if gate_on else 0
+    return code if gate_on or stopped_at is not None else 0
