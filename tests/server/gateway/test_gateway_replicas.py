@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,15 +27,49 @@ from alight_server.app import create_app
 from alight_server.config import ServerConfig
 from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store.sql import SqlStore
+from alight_testing import create_fake_upstream
+from tests.server.gateway.conftest import UpstreamUnderTest
 
 ALIGHT = str(Path(sys.executable).parent / "alight")
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
 ADMIN_KEY = "alk_replicas-admin-key"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+@pytest.fixture(scope="module")
+def upstream_server() -> Iterator[UpstreamUnderTest]:
+    """The fake upstream alone: which backend answers is no part of how replicas pause and drain together."""
+    app = create_fake_upstream(model="fake-policy")
+    with ServerThread(app) as url:
+        yield UpstreamUnderTest("fake", url + "/v1", "fake-policy", app.state.fake)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def shared_db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One database per kind for the module: replica B is started on it once and serves every test beside A."""
     if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path_factory.mktemp('replicas') / 'shared.db'}"
+        return
+    import sqlalchemy as sa
+
+    pg_url: str = request.getfixturevalue("pg_url")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in pg_url else "?"
+    yield f"{pg_url}{sep}options=-csearch_path%3D{schema}"
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+    admin.dispose()
+
+
+@pytest.fixture
+def db_url(request: pytest.FixtureRequest, shared_db_url: str, tmp_path: Path) -> str:
+    """Replica B's database for the tests beside it; a fresh one of the same kind for those that need no other
+    replica on their store."""
+    if "replica_b" in request.fixturenames:
+        return shared_db_url
+    if shared_db_url.startswith("sqlite"):
         return f"sqlite:///{tmp_path / 'shared.db'}"
     return request.getfixturevalue("pg_store_url")
 
@@ -89,11 +124,23 @@ class Replica:
             self.proc.stdout.close()
 
 
+@pytest.fixture(scope="module")
+def _replica_b_slot(shared_db_url: str) -> Iterator[list[Replica]]:
+    """Replica B, started once per database (a start is seconds of imports); a test that stops it gets a new one."""
+    slot: list[Replica] = []
+    yield slot
+    for replica in slot:
+        replica.stop()
+
+
 @pytest.fixture
-def replica_b(db_url: str) -> Iterator[Replica]:
-    replica = Replica(db_url)
+def replica_b(_replica_b_slot: list[Replica], shared_db_url: str) -> Iterator[Replica]:
+    if not _replica_b_slot or _replica_b_slot[-1].proc.poll() is not None:
+        _replica_b_slot.append(Replica(shared_db_url))
+    replica = _replica_b_slot[-1]
     yield replica
-    replica.stop()
+    if replica.proc.poll() is None:  # the next test starts with the shared pause lifted
+        replica.admin.post("/api/gateway/resume", json={}).raise_for_status()
 
 
 def _admin(gateway: Any) -> httpx.Client:
@@ -117,31 +164,22 @@ def _chat(attempt: Any) -> httpx.Response:
     return httpx.post(f"{attempt.base_url}/chat/completions", headers=headers, json=CHAT, timeout=30)
 
 
-def test_replicas_see_each_other_and_a_stopped_one_leaves(gateway, replica_b):
-    with _admin(gateway) as a:
-        b_id = replica_b.admin.get("/api/gateway/status").json()["replica"]
-        a_id = a.get("/api/gateway/status").json()["replica"]
-        assert _until(lambda: _others(a), "A seeing B") == [b_id]
-        assert _others(replica_b.admin) == [a_id]
-        replica_b.stop()  # uvicorn shuts down gracefully on SIGTERM, then exits by that signal
-        assert _others(a) == []  # B removed its report on the way out
-
-
 def test_a_pause_on_one_replica_holds_calls_on_another_and_its_resume_brings_the_new_version(
     gateway, attempt, fake, replica_b
 ):
     assert _chat(attempt).status_code == 200
+    before = replica_b.admin.get("/api/policy").json()["current"]  # replica B's database outlives one test
     assert replica_b.admin.post("/api/gateway/pause").json()["paused"] is True
     refused = _until(lambda: (r := _chat(attempt)).status_code == 429 and r, "a 429 from replica A")
     assert "paused" in refused.json()["error"]["message"] and float(refused.headers["retry-after"]) > 0
     with _admin(gateway) as a:
         assert a.get("/api/gateway/status").json()["paused"] is True
     resumed = replica_b.admin.post("/api/gateway/resume", json={"weights_changed": True}).json()
-    assert resumed["policy_version"] == 1 and resumed["paused"] is False
+    assert resumed["policy_version"] == before + 1 and resumed["paused"] is False
     _until(lambda: _chat(attempt).status_code == 200, "replica A answering again")
-    # Calls A answered before it applied the pause count as version 0; refused ones were never recorded.
+    # Calls A answered before it applied the pause count as the old version; refused ones were never recorded.
     versions = [c.policy_version for c in gateway.server.store.list_model_calls(attempt.rollout_id)]
-    assert versions[-1] == 1 and set(versions[:-1]) == {0}
+    assert versions[-1] == before + 1 and set(versions[:-1]) == {before}
     assert len(fake.calls) == len(versions)
 
 
@@ -208,3 +246,14 @@ def test_a_pause_no_running_replica_holds_lapses_when_one_starts(db_url, store):
     with ServerThread(app) as url, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
         assert c.get("/api/gateway/status").json()["paused"] is False
     assert store.gateway_pause().paused is False
+
+
+# Last: it stops replica B, which the tests before share (a test after it would start a new one).
+def test_replicas_see_each_other_and_a_stopped_one_leaves(gateway, replica_b):
+    with _admin(gateway) as a:
+        b_id = replica_b.admin.get("/api/gateway/status").json()["replica"]
+        a_id = a.get("/api/gateway/status").json()["replica"]
+        assert _until(lambda: _others(a), "A seeing B") == [b_id]
+        assert _others(replica_b.admin) == [a_id]
+        replica_b.stop()  # uvicorn shuts down gracefully on SIGTERM, then exits by that signal
+        assert _others(a) == []  # B removed its report on the way out
