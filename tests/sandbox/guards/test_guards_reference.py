@@ -35,7 +35,8 @@ def check(tmp_path: Path):
             (tmp_path / name / "calc.py").write_text(text)
         (tmp_path / "graded" / "tests").mkdir(exist_ok=True)
         (tmp_path / "graded" / "tests" / "test_calc.py").write_text("EXPECTED = {(2, 3): 5}\n")
-        reference = Reference(tmp_path / "original", CALLS, seed="calc", inputs=12, cpu_s=0.5)
+        # 0.1 CPU-s a call: add answers in microseconds, and a side that spins spends it on each of the 12 inputs.
+        reference = Reference(tmp_path / "original", CALLS, seed="calc", inputs=12, cpu_s=0.1)
         return reference_violations(reference, tmp_path / "graded", policy)
 
     return run
