@@ -1,7 +1,7 @@
 """Dashboard fixtures: a store filled by a real short training run, plus gateway calls, served on loopback.
 
-The training run (tiny model, 2 steps, real agent subprocesses) takes about half a minute and is shared
-by the session; while it trains, a probe (live_probe.py) looks at the run's own dashboard and at a second
+The training run (tiny model, 2 steps, real agent subprocesses) takes about half a minute and is trained
+once per session, whichever xdist workers need it (each serves its own copy); while it trains, a probe (live_probe.py) looks at the run's own dashboard and at a second
 `alight serve` on its store. Then, through the same server's gateway and the fake upstream: a rollout
 whose user turn (and so the fake model's echoed reply) carries a `<script>` tag. Straight into the
 store: a rollout of the run's step 2 that failed once for infrastructure and once as a task, and the
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import shutil
 import sys
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 from cryptography.fernet import Fernet
+from filelock import FileLock
 
 from alight.api_models import RolloutQuery
 from alight.evaluation import REWARD_HACKING
@@ -121,15 +123,39 @@ def _running_attempt_token(admin: httpx.Client) -> str:
     return admin.post("/api/attempts/claim", json={"limit": 1, "ids": ["still-running"]}).json()["attempts"][0]["token"]
 
 
+def _trained_once(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, LiveView, str]:
+    """(the trained run's folder, what the probe saw, the server secret), trained once per session.
+
+    Under xdist the first worker to get here trains into a folder all workers share (the standard FileLock
+    recipe); the others wait for it and read the same run. Each worker then opens its own copy of the run.
+    """
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the session's folder, above each worker's own
+    folder = shared / "dashboard-run"
+    with FileLock(str(shared / "dashboard-run.lock")):
+        done = folder / "trained.pickle"
+        if not done.exists():
+            folder.mkdir(exist_ok=True)
+            # One server secret for the run, the stores opened on it and the dashboards' servers: the run's
+            # content cells are sealed under data keys its KEK wraps (store/keys/kek.py), which a store opened
+            # under another key cannot open. Set only while they open their keys, so the rest of the session
+            # runs without ALIGHT_SECRET_KEY as before.
+            secret = Fernet.generate_key().decode()
+            with pytest.MonkeyPatch.context() as env:
+                env.setenv(SECRET_KEY_ENV, secret)
+                db, live = _train(folder)
+            done.write_bytes(pickle.dumps((db.parent, live, secret)))
+        return pickle.loads(done.read_bytes())
+
+
 @pytest.fixture(scope="session")
 def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
-    # One server secret for the run, this store and the dashboard's server: the run's content cells are sealed
-    # under data keys its KEK wraps (store/keys/kek.py), which a store opened under another key cannot open. Set
-    # only while they open their keys, so the rest of the session runs without ALIGHT_SECRET_KEY as before.
-    secret = Fernet.generate_key().decode()
+    trained, live, secret = _trained_once(tmp_path_factory)
+    run_dir = shutil.copytree(trained, tmp_path_factory.mktemp("dashboard") / "run")  # this worker writes to it
+    db = run_dir / "alight.db"
     with pytest.MonkeyPatch.context() as env:
         env.setenv(SECRET_KEY_ENV, secret)
-        db, live = _train(tmp_path_factory.mktemp("dashboard"))
         store = open_store(f"sqlite:///{db}")
         config = ServerConfig(admin_key=ADMIN_KEY, db_url=f"sqlite:///{db}", port=free_port())
         app = create_app(config, store=store)
