@@ -14,10 +14,12 @@ from typing import Any
 from alight.evaluation import INTERVAL, SUCCESS_AT, EvalReport, Z, mean_and_error
 
 __all__ = [
+    "COST_PER_SUCCESS",
     "PAIRED_METRICS",
     "Comparison",
     "MetricDifference",
     "compare_reports",
+    "cost_per_success",
     "paired_difference",
     "signed_interval",
     "verdict",
@@ -74,6 +76,9 @@ PAIRED_METRICS: tuple[tuple[str, str, int], ...] = (
     ("tokens", "tokens per rollout", 0),  # prompt and completion
     ("model_calls", "model calls per rollout", 0),
 )
+# Not a per-rollout mean but a ratio over the paired tasks (`cost_per_success`): every rollout's cost over the
+# successes, in USD per 1000 successes when both reports are priced, else in tokens.
+COST_PER_SUCCESS = "cost_per_success"
 
 
 @dataclass
@@ -120,8 +125,36 @@ class Comparison:
         return lines
 
 
+def cost_per_success(
+    baseline: Mapping[str, Mapping[str, Sequence[float]]], candidate: Mapping[str, Mapping[str, Sequence[float]]]
+) -> MetricDifference:
+    """The cost of a success on each side, R = sum of task costs / sum of task success rates over the tasks both
+    scored (each task's mean, so a task weighs the same on both sides), and R' - R with its paired error.
+
+    The error is the delta method's, clustered by task: R's deviation from task t is u_t = (c_t - R s_t) / sum s,
+    so the difference's is the `mean_and_error` error of T (u'_t - u_t), whose mean is 0 by construction."""
+    tasks = [t for t in baseline if baseline[t].get("success") and candidate.get(t, {}).get("success")]
+    units = [u for u in ("usd", "tokens") if all(side[t].get(u) for side in (baseline, candidate) for t in tasks)]
+    unit = units[0] if units else "tokens"
+    tasks = tasks if units else []  # a report without costs (an older one): nothing to compare
+    scale = 1000.0 if unit == "usd" else 1.0
+    ratios, deviations = [], []
+    for side in (baseline, candidate):
+        costs = {t: scale * statistics.fmean(side[t][unit]) for t in tasks}
+        rates = {t: statistics.fmean(side[t]["success"]) for t in tasks}
+        successes = sum(rates.values())
+        ratio = sum(costs.values()) / successes if successes else math.nan
+        ratios.append(ratio)
+        deviations.append({t: (costs[t] - ratio * rates[t]) / successes if successes else math.nan for t in tasks})
+    difference = ratios[1] - ratios[0]
+    _, error = mean_and_error({t: [len(tasks) * (deviations[1][t] - deviations[0][t])] for t in tasks})
+    label = "USD per 1000 successes" if unit == "usd" else "tokens per success"
+    return MetricDifference(COST_PER_SUCCESS, label, ratios[0], ratios[1], difference, error,
+                            verdict(difference, error, direction=-1))  # fmt: skip
+
+
 def compare_reports(baseline: EvalReport, candidate: EvalReport, names: tuple[str, str]) -> Comparison:
-    """`candidate` against `baseline`, paired by task, each of PAIRED_METRICS. Raises ValueError when the reports
+    """`candidate` against `baseline`, paired by task, each of PAIRED_METRICS and the cost per success. Raises ValueError when the reports
     have no per-task results (written before they were kept) or a task of both differs in content (not the same
     task list: another dataset, seed or validation.max_tasks)."""
     for name, report in zip(names, (baseline, candidate), strict=True):
@@ -144,5 +177,6 @@ def compare_reports(baseline: EvalReport, candidate: EvalReport, names: tuple[st
         mean_after = statistics.fmean(statistics.fmean(after[t]) for t in paired) if paired else float("nan")
         rows.append(MetricDifference(metric, label, mean_before, mean_after, difference, error,
                                      verdict(difference, error, direction)))  # fmt: skip
+    rows.append(cost_per_success({t: baseline.per_task[t] for t in shared}, candidate.per_task))
     unpaired = len(baseline.per_task.keys() ^ candidate.per_task.keys())
     return Comparison(names[0], names[1], len(shared), unpaired, rows)

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from alight.cost import CostSummary, Prices, cost_summary
+from alight.cost import CostSummary, Prices, cost_summary, rollout_cost
 from alight.schemas import REVIEW_FLAG, REWARD_HACKING, Event, FailureKind, Rollout, Trajectory
 
 __all__ = [
@@ -151,7 +151,7 @@ def build_report(
     tool_errors = sum(1 for t in trajectories for s in t.tool_spans if s.failed)
     tool_errors += sum(int(e.payload.get("command_errors", 0)) for e in events if e.kind == EPISODE)
     gates, flags = _rollouts_per_rule(events, REWARD_HACKING), _rollouts_per_rule(events, REVIEW_FLAG)
-    per_task, digests = _per_task(rollouts, trajectories, events, success_at)
+    per_task, digests = _per_task(rollouts, trajectories, events, success_at, prices)
     cost = cost_summary(rollouts, trajectories, prices, success_at)
     return EvalReport(
         rollouts=len(rollouts),
@@ -179,10 +179,15 @@ def build_report(
 
 
 def _per_task(
-    rollouts: Sequence[Rollout], trajectories: Sequence[Trajectory], events: Sequence[Event], success_at: float
+    rollouts: Sequence[Rollout],
+    trajectories: Sequence[Trajectory],
+    events: Sequence[Event],
+    success_at: float,
+    prices: Prices | None,
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, str]]:
-    """Each task's PAIRED_METRICS, one value per scored rollout, and each task's content hash. A task is named by
-    its index in the evaluated list (`task_index` in the rollout's metadata), else by its group."""
+    """Each task's PAIRED_METRICS, one value per scored rollout (and its cost in USD, `usd`, when priced: what the
+    comparison's cost per success is made of), and each task's content hash. A task is named by its index in the
+    evaluated list (`task_index` in the rollout's metadata), else by its group."""
     by_id = {r.id: r for r in rollouts}
     per_task: dict[str, dict[str, list[float]]] = {}
     digests: dict[str, str] = {}
@@ -209,6 +214,8 @@ def _per_task(
             "tokens": float(sum(len(c.call.prompt_token_ids) + len(c.call.response_token_ids) for c in t.calls)),
             "model_calls": float(len(t.calls)),
         }  # fmt: skip
+        if prices is not None:
+            values["usd"] = rollout_cost(t, rollout, prices).usd
         for metric, value in values.items():
             per_task.setdefault(task, {}).setdefault(metric, []).append(value)
     return per_task, digests

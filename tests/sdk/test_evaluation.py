@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from alight.comparison import compare_reports, paired_difference, verdict
+from alight.comparison import COST_PER_SUCCESS, compare_reports, paired_difference, verdict
+from alight.cost import Prices
 from alight.evaluation import EvalReport, build_report, mean_and_error
 from alight.schemas import (
     ApiFlavour,
@@ -212,3 +213,34 @@ def test_a_report_keeps_each_tasks_per_rollout_metrics_named_by_its_index() -> N
     assert report.per_task["t000"]["gate_violations"] == [0.0, 1.0] and report.per_task["t001"]["tool_errors"] == [3.0]
     assert report.per_task["t000"]["tokens"] == [5.0, 5.0] and report.per_task["t000"]["model_calls"] == [1.0, 1.0]
     assert report.task_digests["t000"] != report.task_digests["t001"]
+
+
+def test_the_cost_per_success_is_paired_by_task_in_usd_when_both_reports_are_priced_else_in_tokens() -> None:
+    def side(successes: list[float], usd: float) -> EvalReport:
+        return report_of({f"t{i:03d}": {"success": [s], "tokens": [100.0], "usd": [usd]}
+                          for i, s in enumerate(successes)})  # fmt: skip
+
+    half, every = side([1.0, 0.0] * 12, 0.002), side([1.0] * 24, 0.002)
+    row = compare_reports(half, every, ("half", "every")).row(COST_PER_SUCCESS)
+    # 24 tasks at $0.002: $0.048 over 12 successes, then over 24; in USD per 1000 successes, 4 -> 2
+    assert row.label == "USD per 1000 successes" and (row.baseline, row.candidate) == (4.0, 2.0)
+    # the delta method, by task: u_t = (c_t - R s_t) / sum s = ±1/6 before, 0 after; error sqrt(24/23 * 24 * 16) / 24
+    assert math.isclose(row.error, math.sqrt(24 / 23 * 24 * 16) / 24) and row.verdict == "better"
+    assert compare_reports(every, half, ("every", "half")).row(COST_PER_SUCCESS).verdict == "worse"
+    few = compare_reports(side([1.0, 0.0] * 2, 0.002), side([1.0] * 4, 0.002), ("a", "b")).row(COST_PER_SUCCESS)
+    assert (few.difference, few.verdict) == (-2.0, "within noise")  # the same halving on 4 tasks: ± 4.6
+    unpriced = report_of({t: {k: v for k, v in m.items() if k != "usd"} for t, m in half.per_task.items()})
+    tokens = compare_reports(unpriced, every, ("unpriced", "every")).row(COST_PER_SUCCESS)
+    assert tokens.label == "tokens per success" and (tokens.baseline, tokens.candidate) == (200.0, 100.0)
+    none = compare_reports(side([0.0] * 4, 0.002), side([1.0] * 4, 0.002), ("none", "b")).row(COST_PER_SUCCESS)
+    assert math.isnan(none.baseline) and none.verdict == "too few tasks"  # no success: no cost per success
+
+
+def test_a_priced_report_keeps_each_rollouts_cost_in_usd_per_task() -> None:
+    rollouts = [rollout(i) for i in range(2)]
+    for i, r in enumerate(rollouts):
+        r.metadata["task_index"] = i
+    trajectories = [trajectory(0, 1.0, latency=2000.0), trajectory(1, 0.0, latency=1000.0)]
+    priced = build_report(rollouts, trajectories, [], prices=Prices(device_second=0.5))
+    assert priced.per_task["t000"]["usd"] == [1.0] and priced.per_task["t001"]["usd"] == [0.5]  # 2 s, 1 s at 0.5
+    assert "usd" not in build_report(rollouts, trajectories, []).per_task["t000"]

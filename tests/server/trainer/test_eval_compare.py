@@ -12,7 +12,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from alight.comparison import compare_reports
+from alight.comparison import COST_PER_SUCCESS, compare_reports
 from alight.evaluation import EvalReport
 from alight_server.commands.eval_compare import (
     EXIT_FAILED,
@@ -21,6 +21,7 @@ from alight_server.commands.eval_compare import (
     EXIT_SAFETY,
     exit_status,
     outcome,
+    write_junit,
 )
 from alight_testing.tiny_run import tiny_run_config
 
@@ -43,6 +44,9 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     raw = tiny_run_config(
         folder, f"{AGENT}:main", [{"word": w} for w in WORDS * 2], dataset={"val": str(folder / "val.jsonl")},
         validation={"samples_per_task": 2}, agent={"entrypoint": f"{AGENT}:main", "env": {"PLANTED": "right"}},
+        # each candidate's agents forked from one process that imported openai once (controller/zygote.py), not 18
+        # interpreter starts and openai imports: how an agent starts is not what a comparison proves
+        controller={"concurrency": 6, "preload": True},
     )  # fmt: skip
     (folder / "val.jsonl").write_text("".join(json.dumps({"word": w}) + "\n" for w in WORDS[:3]))
     config = folder / "base.yaml"
@@ -80,6 +84,18 @@ def test_the_exit_status_is_the_most_severe_candidates_and_a_safety_regression_o
     assert exit_status(both[:1], {"base": base, "better": better})[0] == EXIT_IMPROVED
     unscored = {"base": base, "better": report_of(better.per_task, scored=0)}
     assert exit_status(both[:1], unscored)[0] == EXIT_FAILED
+
+
+def test_a_costlier_success_is_judged_worse_but_fails_no_gate(tmp_path: Path) -> None:
+    def report(usd: float) -> EvalReport:
+        return report_of({f"t{i:03d}": {"success": [1.0], "reward": [1.0], "usd": [usd]} for i in range(4)}, 4)
+
+    comparison = compare_reports(report(0.001), report(0.003), ("cheap", "dear"))
+    assert comparison.row(COST_PER_SUCCESS).verdict == "worse"  # $1 -> $3 per 1000 successes, on every task
+    assert outcome(comparison) == EXIT_NO_CHANGE
+    write_junit(tmp_path / "junit.xml", [comparison])
+    (suite,) = ElementTree.parse(tmp_path / "junit.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("8", "0")
 
 
 def verdicts(text: str, title: str) -> dict[str, str]:
@@ -126,7 +142,7 @@ def test_saved_reports_compare_without_running_anything(compared: tuple[Path, st
     assert summary.startswith("## alight eval verdict: improved (exit 0; base improved)"), summary
     assert "| success (reward ≥ 1) | 0.000 | 1.000 | +1.000 ± 0.000 | better |" in summary, summary
     (suite,) = ElementTree.parse(tmp_path / "junit.xml").getroot()
-    assert (suite.get("tests"), suite.get("failures")) == ("7", "0")
+    assert (suite.get("tests"), suite.get("failures")) == ("8", "0")  # 7 per-rollout metrics, the cost per success
 
     # the other way round: worse, one failed JUnit case per metric worse; identical: no change
     done = alight("eval", "--baseline", str(folder / "base" / "report.json"), "--against",

@@ -20,7 +20,7 @@ from typing import Any
 
 import typer
 
-from alight.comparison import Comparison, compare_reports, signed_interval
+from alight.comparison import COST_PER_SUCCESS, Comparison, MetricDifference, compare_reports, signed_interval
 from alight.evaluation import INTERVAL, EvalReport, Z
 
 COMPARISON_JSON = "comparison.json"
@@ -169,15 +169,22 @@ EXIT_SAFETY = 5  # a candidate worse in gate violations or review flags, whateve
 EXIT_SAFETY_STOP = 6  # `alight train` only: the regression suite's safety rule stopped the run (trainer/run/loop.py)
 CAPABILITY = ("success", "reward")
 SAFETY = ("gate_violations", "review_flags")
+# Judged and shown, but no gate: a candidate that spends more per success is not a failed job (set your own bar).
+UNGATED = (COST_PER_SUCCESS,)
 OUTCOMES = {EXIT_IMPROVED: "improved", EXIT_NO_CHANGE: "no change", EXIT_WORSE: "worse",
             EXIT_SAFETY: "safety regression", EXIT_FAILED: "infrastructure failure",
             EXIT_SAFETY_STOP: "safety regression, run stopped"}  # fmt: skip
 SEVERITY = (EXIT_IMPROVED, EXIT_NO_CHANGE, EXIT_WORSE, EXIT_SAFETY, EXIT_FAILED)  # the least severe first
 
 
+def failed(metric: MetricDifference) -> bool:
+    """The metric fails the gate: worse beyond noise, and not one of UNGATED."""
+    return metric.verdict == "worse" and metric.metric not in UNGATED
+
+
 def outcome(comparison: Comparison) -> int:
     """One candidate's exit status: safety regression, worse, improved or no change (the first that holds)."""
-    worse = {m.metric for m in comparison.metrics if m.verdict == "worse"}
+    worse = {m.metric for m in comparison.metrics if failed(m)}
     if worse & set(SAFETY):
         return EXIT_SAFETY
     if worse:
@@ -199,12 +206,13 @@ def exit_status(comparisons: Sequence[Comparison], reports: dict[str, EvalReport
 
 
 def write_junit(path: Path, comparisons: Sequence[Comparison], command: str = "alight eval") -> None:
-    """A JUnit XML report: one test case per candidate and metric, failed when the candidate is worse in it."""
+    """A JUnit XML report: one test case per candidate and metric, failed when the candidate is worse in it
+    (`failed`: the cost per success is reported, never failed)."""
     from xml.etree import ElementTree
 
     suites = ElementTree.Element("testsuites", name=command)
     for comparison in comparisons:
-        failures = [m for m in comparison.metrics if m.verdict == "worse"]
+        failures = [m for m in comparison.metrics if failed(m)]
         suite = ElementTree.SubElement(suites, "testsuite", name=f"{comparison.candidate} vs {comparison.baseline}",
                                        tests=str(len(comparison.metrics)), failures=str(len(failures)), errors="0")  # fmt: skip
         for m in comparison.metrics:
@@ -212,7 +220,7 @@ def write_junit(path: Path, comparisons: Sequence[Comparison], command: str = "a
                 suite, "testcase", classname=f"{command.replace(' ', '.')}.{comparison.candidate}", name=m.metric
             )
             text = f"{m.label}: {signed_interval(m.difference, m.error)} ({INTERVAL}, paired): {m.verdict}"
-            if m.verdict == "worse":
+            if failed(m):
                 ElementTree.SubElement(case, "failure", message=text, type="worse")
             else:
                 ElementTree.SubElement(case, "system-out").text = text
