@@ -1,7 +1,8 @@
 """Zero-change training: unmodified agents (no decorator, no alight import) trained by `alight train`.
 
-Each agent script runs as the config's `command`, finds the gateway through the controller's environment
-(OPENAI_* or ANTHROPIC_*), and gets its reward from the config's `evaluator`, which sees the task.
+Each agent script runs as the config's `command` (through dispatch.py, which execs the script its task
+names, so one run trains all three), finds the gateway through the controller's environment (OPENAI_* or
+ANTHROPIC_*), and gets its reward from the config's `evaluator`, which sees the task.
 """
 
 from __future__ import annotations
@@ -30,17 +31,25 @@ ALIGHT = str(Path(sys.executable).parent / "alight")
 WORDS = ["apple", "river", "stone"]
 
 
-def train(tmp_path: Path, command: list[str], **overrides: Any) -> dict[str, Any]:
+# each unmodified agent script -> the API its client speaks; one run trains all three, a task (and group) each
+AGENTS = {
+    "agents_sdk_agent.py": ApiFlavour.RESPONSES,
+    "anthropic_agent.py": ApiFlavour.MESSAGES,
+    "langgraph_agent.py": ApiFlavour.CHAT,
+}
+
+
+def train(tmp_path: Path, command: list[str], tasks: list[dict[str, str]], **overrides: Any) -> dict[str, Any]:
     """`alight train` on a config for the tiny model with the test evaluator; returns the step-1 metrics."""
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("".join(json.dumps({"word": w}) + "\n" for w in WORDS))
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(task) + "\n" for task in tasks))
     config = {
         "model": "tiny",
-        "dataset": {"train": str(tasks)},
+        "dataset": {"train": str(path)},
         "agent": {"command": command, "cwd": str(tmp_path)},
         "evaluator": f"{HERE / 'scoring.py'}:score",
         "group_size": 4,
-        "tasks_per_step": 1,
+        "tasks_per_step": len(tasks),
         "steps": 1,
         "rollout_timeout_s": 200,
         "max_attempts": 1,
@@ -67,33 +76,31 @@ def evaluator_score(task: dict[str, Any], text: str) -> float:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(
-    ("script", "flavour"),
-    [
-        ("agents_sdk_agent.py", ApiFlavour.RESPONSES),
-        ("anthropic_agent.py", ApiFlavour.MESSAGES),
-        ("langgraph_agent.py", ApiFlavour.CHAT),
-    ],
-)
-def test_an_unmodified_agent_trains_one_step_on_rewards_from_the_config_evaluator(
-    tmp_path: Path, script: str, flavour: ApiFlavour
-) -> None:
-    step = train(tmp_path, [sys.executable, str(HERE / script)])
-    assert step["policy_version"] == 1 and step["train/uniform_groups"] == 0, step  # one optimizer step
-    assert step["rollouts/rewarded"] == 4 and step["rollouts/missing_reward"] == 0
+def test_unmodified_agents_train_one_step_on_rewards_from_the_config_evaluator(tmp_path: Path) -> None:
+    # One run, one task per agent: the command (dispatch.py) execs the script the task names, so each group
+    # of four is one agent's, and the single optimizer step trains on all three groups.
+    tasks = [{"word": word, "agent": script} for word, script in zip(WORDS, AGENTS, strict=True)]
+    step = train(tmp_path, [sys.executable, str(HERE / "dispatch.py")], tasks, controller={"concurrency": 12})
+    assert step["policy_version"] == 1, step  # one optimizer step
+    assert step["train/groups"] == 3 and step["train/uniform_groups"] == 0, step  # every agent's group trained
+    assert step["rollouts/rewarded"] == 12 and step["rollouts/missing_reward"] == 0, step
 
     store = open_run_store(tmp_path / "run")
     rollouts = [r for r in store.list_rollouts(RolloutQuery(limit=100)) if r.mode == Mode.TRAIN]
-    assert len(rollouts) == 4
-    for rollout in rollouts:
-        calls = sorted(store.list_model_calls(rollout.id), key=lambda c: c.seq)
-        assert calls and {c.flavour for c in calls} == {flavour}
-        assert all(c.status_code == 200 and c.response_token_ids for c in calls)
-        [reward] = store.list_rewards(rollout.id)
-        assert reward.source == RewardSource.EVALUATOR and reward.final
-        from alight_server.trajectories.call_output import call_output
+    assert len(rollouts) == 12, [r.id for r in rollouts]
+    for script, flavour in AGENTS.items():
+        own = [r for r in rollouts if r.task["agent"] == script]
+        assert len(own) == 4 and len({r.group_id for r in own}) == 1, f"{script}: {[r.id for r in own]}"
+        for rollout in own:
+            calls = sorted(store.list_model_calls(rollout.id), key=lambda c: c.seq)
+            assert calls and {c.flavour for c in calls} == {flavour}, f"{script} spoke {[c.flavour for c in calls]}"
+            assert all(c.status_code == 200 and c.response_token_ids for c in calls), f"{script}: {calls}"
+            [reward] = store.list_rewards(rollout.id)
+            assert reward.source == RewardSource.EVALUATOR and reward.final, f"{script}: {reward}"
+            from alight_server.trajectories.call_output import call_output
 
-        assert reward.value == pytest.approx(evaluator_score(rollout.task, call_output(calls[-1]).text))
+            expected = evaluator_score(rollout.task, call_output(calls[-1]).text)
+            assert reward.value == pytest.approx(expected), f"{script}: the evaluator did not see its answer"
     store.close()
 
 
@@ -102,7 +109,7 @@ def test_a_timed_out_attempt_gets_no_reward_from_the_evaluator_and_no_place_in_t
     tmp_path: Path,
 ) -> None:
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
-    step = train(tmp_path, sleeper, rollout_timeout_s=2, group_size=2)
+    step = train(tmp_path, sleeper, [{"word": WORDS[0]}], rollout_timeout_s=2, group_size=2)
     assert step["rollouts/timeout"] == 2 and step["rollouts/rewarded"] == 0
     assert "train/reward_mean" not in step  # nan: no rollout the agent finished, so no mean to report
     store = open_run_store(tmp_path / "run")
