@@ -6,6 +6,7 @@ The real `kubernetes` client against the fake API; `cluster.requests` shows ever
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+import typer
 from controller_testkit import (
     AGENT_DIGEST,
     AGENT_IMAGE,
@@ -28,11 +30,13 @@ from typer.testing import CliRunner
 
 from alight.cli import app
 from alight.schemas import RunnerSpec
+from alight_server.commands.controller import image_settings
 from alight_server.controller.base import SpawnError
 from alight_server.controller.k8s import ImageScan
 from alight_server.controller.k8s.images import ImageRefused, pinned_digest
 from alight_server.controller.loop import Controller
 from alight_testing.fake_k8s import FakeCluster
+from alight_testing.tiny_run import tiny_run_config
 
 Make = Callable[..., Controller]
 HEX = "0123456789abcdef" * 4
@@ -145,12 +149,22 @@ def test_an_allowed_tag_records_the_digest_the_pod_ran(k8s_controllers: Make, ad
     assert recorded["image"] == AGENT_TAG and recorded["pinned"] is False and recorded["digest"] == AGENT_DIGEST
 
 
+def training_config(tmp_path: Path, **controller: Any) -> Path:
+    """A training config file whose `controller:` section is `controller`."""
+    raw = tiny_run_config(tmp_path, "agent.py:main", [{"word": "apple"}], controller=controller)
+    (tmp_path / "config.yaml").write_text(json.dumps(raw))  # JSON is YAML
+    return tmp_path / "config.yaml"
+
+
+@pytest.mark.parametrize("where", ["flag", "config"])
 def test_a_failing_scan_stops_the_controller_before_any_job(
-    live_server: Any, cluster: FakeCluster, tmp_path: Path
+    live_server: Any, cluster: FakeCluster, tmp_path: Path, where: str
 ) -> None:
     command, calls = scanner(tmp_path, exit_code=1)
-    args = controller_args(live_server, cluster, tmp_path, "--image", AGENT_IMAGE, "--image-scan", command)
-    result = CliRunner().invoke(app, args)
+    scan = ["--image-scan", command]
+    if where == "config":  # `controller.images.scan` in the training config, as a pilot keeps its settings
+        scan = ["--config", str(training_config(tmp_path, images={"scan": command}))]
+    result = CliRunner().invoke(app, controller_args(live_server, cluster, tmp_path, "--image", AGENT_IMAGE, *scan))
     assert result.exit_code == 1, result.output
     assert f"image '{AGENT_IMAGE}' failed its scan" in result.output and "CVE-2099-0001 CRITICAL" in result.output
     assert len(calls_of(calls)) == 1 and job_posts(cluster) == 0
@@ -222,3 +236,23 @@ def test_a_passing_scan_runs_once_per_digest_and_its_cache_survives_a_second_run
 def test_a_scan_command_without_its_image_or_unparsable_is_refused_at_load(command: str) -> None:
     with pytest.raises(ValueError, match="--image-scan"):
         ImageScan(command)
+
+
+def test_the_image_settings_come_from_the_training_config_and_each_flag_overrides_its_key(tmp_path: Path) -> None:
+    config = training_config(tmp_path, allow_unpinned_images=True, images={"scan": "scan {image}", "scan_timeout_s": 5})
+    assert image_settings(config, False, None, None) == {
+        "allow_unpinned_images": True,
+        "image_scan": "scan {image}",
+        "image_scan_timeout": 5.0,
+    }
+    flags = image_settings(config, False, "other {image}", 30.0)
+    assert (flags["image_scan"], flags["image_scan_timeout"]) == ("other {image}", 30.0)
+    assert image_settings(None, False, None, None) == {
+        "allow_unpinned_images": False,
+        "image_scan": None,
+        "image_scan_timeout": 600.0,
+    }
+    typo = training_config(tmp_path, images={"scna": "scan {image}"})
+    with pytest.raises(typer.Exit) as refused:
+        image_settings(typo, False, None, None)
+    assert refused.value.exit_code == 2

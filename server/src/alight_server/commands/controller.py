@@ -57,6 +57,12 @@ def controller(
         300.0, "--unschedulable-limit", min=0, help="k8s: seconds a Pod may stay unschedulable (then infra)."
     ),
     creation_rate: float = typer.Option(5.0, "--creation-rate", min=0.01, help="k8s: Jobs created per second."),
+    config: Path | None = typer.Option(
+        None,
+        "--config",
+        help="k8s: a training config whose controller: section sets allow_unpinned_images and images.scan "
+        "(the flags below override it).",
+    ),
     allow_unpinned_images: bool = typer.Option(
         False, "--allow-unpinned-images", help="k8s: run images given by tag, not only name@sha256:DIGEST."
     ),
@@ -66,7 +72,9 @@ def controller(
         help="k8s: a scanner run once per image before its first Job; e.g. 'trivy image "
         "--exit-code 1 {image}'. Non-zero exit, timeout or a missing binary refuses the image.",
     ),
-    image_scan_timeout: float = typer.Option(600.0, "--image-scan-timeout", min=1, help="k8s: seconds per scan."),
+    image_scan_timeout: float | None = typer.Option(
+        None, "--image-scan-timeout", min=1, help="k8s: seconds per scan (default 600)."
+    ),
     agent_server_url: str | None = typer.Option(
         None, "--agent-server-url", help="URL agents reach the server at (default: what the server hands out)."
     ),
@@ -98,9 +106,8 @@ def controller(
     if runner == "k8s":
         options = {"namespace": namespace, "job_template": job_template, "image": image, "kubeconfig": kubeconfig,
                    "context": context, "job_ttl": job_ttl, "unschedulable_limit": unschedulable_limit,
-                   "creation_rate": creation_rate, "kill_grace": kill_grace,
-                   "allow_unpinned_images": allow_unpinned_images, "image_scan": image_scan,
-                   "image_scan_timeout": image_scan_timeout, "scan_cache": logs_dir / "image-scans"}  # fmt: skip
+                   "creation_rate": creation_rate, "kill_grace": kill_grace, "scan_cache": logs_dir / "image-scans",
+                   **image_settings(config, allow_unpinned_images, image_scan, image_scan_timeout)}  # fmt: skip
         chosen: Any = _k8s_runner(name, agent_server_url, options)
         where = f"Jobs in namespace {chosen.namespace}"
     else:
@@ -112,6 +119,25 @@ def controller(
     )  # fmt: skip
     typer.echo(f"controller {chosen.name}: {server}, up to {concurrency} attempts, {where}")
     loop.run()
+
+
+def image_settings(config: Path | None, allow: bool, scan: str | None, timeout: float | None) -> dict[str, Any]:
+    """The k8s runner's image rules: the training config's `controller.allow_unpinned_images` and `controller.images`
+    (trainer/config/images.py), each overridden by its flag where given; without a config, the flags alone."""
+    from alight_server.trainer.config.images import ImageSettings
+
+    allowed, images = False, ImageSettings()
+    if config is not None:
+        from alight_server.trainer.config.run import ConfigError, load_config
+
+        try:
+            section = load_config(config).controller
+        except ConfigError as exc:
+            typer.echo(str(exc), err=True)
+            raise typer.Exit(2) from exc
+        allowed, images = section.allow_unpinned_images, section.images
+    return {"allow_unpinned_images": allow or allowed, "image_scan": scan or images.scan,
+            "image_scan_timeout": timeout or images.scan_timeout_s}  # fmt: skip
 
 
 def _connected_client(server: str, admin_key: str) -> Any:

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from alight_server.trainer.config.images import ImageSettings
+
 
 class Section(BaseModel):
     """Every section forbids unknown keys: a typo is an error, never a silently ignored setting."""
@@ -203,6 +205,9 @@ class ControllerSettings(Section):
     # Entrypoint agents fork from one process that imported them once, instead of a fresh interpreter each
     # (controller/zygote.py): the entrypoint module's top level then runs once per run, not per attempt.
     preload: bool = False
+    # `alight controller --runner k8s --config CONFIG`: images given by tag, not only by digest (trusted registries).
+    allow_unpinned_images: bool = False
+    images: ImageSettings = Field(default_factory=ImageSettings)
 
 
 class ServerSettings(Section):
