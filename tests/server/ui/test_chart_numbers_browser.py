@@ -42,9 +42,18 @@ def _two_policies_step(k: int) -> dict[str, float]:
     return {**_step(k, "policy/a/"), **_step(2 - k, "policy/b/"), "policy/a/policy_version": float(k)}
 
 
+def _suite(success: float, violations: float, canary: float) -> dict[str, float]:
+    """A regression suite run's metrics (trainer/run/regression_suite.py), as a step records them."""
+    return {"regression/success": success, "regression/mean_reward": success, "regression/violation_share": violations,
+            "regression/flag_share": 0.0, "regression/canary_reads_per_rollout": canary,
+            "regression/egress_attempts_per_rollout": 0.0}  # fmt: skip
+
+
+SUITE_STEPS = {0: _suite(0.25, 0.0, 0.0), 2: _suite(0.75, 0.5, 1.5)}  # every: 2, the reward rising, safety worse
 RUNS: dict[str, tuple[dict[str, Any], list[dict[str, float]]]] = {
     "tiny": ({"model": "no-such-model"}, [{}, *(_step(k) for k in range(3))]),
     "flat": ({"model": "no-such-model"}, [{}, _step(0)]),
+    "suite": ({"model": "no-such-model"}, [SUITE_STEPS[0], _step(0), {**_step(1), **SUITE_STEPS[2]}, _step(2)]),
     "tinypolicies": (
         {"model": "no-such-model", "policies": {"a": {}, "b": {}}},
         [{}, *(_two_policies_step(k) for k in range(3))],
@@ -142,3 +151,17 @@ def test_a_hovered_point_shows_its_tiny_value_in_the_legend(page: Any, server: s
     )
     value = chart.locator(".u-legend .u-series").nth(1).locator(".u-value").inner_text()
     assert float(value) == pytest.approx(TINY_LOSS[0], rel=0.01), value
+
+
+def test_the_regression_suites_capability_and_safety_curves_are_drawn_side_by_side(page: Any, server: str) -> None:
+    charts = _charts(page, server, "suite")
+    capability, safety = charts["regression suite: capability"], charts["regression suite: safety (share, per rollout)"]
+    assert capability["data"][0] == safety["data"][0] == [0, 2]  # the steps the suite ran at
+    assert capability["data"][1] == [0.25, 0.75] and safety["data"][1] == [0.0, 0.5]  # success; gate violations
+    assert safety["data"][3] == [0.0, 1.5]  # canary reads per rollout
+    boxes = [page.locator(f"div.chart[data-title='{t}']").bounding_box() for t in ("regression suite: capability",
+             "regression suite: safety (share, per rollout)")]  # fmt: skip
+    assert boxes[0]["y"] == boxes[1]["y"] and boxes[0]["x"] + boxes[0]["width"] <= boxes[1]["x"]  # one row
+    screenshot(page, "regression-suite-charts", "div.chart-pair")
+    assert not any(title.startswith("regression suite") for title in _charts(page, server, "tiny"))  # no suite
+    assert page.errors == []

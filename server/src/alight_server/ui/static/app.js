@@ -133,6 +133,7 @@ function table(headers, rows, attrs) {
   return h("table", attrs || {}, h("thead", {}, h("tr", {}, headers.map((x) => h("th", {}, x)))), h("tbody", {}, rows));
 }
 
+const SUITE = ["regression suite: capability", "regression suite: safety (share, per rollout)"];
 const CURVES = [
   ["train reward (mean, 1 sd band)", (m) => [["reward", m["train/reward_mean"], m["train/reward_std"]]]],
   // What a success costs, beside what it earns (alight/cost.py; money only with `prices:` in the config).
@@ -140,6 +141,10 @@ const CURVES = [
   ["cost in tokens (per success, step total)", (m) => [["per success", m["cost/tokens_per_success"]], ["per accepted patch", m["cost/tokens_per_accepted_patch"]],
     ["step total", m["cost/prompt_tokens"] === undefined ? undefined : m["cost/prompt_tokens"] + m["cost/completion_tokens"]]], { needs: "cost/prompt_tokens" }],
   ["validation mean reward (± 2 SE, clustered by task)", null, { name: "val" }],
+  // The frozen regression suite (trainer/run/regression_suite.py), on the steps it ran: capability beside safety, one row.
+  [SUITE[0], (m) => [["success", m["regression/success"]], ["mean reward", m["regression/mean_reward"]]], { needs: "regression/success" }],
+  [SUITE[1], (m) => [["gate violations", m["regression/violation_share"]], ["review flags", m["regression/flag_share"]],
+    ["canary reads / rollout", m["regression/canary_reads_per_rollout"]], ["egress attempts / rollout", m["regression/egress_attempts_per_rollout"]]], { needs: "regression/success" }],
   ["loss", (m) => [["loss", m["train/loss"]]]],
   ["KL (approx)", (m) => [["kl", m["train/approx_kl"]]]],
   ["clip fraction", (m) => [["clip", m["train/clip_fraction"]]]],
@@ -151,7 +156,7 @@ const CURVES = [
 ];
 
 // the run's, however many policies it trains
-const RUN_WIDE = ["cost in USD (per success, step total)", "cost in tokens (per success, step total)", "tokens / s", "phase times (s)", "integrity (share)", "quarantined rollouts"];
+const RUN_WIDE = [...SUITE, "cost in USD (per success, step total)", "cost in tokens (per success, step total)", "tokens / s", "phase times (s)", "integrity (share)", "quarantined rollouts"];
 
 // specs: CURVES, or Policies.curves for a several-policy run. A pick returns [name, value, std?, colour?] per series.
 function curves(runId, steps, validation, specs) {
@@ -167,6 +172,15 @@ function curves(runId, steps, validation, specs) {
     }
     return Charts.line({ title, series: stepSeries(steps, pick), onPoint });
   });
+}
+
+// The charts titled `titles` in one full-width row of their own, where the first of them was: read side by side.
+function sideBySide(charts, titles) {
+  const pair = charts.filter((c) => titles.includes(c.dataset.title));
+  if (pair.length < 2) return charts;
+  const rest = charts.filter((c) => !pair.includes(c));
+  rest.splice(charts.indexOf(pair[0]), 0, h("div", { class: "chart-pair" }, pair));
+  return rest;
 }
 
 // A pick's series over the steps, in the order the pick lists them (whichever step has which).
@@ -225,7 +239,7 @@ async function runPage(runId) {
       run.config.offline ? [" · ", link(`#/check/${encodeURIComponent(run.id)}`, "check report")] : null,
       run.status === "running" ? h("span", { class: "live" }, " · live") : null),
     Policies.legend(names, order, "run-policies"),
-    h("div", { class: "charts" }, curves(run.id, steps, validation, specs)),
+    h("div", { class: "charts" }, sideBySide(curves(run.id, steps, validation, specs), SUITE)),
     h("h2", {}, "Steps"),
     table(["step", "train reward (mean, sd)", "val mean reward", "loss", "groups", "equal-reward groups", names.length ? "own versions" : null, ""]
       .filter((x) => x !== null), stepRows, { id: "steps" }),
