@@ -57,11 +57,7 @@ def policy_server(
     """(url, admin key, the config's agent) of the config's stack in `workdir` (not its output_dir: a training
     run's store stays untouched), its policy served as `alight train` serves it; `evaluator` replaces the config's."""
     try:
-        from alight_server.stacks.kinds import EmbeddedStack
-        from alight_server.stacks.opening import stack_options, vllm_policy
         from alight_server.trainer.config.run import ConfigError, load_config
-        from alight_server.trainer.run.policy_engine import engine_adapters, policy_engine
-        from alight_server.trainer.run.train_step import torch_threads
     except ImportError as exc:
         raise typer.BadParameter(f"serving the config's policy needs the train extra ({exc}): {TRAIN_EXTRA}") from exc
     try:
@@ -80,6 +76,13 @@ def policy_server(
             "training run: run this agent against one with --upstream URL --upstream-key-file PATH",
             param_hint="--config",
         )
+    try:  # torch and the model's libraries: only once the config is one this can serve
+        from alight_server.stacks.kinds import EmbeddedStack
+        from alight_server.stacks.opening import stack_options, vllm_policy
+        from alight_server.trainer.run.policy_engine import engine_adapters, policy_engine
+        from alight_server.trainer.run.train_step import torch_threads
+    except ImportError as exc:
+        raise typer.BadParameter(f"serving the config's policy needs the train extra ({exc}): {TRAIN_EXTRA}") from exc
     options = {**stack_options(config), "evaluator": evaluator or config.evaluator, "run_agents": False}
     with torch_threads(config.inference.torch_threads):
         if config.inference.backend == "vllm":

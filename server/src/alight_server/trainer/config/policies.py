@@ -9,8 +9,8 @@ from typing import TypeVar
 from pydantic import BaseModel, Field
 
 from alight_server.policies.routing import GatewayRouting, RoutingConfig, check_policy_names
+from alight_server.trainer.config.algorithm import AlgorithmConfig
 from alight_server.trainer.config.sections import LoraConfig, OptimizerConfig, Section
-from alight_server.trainer.step.algorithm import AlgorithmConfig
 
 S = TypeVar("S", bound=BaseModel)
 

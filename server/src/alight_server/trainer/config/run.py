@@ -14,6 +14,7 @@ from alight.schemas import RunnerSpec
 from alight_server.config import GatewayLimits
 from alight_server.policies.routing import POLICY_NAME, GatewayRouting, RoutingConfig
 from alight_server.trainer.backends.verl.settings import VerlSettings
+from alight_server.trainer.config.algorithm import AlgorithmConfig
 from alight_server.trainer.config.policies import (
     PolicyConfig,
     ResolvedPolicy,
@@ -41,7 +42,6 @@ from alight_server.trainer.config.sections import (
     TrainerSettings,
     ValidationConfig,
 )
-from alight_server.trainer.step.algorithm import AlgorithmConfig
 
 
 class TrainConfig(Section):
