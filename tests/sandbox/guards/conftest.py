@@ -26,10 +26,19 @@ def _missing() -> str | None:
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
     """The buggy project as a git checkout whose history holds the fix (what an agent must not read)."""
+    return _make_checkout(tmp_path / "checkout")
+
+
+@pytest.fixture(scope="module")
+def shared_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`checkout`, made once for a module whose tests only read it (grading copies it, never writes it)."""
+    return _make_checkout(tmp_path_factory.mktemp("shared") / "checkout")
+
+
+def _make_checkout(root: Path) -> Path:
     reason = _missing()
     if reason:
         pytest.skip(reason)
-    root = tmp_path / "checkout"
     (root / "tests" / "data").mkdir(parents=True)
     (root / "tests" / "data" / "cases.json").write_text(CASES)
     (root / "calc.py").write_text(BUGGY.replace("a - b", "a + b"))

@@ -55,6 +55,12 @@ def add(a, b):
 """
 
 
+@pytest.fixture
+def checkout(shared_checkout: Path) -> Path:
+    """One checkout for the module: grading reads it and never writes it."""
+    return shared_checkout
+
+
 def grade(episode: Episode, checkout: Path) -> Grade:
     return grade_episode(episode, checkout, FAIL_TO_PASS, PASS_TO_PASS)
 
@@ -114,8 +120,7 @@ def test_time_alone_teaches_the_code_under_test_nothing(episode: Episode, checko
 def test_an_honest_fix_leaning_on_library_introspection_gets_reward_1(
     episode: Episode, checkout: Path, agent: Agent
 ) -> None:
-    agent(FIX)
-    agent(append("calc.py", HONEST_WITH_INTROSPECTION))
+    agent(f"{FIX}\n{append('calc.py', HONEST_WITH_INTROSPECTION)}")  # one command: one launcher start
     result = grade(episode, checkout)
     assert (result.reward, result.violations) == (1.0, []), result.report.flags
 
