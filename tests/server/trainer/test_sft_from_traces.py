@@ -123,7 +123,7 @@ def sft_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SftRun]:
         alight("data", "import", *paths, "--format", "otel", "--name", name, "--model", "tiny", "--db", db, env=env)
     raw = tiny_run_config(
         folder, f"{AGENT}:main_http", [{"word": w} for w in GOOD],
-        steps=4, optimizer={"lr": 3e-3}, validation={"max_tasks": 1},
+        steps=4, optimizer={"lr": 3e-3}, dataset={"val_size": 0},
         algorithm={"estimator": "sft"}, sft={"min_reward": 1.0}, traces={"run": "traces", "per_step": 12},
     )  # fmt: skip
     (folder / "sft.yaml").write_text(yaml.safe_dump(raw))
@@ -161,9 +161,7 @@ def test_sft_on_imported_traces_trains_the_good_ones_and_held_out_traces_become_
 
 def test_rl_continues_from_the_sft_checkpoint_with_init_from(sft_run: SftRun) -> None:
     folder = sft_run.folder
-    raw = tiny_run_config(
-        folder, f"{AGENT}:main_http", [{"word": w} for w in GOOD], steps=1, validation={"max_tasks": 1}
-    )
+    raw = tiny_run_config(folder, f"{AGENT}:main_http", [{"word": w} for w in GOOD], steps=1, dataset={"val_size": 0})
     raw["output_dir"] = str(folder / "rl")
     (folder / "rl.yaml").write_text(yaml.safe_dump(raw))
     alight("train", str(folder / "rl.yaml"), "--init-from", str(folder / "run"), "--quiet", env=sft_run.env)
@@ -179,7 +177,7 @@ def test_rl_continues_from_the_sft_checkpoint_with_init_from(sft_run: SftRun) ->
 def test_rejection_sampling_fine_tuning_trains_only_the_rollouts_scored_at_least_min_reward(tmp_path: Path) -> None:
     """No traces: the step samples the policy, keeps the rollouts scored >= sft.min_reward, fine-tunes on them."""
     raw = tiny_run_config(
-        tmp_path, f"{AGENT}:main_http", [{"word": w} for w in GOOD], steps=1, validation={"max_tasks": 1},
+        tmp_path, f"{AGENT}:main_http", [{"word": w} for w in GOOD], steps=1, dataset={"val_size": 0},
         algorithm={"estimator": "sft"}, sft={"min_reward": 0.3},
     )  # fmt: skip
     batches: list[SampleBatch] = []
