@@ -1,6 +1,7 @@
 """The quickstart's footprint beside a bare PyTorch loop's: peak memory and checkpoint bytes per parameter.
 
     .venv/bin/python benchmarks/footprint.py [--config examples/quickstart/config.yaml] [--steps 1] [--record]
+        [--set KEY=VALUE ...]  (config overrides for the alight run, as `alight train --set`)
 
 1. The floor, in a child process: the config's model loaded as the trainer loads it (same dtype), one
    micro-batch of `optimizer.micro_batch_tokens` tokens in rows of `--row-tokens` (the quickstart's rows are
@@ -144,6 +145,9 @@ def main() -> None:
     parser.add_argument("--work", help="keep the runs' folders and logs here (default: a temporary folder)")
     parser.add_argument("--only", choices=["floor", "alight"], help="measure one side only")
     parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a config override for the alight run"
+    )
+    parser.add_argument(
         "--record", action="store_true", help="append the result to benchmarks/results.jsonl (benchmarks/record.py)"
     )
     args = parser.parse_args()
@@ -162,6 +166,7 @@ def main() -> None:
                     "--steps", str(args.steps), "--set", f"validation.max_tasks={args.val_tasks}",
                     "--set", "validation.samples_per_task=1", "--set", "checkpoint.every=1",
                 ]  # fmt: skip
+            command += [arg for override in args.set for arg in ("--set", override)]
             sampler, seconds = measured(command, work / "alight.log")
             kept = sorted((run_dir / "checkpoints").glob("step-*"))
             results["alight"] = (sampler, seconds, kept[-1])
@@ -221,6 +226,7 @@ def main() -> None:
                 "footprint",
                 f"{Path(args.config).parent.name} ({params / 1e6:.0f} M parameters), "
                 + ("the whole config" if args.full else f"{args.steps} step(s), validation {args.val_tasks} tasks")
+                + "".join(f", {override}" for override in args.set)
                 + ": peak Pss of the process tree and checkpoint bytes per parameter, "
                 "alight against a bare PyTorch loop (same model, micro-batch, AdamW)",
                 f"alight {mem:.1f} B/param ({mem * params / 1e9:.2f} GB) vs floor {floor_mem:.1f} B/param "

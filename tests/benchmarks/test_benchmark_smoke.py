@@ -32,6 +32,12 @@ SECTION = {
     "footprint.py": "footprint",
 }
 
+# The quickstart's run at the tiny model: one step of one group of two, validation on one task, no tensorboard.
+FOOTPRINT = [
+    "--model", "tiny", "--steps", "1", "--val-tasks", "1", "--row-tokens", "64", "--trained-tokens", "16",
+    "--set", "tasks_per_step=1", "--set", "group_size=2", "--set", "metrics.tensorboard=false",
+]  # fmt: skip
+
 # benchmark -> (its arguments at a tiny size, the ratio line it must print)
 SMOKE: dict[str, tuple[list[str], str]] = {
     "gateway.py": (
@@ -46,7 +52,7 @@ SMOKE: dict[str, tuple[list[str], str]] = {
     "samples.py": (["--trajectories", "20", "--baseline-trajectories", "5", "--repeats", "1"], r"speed-up: \d+\.\dx"),
     "store.py": (["--calls", "50"], r"SqlStore on SQLite .*\(\d+\.\d+x baseline\)"),
     "footprint.py": (
-        ["--model", "tiny", "--steps", "1", "--val-tasks", "1", "--row-tokens", "64", "--trained-tokens", "16"],
+        FOOTPRINT,
         r"alight / floor: memory \d+\.\d+x, checkpoint \d+\.\d+x",
     ),
     "async.py": (
