@@ -50,6 +50,29 @@ if [ "$verl" = 1 ]; then
     .venv-verl/bin/python -c "import verl" 2>/dev/null || .venv-verl/bin/pip "${PIP[@]}" "${EDITABLE[@]}" -e ".[dev]" -e "server[verl,train]"
 fi
 
+# Two parts share nothing with the main venv and mostly wait on disk and network: they run beside its install
+# (about a minute sooner on 2 cores), and the end of this script waits for both.
+declare -A side_jobs=()
+CLI_PINS="@anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0"  # the closed CLI agents, pinned
+if [ "$cli" = 1 ] && command -v npm >/dev/null && [ "$(cat .tools/cli/.pins 2>/dev/null)" != "$CLI_PINS" ]; then
+    # shellcheck disable=SC2086  # the pins are separate words on purpose
+    { mkdir -p .tools/cli && npm install --silent --no-audit --no-fund --prefix .tools/cli $CLI_PINS >/dev/null \
+        && echo "$CLI_PINS" >.tools/cli/.pins; } &
+    side_jobs["npm install of the CLI agents"]=$!
+fi
+# The coding example: mini-swe-agent in its own venv (its litellm pins packages other parts use; pytest there runs
+# the task projects' suites in the sandbox, and coverage builds the task generator's line map), and the pinned
+# sdists its tasks are generated from (fetched with that venv's pip; sources.py needs only the standard library).
+if [ "$coding" = 1 ]; then
+    {
+        { [ -x .venv-coding/bin/mini ] || { "$PY" -m venv .venv-coding \
+            && .venv-coding/bin/pip install -q "mini-swe-agent==2.4.6" "pytest>=8,<9" "coverage>=7,<8"; }; } \
+            && { .venv-coding/bin/python -c "import coverage" 2>/dev/null || .venv-coding/bin/pip install -q "coverage>=7,<8"; } \
+            && .venv-coding/bin/python examples/coding/sources.py >/dev/null
+    } &
+    side_jobs["the coding example's venv and sdists"]=$!
+fi
+
 # A pip part is redone only when a pyproject.toml changed since its last success: resolving the workspace
 # again costs a minute on a small machine. Each part is a superset of the one below it.
 workspace_hash() { cat pyproject.toml server/pyproject.toml sandbox/pyproject.toml testing/pyproject.toml integrations/*/pyproject.toml | sha256sum | cut -d' ' -f1; }
@@ -115,34 +138,23 @@ if [ "$vllm" = 1 ] && ! .venv-vllm/bin/python -c "import vllm" 2>/dev/null; then
     fi
 fi
 
-# The closed CLI agents (Claude Code, Codex), pinned, from npm into .tools/cli; they run in bubblewrap.
-CLI_PINS="@anthropic-ai/claude-code@2.1.197 @openai/codex@0.171.0"
+# The closed CLI agents (Claude Code, Codex) install from npm into .tools/cli beside the main venv (above); they
+# run in bubblewrap.
 # The CLI harnesses and the coding example's gates are the coding kit (alight-sandbox), not the SDK.
 if [ "$cli" = 1 ] || [ "$coding" = 1 ]; then
     .venv/bin/python -c "import alight_sandbox" 2>/dev/null || .venv/bin/pip "${PIP[@]}" "${EDITABLE[@]}" -e sandbox
 fi
 if [ "$cli" = 1 ]; then
     command -v bwrap >/dev/null || apt_install "the CLI harnesses' sandbox" bubblewrap
-    if ! command -v npm >/dev/null; then
-        say "npm is missing: install Node.js and npm (apt-get install -y npm), then run bash scripts/setup.sh --cli"
-    elif [ "$(cat .tools/cli/.pins 2>/dev/null)" != "$CLI_PINS" ]; then
-        mkdir -p .tools/cli
-        # shellcheck disable=SC2086  # the pins are separate words on purpose
-        npm install --silent --no-audit --no-fund --prefix .tools/cli $CLI_PINS >/dev/null
-        echo "$CLI_PINS" >.tools/cli/.pins
-    fi
+    command -v npm >/dev/null \
+        || say "npm is missing: install Node.js and npm (apt-get install -y npm), then run bash scripts/setup.sh --cli"
 fi
 
-# The coding example (examples/coding): bubblewrap and strace for its sandbox, mini-swe-agent in its own venv
-# (its litellm pins packages other parts use; pytest there runs the task projects' suites in the sandbox, and
-# coverage builds the task generator's line map), and the pinned sdists its tasks are generated from.
+# The coding example (examples/coding): bubblewrap and strace for its sandbox (its venv and sdists: above).
 if [ "$coding" = 1 ]; then
     if ! command -v bwrap >/dev/null || ! command -v strace >/dev/null; then
         apt_install "the coding example's sandbox" bubblewrap strace
     fi
-    [ -x .venv-coding/bin/mini ] || { "$PY" -m venv .venv-coding && .venv-coding/bin/pip install -q "mini-swe-agent==2.4.6" "pytest>=8,<9" "coverage>=7,<8"; }
-    .venv-coding/bin/python -c "import coverage" 2>/dev/null || .venv-coding/bin/pip install -q "coverage>=7,<8"
-    .venv/bin/python examples/coding/sources.py >/dev/null
 fi
 
 # The ScienceWorld example (examples/scienceworld): AllenAI's simulator runs in a JVM it starts over py4j.
@@ -150,3 +162,8 @@ if [ "$scienceworld" = 1 ]; then
     command -v java >/dev/null || apt_install "the ScienceWorld simulator's JVM" default-jre-headless
     .venv/bin/python -c "import scienceworld" 2>/dev/null || .venv/bin/pip "${PIP[@]}" "${EDITABLE[@]}" -e ".[scienceworld]"
 fi
+
+# The parts started beside the main venv's install (below its flags): each must have succeeded.
+for job in "${!side_jobs[@]}"; do
+    wait "${side_jobs[$job]}" || { say "$job failed (its output is above)"; exit 1; }
+done

@@ -63,31 +63,23 @@ def _sdists(folder: Path, p: Project) -> list[Path]:
     ]
 
 
+def download(projects: list[Project], sdists: Path) -> None:
+    """Download the sdists of those of `projects` not yet in `sdists`, with one pip run (each costs a start-up)."""
+    sdists.mkdir(parents=True, exist_ok=True)
+    pins = [f"{p.name}=={p.version}" for p in projects if not _sdists(sdists, p)]
+    if pins:
+        pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "-d", str(sdists)]
+        subprocess.run([*pip, *pins], check=True)
+
+
 def fetch(p: Project, cache: Path = CACHE) -> Path:
     """The pristine checkout of `p` (unpacked sdist), downloading the sdist with pip the first time."""
     checkout = cache / "checkouts" / p.folder
     if checkout.is_dir():
         return checkout
     sdists = cache / "sdists"
-    sdists.mkdir(parents=True, exist_ok=True)
+    download([p], sdists)
     found = _sdists(sdists, p)
-    if not found:
-        pin = f"{p.name}=={p.version}"
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "-q",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            pin,
-            "-d",
-            str(sdists),
-        ]
-        subprocess.run(cmd, check=True)
-        found = _sdists(sdists, p)
     if not found:
         raise RuntimeError(f"pip downloaded no sdist for {p.name}=={p.version} into {sdists}")
     staging = cache / "checkouts" / f".{p.folder}.partial"
@@ -119,5 +111,7 @@ def buggy_checkout(task: dict[str, Any], dest: Path, cache: Path = CACHE) -> Pat
 
 
 if __name__ == "__main__":
-    for name in sys.argv[1:] or PROJECTS:
-        print(fetch(project(name)))
+    wanted = [project(name) for name in sys.argv[1:] or PROJECTS]
+    download(wanted, CACHE / "sdists")
+    for p in wanted:
+        print(fetch(p))
