@@ -30,7 +30,10 @@ def test_a_finished_run_leaves_no_engine_or_tensor_behind(
     # tiny run, a whole second copy of the weights (and up to the prefix cache) per SmolLM2 run.
     engines, tensors = alive(InferenceEngine), alive(torch.Tensor)
     for n in range(2):
-        config = tiny_config(steps=1, validation={"every": 0, "max_tasks": 1}, output_dir=str(tmp_path / f"run-{n}"))
+        # one task a step, its agents forked from one process that imported them (controller/zygote.py): the
+        # claim is about what the run leaves in this process, not how many rollouts it ran
+        config = tiny_config(steps=1, tasks_per_step=1, validation={"every": 0, "max_tasks": 1},
+                             controller={"preload": True}, output_dir=str(tmp_path / f"run-{n}"))  # fmt: skip
         TrainingRun(config, stacks=TrainingStacks(), show_progress=False).run()
         assert alive(InferenceEngine) == engines, f"run {n + 1} left its inference engine alive"
         assert alive(torch.Tensor) <= tensors, f"run {n + 1} left tensors alive"
