@@ -62,7 +62,8 @@ def test_alight_train_with_two_ranks_trains_and_serves_the_new_weights(tiny_conf
     from alight_server.stacks.opening import TrainingStacks
     from alight_server.trainer.run.loop import TrainingRun
 
-    config = tiny_config(steps=1, validation={"every": 0, "max_tasks": 1}, trainer={"world_size": 2})
+    # No held-out rows, so no validation rounds before and after: the claim is the two-rank step and its push.
+    config = tiny_config(steps=1, dataset={"val_size": 0}, trainer={"world_size": 2})
     run = TrainingRun(config, stacks=TrainingStacks(), show_progress=False)
     result = run.run()
     assert result.policy_version == 1  # one step, its weights pushed into inference once
