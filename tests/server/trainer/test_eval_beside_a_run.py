@@ -44,6 +44,9 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
         folder, f"{AGENT}:main", [{"word": w} for w in WORDS * 2], evaluator=f"{folder / 'scoring.py'}:score",
         dataset={"val": str(folder / "val.jsonl")}, validation={"samples_per_task": 2}, steps=1,
         prices={"sandbox_second": 0.001},  # the reports' cost lines: money from the run's own price table
+        # each agent forked from one process that imported openai once (controller/zygote.py), not 52 interpreter
+        # starts and openai imports over the run and the evaluations: how an agent starts is not what this proves
+        controller={"concurrency": 6, "preload": True},
     )  # fmt: skip
     (folder / "val.jsonl").write_text("".join(json.dumps({"word": w}) + "\n" for w in WORDS[:3]))
     config = folder / "config.yaml"
@@ -153,16 +156,23 @@ def test_a_checkpoint_is_a_candidate_beside_the_base_policy(trained: tuple[Path,
     assert document["comparisons"][0]["tasks"] == 3
 
     # against the base policy's saved report (a pilot's recorded baseline) the checkpoint runs alone: CONFIG is
-    # not run again as a candidate of its own
+    # not run again as a candidate of its own; --output-dir puts the whole evaluation outside the run's folder
     saved = folder / "config" / "report.json"
+    elsewhere = config.parent / "elsewhere"
+    before = snapshot(run)
     done = subprocess.run([ALIGHT, "eval", str(config), "--baseline", str(saved), "--checkpoint", str(run),
-                           "--name", "saved"], capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)  # fmt: skip
+                           "--output-dir", str(elsewhere)],
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)  # fmt: skip
     assert done.returncode == 3, done.stdout[-4000:] + done.stderr[-4000:]
     assert "verdict: no change (exit 3; checkpoint-run no change)" in done.stdout, done.stdout
-    document = json.loads((run / "eval" / "saved" / "comparison.json").read_text())
+    document = json.loads((elsewhere / "comparison.json").read_text())
     assert document["baseline"]["source"] == str(saved), document
     assert [c["name"] for c in document["candidates"]] == ["checkpoint-run"], document
-    assert sorted(p.name for p in (run / "eval" / "saved").iterdir() if p.is_dir()) == ["checkpoint-run"]
+    assert sorted(p.name for p in elsewhere.iterdir() if p.is_dir()) == ["checkpoint-run"], "CONFIG ran again"
+    candidate = elsewhere / "checkpoint-run"
+    assert (candidate / "report.json").is_file(), "--output-dir: the report is not in the folder it names"
+    assert len(rollout_ids(candidate)) == 6, "--output-dir: the rollouts are not in the folder it names"
+    assert snapshot(run) == before, "--output-dir: the run's own folder changed"
 
 
 def test_the_dashboards_validation_band_is_the_tables_interval(trained: tuple[Path, str]) -> None:
@@ -207,11 +217,7 @@ def test_an_evaluation_writes_its_own_folder_and_leaves_the_runs_store_alone(tra
     evaluated = rollout_ids(evaluation)
     assert len(evaluated) == 6 and all(i.startswith("eval-") for i in evaluated), evaluated
     assert not evaluated & ids
-
-    elsewhere = config.parent / "elsewhere"
-    alight("eval", str(config), "--output-dir", str(elsewhere))
-    assert (elsewhere / "report.json").is_file() and len(rollout_ids(elsewhere)) == 6
-    assert snapshot(run) == before
+    # --output-dir (an evaluation outside the run's folder): test_a_checkpoint_is_a_candidate_beside_the_base_policy
 
 
 def test_into_run_is_the_one_way_an_evaluation_joins_the_runs_store(trained: tuple[Path, str]) -> None:
