@@ -17,13 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-import httpx
 import typer
 
-from alight.client import AlightClient, ApiError
-from alight_server.commands.export_format import ExportError, export_lines, redact_line
 from alight_server.commands.options import AdminKeyOption, RunDirOption, ServerConfigOption, ServerOption
-from alight_server.store.keys.kek import KekError
 
 
 @contextmanager
@@ -51,6 +47,12 @@ def export(
     run_dir: RunDirOption = None,  # instead of --server: read through a server of this command's own
 ) -> None:
     """Write a run's rollouts, model calls and training rows as JSON Lines (docs/data.md#export-format)."""
+    import httpx  # here, not at the top: `alight --help` registers this command without its client
+
+    from alight.client import AlightClient, ApiError
+    from alight_server.commands.export_format import ExportError, export_lines, redact_line
+    from alight_server.store.keys.kek import KekError
+
     if run_dir is not None:
         from alight_server.stacks.run_store import StoreOpenError, served_run
 
