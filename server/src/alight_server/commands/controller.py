@@ -8,7 +8,6 @@ from typing import Any
 
 import typer
 
-from alight.api_models import RolloutQuery
 from alight_server.commands.options import LogLevelOption, RequiredAdminKeyOption, RequiredServerOption
 
 RUNNERS = ("local", "k8s")
@@ -142,6 +141,7 @@ def image_settings(config: Path | None, allow: bool, scan: str | None, timeout: 
 
 def _connected_client(server: str, admin_key: str) -> Any:
     """A client of the server, checked with one request: a wrong URL or key exits now, with a clear line."""
+    from alight.api_models import RolloutQuery
     from alight.client import AlightClient, ApiError
 
     client = AlightClient(server, admin_key=admin_key)
