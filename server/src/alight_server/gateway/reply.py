@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,27 +52,32 @@ async def send_reply(reply: Reply, receive: Receive, send: Send) -> None:
     try:
         headers.append((b"cache-control", b"no-cache"))
         await send({"type": "http.response.start", "status": reply.status, "headers": headers})
-        await _pump_until_disconnect(reply.stream, receive, send)
+        # The server drops sends after a disconnect without telling; the pump's generator cleans up when cancelled.
+        pump = await until_disconnect(_pump(reply.stream, send), receive)
+        if not pump.cancelled():
+            pump.result()  # re-raise what broke the stream
     finally:
         if reply.release is not None:
             reply.release()  # also covers a stream that never started (the client left first)
 
 
-async def _pump_until_disconnect(stream: AsyncIterator[bytes], receive: Receive, send: Send) -> None:
-    # The server drops sends after a disconnect without telling; only `receive` says the
-    # client left, so it is watched alongside and ends the pump (whose generator cleans up).
-    pump = asyncio.ensure_future(_pump(stream, send))
+async def until_disconnect(work: Coroutine[Any, Any, None], receive: Receive) -> asyncio.Future[None]:
+    """Run `work` until it ends or the client disconnects, whichever comes first, and cancel the other.
+
+    Only `receive` says the client left, so it is watched alongside. The returned task is cancelled if the
+    client left first, else done (its `result()` re-raises what broke `work`).
+    """
+    task = asyncio.ensure_future(work)
     watcher = asyncio.ensure_future(_disconnected(receive))
     try:
-        await asyncio.wait((pump, watcher), return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in (watcher, pump):
-            if not task.done():
-                task.cancel()
+        for pending in (watcher, task):
+            if not pending.done():
+                pending.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await task
-    if not pump.cancelled():
-        pump.result()  # re-raise what broke the stream
+                    await pending
+    return task
 
 
 async def _pump(stream: AsyncIterator[bytes], send: Send) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
@@ -11,6 +9,7 @@ from typing import Any
 
 from fastapi import Request
 
+from alight_server.gateway.reply import until_disconnect
 from alight_server.inference.generation import TokenEvent
 from alight_server.inference.logprobs import LogprobFormatter
 from alight_server.inference.protocol import ChatCompletionRequest, CompletionRequest
@@ -46,16 +45,9 @@ async def collect(
         async for event in _prepend(first, events):
             per_choice[event.choice].append(event)
 
-    collector = asyncio.ensure_future(gather())
-    watcher = asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait((collector, watcher), return_when=asyncio.FIRST_COMPLETED)
+    try:  # uvicorn does not cancel a handler whose client left; only `receive` says so (after the body is read)
+        collector = await until_disconnect(gather(), request.receive)
     finally:
-        for task in (watcher, collector):
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
         await events.aclose()  # cancels the engine's request for whatever choices still decode
     if collector.cancelled():
         raise ClientGone
@@ -65,12 +57,6 @@ async def collect(
 
 class ClientGone(Exception):
     """The client of a non-streamed request left before its answer was ready; nothing is sent."""
-
-
-async def _disconnected(request: Request) -> None:
-    # Uvicorn does not cancel a handler whose client left; only `receive` says so (after the body is read).
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
 
 
 def _usage(prompt_ids: list[int], completion_tokens: int) -> dict[str, int]:
