@@ -65,7 +65,7 @@ class _Run:
         self.otel_token = trace.use_span(self.span, end_on_exit=False)
         self.otel_token.__enter__()
 
-    def succeeded(self, result: Any) -> None:
+    def succeeded(self, result: Any) -> Any:
         if isinstance(result, int | float) and not isinstance(result, bool):
             if not math.isfinite(result):
                 raise ValueError(f"the rollout function returned {result}; a returned reward must be a finite number")
@@ -74,6 +74,7 @@ class _Run:
                 {semconv.ATTR_REWARD_VALUE: float(result), semconv.ATTR_REWARD_FINAL: True},
             )
         self.span.set_status(Status(StatusCode.OK))
+        return result
 
     def ended(self, exc: BaseException) -> None:
         """`sys.exit(0)` inside the agent is a success, anything else raised a failure."""
@@ -111,9 +112,7 @@ def rollout(fn: F) -> F:
                 return await fn(*args, **kwargs)
             run = _Run(fn, ctx, args, kwargs)
             try:
-                result = await fn(*run.args, **run.kwargs)
-                run.succeeded(result)
-                return result
+                return run.succeeded(await fn(*run.args, **run.kwargs))
             except BaseException as exc:
                 run.ended(exc)
                 raise
@@ -131,9 +130,7 @@ def rollout(fn: F) -> F:
             return fn(*args, **kwargs)
         run = _Run(fn, ctx, args, kwargs)
         try:
-            result = fn(*run.args, **run.kwargs)
-            run.succeeded(result)
-            return result
+            return run.succeeded(fn(*run.args, **run.kwargs))
         except BaseException as exc:
             run.ended(exc)
             raise
