@@ -66,20 +66,11 @@ print("parameters", sum(p.numel() for p in model.parameters()), flush=True)
 """
 
 
-def pss_kib(pid: int) -> int:
+def proc_kib(pid: int, file: str, field: str) -> int:
+    """A KiB figure from /proc/PID/FILE (`Pss:` of smaps_rollup, `VmHWM:` of status); 0 once the process is gone."""
     try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
-def hwm_kib(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+        for line in Path(f"/proc/{pid}/{file}").read_text().splitlines():
+            if line.startswith(field):
                 return int(line.split()[1])
     except (OSError, ValueError):
         pass
@@ -106,11 +97,11 @@ class TreeSampler(threading.Thread):
                 pids = [self.pid, *(c.pid for c in root.children(recursive=True))]
             except psutil.NoSuchProcess:
                 break
-            total = sum(pss_kib(p) for p in pids)
+            total = sum(proc_kib(p, "smaps_rollup", "Pss:") for p in pids)
             self.timeline.append((time.monotonic() - start, total))
             if total > self.peak_kib:
                 self.peak_kib, self.processes_at_peak = total, len(pids)
-            self.root_hwm_kib = max(self.root_hwm_kib, hwm_kib(self.pid))
+            self.root_hwm_kib = max(self.root_hwm_kib, proc_kib(self.pid, "status", "VmHWM:"))
             self.done.wait(self.every)
 
 
