@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -107,9 +108,9 @@ def pg_url() -> str:
     return url
 
 
-@pytest.fixture
-def pg_store_url(pg_url: str) -> Iterator[str]:
-    """A URL onto a fresh, empty PostgreSQL schema for this test (dropped afterwards)."""
+@contextlib.contextmanager
+def fresh_pg_schema(pg_url: str) -> Iterator[str]:
+    """A URL onto a fresh, empty PostgreSQL schema, dropped when the block ends."""
     import sqlalchemy as sa
 
     schema = f"t_{uuid.uuid4().hex[:12]}"
@@ -117,10 +118,19 @@ def pg_store_url(pg_url: str) -> Iterator[str]:
     with admin.connect() as conn:
         conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
     sep = "&" if "?" in pg_url else "?"
-    yield f"{pg_url}{sep}options=-csearch_path%3D{schema}"
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-    admin.dispose()
+    try:
+        yield f"{pg_url}{sep}options=-csearch_path%3D{schema}"
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        admin.dispose()
+
+
+@pytest.fixture
+def pg_store_url(pg_url: str) -> Iterator[str]:
+    """A URL onto a fresh, empty PostgreSQL schema for this test (dropped afterwards)."""
+    with fresh_pg_schema(pg_url) as url:
+        yield url
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from alight_server.config import ServerConfig
 from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store.sql import SqlStore
 from alight_testing import create_fake_upstream
+from tests.conftest import fresh_pg_schema
 from tests.server.gateway.conftest import UpstreamUnderTest
 
 ALIGHT = str(Path(sys.executable).parent / "alight")
@@ -49,18 +49,8 @@ def shared_db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path_factory.mktemp('replicas') / 'shared.db'}"
         return
-    import sqlalchemy as sa
-
-    pg_url: str = request.getfixturevalue("pg_url")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in pg_url else "?"
-    yield f"{pg_url}{sep}options=-csearch_path%3D{schema}"
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-    admin.dispose()
+    with fresh_pg_schema(request.getfixturevalue("pg_url")) as url:
+        yield url
 
 
 @pytest.fixture

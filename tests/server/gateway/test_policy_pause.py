@@ -17,29 +17,16 @@ import pytest
 from alight.client import AlightClient, ApiError
 from alight.semconv import HEADER_AGENT, HEADER_ROLE
 from alight_server.app import create_app
-from alight_server.config import GatewayConfig, ServerConfig
-from alight_server.policies.routing import GatewayRouting
 from alight_server.stacks.server_thread import ServerThread
 from alight_server.store.sql import SqlStore
-from tests.server.gateway.test_gateway_policies import ROUTING, Routed, routed_gateway
+from tests.server.gateway import test_gateway_policies as two_policies
+from tests.server.gateway.test_gateway_policies import Routed
+
+# The two-policy gateway of test_gateway_policies: its fixtures, as they are.
+routing, server_config, routed = two_policies.routing, two_policies.server_config, two_policies.routed
 
 TRIAGE = {HEADER_AGENT: "Triage agent"}  # routed to policy "triage"
 SPECIALIST = {HEADER_ROLE: "specialist"}  # routed to policy "specialist"
-
-
-@pytest.fixture
-def routing() -> GatewayRouting | None:
-    return ROUTING
-
-
-@pytest.fixture
-def server_config(server_config: ServerConfig, routing: GatewayRouting | None) -> ServerConfig:
-    return server_config.model_copy(update={"gateway": GatewayConfig(routing=routing)})
-
-
-@pytest.fixture
-def routed(live_server: Any) -> Iterator[Routed]:
-    yield from routed_gateway(live_server, adapters=("triage", "specialist"))
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from inference_testkit import ADMIN_KEY, API_KEY, MODEL
 from alight_server.inference.engine import InferenceEngine
 from alight_server.inference.server import create_inference_app
 from alight_server.stacks.server_thread import ServerThread
+from tests.server.inference.vllm_double import VllmDouble
 
 
 @pytest.fixture(scope="session")
@@ -29,3 +30,15 @@ def server_url(engine: InferenceEngine) -> Iterator[str]:
 @pytest.fixture
 def client(server_url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{server_url}/v1", api_key=API_KEY, max_retries=0, timeout=60)
+
+
+@pytest.fixture
+def double() -> VllmDouble:
+    """A stand-in for vLLM's HTTP API (the routes alight drives), recording what it was asked."""
+    return VllmDouble()
+
+
+@pytest.fixture
+def vllm_url(double: VllmDouble) -> Iterator[str]:
+    with ServerThread(double.app()) as url:
+        yield url

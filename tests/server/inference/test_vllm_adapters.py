@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from alight_server.inference.vllm_policy import policy_launch
 from alight_server.inference.vllm_server import VllmLaunch
 from alight_server.inference.vllm_weights import VllmWeightError, VllmWeights
 from alight_server.policies.routing import GatewayRouting, RoutingRule
-from alight_server.stacks.server_thread import ServerThread, free_port
+from alight_server.stacks.server_thread import free_port
 from alight_server.trainer.run.weight_sync import WeightSync
 from tests.conftest import LiveServer
 from tests.server.inference.vllm_double import VllmDouble
@@ -63,17 +62,6 @@ def test_the_initial_adapter_is_a_peft_folder_of_zeros_named_as_the_engine_names
     live = adapter_tensors(wrap_with_adapters(model, {"planner": SPEC})[0], "planner")
     assert {k: tuple(v.shape) for k, v in tensors.items()} == {k: tuple(v.shape) for k, v in live.items()}
     assert all(not t.any() for t in tensors.values())
-
-
-@pytest.fixture
-def double() -> VllmDouble:
-    return VllmDouble()
-
-
-@pytest.fixture
-def vllm_url(double: VllmDouble) -> Iterator[str]:
-    with ServerThread(double.app()) as url:
-        yield url
 
 
 def test_one_policys_adapter_is_replaced_in_place_under_its_own_name(

@@ -46,11 +46,6 @@ def test_a_run_without_lora_serves_the_base_model_under_its_name(tmp_path: Path)
 
 
 @pytest.fixture
-def double() -> VllmDouble:
-    return VllmDouble()
-
-
-@pytest.fixture
 def vllm_url(double: VllmDouble, live_server: LiveServer) -> Iterator[str]:
     with ServerThread(double.app()) as url:
         body = {"id": "vllm", "url": f"{url}/v1", "model": "tiny"}

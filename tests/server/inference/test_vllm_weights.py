@@ -20,17 +20,6 @@ FULL = ["/pause?mode=wait", "/collective_rpc:reload_weights", "/reset_prefix_cac
 
 
 @pytest.fixture
-def double() -> VllmDouble:
-    return VllmDouble()
-
-
-@pytest.fixture
-def vllm_url(double: VllmDouble) -> Iterator[str]:
-    with ServerThread(double.app()) as url:
-        yield url
-
-
-@pytest.fixture
 def client(live_server: LiveServer) -> Iterator[AlightClient]:
     with AlightClient(live_server.url, live_server.admin_key) as c:
         yield c

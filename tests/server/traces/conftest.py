@@ -62,3 +62,26 @@ def log_conversation(
     with path.open("a") as f:
         f.writelines(json.dumps(line) + "\n" for line in lines)
     return lines
+
+
+def imported_for_eval(folder: Path, upstream_url: str, prompts: list[str], scoring: str) -> str:
+    """Each prompt's logged conversation imported as traces named "prod" into a store in `folder`, beside a
+    config.yaml whose evaluator is `scoring` (scoring.py:score) for `alight eval --traces prod`; the store's URL."""
+    from typer.testing import CliRunner
+
+    from alight.cli import app as cli
+
+    db = f"sqlite:///{folder / 'alight.db'}"
+    logs = folder / "calls.jsonl"
+    for prompt in prompts:
+        log_conversation(upstream_url, logs, prompt, ids=False)
+    (folder / "scoring.py").write_text(scoring)
+    (folder / "tasks.jsonl").write_text(json.dumps({"prompt": "unused"}) + "\n")
+    (folder / "config.yaml").write_text(
+        "model: tiny\ndataset:\n  train: tasks.jsonl\nagent:\n  entrypoint: nowhere.py:main\nevaluator: scoring.py:score\n"
+    )
+    imported = CliRunner().invoke(
+        cli, ["data", "import", str(logs), "--format", "openai", "--name", "prod", "--model", "tiny", "--db", db]
+    )
+    assert imported.exit_code == 0, imported.output
+    return db

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -10,7 +9,7 @@ from typer.testing import CliRunner
 
 from alight.cli import app as cli
 from tests.server.redaction.planted import SECRETS
-from tests.server.traces.conftest import log_conversation
+from tests.server.traces.conftest import imported_for_eval
 
 # An evaluator that fails quoting the prompt it was given, as a careless scoring function's error would.
 QUOTING = """
@@ -23,20 +22,9 @@ def test_alight_eval_prints_an_error_quoting_a_captured_secret_redacted(
     tmp_path: Path, upstream_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ALIGHT_SECRET_KEY", "eval-redaction-secret")
-    db = f"sqlite:///{tmp_path / 'alight.db'}"
-    logs = tmp_path / "calls.jsonl"
     key = SECRETS["aws_access_key_id"]
-    log_conversation(upstream_url, logs, f"call get_weather, my key is {key}", ids=False)
-    (tmp_path / "scoring.py").write_text(QUOTING)
-    (tmp_path / "tasks.jsonl").write_text(json.dumps({"prompt": "unused"}) + "\n")
-    (tmp_path / "config.yaml").write_text(
-        "model: tiny\ndataset:\n  train: tasks.jsonl\nagent:\n  entrypoint: nowhere.py:main\nevaluator: scoring.py:score\n"
-    )
+    db = imported_for_eval(tmp_path, upstream_url, [f"call get_weather, my key is {key}"], QUOTING)
     runner = CliRunner()
-    done = runner.invoke(
-        cli, ["data", "import", str(logs), "--format", "openai", "--name", "prod", "--model", "tiny", "--db", db]
-    )
-    assert done.exit_code == 0, done.output
     scored = runner.invoke(cli, ["eval", str(tmp_path / "config.yaml"), "--traces", "prod", "--db", db])
     assert "cannot score: call get_weather, my key is [REDACTED:" in scored.output, scored.output
     assert key not in scored.output

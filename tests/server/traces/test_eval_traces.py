@@ -10,7 +10,7 @@ from alight.cli import app as cli
 from alight.schemas import RewardSource
 from alight_server.store import open_store
 from alight_server.trajectories.join import build_trajectory
-from tests.server.traces.conftest import log_conversation
+from tests.server.traces.conftest import imported_for_eval
 
 SCORING = """
 def score(task, trajectory):
@@ -20,20 +20,9 @@ def score(task, trajectory):
 
 def test_eval_with_traces_stores_the_evaluators_rewards_and_prints_the_baseline(tmp_path, upstream_url, monkeypatch):
     monkeypatch.setenv("ALIGHT_SECRET_KEY", "eval-traces-secret")
-    db = f"sqlite:///{tmp_path / 'alight.db'}"
-    logs = tmp_path / "calls.jsonl"
-    log_conversation(upstream_url, logs, "call get_weather", ids=False)  # the answer repeats the tool's "sunny"
-    log_conversation(upstream_url, logs, "hello there", ids=False)  # no tool, no sun
-    (tmp_path / "scoring.py").write_text(SCORING)
-    (tmp_path / "tasks.jsonl").write_text(json.dumps({"prompt": "unused"}) + "\n")
-    (tmp_path / "config.yaml").write_text(
-        "model: tiny\ndataset:\n  train: tasks.jsonl\nagent:\n  entrypoint: nowhere.py:main\nevaluator: scoring.py:score\n"
-    )
+    # the first answer repeats the tool's "sunny"; the second has no tool, no sun
+    db = imported_for_eval(tmp_path, upstream_url, ["call get_weather", "hello there"], SCORING)
     runner = CliRunner()
-    done = runner.invoke(
-        cli, ["data", "import", str(logs), "--format", "openai", "--name", "prod", "--model", "tiny", "--db", db]
-    )
-    assert done.exit_code == 0, done.output
     for _ in range(2):  # a second evaluation stores nothing new (the evaluator's reward ids are deterministic)
         scored = runner.invoke(
             cli,

@@ -30,6 +30,7 @@ from alight.evaluation import REWARD_HACKING
 from alight.schemas import AttemptFinish, EventCreate, FailureKind, RewardCreate, RolloutCreate, UpstreamCreate
 from alight_server.app import create_app
 from alight_server.config import ServerConfig
+from alight_server.redaction import PatternRule, RedactionConfig
 from alight_server.stacks.opening import TrainingStacks
 from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store import Store, open_store
@@ -38,6 +39,8 @@ from alight_server.trainer.config.run import parse_config
 from alight_server.trainer.run.loop import TrainingRun
 from alight_testing import create_fake_upstream
 from alight_testing.tiny_run import tiny_run_config
+from tests.server.redaction.planted import PATTERN
+from tests.server.redaction.planted_rollout import plant_run
 from tests.server.ui.live_probe import LiveProbe, LiveView, Tee
 
 AGENT = Path(__file__).parent / "agents" / "dash_agent.py"
@@ -217,6 +220,22 @@ def logged_in_tab(browser: Any, url: str, admin_key: str = ADMIN_KEY) -> Iterato
         yield tab
     finally:
         context.close()
+
+
+@contextlib.contextmanager
+def planted_dashboard(folder: Path, **settings: Any) -> Iterator[str]:
+    """A server over a store in `folder` holding the redaction tests' planted run (content sealed under the server's
+    key), with the operator's pattern configured and `settings`; yields its URL."""
+    db = f"sqlite:///{folder / 'alight.db'}"
+    redaction = RedactionConfig(patterns=[PatternRule(**PATTERN)])
+    config = ServerConfig(admin_key=ADMIN_KEY, db_url=db, port=free_port(), redaction=redaction, **settings)
+    store = open_store(db, config.kek_source())
+    plant_run(store)
+    try:
+        with ServerThread(create_app(config, store=store), port=config.port) as url:
+            yield url
+    finally:
+        store.close()
 
 
 @pytest.fixture

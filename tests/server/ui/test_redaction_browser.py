@@ -8,14 +8,9 @@ from typing import Any
 
 import pytest
 
-from alight_server.app import create_app
-from alight_server.config import ServerConfig
-from alight_server.redaction import PatternRule, RedactionConfig
-from alight_server.stacks.server_thread import ServerThread, free_port
-from alight_server.store import open_store
-from tests.server.redaction.planted import PATTERN, SECRETS, leaked
-from tests.server.redaction.planted_rollout import CLEAN, ROLLOUT, plant_run
-from tests.server.ui.conftest import ADMIN_KEY, screenshot
+from tests.server.redaction.planted import SECRETS, leaked
+from tests.server.redaction.planted_rollout import CLEAN, ROLLOUT
+from tests.server.ui.conftest import ADMIN_KEY, logged_in_tab, planted_dashboard, screenshot
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -23,30 +18,14 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A server with the operator's pattern configured, over a store holding the planted rollouts."""
-    db = f"sqlite:///{tmp_path_factory.mktemp('redaction') / 'alight.db'}"
-    config = ServerConfig(
-        admin_key=ADMIN_KEY, db_url=db, port=free_port(), redaction=RedactionConfig(patterns=[PatternRule(**PATTERN)])
-    )
-    store = open_store(db, config.kek_source())  # the content is sealed under the server's key
-    plant_run(store)
-    with ServerThread(create_app(config, store=store), port=config.port) as url:
+    with planted_dashboard(tmp_path_factory.mktemp("redaction")) as url:
         yield url
-    store.close()
 
 
 @pytest.fixture
 def tab(browser: Any, server: str) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.errors = errors
-    page.goto(f"{server}/ui/")
-    page.fill("#admin-key", ADMIN_KEY)
-    page.click("button[type=submit]")
-    page.wait_for_selector("h1:has-text('Training runs')")
-    yield page
-    context.close()
+    with logged_in_tab(browser, server, ADMIN_KEY) as page:
+        yield page
 
 
 def _open(page: Any, server: str, rollout: str, query: str = "") -> None:

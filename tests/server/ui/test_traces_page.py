@@ -21,6 +21,7 @@ from alight_server.traces.importer import import_traces
 from alight_server.traces.render import Renderer
 from alight_testing import create_fake_upstream
 from tests.server.traces.conftest import log_conversation
+from tests.server.ui.conftest import logged_in_tab
 
 ADMIN_KEY = "alk_traces-page-key"
 AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -74,25 +75,17 @@ def test_the_check_route_answers_the_reports_breaks_and_first_differing_tokens(s
 def test_the_check_page_in_the_browser_shows_the_report_and_is_linked_from_the_run(
     browser: Any, served: Served
 ) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.goto(f"{served.url}/ui/")
-    page.fill("#admin-key", ADMIN_KEY)
-    page.click("button[type=submit]")
-    page.wait_for_selector("h1:has-text('Training runs')")
-    page.goto(f"{served.url}/ui/#/run/prod")
-    page.click("a:has-text('check report')")
-    page.wait_for_selector("table#check")
-    assert page.locator("h1").inner_text() == "Check prod"
-    assert "prefix breaks template_drift 1" in page.locator("#check-totals").inner_text()
-    cells = page.locator("table#check td.divergence").all_inner_texts()
-    assert any("call 1 token" in c and "template_drift" in c and "<|im_end|>" in c for c in cells)
-    assert "cannot render" in page.locator("#unrendered").inner_text()
-    page.screenshot(path=str(_artifacts() / "check-page.png"), full_page=True)
-    assert errors == []
-    context.close()
+    with logged_in_tab(browser, served.url, ADMIN_KEY) as page:
+        page.goto(f"{served.url}/ui/#/run/prod")
+        page.click("a:has-text('check report')")
+        page.wait_for_selector("table#check")
+        assert page.locator("h1").inner_text() == "Check prod"
+        assert "prefix breaks template_drift 1" in page.locator("#check-totals").inner_text()
+        cells = page.locator("table#check td.divergence").all_inner_texts()
+        assert any("call 1 token" in c and "template_drift" in c and "<|im_end|>" in c for c in cells)
+        assert "cannot render" in page.locator("#unrendered").inner_text()
+        page.screenshot(path=str(_artifacts() / "check-page.png"), full_page=True)
+        assert page.errors == []
 
 
 def _artifacts() -> Path:
