@@ -21,7 +21,7 @@ from alight_server.app import create_app
 from alight_server.config import ServerConfig
 from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_server.store.sql import SqlStore
-from tests.longest_first import DurationRecorder, order_longest_first
+from tests.longest_first import CpuMeter, DurationRecorder, order_longest_first
 
 ADMIN_KEY = "alk_test-admin-key"
 
@@ -40,6 +40,8 @@ def pytest_configure(config: pytest.Config) -> None:
     durations = os.environ.get("ALIGHT_TEST_DURATIONS")
     if durations and not hasattr(config, "workerinput"):
         config.pluginmanager.register(DurationRecorder(Path(durations)), "alight-test-durations")
+    if durations:  # ... and each test's CPU seconds, measured where it runs (a worker, or this process)
+        config.pluginmanager.register(CpuMeter(), "alight-test-cpu")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

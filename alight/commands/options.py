@@ -27,12 +27,15 @@ ServerOption = Annotated[str | None, _SERVER]
 RequiredServerOption = Annotated[str, _SERVER]
 
 # A training config where a command reads part of one (`alight run` serves its policy; `alight data import` and
-# `check` read its model, `check` its samples: too); the server's own settings are the server's `--config`.
+# `check` read its model, `check` its samples: too; `alight controller` its image rules); the server's own
+# settings are the server's `--config`.
 TrainingConfigOption = Annotated[
     Path | None,
     typer.Option(
         "--config",
         help="A training config (YAML), the file `alight train` takes. Read from it: the model, and for `alight "
-        "run` the inference:, agent: and evaluator: sections (serving that policy), for `alight data check` samples:.",
+        "run` the inference:, agent: and evaluator: sections (serving that policy), for `alight data check` samples:, "
+        "for `alight controller --runner k8s` controller.allow_unpinned_images and controller.images (its flags "
+        "override them).",
     ),
 ]

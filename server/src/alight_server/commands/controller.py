@@ -8,7 +8,12 @@ from typing import Any
 
 import typer
 
-from alight_server.commands.options import LogLevelOption, RequiredAdminKeyOption, RequiredServerOption
+from alight_server.commands.options import (
+    LogLevelOption,
+    RequiredAdminKeyOption,
+    RequiredServerOption,
+    TrainingConfigOption,
+)
 
 RUNNERS = ("local", "k8s")
 
@@ -56,12 +61,7 @@ def controller(
         300.0, "--unschedulable-limit", min=0, help="k8s: seconds a Pod may stay unschedulable (then infra)."
     ),
     creation_rate: float = typer.Option(5.0, "--creation-rate", min=0.01, help="k8s: Jobs created per second."),
-    config: Path | None = typer.Option(
-        None,
-        "--config",
-        help="k8s: a training config whose controller: section sets allow_unpinned_images and images.scan "
-        "(the flags below override it).",
-    ),
+    config: TrainingConfigOption = None,
     allow_unpinned_images: bool = typer.Option(
         False, "--allow-unpinned-images", help="k8s: run images given by tag, not only name@sha256:DIGEST."
     ),
