@@ -23,7 +23,7 @@ from alight.schemas.gates import (
     review_state,
 )
 from alight.schemas.gateway import GatewayPause, GatewayReplica, GatewaySync
-from alight.schemas.rewards import Reward, RewardCreate, RewardSource
+from alight.schemas.rewards import JUDGEMENT, Reward, RewardCreate, RewardSource
 from alight.schemas.rollouts import (
     TERMINAL_STATES,
     TRANSITIONS,
@@ -47,6 +47,7 @@ from alight.schemas.trajectory import CallOutput, ToolCallView, ToolSpan, Trajec
 from alight.schemas.upstreams import PolicyVersion, Upstream, UpstreamCreate
 
 __all__ = [
+    "JUDGEMENT",
     "MAX_EVIDENCE_CHARS",
     "RENDERED_FLAG",
     "REVIEW_DECISION",

@@ -15,6 +15,12 @@ class RewardSource(enum.StrEnum):
     AGENT = "agent"
     EVALUATOR = "evaluator"
     FALLBACK = "fallback"
+    JUDGE = "judge"  # an LLM judge's score (alight_server.trainer.judge), combined with the others by weight
+
+
+# The event kind of one judge call's record beside each rollout it scored: the prompt's hash, the raw answer,
+# the parsed scores, latency and tokens (or why it failed). The judge's calls are never the agent's model calls.
+JUDGEMENT = "judgement"
 
 
 class RewardCreate(Strict):

@@ -78,6 +78,8 @@ class FakeUpstreamState:
     max_model_len: int = 32768
     # LoRA adapter names served besides `model` (as vLLM's --lora-modules): a request may name one as its model.
     adapters: tuple[str, ...] = ()
+    # A scripted chat answer: messages -> the text to answer with (None: the usual echo). A scripted judge, say.
+    chat_rule: Callable[[list[dict[str, Any]]], str | None] | None = None
 
 
 def _error(status: int, message: str, param: str | None = None) -> Response:
@@ -169,11 +171,12 @@ def create_fake_upstream(
     faults: Faults | None = None,
     reasoning: Reasoning = None,
     adapters: tuple[str, ...] = (),
+    chat_rule: Callable[[list[dict[str, Any]]], str | None] | None = None,
 ) -> FastAPI:
     """An app serving `/v1/chat/completions`, `/v1/completions` and `/v1/models` for `model` (and `adapters`)."""
     tokenizer = FakeTokenizer(vocab_size)
     fake = FakeModel(tokenizer, tool_rule, reasoning)
-    state = FakeUpstreamState(model=model, tokenizer=tokenizer, fake=fake, adapters=adapters)
+    state = FakeUpstreamState(model=model, tokenizer=tokenizer, fake=fake, adapters=adapters, chat_rule=chat_rule)
     state.faults = faults or Faults()
     app = FastAPI(title="alight fake upstream")
     app.state.fake = state
@@ -252,7 +255,10 @@ def create_fake_upstream(
                 break
             trailing_tools.insert(0, message_text(m.get("content")))
         calls: list[tuple[str, dict[str, Any]]] = []
-        if trailing_tools:
+        scripted = state.chat_rule(messages) if state.chat_rule is not None else None
+        if scripted is not None:
+            answer = scripted
+        elif trailing_tools:
             answer = "Tool results: " + "; ".join(trailing_tools)
         else:
             user = next((m for m in reversed(messages) if m.get("role") == "user"), {})

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from judge_fixtures import scripted_judge  # noqa: F401 - the scripted judge upstream, for the judge tests
 
 from alight.client import AlightClient
 from alight_server.trainer.config.run import TrainConfig, parse_config

@@ -130,7 +130,7 @@ def add_reward(rollout_id: RolloutId, body: RewardCreate, store: StoreDep, calle
     """Admin, or an agent for its own running attempt (409 once it ended). NaN and infinities are refused.
 
     The credential decides the source: an attempt token's rewards are `agent` (a body claiming
-    another source is a 403); the admin's are `evaluator`, or `fallback` when the body says so.
+    another source is a 403); the admin's are `evaluator`, or `fallback` or `judge` when the body says so.
     """
     caller.require_attempt(rollout_id, body.attempt)
     return store.add_reward(

@@ -90,7 +90,8 @@ class Caller:
     def reward_source(self, claimed: RewardSource) -> RewardSource:
         """The source a reward from this caller is stored under, whatever the body claims."""
         if self.admin:
-            return RewardSource.FALLBACK if claimed is RewardSource.FALLBACK else RewardSource.EVALUATOR
+            # the trainer's judge posts its scores under the admin key, as `judge` (trainer/judge/rewards.py)
+            return claimed if claimed in (RewardSource.FALLBACK, RewardSource.JUDGE) else RewardSource.EVALUATOR
         if claimed is not RewardSource.AGENT:
             raise HTTPException(
                 403,

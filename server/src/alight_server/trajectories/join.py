@@ -124,8 +124,9 @@ def _tool_entry(span: SpanRecord, after_call: int, tree: SpanTree) -> ToolSpan:
     )
 
 
-# Whose final reward counts: an evaluator's over the agent's own, the agent's over a fallback.
-SOURCE_PRECEDENCE = (RewardSource.EVALUATOR, RewardSource.AGENT, RewardSource.FALLBACK)
+# Whose final reward counts: a judge's (its unnamed final reward already combines the others by weight,
+# trainer/judge/rewards.py), then an evaluator's over the agent's own, the agent's over a fallback.
+SOURCE_PRECEDENCE = (RewardSource.JUDGE, RewardSource.EVALUATOR, RewardSource.AGENT, RewardSource.FALLBACK)
 
 
 def final_reward(rewards: list[Reward]) -> float | None:

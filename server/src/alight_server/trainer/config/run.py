@@ -42,6 +42,7 @@ from alight_server.trainer.config.sections import (
     TrainerSettings,
     ValidationConfig,
 )
+from alight_server.trainer.judge.config import JudgeConfig
 
 
 class TrainConfig(Section):
@@ -87,6 +88,8 @@ class TrainConfig(Section):
     # What tokens, inference seconds and sandbox seconds cost (alight/cost.py): money in `alight eval`'s report,
     # each step's `cost/` metrics and the dashboard. Unset: tokens and seconds, no money.
     prices: Prices | None = None
+    # An LLM judge as a reward source (docs/training.md "A judge"); unset: none.
+    judge: JudgeConfig | None = None
 
     @field_validator("policies")
     @classmethod
@@ -109,6 +112,17 @@ class TrainConfig(Section):
     def resolved_policies(self) -> list[ResolvedPolicy]:
         """Each policy with its settings filled in from the top level; empty with one policy (today's shape)."""
         return resolve_policies(self.policies, self.model, self.lora, self.optimizer, self.algorithm)
+
+    @model_validator(mode="after")
+    def _judge_is_frozen(self) -> TrainConfig:
+        name = self.judge.model if self.judge is not None else None
+        if name is not None and (name not in self.policies or self.policies[name].trainable):
+            raise ValueError(
+                f"judge.model {name!r} must name a policy of this run with trainable: false (a frozen role the "
+                f"run's inference server serves; policies: {sorted(self.policies) or 'none'}); or use "
+                "judge.upstream / judge.url"
+            )
+        return self
 
     @model_validator(mode="after")
     def _agent_has_something_to_run(self) -> TrainConfig:
@@ -186,6 +200,7 @@ class TrainConfig(Section):
                 "metrics": metrics,
                 "server": server,
                 "policies": policies,
+                "judge": self.judge.resolved(base) if self.judge is not None else None,
             }
         )
 

@@ -16,12 +16,17 @@ How one step gets its groups (`GroupPool.take`):
    get their own weight, and the group's staleness (what `max_staleness` drops by) is its stalest policy's;
 4. the `tasks_per_step` oldest usable groups are the step's; the others carry over and keep running while
    the weights change (the gateway attributes each call to the version that served it).
+With `judge:` a complete group is judged in the background as soon as its last rollout ends
+(trainer/run/judging.py) and is usable once judged; staleness is counted as without a judge. A group the judge
+failed on is dropped as an infrastructure failure, and one still judged after the judge's bound is given up, so a
+step never waits on a judgement longer than that.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +37,7 @@ from alight.schemas import Mode, PolicyVersion, Rollout, Trajectory
 from alight_server.policies.versions import updates_between
 from alight_server.trainer.config.run import TrainConfig
 from alight_server.trainer.run.dataset import TaskCursor
+from alight_server.trainer.run.judging import Judging
 from alight_server.trainer.run.rollouts import RolloutPhase, collect, create_group_rollouts, poll_done
 from alight_server.trainer.step.policy_samples import call_policy
 from alight_server.trainer.step.samples import SampleBatch
@@ -50,6 +56,8 @@ class Group:
     phase: RolloutPhase | None = None
     oldest_version: int = 0  # oldest policy version among its calls (or its rollouts' creation versions)
     oldest_by_policy: dict[str, int] = field(default_factory=dict[str, int])  # several policies: each one's own
+    judging: Future[RolloutPhase] | None = None  # its judgement in flight (`judge:`)
+    judging_since: float = 0.0
 
     def state(self) -> dict[str, Any]:
         return {"number": self.number, "task": self.task, "created_step": self.created_step}
@@ -125,11 +133,13 @@ class GroupPool:
         cursor: TaskCursor,
         metadata: dict[str, Any],
         poll_s: float = 0.25,
+        judging: Judging | None = None,
     ) -> None:
         self.client, self.config, self.run_id, self.cursor = client, config, run_id, cursor
         self.policies = list(config.policies)  # several policies: staleness per policy; [] with one
         self.metadata = metadata
         self.poll_s = poll_s
+        self.judging = judging
         self.groups: list[Group] = []
         self.next_number = 0
         self.used: list[tuple[int, str, int]] = []  # (step, group id, staleness) of each group trained on
@@ -234,27 +244,49 @@ class GroupPool:
 
     def _poll(self) -> int:
         """One long-poll over the running rollouts; collects groups that completed. Returns how many were dropped."""
-        running = [g for g in self.groups if g.phase is None]
+        dropped = self._judged()
+        running = [g for g in self.groups if g.phase is None and g.judging is None]
         pending = [i for g in running for i in g.ids if i not in g.finished]
         if not pending:
-            return 0
+            in_flight = [g.judging for g in self.groups if g.judging is not None]
+            if in_flight:  # only judgements left to wait for: wake when one ends
+                wait(in_flight, timeout=self.poll_s, return_when=FIRST_COMPLETED)
+            return dropped
         done = {r.id: r for r in poll_done(self.client, pending[:500], self.poll_s)}
-        dropped = 0
         for group in running:
             group.finished.update({i: done[i] for i in group.ids if i in done})
             if len(group.finished) < len(group.ids):
                 continue
-            rollouts = [group.finished[i] for i in group.ids]
-            phase = collect(self.client, rollouts, time.monotonic())
-            if phase.infra or phase.timeout or phase.cancelled:
-                self.groups.remove(group)  # never trained on part of a group, never on zero-filled rewards
-                dropped += 1
+            phase = collect(self.client, [group.finished[i] for i in group.ids], time.monotonic())
+            if self.judging is not None and not (phase.infra or phase.timeout or phase.cancelled):
+                group.judging, group.judging_since = self.judging.submit(phase), time.monotonic()
                 continue
-            group.phase = phase
-            group.oldest_version = oldest_version(phase.trajectories, rollouts)
-            if self.policies:
-                group.oldest_by_policy = oldest_versions_by_policy(phase.trajectories, rollouts)
+            dropped += self._complete(group, phase)
         return dropped
+
+    def _judged(self) -> int:
+        """Take in the judgements that ended; give up those past the judge's bound. Returns the groups dropped."""
+        dropped = 0
+        for group in [g for g in self.groups if g.judging is not None]:
+            assert group.judging is not None and self.judging is not None
+            if group.judging.done():
+                phase, group.judging = group.judging.result(), None
+                dropped += self._complete(group, phase)
+            elif time.monotonic() - group.judging_since > self.judging.bound_s:
+                self.groups.remove(group)  # an update never waits on a judgement past its bound
+                dropped += 1
+        return dropped
+
+    def _complete(self, group: Group, phase: RolloutPhase) -> int:
+        """Make `group` usable with its finished `phase`, or drop it (1) when part of it failed for infrastructure."""
+        if phase.infra or phase.timeout or phase.cancelled:
+            self.groups.remove(group)  # never trained on part of a group, never on zero-filled rewards
+            return 1
+        group.phase = phase
+        group.oldest_version = oldest_version(phase.trajectories, phase.rollouts)
+        if self.policies:
+            group.oldest_by_policy = oldest_versions_by_policy(phase.trajectories, phase.rollouts)
+        return 0
 
 
 def weigh_rows(batch: SampleBatch, weights: dict[str, float]) -> None:

@@ -44,6 +44,7 @@ from alight_server.trainer.report.summary import RunResult, finish_run
 from alight_server.trainer.run.async_pool import GroupPool
 from alight_server.trainer.run.checkpoint import latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
 from alight_server.trainer.run.dataset import TaskCursor, load_splits
+from alight_server.trainer.run.judging import Judging
 from alight_server.trainer.run.phases import RunPhases, val_task_count
 from alight_server.trainer.run.quarantine import Quarantine
 from alight_server.trainer.run.rollout_source import ImportedTraces, PoolGroups, RolloutSource, StepGroups
@@ -77,6 +78,7 @@ class TrainingRun:
         self.step = 0
         self.show_progress = show_progress
         self.policy_version = 0
+        self.judging: Judging | None = None  # `judge:`
 
     # -- setup ---------------------------------------------------------------------------------
     def _run_id(self) -> str:
@@ -186,8 +188,9 @@ class TrainingRun:
                 stack.close()
             else:
                 self.stacks.abandon()
-            if backend is not None:
-                backend.close()
+            for closing in (backend, self.judging):
+                if closing is not None:
+                    closing.close()
 
     def _rollout_source(
         self, client: AlightClient, phases: RunPhases, sync: WeightSync, restored: dict[str, Any]
@@ -202,10 +205,11 @@ class TrainingRun:
             if "traces_cursor" in restored:
                 traces.restore(restored["traces_cursor"])
             return traces
+        self.judging = Judging.from_config(cfg, client)
         if not cfg.async_rollout.enabled:
-            return StepGroups(phases)
+            return StepGroups(phases, self.judging)
         sync.allow_late_calls(cfg.async_rollout.drain_timeout_s)
-        pool = GroupPool(client, cfg, self.run_id, self.cursor, {"run_dir": str(self.run_dir)})
+        pool = GroupPool(client, cfg, self.run_id, self.cursor, {"run_dir": str(self.run_dir)}, judging=self.judging)
         if "async_pool" in restored:
             pool.restore(restored["async_pool"])
         return PoolGroups(pool)

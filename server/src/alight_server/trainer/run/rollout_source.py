@@ -22,6 +22,7 @@ from alight.schemas import Rollout
 from alight_server.trainer.report.display import RunDisplay
 from alight_server.trainer.run.async_pool import GroupPool, merge_phases
 from alight_server.trainer.run.dataset import TaskCursor
+from alight_server.trainer.run.judging import Judging
 from alight_server.trainer.run.phases import RunPhases, StartedPhase
 from alight_server.trainer.run.rollouts import RolloutPhase, collect
 
@@ -62,8 +63,8 @@ class StepGroups:
 
     runs_during_training = False
 
-    def __init__(self, phases: RunPhases) -> None:
-        self.phases = phases
+    def __init__(self, phases: RunPhases, judging: Judging | None = None) -> None:
+        self.phases, self.judging = phases, judging
         self._ahead: StartedPhase | None = None
 
     def start_ahead(self, step: int) -> bool:
@@ -72,7 +73,11 @@ class StepGroups:
 
     def take(self, step: int, version: int, display: RunDisplay) -> StepRollouts:
         started, self._ahead = self._ahead or self.phases.start_train(step), None
-        return StepRollouts(self.phases.wait(started, display))
+        phase = self.phases.wait(started, display)
+        if self.judging is None:
+            return StepRollouts(phase)
+        display.status(f"step {step + 1} rollouts: judging")
+        return StepRollouts(self.judging.judge_phase(phase), self.judging.metrics())
 
     def checkpoint(self) -> dict[str, Any]:
         return {}
@@ -93,7 +98,8 @@ class PoolGroups:
         taken = self.pool.take(step, version, lambda text: display.status(f"step {step + 1} {text}"))
         self.pool.top_up(step + 1)  # the taken groups' places run while this step trains and updates
         phase = merge_phases([g.phase for g in taken.groups if g.phase is not None], taken.metrics["time/wait_s"])
-        return StepRollouts(phase, taken.metrics, taken.weights, taken.policy_weights)
+        judged = self.pool.judging.metrics() if self.pool.judging is not None else {}
+        return StepRollouts(phase, {**taken.metrics, **judged}, taken.weights, taken.policy_weights)
 
     def checkpoint(self) -> dict[str, Any]:
         return {"async_pool": self.pool.state()}

@@ -140,20 +140,22 @@ def wait_all(
 
 
 def collect(client: AlightClient, rollouts: list[Rollout], started: float) -> RolloutPhase:
-    """Fetch each finished rollout's trajectory (its latest attempt) and count what happened.
+    """Fetch each finished rollout's trajectory (its latest attempt) and count what happened (`tally`)."""
+    # training data: the exact copy
+    trajectories = [client.trajectory(r.id, reveal=True) for r in rollouts if r.state != RolloutState.CANCELLED]
+    return tally(rollouts, trajectories, started)
+
+
+def tally(rollouts: list[Rollout], trajectories: list[Trajectory], started: float) -> RolloutPhase:
+    """The phase of `rollouts` and their (not cancelled ones') trajectories, counted.
 
     Only rollouts that ended as the agent's own outcome (succeeded or task failure) count towards the
     rewards; timeouts and infra failures are counted by kind, whatever reward they may carry.
     """
-    phase = RolloutPhase(rollouts=rollouts, trajectories=[], seconds=time.monotonic() - started)
-    for rollout in rollouts:
-        if rollout.state == RolloutState.CANCELLED:
-            phase.cancelled += 1
-            continue
-        if rollout.state == RolloutState.FAILED:
-            phase.failed += 1
-        trajectory = client.trajectory(rollout.id, reveal=True)  # training data: the exact copy
-        phase.trajectories.append(trajectory)
+    phase = RolloutPhase(rollouts=rollouts, trajectories=trajectories, seconds=time.monotonic() - started)
+    phase.cancelled = sum(r.state == RolloutState.CANCELLED for r in rollouts)
+    phase.failed = sum(r.state == RolloutState.FAILED for r in rollouts)
+    for trajectory in trajectories:
         phase.generated_tokens += sum(len(c.call.response_token_ids) for c in trajectory.calls)
         if trajectory.failure_kind in (FailureKind.TIMEOUT, FailureKind.INFRA):
             phase.timeout += trajectory.failure_kind == FailureKind.TIMEOUT

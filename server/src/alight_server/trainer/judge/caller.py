@@ -1,0 +1,138 @@
+"""The judge's calls: one OpenAI-compatible chat call per judgement, retried on transient errors, cached by
+content and counted against the run's rate budget (`limits.run`, `limits.upstreams`).
+
+These calls are infrastructure: they go straight to the judge's endpoint, never through the gateway's agent
+routes, so they are never recorded as the agent's model calls nor trained on; each one is recorded as a
+`judgement` event beside the rollouts it scored instead (trainer/judge/rewards.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from alight_server.config import RateLimit
+from alight_server.gateway.limits.buckets import Rate
+
+TRANSIENT = {408, 409, 425, 429, 500, 502, 503, 504}
+MAX_BACKOFF_S = 30.0
+
+
+class JudgeFailed(RuntimeError):
+    """The judge gave no usable answer after its tries: an infrastructure failure, never a zero reward."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the judge is served: an OpenAI-compatible base URL (…/v1), its key and the model name sent."""
+
+    base_url: str
+    api_key: str
+    model: str
+
+
+@dataclass(frozen=True)
+class JudgeReply:
+    """One answered judge call."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    tries: int
+
+
+def retry_after_s(response: httpx.Response, attempt: int) -> float:
+    """How long to wait before try `attempt + 1`: the server's Retry-After when it gives one, else 0.5 s doubling."""
+    header = response.headers.get("retry-after")
+    try:
+        return min(MAX_BACKOFF_S, max(0.0, float(header))) if header is not None else 0.5 * 2**attempt
+    except ValueError:
+        return 0.5 * 2**attempt
+
+
+class JudgeCaller:
+    """Calls the judge; thread-safe (judgements of several groups run at once)."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        retries: int,
+        timeout_s: float,
+        max_tokens: int,
+        temperature: float,
+        budget: RateLimit | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.endpoint, self.retries, self.timeout_s = endpoint, retries, timeout_s
+        self.sampling = {"max_tokens": max_tokens, "temperature": temperature}
+        self.clock, self.sleep = clock, sleep
+        limited = budget is not None and (budget.requests_per_minute or budget.tokens_per_minute)
+        self.rate = Rate(budget, clock()) if limited and budget is not None else None
+        self.lock = threading.Lock()
+        self.http = httpx.Client(timeout=timeout_s)
+        self.calls = 0  # answered or not, for the run's judge metrics
+        self.tokens = 0
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _admit(self) -> None:
+        """Wait for the run's budget to allow one more call; JudgeFailed when that wait is past one try's time."""
+        if self.rate is None:
+            return
+        with self.lock:
+            over = self.rate.wait(self.clock())
+            if over is not None and over[1] > self.timeout_s:
+                raise JudgeFailed(f"the run's budget (limits.run {over[0]} per minute) allows no judge call "
+                                  f"for {over[1]:.0f} s, past judge.timeout_s {self.timeout_s:g}")  # fmt: skip
+            if over is not None:
+                self.sleep(over[1])
+            self.rate.take(self.clock())
+
+    def complete(self, messages: list[dict[str, str]]) -> JudgeReply:
+        """The judge's answer to `messages`; JudgeFailed after `retries` more tries on transient errors."""
+        body: dict[str, Any] = {"model": self.endpoint.model, "messages": messages, **self.sampling}
+        headers = {"Authorization": f"Bearer {self.endpoint.api_key}"}
+        url = self.endpoint.base_url.rstrip("/") + "/chat/completions"
+        problem = "no try made"
+        for attempt in range(self.retries + 1):
+            self._admit()
+            started = self.clock()
+            with self.lock:
+                self.calls += 1
+            try:
+                response = self.http.post(url, json=body, headers=headers)
+            except httpx.TransportError as exc:  # timeouts, refused connections
+                problem = f"{type(exc).__name__}: {exc}"
+                self.sleep(min(MAX_BACKOFF_S, 0.5 * 2**attempt))
+                continue
+            if response.status_code in TRANSIENT:
+                problem = f"HTTP {response.status_code}: {response.text[:200]}"
+                self.sleep(retry_after_s(response, attempt))
+                continue
+            if response.status_code != 200:
+                raise JudgeFailed(f"the judge at {url} answered HTTP {response.status_code}: {response.text[:300]}")
+            return self._reply(response, self.clock() - started, attempt + 1)
+        raise JudgeFailed(f"the judge at {url} failed {self.retries + 1} tries; last: {problem}")
+
+    def _reply(self, response: httpx.Response, latency_s: float, tries: int) -> JudgeReply:
+        try:
+            payload = response.json()
+            text = payload["choices"][0]["message"]["content"] or ""
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise JudgeFailed(f"the judge's answer is not a chat completion: {response.text[:300]!r}") from exc
+        use = payload.get("usage") or {}
+        prompt, completion = int(use.get("prompt_tokens") or 0), int(use.get("completion_tokens") or 0)
+        with self.lock:
+            self.tokens += prompt + completion
+            if self.rate is not None:
+                self.rate.spent(prompt + completion, self.clock())
+        return JudgeReply(str(text), prompt, completion, latency_s, tries)

@@ -1,0 +1,153 @@
+"""A group's judgement: flag answers that address the judge, score them, record the scores as rewards.
+
+For one finished group (`Judge.judge_group`):
+1. every answer is checked for text that addresses the evaluator (trainer/judge/injection.py); a hit is a
+   `review_flag` event (`judge_injection`, with evidence), which quarantines the rollout like every flag;
+2. with `only_when_tied`, a group whose verifiable rewards differ is left as it is (they already rank it);
+3. the judge scores each answer (`absolute`: one call per rollout) or the whole group in one call (`group`);
+   the same rubric, task and answers are judged once per run (the cache), whatever rollout they came from;
+4. each rollout gets two rewards from the source `judge`: its score (0..1, named `judge`) and the combined final
+   reward, `verifiable + weight x score` (the verifiable part: the agent's or evaluator's final reward, 0 when it
+   has none), which wins over the others (trajectories/join.py `SOURCE_PRECEDENCE`); and a `judgement` event
+   with the prompt's hash, the raw answer, the scores, latency and tokens;
+5. a judge that gave no usable answer writes no reward (never a zero): the event says why, and the caller
+   leaves the group out of training as an infrastructure failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from alight.client import AlightClient
+from alight.schemas import (
+    JUDGEMENT,
+    REVIEW_FLAG,
+    EventCreate,
+    FailureKind,
+    GatePayload,
+    RewardCreate,
+    RewardSource,
+    Trajectory,
+)
+from alight_server.trainer.judge import injection
+from alight_server.trainer.judge.caller import JudgeCaller, JudgeFailed
+from alight_server.trainer.judge.config import JudgeConfig
+from alight_server.trainer.judge.prompt import JudgeAnswerError, build_prompt, parse_scores, transcript
+
+MAX_ANSWER_CHARS = 4000  # of the judge's raw answer, in its event
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One judge call's outcome: a score (0..1) per answer, in order, and how it was reached."""
+
+    scores: list[float]
+    answer: str
+    prompt_sha256: str
+    latency_s: float
+    prompt_tokens: int
+    completion_tokens: int
+    tries: int
+    cached: bool = False
+
+    def record(self, mode: str, model: str, scores: dict[str, float]) -> dict[str, Any]:
+        return {"mode": mode, "model": model, "prompt_sha256": self.prompt_sha256,
+                "answer": self.answer[:MAX_ANSWER_CHARS], "scores": scores, "latency_s": self.latency_s,
+                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "tries": self.tries, "cached": self.cached}  # fmt: skip
+
+
+def unscored(trajectory: Trajectory) -> bool:
+    return trajectory.failure_kind in (FailureKind.INFRA, FailureKind.TIMEOUT)
+
+
+def tied(trajectories: Sequence[Trajectory]) -> bool:
+    """The group's verifiable rewards are all equal (all missing counts as equal): they rank nothing."""
+    return len({t.final_reward for t in trajectories}) <= 1
+
+
+class Judge:
+    """The run's judge: `judge_group` per finished group; thread-safe, so groups are judged side by side."""
+
+    def __init__(self, config: JudgeConfig, rubric: str, caller: JudgeCaller, client: AlightClient) -> None:
+        self.config, self.rubric, self.caller, self.client = config, rubric, caller, client
+        self.cache: dict[str, Verdict] = {}
+        self.lock = threading.Lock()
+        self.flagged = 0  # answers flagged as addressing the judge, for the run's metrics
+        self.failed = 0  # groups the judge left unrewarded
+
+    def verdict(self, task: Any, answers: list[str]) -> Verdict:
+        """The judge's scores of `answers` to `task`, from the cache when the same were judged before."""
+        cfg = self.config
+        content = [self.rubric, cfg.mode, task, answers, self.caller.endpoint.model, cfg.temperature]
+        key = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
+        with self.lock:
+            if key in self.cache:
+                return replace(self.cache[key], cached=True)
+        prompt = build_prompt(self.rubric, cfg.mode, task, answers)
+        reply = self.caller.complete(prompt.messages)
+        try:
+            scores = parse_scores(reply.text, prompt.labels)
+        except JudgeAnswerError as exc:
+            raise JudgeFailed(f"{exc}; the judge answered {reply.text[:500]!r}") from exc
+        found = Verdict(scores, reply.text, prompt.sha256, reply.latency_s, reply.prompt_tokens,
+                        reply.completion_tokens, reply.tries)  # fmt: skip
+        with self.lock:
+            self.cache[key] = found
+        return found
+
+    def flag_injections(self, trajectories: Sequence[Trajectory]) -> None:
+        """A `judge_injection` review flag on each rollout whose answer addresses its evaluator."""
+        for t in trajectories:
+            found = injection.findings(transcript(t))
+            if not found:
+                continue
+            with self.lock:
+                self.flagged += 1
+            payload = GatePayload(rule=injection.RULE, evidence=injection.evidence(found)).model_dump()
+            event_id = f"{REVIEW_FLAG}-{injection.RULE}-{t.attempt}"
+            self.client.add_event(t.rollout_id, EventCreate(id=event_id, attempt=t.attempt, kind=REVIEW_FLAG,
+                                                            payload=payload))  # fmt: skip
+
+    def judge_group(self, trajectories: Sequence[Trajectory]) -> bool:
+        """Flag, judge and reward one finished group; False when the judge failed (no reward written)."""
+        scorable = [t for t in trajectories if not unscored(t)]
+        self.flag_injections(scorable)
+        if not scorable or (self.config.only_when_tied and not tied(scorable)):
+            return True
+        task = scorable[0].task
+        try:
+            if self.config.mode == "group":
+                judged = [(scorable, self.verdict(task, [transcript(t) for t in scorable]))]
+            else:
+                judged = [([t], self.verdict(task, [transcript(t)])) for t in scorable]
+        except JudgeFailed as exc:
+            with self.lock:
+                self.failed += 1
+            for t in scorable:
+                self._event(t, {"mode": self.config.mode, "failed": str(exc)[:MAX_ANSWER_CHARS]})
+            return False
+        for members, found in judged:
+            self._reward(members, found)
+        return True
+
+    def _reward(self, members: Sequence[Trajectory], found: Verdict) -> None:
+        scores = {t.rollout_id: s for t, s in zip(members, found.scores, strict=True)}
+        record = found.record(self.config.mode, self.caller.endpoint.model, scores)
+        for t, score in zip(members, found.scores, strict=True):
+            combined = (t.final_reward or 0.0) + self.config.weight * score
+            judge = RewardSource.JUDGE
+            self.client.add_reward(t.rollout_id, RewardCreate(id=f"judge-{t.attempt}", attempt=t.attempt, value=score,
+                                                              name="judge", final=True, source=judge))  # fmt: skip
+            self.client.add_reward(t.rollout_id, RewardCreate(id=f"judge-{t.attempt}-combined", attempt=t.attempt,
+                                                              value=combined, final=True, source=judge))  # fmt: skip
+            self._event(t, record)
+
+    def _event(self, t: Trajectory, payload: dict[str, Any]) -> None:
+        event = EventCreate(id=f"{JUDGEMENT}-{t.attempt}", attempt=t.attempt, kind=JUDGEMENT, payload=payload)
+        self.client.add_event(t.rollout_id, event)
