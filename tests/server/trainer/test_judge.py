@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from judge_fixtures import (
     LABELS,
@@ -207,3 +208,15 @@ def test_the_judge_reads_the_task_and_answer_only_as_data_blocks(client, live_se
     blocks = judged_blocks(scripted_judge.state.calls[0].request["messages"])
     assert blocks.pop("TASK") == '{"question": "6 x 7?"}'
     assert list(blocks.values()) == ["[turn 1]\nIt is 42."]
+
+
+def test_the_dashboard_shows_the_judgement_beside_the_rollout_not_among_its_calls(client, live_server, scripted_judge):
+    group = finished_group(client, live_server, "g", ["It is 42."])
+    make_judging(client, scripted_judge).judge_phase(phase_of(client, group))
+    with httpx.Client(base_url=live_server.url, headers=live_server.admin_headers()) as api:
+        view = api.get("/api/ui/rollouts/g-k0/view", params={"reveal": "true"}).json()
+
+    (judgement,) = view["judgements"]
+    assert judgement["scores"] == {"g-k0": pytest.approx(0.9)} and judgement["model"] == "judge"
+    assert len(view["trajectory"]["calls"]) == 1  # the agent's one call; the judge's is not there
+    assert {r["source"] for r in view["trajectory"]["rewards"]} == {"judge"}

@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 
 from alight.attempt_logs import LOG_EVENT_KIND
 from alight.evaluation import REWARD_HACKING
-from alight.schemas import FailureKind, Mode, RolloutState
+from alight.schemas import JUDGEMENT, FailureKind, Mode, RolloutState
 from alight_server.http.deps import ReaderDep, RedactionDep, StoreDep, viewer_copy
 from alight_server.redaction.views import redact_run, redact_trajectory
 from alight_server.store.browse import RolloutFilter
@@ -88,6 +88,8 @@ def rollout_view(
     gates = store.list_events(rollout_id, kind=REWARD_HACKING)
     log = str(logs[-1].payload.get("text", "")) if logs else None
     gate_violations = [{"attempt": e.attempt, **e.payload} for e in gates]
+    # the judge's calls on this attempt (trainer/judge): beside the rollout, never among its model calls
+    judgements = [e.payload for e in store.list_events(rollout_id, attempt=trajectory.attempt, kind=JUDGEMENT)]
     shown = rollout.model_dump(mode="json")
     if redaction is not None:
         trajectory = redact_trajectory(redaction, trajectory)
@@ -96,6 +98,7 @@ def rollout_view(
             row["message"] = redaction.redact(row["message"]) if row.get("message") else row.get("message")
         log = redaction.redact(log) if log is not None else None
         gate_violations = redaction.redact_json(gate_violations)
+        judgements = redaction.redact_json(judgements)
     return {
         "rollout": shown,
         "run_id": run.id if (run := samples.run_of(store, rollout)) else None,
@@ -103,6 +106,7 @@ def rollout_view(
         "trajectory": trajectory.model_dump(mode="json"),
         "log": log,
         "gate_violations": gate_violations,
+        "judgements": judgements,
         "redacted": redaction is not None,
     }
 

@@ -525,10 +525,24 @@ async function rolloutPage(rolloutId, params) {
     table(["value", "name", "final", "source", "on"], trajectory.rewards.map((r) => h("tr", {},
       h("td", { class: "num" }, num(r.value)), h("td", {}, r.name ?? ""), h("td", {}, r.final ? "final" : "step"),
       h("td", {}, r.source), h("td", {}, r.model_call_id ?? r.span_id ?? ""))), { id: "rewards" }),
+    judgementTable(rollout.id, view.judgements || []),
     h("h2", {}, "Token view: what the gradient sees"),
     tokenView(tokens, order),
     h("h2", {}, "Attempt log"),
     log === null ? h("p", { class: "muted" }, "no log uploaded for this attempt") : h("pre", { class: "log", id: "log" }, log));
+}
+
+// The judge's calls on this attempt (judge: in the train config): its score, or why it gave none. Not the agent's calls.
+function judgementTable(rolloutId, judgements) {
+  if (!judgements.length) return null;
+  const rows = judgements.map((j) => h("tr", {}, h("td", {}, j.model ?? ""), h("td", {}, j.mode ?? ""),
+    h("td", { class: "num" }, j.failed ? "none" : num((j.scores || {})[rolloutId])),
+    h("td", { class: "num" }, String(j.tries ?? "")), h("td", { class: "num" }, j.latency_s === undefined ? "" : num(j.latency_s, 2)),
+    h("td", { class: "num" }, j.failed ? "" : `${j.prompt_tokens} + ${j.completion_tokens}`), h("td", {}, j.cached ? "cached" : ""),
+    h("td", {}, h("code", {}, String(j.prompt_sha256 ?? "").slice(0, 12))),
+    h("td", {}, h("code", {}, messageText(j.failed ? `failed: ${j.failed}` : j.answer ?? "")))));
+  return [h("h2", {}, "Judge (infrastructure: not the agent's calls, never trained on)"),
+    table(["model", "mode", "score", "tries", "latency s", "tokens", "", "prompt", "answer"], rows, { id: "judgements" })];
 }
 
 // ---- gateway
