@@ -213,7 +213,7 @@ def test_micro_batches_sliced_from_batch_weights_add_up_to_the_batch_loss():
 
 
 def test_bad_config_values_are_named():
-    with pytest.raises(ValueError, match=r"estimator\s+Input should be 'grpo', 'rloo' or 'sft'"):
+    with pytest.raises(ValueError, match=r"estimator\s+Input should be 'grpo', 'rloo', 'sft' or 'distill'"):
         AlgorithmConfig(estimator="ppo")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"tis_cap\s+Input should be greater than 0"):
         AlgorithmConfig(tis_cap=0)

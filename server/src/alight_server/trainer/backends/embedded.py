@@ -12,6 +12,9 @@ One `step(batch)`:
    With `tis_cap` set (stale samples, asynchronous training) pi_old is first recomputed by the current
    weights, and each token's loss is weighted by min(pi_old / pi_rollout, tis_cap) against the recorded
    logprobs (truncated importance sampling; decoupled PPO).
+With `algorithm.distill` a frozen teacher first scores the batch's tokens (a prefill, trainer/backends/teacher.py)
+and step 1 adds weight x (teacher - student logprob) to each token's advantage, or is only that with
+`estimator: distill` (trainer/step/distill.py).
 With `estimator: sft` steps 1 and 4 are supervised instead: token-mean weights and `sft_loss` (the NLL of
 the trained tokens). Rows of fidelity `rendered` go through `rendered.refuse_rendered` first; under
 `rendered_rows: recompute` their pi_old is the current policy's logprobs, computed before the first update.
@@ -45,17 +48,12 @@ from alight_server.trainer.backends.accumulation import (
 from alight_server.trainer.backends.devices import pick_dtype
 from alight_server.trainer.backends.distributed import World, join, parallelize, unwrap
 from alight_server.trainer.backends.heap import release_freed_memory
+from alight_server.trainer.backends.teacher import Teacher, load_teacher, score_batch
 from alight_server.trainer.backends.weights import adapter_weights, frozen_copy, load_adapter, merged_weights, with_lora
 from alight_server.trainer.config.sections import LoraConfig, OptimizerConfig
 from alight_server.trainer.run.weight_sync import WeightSync
-from alight_server.trainer.step.algorithm import (
-    AlgorithmConfig,
-    aggregation_weights,
-    group_advantages,
-    policy_loss,
-    sft_loss,
-    token_advantages,
-)
+from alight_server.trainer.step.algorithm import AlgorithmConfig, aggregation_weights, policy_loss, sft_loss
+from alight_server.trainer.step.distill import step_advantages
 from alight_server.trainer.step.rendered import needs_recompute, refuse_rendered
 from alight_server.trainer.step.samples import SampleBatch
 
@@ -76,7 +74,11 @@ class EmbeddedBackend:
         algorithm: AlgorithmConfig,
         lora: LoraConfig | None = None,
         world: World | None = None,
+        teacher: Teacher | None = None,
     ) -> None:
+        if algorithm.distill is not None and teacher is None:
+            raise ValueError(f"algorithm.distill needs its teacher {algorithm.distill.teacher!r} loaded: pass teacher=")
+        self.teacher = teacher
         self.world = world or World(device=next(model.parameters()).device)
         self.device = self.world.device
         self.algorithm = algorithm
@@ -103,21 +105,16 @@ class EmbeddedBackend:
         self.world.announce("step", batch)
         return self._step(batch)
 
-    def token_advantages(self, batch: SampleBatch) -> torch.Tensor:
-        """(R, T) advantage of every trained token: its rollout's group advantage plus per-turn credit."""
-        config = self.algorithm
-        advantages = group_advantages(
-            batch.rollout_reward, batch.rollout_group, config.estimator, config.normalize_std, config.eps
-        )  # (U,)
-        return token_advantages(
-            advantages, batch.row_rollout, batch.loss_mask, batch.step_returns, config.step_reward_coef
-        )  # (R, T)
+    def token_advantages(self, batch: SampleBatch, teacher_logprobs: torch.Tensor | None = None) -> torch.Tensor:
+        """(R, T) advantage of every trained token: group advantage, per-turn credit, distillation reward."""
+        return step_advantages(batch, self.algorithm, teacher_logprobs)
 
     def _step(self, batch: SampleBatch) -> dict[str, float]:
         refuse_rendered(batch, self.algorithm)
         batch = batch.to(self.device)
         sft = self.algorithm.estimator == "sft"
-        token_adv = torch.zeros_like(batch.loss_mask) if sft else self.token_advantages(batch)  # (R, T)
+        teacher_logprobs, distill = score_batch(self.teacher, batch, self.optim_config.micro_batch_tokens)  # (R, T)
+        token_adv = torch.zeros_like(batch.loss_mask) if sft else self.token_advantages(batch, teacher_logprobs)
         aggregation = "token_mean" if sft else self.algorithm.aggregation
         weights = aggregation_weights(batch.loss_mask, batch.row_rollout, aggregation)  # (R, T)
         weights = weights * batch.row_weight[:, None]  # stale groups down-weighted (async_rollout.stale)
@@ -141,7 +138,7 @@ class EmbeddedBackend:
         self.optimizer.zero_grad(set_to_none=True)
         release_freed_memory()
         parts = self.world.gather(totals)
-        return step_means(parts, totals["grad_norm"], batch.num_rows, self.algorithm.updates_per_batch)
+        return step_means(parts, totals["grad_norm"], batch.num_rows, self.algorithm.updates_per_batch) | distill
 
     def _micro_step(
         self,
@@ -296,5 +293,8 @@ def make_embedded_backend(config: TrainConfig) -> EmbeddedBackend:
 
     world = join(config)
     torch.manual_seed(config.seed)  # the same LoRA initialisation on every rank
-    model, _ = load_policy(config.model, device=world.device, dtype=pick_dtype(config.inference.dtype, world.device))
-    return EmbeddedBackend(model, config.optimizer, config.algorithm, config.lora, world=world)
+    dtype = pick_dtype(config.inference.dtype, world.device)
+    model, _ = load_policy(config.model, device=world.device, dtype=dtype)
+    distill = config.algorithm.distill
+    teacher = load_teacher(distill, config.model, world.device, dtype) if distill is not None else None
+    return EmbeddedBackend(model, config.optimizer, config.algorithm, config.lora, world=world, teacher=teacher)

@@ -7,8 +7,20 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Estimator = Literal["grpo", "rloo", "sft"]
+Estimator = Literal["grpo", "rloo", "sft", "distill"]
 Aggregation = Literal["per_rollout_mean", "token_mean", "seq_mean"]
+
+
+class DistillConfig(BaseModel):
+    """On-policy distillation: a teacher's logprobs of the student's sampled tokens as a per-token reward."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # What the inference side can load: a registered name (`tiny`, `smollm2-135m`) or a local Hugging Face folder
+    # (an SFT'd checkpoint exported whole). It must share the student's tokenizer: it scores the student's token ids.
+    teacher: str = Field(min_length=1)
+    # Per-token reward = weight x (teacher logprob - student logprob): the negative reverse-KL estimate.
+    weight: float = Field(default=1.0, gt=0)
 
 
 class AlgorithmConfig(BaseModel):
@@ -37,6 +49,19 @@ class AlgorithmConfig(BaseModel):
     # recompute: pi_old is the current policy's logprob before the step (on-policy only if the traces were
     # sampled from these very weights; otherwise the ratio starts at 1 and corrects nothing). sft ignores it.
     rendered_rows: Literal["refuse", "drop", "recompute"] = "refuse"
+    # A teacher (docs/training.md#a-teacher-on-policy-distillation): the whole signal with estimator distill, or
+    # a per-token term added to the GRPO / RLOO advantage.
+    distill: DistillConfig | None = None
+
+    @model_validator(mode="after")
+    def _distill_has_a_teacher(self) -> AlgorithmConfig:
+        if self.estimator == "distill" and self.distill is None:
+            raise ValueError("algorithm.estimator: distill needs a teacher; add algorithm.distill: {teacher: MODEL} "
+                             "(a registered model name or a local Hugging Face folder)")  # fmt: skip
+        if self.estimator == "sft" and self.distill is not None:
+            raise ValueError("algorithm.distill adds a per-token reward to a policy-gradient step, but estimator "
+                             "sft has no reward; use estimator: distill (or grpo / rloo) or remove distill:")  # fmt: skip
+        return self
 
     @model_validator(mode="after")
     def _sft_has_no_ratio(self) -> AlgorithmConfig:

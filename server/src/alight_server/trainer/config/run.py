@@ -156,6 +156,13 @@ class TrainConfig(Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _teacher_for_one_policy(self) -> TrainConfig:
+        if self.policies and any(policy.algorithm.distill for policy in self.resolved_policies()):
+            raise ValueError("algorithm.distill with policies: is not built (each policy's step would need the "
+                             "teacher beside its adapter); train one policy with a teacher, or remove distill:")  # fmt: skip
+        return self
+
     def run_dir_checkpoints(self) -> Path:
         return Path(self.output_dir) / "checkpoints"
 

@@ -106,9 +106,9 @@ def _policy_rows(
     own["train/uniform_groups"] = float(uniform.sum())
     own["samples/rows"] = float(batch.num_rows)
     own["samples/breaks"] = float(report.total_breaks)
-    # sft learns from each selected row alone: a group's equal rewards take nothing away
-    sft = policy.algorithm.estimator == "sft"
-    keep = [r for r in range(batch.num_rows) if sft or not bool(uniform[int(batch.row_group[r])])]
+    # sft learns from each selected row alone, and a teacher scores every token: equal rewards take nothing away
+    alone = policy.algorithm.estimator == "sft" or policy.algorithm.distill is not None
+    keep = [r for r in range(batch.num_rows) if alone or not bool(uniform[int(batch.row_group[r])])]
     return batch, keep, own
 
 

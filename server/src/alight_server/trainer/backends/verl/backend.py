@@ -7,7 +7,9 @@ load the actor's weights into them and register them as the gateway's upstreams 
 
 One `step(batch)`:
 1. the batch as verl's DataProto (`data.py`), advantages by verl's `compute_advantage` through the
-   registered alight estimator, alight's token weights in `rollout_is_weights` (`registry.py`);
+   registered alight estimator, alight's token weights in `rollout_is_weights` (`registry.py`); with
+   `algorithm.distill` the teacher (on this driver's CPU) scores the rows first and its per-token reward is
+   added to those advantages (`registry.with_distill`);
 2. rows padded to a multiple of the data-parallel size with rows that train nothing (mask 0, weight 0);
 3. the replicas go to sleep (they share the GPUs), and verl's `update_actor` runs the registered
    alight loss: the whole batch is one mini-batch, so `updates_per_batch` epochs = as many optimizer
@@ -26,10 +28,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from alight.client import AlightClient
+from alight_server.trainer.backends.teacher import load_teacher, score_batch
 from alight_server.trainer.backends.verl.install import require_verl
 from alight_server.trainer.backends.verl.replicas import ReplicaUpstreams
 from alight_server.trainer.backends.verl.settings import VerlSettings
 from alight_server.trainer.run.weight_sync import WeightSync
+from alight_server.trainer.step.distill import distill_rewards
 from alight_server.trainer.step.rendered import refuse_rendered
 from alight_server.trainer.step.samples import SampleBatch
 
@@ -65,6 +69,8 @@ class VerlBackend:
 
         register()
         self.config, self.settings = config, settings
+        distill = config.algorithm.distill
+        self.teacher = load_teacher(distill, config.model, "cpu") if distill is not None else None
         self.model_path = resolve_model(config.model)
         self.verl = verl_config(config, settings, self.model_path)
         OmegaConf.resolve(self.verl)
@@ -138,12 +144,17 @@ class VerlBackend:
         from verl.workers.utils.padding import left_right_2_no_padding
 
         from alight_server.trainer.backends.verl.data import to_data_proto
-        from alight_server.trainer.backends.verl.registry import with_advantages, with_token_weights
+        from alight_server.trainer.backends.verl.registry import with_advantages, with_distill, with_token_weights
 
         algorithm = self.config.algorithm
         refuse_rendered(batch, algorithm)
-        data = to_data_proto(batch, self.pad_token_id)
+        teacher_logprobs, distill = score_batch(self.teacher, batch, self.config.optimizer.micro_batch_tokens)
+        rewards = None  # (R, T) the teacher's per-token reward
+        if algorithm.distill is not None and teacher_logprobs is not None:
+            rewards = distill_rewards(teacher_logprobs, batch.old_logprobs, batch.loss_mask, algorithm.distill.weight)
+        data = to_data_proto(batch, self.pad_token_id, rewards)
         data = with_advantages(data, algorithm.estimator, algorithm.normalize_std)
+        data = data if rewards is None else with_distill(data)
         data = with_token_weights(data, "token_mean" if algorithm.estimator == "sft" else algorithm.aggregation)
         data = pad_to_ranks(data, self.workers.world_size)
         data.meta_info.update(multi_turn=True, temperature=self.verl.actor_rollout_ref.rollout.temperature)
@@ -161,7 +172,7 @@ class VerlBackend:
         metrics = reduce_metrics(tu.get(output, "metrics"))
         out = {k.removeprefix("actor/").removeprefix("alight_"): float(v) for k, v in metrics.items()}
         out["updates"] = float(algorithm.updates_per_batch)
-        return out
+        return out | distill
 
     # -- weights out ---------------------------------------------------------------------------
     def push_weights(self, sync: WeightSync, metadata: dict[str, Any]) -> tuple[int, float]:

@@ -49,13 +49,14 @@ def row_keys(batch: SampleBatch) -> np.ndarray:
     return keys
 
 
-def to_data_proto(batch: SampleBatch, pad_token_id: int = 0) -> Any:
+def to_data_proto(batch: SampleBatch, pad_token_id: int = 0, token_rewards: torch.Tensor | None = None) -> Any:
     """The batch as a verl `DataProto` (R rows, P prompt and A response columns).
 
     batch: prompts (R, P), responses (R, A), input_ids = prompts ++ responses (R, P + A),
     attention_mask, position_ids, response_mask (R, A) = the loss mask, old_log_probs and
     rollout_log_probs (R, A) = the gateway's logprobs, token_level_rewards (R, A) = the rollout's
-    final reward on the row's last trained token. non_tensor_batch: uid (R,) RowKey.
+    final reward on the row's last trained token; with `token_rewards` (R, T) (a teacher's distillation
+    reward) their response columns as distill_rewards (R, A). non_tensor_batch: uid (R,) RowKey.
     """
     require_verl()
     from verl import DataProto
@@ -103,4 +104,6 @@ def to_data_proto(batch: SampleBatch, pad_token_id: int = 0) -> Any:
         "token_level_rewards": rewards,
         "token_level_scores": rewards.clone(),
     }
+    if token_rewards is not None:
+        tensors["distill_rewards"] = response(token_rewards.to(torch.float32), 0.0)
     return DataProto.from_dict(tensors=tensors, non_tensors={"uid": row_keys(batch)})

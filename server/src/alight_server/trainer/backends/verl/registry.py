@@ -14,6 +14,9 @@
    (token-mean NLL, its weights in the same slot), and the estimator `alight_sft` gives zero advantages,
    which the loss never reads. verl's own SFT trainer is a separate program over Parquet files with no
    rollout replicas to update, so the supervised step runs in the same actor update as RL instead.
+4. Distillation (`algorithm.distill`): the teacher's per-token reward rides in the batch as `distill_rewards`
+   (R, A) and `with_distill` adds it to the advantages `compute_advantage` wrote (GRPO / RLOO), or is the whole
+   advantage (`alight_distill` gives zeros first), before the actor update; the loss is `alight` unchanged.
 """
 # pyright: reportMissingImports=false
 # (verl and omegaconf live in their own venv, .venv-verl; the type check runs in .venv)
@@ -37,7 +40,12 @@ from alight_server.trainer.step.algorithm import (
     token_advantages,
 )
 
-ESTIMATOR_NAMES: dict[str, str] = {"grpo": "alight_grpo", "rloo": "alight_rloo", "sft": "alight_sft"}
+ESTIMATOR_NAMES: dict[str, str] = {
+    "grpo": "alight_grpo",
+    "rloo": "alight_rloo",
+    "sft": "alight_sft",
+    "distill": "alight_distill",
+}
 LOSS_NAME = "alight"
 SFT_LOSS_NAME = "alight_sft"
 
@@ -93,7 +101,8 @@ def alight_rloo(token_level_rewards, response_mask, index, config=None, **_: Any
 
 
 def alight_sft(token_level_rewards, response_mask, index=None, config=None, **_: Any):
-    """Supervised fine-tuning has no advantages: zeros, which `alight_sft_loss` never reads."""
+    """Supervised fine-tuning has no advantages: zeros, which `alight_sft_loss` never reads; pure distillation
+    (`alight_distill`) starts from the same zeros, and `with_distill` adds the teacher's reward."""
     zeros = torch.zeros_like(response_mask, dtype=torch.float32)
     return zeros, zeros
 
@@ -152,7 +161,7 @@ def register() -> None:
     from verl.trainer.ppo import core_algos
 
     for estimator, name in ESTIMATOR_NAMES.items():
-        fn = {"grpo": alight_grpo, "rloo": alight_rloo, "sft": alight_sft}[estimator]
+        fn = {"grpo": alight_grpo, "rloo": alight_rloo, "sft": alight_sft, "distill": alight_sft}[estimator]
         if core_algos.ADV_ESTIMATOR_REGISTRY.get(name) is not fn:
             core_algos.register_adv_est(name)(fn)
     core_algos.register_policy_loss(LOSS_NAME)(alight_policy_loss)  # type: ignore[arg-type]
@@ -174,4 +183,12 @@ def with_token_weights(data: Any, aggregation: str) -> Any:
     row_rollout, *_ = rollout_table(data.non_tensor_batch["uid"])
     mask = data.batch["response_mask"]
     data.batch["rollout_is_weights"] = aggregation_weights(mask, row_rollout.to(mask.device), aggregation)  # type: ignore[arg-type]
+    return data
+
+
+def with_distill(data: Any) -> Any:
+    """`data` with its `distill_rewards` (R, A) added to the advantages (and returns) `with_advantages` wrote."""
+    rewards = data.batch["distill_rewards"] * data.batch["response_mask"]  # (R, A)
+    data.batch["advantages"] = data.batch["advantages"] + rewards
+    data.batch["returns"] = data.batch["returns"] + rewards
     return data
