@@ -220,3 +220,23 @@ def test_the_dashboard_shows_the_judgement_beside_the_rollout_not_among_its_call
     assert judgement["scores"] == {"g-k0": pytest.approx(0.9)} and judgement["model"] == "judge"
     assert len(view["trajectory"]["calls"]) == 1  # the agent's one call; the judge's is not there
     assert {r["source"] for r in view["trajectory"]["rewards"]} == {"judge"}
+
+
+@pytest.mark.timeout(60)
+def test_async_groups_ending_together_are_judged_even_with_one_judge_worker(
+    client, live_server, scripted_judge, tmp_path: Path
+):
+    config = parse_config(
+        {"model": "tiny", "dataset": {"train": str(tmp_path / "unused.jsonl")}, "agent": {"command": ["true"]},
+         "group_size": 2, "tasks_per_step": 2, "max_attempts": 1,
+         "async_rollout": {"enabled": True, "active_groups": 3}},
+        tmp_path,
+    )  # fmt: skip
+    judging = make_judging(client, scripted_judge, concurrency=1)
+    tasks = [{"q": n} for n in range(3)]
+    pool = GroupPool(client, config, "run", TaskCursor(tasks, 0), {}, poll_s=0.05, judging=judging)
+    pool.top_up(step=0)
+    end_with(client, live_server, [i for g in pool.groups for i in g.ids], "42")
+    taken = pool.take(step=0, version=0)
+    assert len(taken.groups) == 2
+    assert all(t.final_reward == pytest.approx(0.9) for g in taken.groups if g.phase for t in g.phase.trajectories)

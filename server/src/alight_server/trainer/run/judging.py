@@ -46,15 +46,18 @@ class Judging:
 
     def submit(self, phase: RolloutPhase) -> Future[RolloutPhase]:
         """Judge one group's finished phase in the background; the future holds the phase as judged."""
-        return self.workers.submit(self.judge_phase, phase)
+        # judged in the worker itself: a worker waiting on tasks queued behind it would wait for ever
+        return self.workers.submit(self.judge_phase, phase, False)
 
-    def judge_phase(self, phase: RolloutPhase) -> RolloutPhase:
-        """`phase` with its groups judged: rewards re-read from the server, failed groups marked infra."""
+    def judge_phase(self, phase: RolloutPhase, side_by_side: bool = True) -> RolloutPhase:
+        """`phase` with its groups judged (`side_by_side`: on the workers, else in this thread): rewards re-read
+        from the server, failed groups marked infra."""
         started = time.monotonic() - phase.seconds
         groups: dict[str, list[Trajectory]] = {}
         for t in phase.trajectories:
             groups.setdefault(t.group_id or t.rollout_id, []).append(t)
-        verdicts = dict(zip(groups, self.workers.map(self.judge.judge_group, groups.values()), strict=True))
+        judge_all = self.workers.map if side_by_side else map
+        verdicts = dict(zip(groups, judge_all(self.judge.judge_group, groups.values()), strict=True))
         judged = collect(self.client, phase.rollouts, started)
         failed = {group for group, ok in verdicts.items() if not ok}
         if not failed:
