@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
+from samples_fixtures import model_call, trajectory
 
 from alight_server.inference.models import load_policy
+from alight_server.stacks.opening import TrainingStacks
 from alight_server.trainer.backends.embedded import EmbeddedBackend, make_embedded_backend
 from alight_server.trainer.backends.teacher import Teacher, score_batch
 from alight_server.trainer.config.algorithm import AlgorithmConfig, DistillConfig
-from alight_server.trainer.config.sections import OptimizerConfig
+from alight_server.trainer.config.policies import ResolvedPolicy
+from alight_server.trainer.config.sections import LoraConfig, OptimizerConfig
+from alight_server.trainer.run.loop import TrainingRun
 from alight_server.trainer.step.distill import distill_rewards, reverse_kl_metrics, step_advantages
-from alight_server.trainer.step.samples import SampleBatch
+from alight_server.trainer.step.samples import SampleBatch, SampleConfig
+from alight_server.trainer.step.update import _policy_rows
 from alight_testing.batches import batch_for
 
 TEACHER = DistillConfig(teacher="tiny", weight=2.0)
@@ -183,3 +189,26 @@ def test_verls_advantages_carry_the_same_distill_term_as_the_embedded_ones() -> 
     # The hand batch's prompt is column 0 and its response columns 1-2 (its trained tokens), as verl lays them out.
     expected = step_advantages(batch, AlgorithmConfig(distill=TEACHER), TEACHER_LOGPROBS)[:, 1:]
     assert torch.allclose(data.batch["advantages"], expected, atol=1e-6)
+
+
+@pytest.mark.timeout(300)
+def test_a_distill_run_scores_the_gateways_tokens_and_records_its_metrics_each_step(tiny_config, tmp_path) -> None:
+    flatter_teacher(tmp_path / "teacher")
+    config = tiny_config(algorithm={"estimator": "distill", "distill": {"teacher": str(tmp_path / "teacher")}})
+    result = TrainingRun(config, stacks=TrainingStacks(), show_progress=False).run()
+    lines = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [line for line in lines if "train/distill/reverse_kl" in line]
+    assert result.policy_version == len(steps) == config.steps
+    for line in steps:
+        assert line["train/distill/teacher_tokens"] > 0 and line["train/distill/teacher_s"] > 0
+        assert line["train/distill/reverse_kl"] > 0  # the halved-logit teacher disagrees with the student
+
+
+@pytest.mark.parametrize(("distill", "kept"), [(None, []), (TEACHER, [0, 1])])
+def test_a_group_with_equal_rewards_still_trains_when_a_teacher_scores_its_tokens(distill, kept) -> None:
+    calls = [model_call(1, [1, 2], [3, 4], rollout_id="r1"), model_call(1, [1, 2], [5, 6], rollout_id="r2")]
+    tied = [trajectory([calls[0]], rollout_id="r1", reward=1.0), trajectory([calls[1]], rollout_id="r2", reward=1.0)]
+    algorithm = AlgorithmConfig(distill=distill)
+    policy = ResolvedPolicy("default", "tiny", LoraConfig(), OptimizerConfig(), algorithm, trainable=True)
+    _, keep, own = _policy_rows(policy, tied, SampleConfig(), lambda *_: "", None)
+    assert own["train/uniform_groups"] == 1.0 and keep == kept
