@@ -16,8 +16,9 @@ import json
 import resource
 import statistics
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,7 +58,7 @@ class CpuMeter:
         item.stash[CPU_STASH] = _cpu_seconds()
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any]:
         outcome = yield
         if call.when == "teardown" and CPU_STASH in item.stash:
             outcome.get_result().user_properties.append(("cpu_s", _cpu_seconds() - item.stash[CPU_STASH]))
