@@ -113,9 +113,11 @@ def test_a_judge_that_keeps_failing_leaves_its_group_unrewarded_as_an_infrastruc
 ):
     scripted_judge.state.faults.fail_times, scripted_judge.state.faults.fail_status = 100, 503
     group = finished_group(client, live_server, "g", ["42", "7"])
-    judged = make_judging(client, scripted_judge, mode="group").judge_phase(phase_of(client, group))
+    waits: list[float] = []
+    judged = make_judging(client, scripted_judge, mode="group", waits=waits).judge_phase(phase_of(client, group))
 
     assert scripted_judge.calls == 3  # the first try and 2 retries
+    assert len(waits) == 2, waits  # a wait before each retry, none after the last try
     assert judged.infra == 2 and judged.rewards == [] and judged.missing_reward == 0
     assert all(t.failure_kind == FailureKind.INFRA for t in judged.trajectories)
     for rid in ("g-k0", "g-k1"):  # never a zero: no reward at all, and the event says why

@@ -22,14 +22,17 @@ BACKOFF_BASE_S = 0.05
 BACKOFF_CAP_S = 2.0
 
 
-def backoff_s(retry: int, retry_after: str | None = None) -> float:
-    """Full jitter on an exponential ramp; an upstream's own Retry-After wins when it is shorter than the cap."""
+def backoff_s(
+    retry: int, retry_after: str | None = None, *, base_s: float = BACKOFF_BASE_S, cap_s: float = BACKOFF_CAP_S
+) -> float:
+    """Full jitter on an exponential ramp from `base_s`; an upstream's own Retry-After wins when it is shorter than
+    the cap (the gateway's defaults keep an agent's call waiting 2 s at most)."""
     if retry_after:
         try:
-            return min(float(retry_after), BACKOFF_CAP_S)
+            return min(max(0.0, float(retry_after)), cap_s)
         except ValueError:
             pass
-    return random.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**retry))
+    return random.uniform(0, min(cap_s, base_s * 2**retry))
 
 
 @dataclass

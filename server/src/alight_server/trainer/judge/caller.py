@@ -18,9 +18,11 @@ import httpx
 
 from alight_server.config import RateLimit
 from alight_server.gateway.limits.buckets import Rate
+from alight_server.gateway.upstream.proxy import backoff_s
 
 TRANSIENT = {408, 409, 425, 429, 500, 502, 503, 504}
-MAX_BACKOFF_S = 30.0
+# The gateway's backoff with a judge's patience: jitter from 0.5 s doubling, a Retry-After honoured up to 30 s.
+BACKOFF_BASE_S, BACKOFF_CAP_S = 0.5, 30.0
 
 
 class JudgeFailed(RuntimeError):
@@ -45,15 +47,6 @@ class JudgeReply:
     completion_tokens: int
     latency_s: float
     tries: int
-
-
-def retry_after_s(response: httpx.Response, attempt: int) -> float:
-    """How long to wait before try `attempt + 1`: the server's Retry-After when it gives one, else 0.5 s doubling."""
-    header = response.headers.get("retry-after")
-    try:
-        return min(MAX_BACKOFF_S, max(0.0, float(header))) if header is not None else 0.5 * 2**attempt
-    except ValueError:
-        return 0.5 * 2**attempt
 
 
 class JudgeCaller:
@@ -108,15 +101,21 @@ class JudgeCaller:
             started = self.clock()
             with self.lock:
                 self.calls += 1
+            last = attempt == self.retries  # no wait after the last try: nothing follows it
             try:
                 response = self.http.post(url, json=body, headers=headers)
             except httpx.TransportError as exc:  # timeouts, refused connections
                 problem = f"{type(exc).__name__}: {exc}"
-                self.sleep(min(MAX_BACKOFF_S, 0.5 * 2**attempt))
+                if not last:
+                    self.sleep(backoff_s(attempt, base_s=BACKOFF_BASE_S, cap_s=BACKOFF_CAP_S))
                 continue
             if response.status_code in TRANSIENT:
                 problem = f"HTTP {response.status_code}: {response.text[:200]}"
-                self.sleep(retry_after_s(response, attempt))
+                if not last:
+                    wait = backoff_s(
+                        attempt, response.headers.get("retry-after"), base_s=BACKOFF_BASE_S, cap_s=BACKOFF_CAP_S
+                    )
+                    self.sleep(wait)
                 continue
             if response.status_code != 200:
                 raise JudgeFailed(f"the judge at {url} answered HTTP {response.status_code}: {response.text[:300]}")
