@@ -75,7 +75,7 @@ fi
 
 # A pip part is redone only when a pyproject.toml changed since its last success: resolving the workspace
 # again costs a minute on a small machine. Each part is a superset of the one below it.
-workspace_hash() { cat pyproject.toml server/pyproject.toml sandbox/pyproject.toml testing/pyproject.toml integrations/*/pyproject.toml | sha256sum | cut -d' ' -f1; }
+workspace_hash() { cat pyproject.toml server/pyproject.toml sandbox/pyproject.toml testing/pyproject.toml integrations/*/pyproject.toml environments/pyproject.toml | sha256sum | cut -d' ' -f1; }
 stamped() { [ "$(cat ".venv/.alight-$1" 2>/dev/null)" = "$(workspace_hash)" ]; }
 stamp() { workspace_hash >".venv/.alight-$1"; }
 if [ "$core" = 1 ] || [ "$dev" = 1 ] || [ "$integrations" = 1 ]; then
@@ -86,7 +86,7 @@ if [ "$core" = 1 ] || [ "$dev" = 1 ] || [ "$integrations" = 1 ]; then
     integrations_pkgs=(-e integrations/openai_agents -e integrations/langchain -e integrations/autogen -e integrations/mcp)
     if [ "$dev" = 1 ]; then
         stamped workspace || {
-            .venv/bin/pip "${PIP[@]}" "${EDITABLE[@]}" -e ".[dev]" -e "server[train,postgres,k8s,tracking]" -e sandbox -e testing "${integrations_pkgs[@]}"
+            .venv/bin/pip "${PIP[@]}" "${EDITABLE[@]}" -e ".[dev]" -e "server[train,postgres,k8s,tracking]" -e sandbox -e testing "${integrations_pkgs[@]}" -e "environments[reasoning-gym]"
             stamp workspace
         }
     fi

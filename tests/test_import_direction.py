@@ -27,6 +27,7 @@ SOURCES = {
     "alight_mcp": REPO / "integrations/mcp/src/alight_mcp",
     "alight_sandbox": REPO / "sandbox/src/alight_sandbox",
     "alight_testing": REPO / "testing/src/alight_testing",
+    "alight_environments": REPO / "environments/src/alight_environments",
 }
 
 Floors = Sequence[Sequence[str]]
@@ -36,6 +37,7 @@ ROOMS: dict[str, Floors] = {
         ["alight_openai_agents", "alight_langchain", "alight_autogen", "alight_mcp", "alight_server"],
         # the coding kit (its `alight data clean --probe` runs the server's evaluation) and the test doubles
         ["alight_sandbox", "alight_testing"],
+        ["alight_environments"],  # environments nobody here wrote; the core finds them by entry point only
     ],
     "alight_server": [
         # the faces of folders whose rooms stand on several floors (they import nothing)
