@@ -177,10 +177,10 @@ class ServerConfig(BaseModel):
                 raise ValueError(str(exc)) from exc
         return value
 
-    @field_validator("viewer_keys", "reviewer_keys", mode="before")
+    @field_validator("viewer_keys", "reviewer_keys", "upstream_key_env", mode="before")
     @classmethod
-    def _person_keys_list(cls, value: Any) -> Any:
-        """ALIGHT_VIEWER_KEYS="k1,k2" (or ALIGHT_REVIEWER_KEYS) arrives as one string."""
+    def _comma_separated(cls, value: Any) -> Any:
+        """ALIGHT_VIEWER_KEYS="k1,k2" (or ALIGHT_REVIEWER_KEYS, ALIGHT_UPSTREAM_KEY_ENV="VLLM_*,KEY") arrives as one string."""
         return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
 
     @model_validator(mode="after")
@@ -205,12 +205,6 @@ class ServerConfig(BaseModel):
             keys = (*keys, *read_key_file(self.reviewer_key_file, "reviewer", self.admin_key))
         _distinct_roles(self.all_viewer_keys(), keys)
         return keys
-
-    @field_validator("upstream_key_env", mode="before")
-    @classmethod
-    def _comma_separated(cls, value: Any) -> Any:
-        """ALIGHT_UPSTREAM_KEY_ENV="VLLM_*,OPENROUTER_KEY" arrives as one string."""
-        return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
 
     def kek_source(self) -> KekSource:
         return KekSource.parse(self.data_key, admin_key=self.admin_key)
