@@ -203,6 +203,10 @@ class SqlDatabase:
         conn.execute(text(f"INSERT INTO spans ({columns}) SELECT {columns} FROM spans_v1"))
         conn.execute(text("DROP TABLE spans_v1"))
 
+    def current_policy_version(self, conn: Connection | None = None) -> int:
+        with nullcontext(conn) if conn is not None else self._read() as c:
+            return int(c.execute(select(func.coalesce(func.max(t.policy_versions.c.version), 0))).scalar_one())
+
     def _bump(self, conn: Connection, name: str, by: int = 1) -> int:
         """Add `by` to a counter and return the new value; the row lock orders concurrent writers."""
         stmt = (

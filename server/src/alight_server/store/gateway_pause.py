@@ -3,7 +3,7 @@ policies or one), and the one read with which each gateway follows the store."""
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Connection, bindparam, select, update
 
 from alight.schemas import GatewayPause, GatewayReplica, GatewaySync
 from alight_server.store import rows
@@ -14,7 +14,6 @@ _PAUSED, _EPOCH, _ROLLOUT_SEQ = "gateway_paused", "gateway_pause_epoch", "rollou
 _PAUSE = select(t.counters.c.name, t.counters.c.value).where(t.counters.c.name.in_((_PAUSED, _EPOCH)))
 _FOLLOWED = select(t.counters.c.name, t.counters.c.value).where(t.counters.c.name.in_((_PAUSED, _EPOCH, _ROLLOUT_SEQ)))
 _PAUSED_POLICIES = select(t.gateway_paused_policies.c.policy).order_by(t.gateway_paused_policies.c.policy)
-_VERSION = select(func.coalesce(func.max(t.policy_versions.c.version), 0))
 # A sync that finds more changes than this drops every cached rollout instead of listing them.
 MAX_CHANGED = 1000
 _CHANGED = (
@@ -49,7 +48,7 @@ class SqlGatewayReplicas(SqlDatabase):
                 changed = list(conn.execute(_CHANGED, {"since": since_seq, "upto": upto}).scalars())
                 if len(changed) > MAX_CHANGED:
                     changed = None
-            version = int(conn.execute(_VERSION).scalar_one())
+            version = self.current_policy_version(conn)
             pause = _pause(conn, values)
         return GatewaySync(pause=pause, policy_version=version, rollout_seq=upto, changed=changed)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import select
 
 from alight.schemas import AttemptStatus, Rollout, RolloutCreate, RolloutState, attempt_handle
 from alight_server.store import rows
@@ -29,7 +29,7 @@ class SqlOfflineRollouts(SqlRolloutListing):
             c = t.rollouts.c
             existing = dict(conn.execute(select(c.id, c.body_hash).where(c.id.in_(ids))).tuples().all())
             created: set[str] = set()
-            policy, now = self._policy_now(conn), rows.now()
+            policy, now = self.current_policy_version(conn), rows.now()
             for rid, item in zip(ids, items, strict=True):
                 digest = rows.body_hash(item)
                 if rid in existing:
@@ -69,6 +69,3 @@ class SqlOfflineRollouts(SqlRolloutListing):
                 conn.execute(t.attempts.insert().values(attempt))
             by_id = self._by_ids(conn, list(dict.fromkeys(ids)))
         return [(by_id[rid], rid in created) for rid in ids]
-
-    def _policy_now(self, conn: Connection) -> int:
-        return int(conn.execute(select(func.coalesce(func.max(t.policy_versions.c.version), 0))).scalar_one())

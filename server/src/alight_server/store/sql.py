@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from contextlib import nullcontext
 from typing import Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, select, update
 from sqlalchemy.exc import IntegrityError
 
 from alight.schemas import (
@@ -225,10 +224,6 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlOfflineRollouts, SqlR
         with self._read() as conn:
             stmt = select(t.upstreams).order_by(t.upstreams.c.created_at, t.upstreams.c.id)
             return [_upstream(row) for row in conn.execute(stmt)]
-
-    def current_policy_version(self, conn: Connection | None = None) -> int:
-        with nullcontext(conn) if conn is not None else self._read() as c:
-            return int(c.execute(select(func.coalesce(func.max(t.policy_versions.c.version), 0))).scalar_one())
 
     def list_policy_versions(self) -> list[PolicyVersion]:
         with self._read() as conn:
