@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -14,51 +15,34 @@ class GatewayMetrics:
     def __init__(self, in_flight: Callable[[], float], paused_seconds: Callable[[], float]) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.calls = Counter(
-            "alight_gateway_calls", "Model calls through the gateway", ["flavour", "status"], registry=r
+        counter = partial(Counter, registry=r)
+        histogram = partial(Histogram, buckets=_LATENCY_BUCKETS, registry=r)
+        self.calls = counter("alight_gateway_calls", "Model calls through the gateway", ["flavour", "status"])
+        self.latency = histogram(
+            "alight_gateway_call_latency_seconds", "Time from request to recorded response", ["flavour", "streamed"]
         )
-        self.latency = Histogram(
-            "alight_gateway_call_latency_seconds",
-            "Time from request to recorded response",
-            ["flavour", "streamed"],
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.capture = Histogram(
-            "alight_gateway_capture_seconds",
-            "Time to record a model call durably",
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.response_start = Histogram(
+        self.capture = histogram("alight_gateway_capture_seconds", "Time to record a model call durably")
+        self.response_start = histogram(
             "alight_gateway_response_start_seconds",
             "Time from a request's arrival (its connection's accept, or its first byte on a kept-alive one)"
             " to the response start: what the client waits, queueing before the handler included",
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
         )
-        self.queued = Histogram(
+        self.queued = histogram(
             "alight_gateway_queued_seconds",
             "Time from a request's arrival to the gateway's handler starting (event-loop queueing)",
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
         )
-        self.retries = Counter("alight_gateway_upstream_retries", "Upstream attempts retried", ["reason"], registry=r)
-        self.tokens = Counter("alight_gateway_tokens_captured", "Token ids recorded", ["kind"], registry=r)
-        self.rejected = Counter(
-            "alight_gateway_rejected", "Calls refused before reaching an upstream", ["reason"], registry=r
-        )
-        self.limited = Counter(
+        self.retries = counter("alight_gateway_upstream_retries", "Upstream attempts retried", ["reason"])
+        self.tokens = counter("alight_gateway_tokens_captured", "Token ids recorded", ["kind"])
+        self.rejected = counter("alight_gateway_rejected", "Calls refused before reaching an upstream", ["reason"])
+        self.limited = counter(
             "alight_gateway_rate_limited",
             "Calls answered 429 over a rate limit (gateway.limits.run or .upstreams), by run and limit",
             ["run", "limit"],
-            registry=r,
         )
-        self.over_budget = Counter(
+        self.over_budget = counter(
             "alight_gateway_budget_refusals",
             "Calls refused past their attempt's budget (gateway.limits.attempt), by run and limit",
             ["run", "limit"],
-            registry=r,
         )
         gauge = Gauge("alight_gateway_in_flight", "Model calls in flight", registry=r)
         gauge.set_function(in_flight)
