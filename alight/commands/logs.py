@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from alight.attempt_logs import DEFAULT_LOGS_DIR, LOG_EVENT_KIND, SEALED_SUFFIX, attempt_dir
+from alight.commands.exits import exit_with
 from alight.commands.options import AdminKeyOption, ServerOption
 
 
@@ -31,13 +32,11 @@ def _read_local(path: Path, admin_key: str | None) -> str:
 
     found = entry_points(group="alight.server", name="open_log")
     if not found:
-        typer.echo(f"{path} is sealed: reading it needs pip install alight-server", err=True)
-        raise typer.Exit(1)
+        raise exit_with(f"{path} is sealed: reading it needs pip install alight-server")
     try:
         return next(iter(found)).load()(path, admin_key)
     except Exception as exc:  # the server package's SealError / KekError, whose message says what to fix
-        typer.echo(f"cannot open {path}: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise exit_with(f"cannot open {path}: {exc}") from exc
 
 
 def _server_logs(
@@ -94,8 +93,7 @@ def register(app: typer.Typer) -> None:
                 texts, states = _server_logs(server, admin_key, rollout, reveal)
             except ApiError as exc:
                 if exc.status_code != 404:
-                    typer.echo(f"the server at {server} refused: {exc}", err=True)
-                    raise typer.Exit(1) from exc
+                    raise exit_with(f"the server at {server} refused: {exc}") from exc
             except Exception as exc:
                 typer.echo(f"cannot reach {server} ({exc}); showing local logs only", err=True)
         local = _local_logs(logs_dir, rollout)
@@ -116,5 +114,4 @@ def register(app: typer.Typer) -> None:
         if not shown:
             where = f"on {server} or " if server else ""
             which = f" attempt {attempt}" if attempt is not None else ""
-            typer.echo(f"no captured output for rollout {rollout!r}{which} {where}under {logs_dir}", err=True)
-            raise typer.Exit(1)
+            raise exit_with(f"no captured output for rollout {rollout!r}{which} {where}under {logs_dir}")

@@ -32,6 +32,7 @@ import typer
 from pydantic import ValidationError
 
 from alight import envvars
+from alight.commands.exits import exit_with
 from alight.commands.options import AdminKeyOption, TrainingConfigOption
 from alight.commands.run_policy import RunOptions, UpstreamKey, key_hint, open_server, refused_upstreams
 from alight.schemas import AttemptFinish, AttemptStart, FailureKind, Mode, RolloutCreate, RunnerSpec, Trajectory
@@ -236,8 +237,7 @@ def register(app: typer.Typer) -> None:
                     exit_code = 0 if client.get_rollout(rollout_id).state == "succeeded" else 1
                 trajectory = client.trajectory(rollout_id, reveal=reveal)  # the server redacts unless asked
             except ApiError as exc:
-                typer.echo(f"alight run: the server refused a request: {exc.status_code} {exc.message}", err=True)
-                raise typer.Exit(1) from exc
+                raise exit_with(f"alight run: the server refused a request: {exc.status_code} {exc.message}") from exc
             if as_json:
                 typer.echo(trajectory.model_dump_json(indent=2))
             else:

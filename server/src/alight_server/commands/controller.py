@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from alight.commands.exits import exit_with
 from alight_server.commands.options import (
     LogLevelOption,
     RequiredAdminKeyOption,
@@ -26,8 +27,7 @@ def _log_seal(admin_key: str) -> Any:
     try:
         return LogSeal(KekSource.default(admin_key))
     except KekError as exc:
-        typer.echo(f"cannot seal attempt logs: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise exit_with(f"cannot seal attempt logs: {exc}") from exc
 
 
 def register(app: typer.Typer) -> None:
@@ -91,12 +91,10 @@ def controller(
         from alight_server.controller.local import LocalRunner
         from alight_server.controller.loop import Controller
     except ImportError as exc:
-        typer.echo(f"alight controller needs the server package ({exc}); pip install alight-server", err=True)
-        raise typer.Exit(1) from exc
+        raise exit_with(f"alight controller needs the server package ({exc}); pip install alight-server") from exc
 
     if runner not in RUNNERS:
-        typer.echo(f"unknown --runner {runner!r}; choose one of {', '.join(RUNNERS)}", err=True)
-        raise typer.Exit(2)
+        raise exit_with(f"unknown --runner {runner!r}; choose one of {', '.join(RUNNERS)}", 2)
     level = (log_level or "info").lower()
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if level != "debug":
@@ -132,8 +130,7 @@ def image_settings(config: Path | None, allow: bool, scan: str | None, timeout: 
         try:
             section = load_config(config).controller
         except ConfigError as exc:
-            typer.echo(str(exc), err=True)
-            raise typer.Exit(2) from exc
+            raise exit_with(str(exc), 2) from exc
         allowed, images = section.allow_unpinned_images, section.images
     return {"allow_unpinned_images": allow or allowed, "image_scan": scan or images.scan,
             "image_scan_timeout": timeout or images.scan_timeout_s}  # fmt: skip
@@ -154,8 +151,7 @@ def _connected_client(server: str, admin_key: str) -> Any:
             if refused
             else f"cannot reach the alight server at {server}"
         )
-        typer.echo(f"{why}: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise exit_with(f"{why}: {exc}") from exc
     return client
 
 
@@ -165,8 +161,7 @@ def _k8s_runner(name: str | None, agent_server_url: str | None, options: dict[st
         from alight_server.controller import k8s
         from alight_server.controller.k8s.kube import default_namespace, kubernetes_client
     except ImportError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from exc
+        raise exit_with(str(exc)) from exc
     try:
         kubernetes_client()
         configuration = k8s.load_configuration(options["kubeconfig"], options["context"])
@@ -190,8 +185,7 @@ def _k8s_runner(name: str | None, agent_server_url: str | None, options: dict[st
             image_scan=scan,
         )
     except (ImportError, ValueError) as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from exc
+        raise exit_with(str(exc)) from exc
     problems = k8s.preflight(runner)
     if problems:
         for problem in problems:

@@ -6,6 +6,7 @@ from importlib.metadata import entry_points
 
 import typer
 
+from alight.commands.exits import exit_with
 from alight_server.commands import data_encrypt, data_export, data_import, data_keys, data_purge
 
 DATA_COMMANDS = "alight.data_commands"  # the entry point group: name = "package.module:register"
@@ -14,8 +15,7 @@ CLEAN_HINT = "alight data clean filters coding tasks and comes with the coding k
 
 def _clean_missing() -> None:
     """Filter coding tasks before training (needs alight-sandbox)."""
-    typer.echo(CLEAN_HINT, err=True)
-    raise typer.Exit(2)
+    raise exit_with(CLEAN_HINT, 2)
 
 
 def build_data_app() -> typer.Typer:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import typer
 
+from alight.commands.exits import exit_with
 from alight_server.commands.data_keys import store_target
 from alight_server.commands.options import AdminKeyOption, DbOption, RunDirOption, ServerConfigOption
 
@@ -35,8 +36,7 @@ def encrypt(
         check_key(target)  # cells sealed now under a key the server cannot open: refused before any is
         store = SqlStore(target.url, target.kek_source())
     except (KekError, StoreError, StoreOpenError) as exc:
-        typer.echo(f"cannot encrypt: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise exit_with(f"cannot encrypt: {exc}") from exc
 
     def progress(table: str, rows: int) -> None:
         typer.echo(f"{table}: {rows} rows sealed")
@@ -44,8 +44,7 @@ def encrypt(
     try:
         done = seal_existing(store, batch=batch, progress=progress)
     except StoreError as exc:
-        typer.echo(f"cannot encrypt: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise exit_with(f"cannot encrypt: {exc}") from exc
     finally:
         store.close()
     if not done.rows:

@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import typer
 
+from alight.commands.exits import exit_with
 from alight_server.commands.options import AdminKeyOption, RunDirOption, ServerConfigOption, ServerOption
 
 
@@ -60,8 +61,7 @@ def export(
             with served_run(run_dir) as (url, key):
                 export(run_id, out, redacted, url, key, config, None)
         except (StoreOpenError, KekError) as exc:
-            typer.echo(f"alight data export: cannot open the store of {run_dir}: {exc}", err=True)
-            raise typer.Exit(1) from exc
+            raise exit_with(f"alight data export: cannot open the store of {run_dir}: {exc}") from exc
         return
     if not server:
         raise typer.BadParameter(
@@ -71,12 +71,9 @@ def export(
     try:
         import alight_server.trainer.step.samples  # noqa: F401  (torch: the sample builder's tensors)
     except ImportError as exc:
-        typer.echo(
-            f"alight data export runs the sample builder, which needs torch ({exc}): "
-            "pip install 'alight-server[train]'",
-            err=True,
-        )
-        raise typer.Exit(1) from exc
+        raise exit_with(
+            f"alight data export runs the sample builder, which needs torch ({exc}): pip install 'alight-server[train]'"
+        ) from exc
     redact = _redactor(config) if redacted else None
     counts: dict[str, int] = {}
     with AlightClient(server, admin_key=admin_key, timeout=120) as client:
@@ -87,14 +84,11 @@ def export(
                     counts[kind] = counts.get(kind, 0) + 1
                     f.write(json.dumps(redact_line(line, redact) if redact else line) + "\n")
         except ExportError as exc:
-            typer.echo(f"alight data export: {exc}", err=True)
-            raise typer.Exit(1) from exc
+            raise exit_with(f"alight data export: {exc}") from exc
         except ApiError as exc:
-            typer.echo(f"alight data export: the server at {server} refused: {exc}", err=True)
-            raise typer.Exit(1) from exc
+            raise exit_with(f"alight data export: the server at {server} refused: {exc}") from exc
         except httpx.TransportError as exc:
-            typer.echo(f"alight data export: cannot reach {server} ({exc}): is the server running there?", err=True)
-            raise typer.Exit(1) from exc
+            raise exit_with(f"alight data export: cannot reach {server} ({exc}): is the server running there?") from exc
     if out is not None:
         typer.echo(
             f"wrote {out}: {counts.get('rollout', 0)} rollouts, {counts.get('call', 0)} calls, "

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from alight.commands.console import output_console
+from alight.commands.exits import exit_with
 from alight_server.commands.options import (
     DEFAULT_DB,
     AdminKeyOption,
@@ -36,8 +37,7 @@ def open_cli_store(db: str | None, admin_key: str | None, run_dir: Path | None =
             run_target(run_dir) if run_dir is not None else StoreTarget(db_url(db or DEFAULT_DB), admin_key, None)
         )
     except Exception as exc:  # a StoreOpenError, a StoreError, a bad URL, an unreachable database, a missing driver
-        typer.echo(f"cannot open the store at {run_dir or db}: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise exit_with(f"cannot open the store at {run_dir or db}: {exc}") from exc
 
 
 def _model(model: str | None, config: Path | None) -> str | None:
@@ -90,8 +90,7 @@ def import_traces(
     try:
         parsed = READERS[fmt](files)
     except TraceFormatError as exc:
-        typer.echo(f"alight data import: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise exit_with(f"alight data import: {exc}") from exc
     chosen = _model(model, config)
     text_only = sum(not c.exact and c.problem is None for s in parsed.sessions for c in s.calls)
     if text_only and not chosen:
@@ -142,8 +141,7 @@ def check(
         typer.echo(json.dumps(report.as_dict(), indent=2))
         return
     if not report.trajectories:
-        typer.echo(f"alight data check: no rollouts under run {name!r} in this store", err=True)
-        raise typer.Exit(1)
+        raise exit_with(f"alight data check: no rollouts under run {name!r} in this store")
     print_report(report, output_console())
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from alight.commands.exits import exit_with
 from alight_server.commands.options import (
     AdminKeyOption,
     DbOption,
@@ -77,8 +78,7 @@ def rotate_key(
         old = KekSource.parse(old_kek, admin_key=target.admin_key) if old_kek else target.kek_source()
         new.keys()  # a new KEK that cannot be read: said before the store is touched
     except KekError as exc:
-        typer.echo(f"cannot rotate: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise exit_with(f"cannot rotate: {exc}") from exc
 
     def progress(done: int, total: int) -> None:
         typer.echo(f"re-wrapped {done}/{total} data keys")
@@ -89,8 +89,7 @@ def rotate_key(
         report = rotate(engine, old, new, batch=batch, progress=progress)
         logs = rotate_logs(folders, old, new)
     except (KekError, SealError) as exc:
-        typer.echo(f"cannot rotate: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise exit_with(f"cannot rotate: {exc}") from exc
     finally:
         engine.dispose()
     if report.new_key is not None:

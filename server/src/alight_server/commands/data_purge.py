@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from alight.commands.exits import exit_with
 from alight_server.commands.data_keys import store_target
 from alight_server.commands.options import (
     AdminKeyOption,
@@ -85,8 +86,7 @@ def purge(
         store = open_target(target)
     except Exception as exc:  # a StoreOpenError, a KekError, a bad URL, an unreachable database, a missing driver
         shown = make_url(target.url).render_as_string(hide_password=True)
-        typer.echo(f"cannot open the store at {shown}: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise exit_with(f"cannot open the store at {shown}: {exc}") from exc
     try:
         outcome = run_purge(
             store,
@@ -101,11 +101,9 @@ def purge(
         typer.echo(f"nothing to do: {exc}")
         return
     except (NotFound, Conflict) as exc:
-        typer.echo(f"nothing purged: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise exit_with(f"nothing purged: {exc}") from exc
     except StoreError as exc:  # the batches committed before it stay purged; running again goes on
-        typer.echo(f"purge stopped: {exc}; run it again to go on", err=True)
-        raise typer.Exit(1) from exc
+        raise exit_with(f"purge stopped: {exc}; run it again to go on") from exc
     finally:
         store.close()
     summary = _summary(outcome, dry_run)

@@ -16,8 +16,9 @@ from typing import Any
 
 import typer
 
+from alight.commands.exits import exit_with
 from alight_server.commands.options import AdminKeyOption, DbOption, RunDirOption, SettingsOption
-from alight_server.commands.train import parse_settings
+from alight_server.commands.train import parse_settings, train_extra_missing
 
 
 def register(app: typer.Typer) -> None:
@@ -87,28 +88,24 @@ def register(app: typer.Typer) -> None:
 
         if against or variants or checkpoints or baseline is not None:
             if into_run or traces is not None:
-                typer.echo(
-                    "alight eval: a comparison runs in its own folder: leave out --into-run and --traces", err=True
+                raise exit_with(
+                    "alight eval: a comparison runs in its own folder: leave out --into-run and --traces", 2
                 )
-                raise typer.Exit(2)
             code = _compare(config, settings, against or [], variants or [], checkpoints or [], baseline, name,
                             output_dir, (out, junit, markdown))  # fmt: skip
             raise typer.Exit(code)
         if config is None:
-            typer.echo("alight eval: name a CONFIG (or --baseline and --against reports to compare)", err=True)
-            raise typer.Exit(2)
+            raise exit_with("alight eval: name a CONFIG (or --baseline and --against reports to compare)", 2)
 
         try:
             from alight_server.evaluation.policy import run_eval
             from alight_server.trainer.config.run import ConfigError, load_config
         except ImportError as exc:
-            typer.echo(f"alight eval needs the server with its train extra ({exc}): pip install 'alight-server[train]'")
-            raise typer.Exit(1) from exc
+            raise train_extra_missing(exc, "alight eval") from exc
         try:
             train_config = load_config(config, parse_settings(settings))
         except ConfigError as exc:
-            typer.echo(str(exc), err=True)
-            raise typer.Exit(2) from exc
+            raise exit_with(str(exc), 2) from exc
         folder = eval_folder(train_config, config, name, output_dir, into_run) if traces is None else None
         try:
             if traces is not None:
@@ -117,8 +114,7 @@ def register(app: typer.Typer) -> None:
                 assert folder is not None
                 report = run_eval(train_config, folder)
         except (RuntimeError, ValueError, FileNotFoundError) as exc:
-            typer.echo(redact_for_people(f"alight eval: {exc}"), err=True)
-            raise typer.Exit(1) from exc
+            raise exit_with(redact_for_people(f"alight eval: {exc}")) from exc
         typer.echo(redact_for_people("\n".join(report.lines())))  # for people: nothing captured shows in the clear
         written = [p for p in (out, folder and folder / "report.json") if p is not None]
         for path in written:
@@ -164,8 +160,7 @@ def _compare(
     try:
         comparisons = comparisons_of(first, reports)
     except ValueError as exc:
-        typer.echo(f"alight eval: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise exit_with(f"alight eval: {exc}", 2) from exc
     for comparison in comparisons:
         typer.echo("\n".join(comparison.lines()))
     write_comparison(folder, first, runs, comparisons)
@@ -188,16 +183,14 @@ def _candidate_configs(candidates: list[Any], shared: dict[str, Any]) -> dict[st
     try:
         from alight_server.trainer.config.run import ConfigError, load_config
     except ImportError as exc:
-        typer.echo(f"alight eval needs the server with its train extra ({exc}): pip install 'alight-server[train]'")
-        raise typer.Exit(1) from exc
+        raise train_extra_missing(exc, "alight eval") from exc
     configs: dict[str, Any] = {}
     for candidate in candidates:
         if candidate.config_path is not None:
             try:
                 configs[candidate.name] = load_config(candidate.config_path, {**shared, **candidate.overrides})
             except ConfigError as exc:
-                typer.echo(f"{candidate.name}: {exc}", err=True)
-                raise typer.Exit(2) from exc
+                raise exit_with(f"{candidate.name}: {exc}", 2) from exc
     return configs
 
 
@@ -219,8 +212,7 @@ def _candidate_reports(candidates: list[Any], configs: dict[str, Any], folder: P
         try:
             report = run_eval(train_config, where)
         except (RuntimeError, ValueError, FileNotFoundError) as exc:
-            typer.echo(redact_for_people(f"alight eval: {candidate.name}: {exc}"), err=True)
-            raise typer.Exit(1) from exc
+            raise exit_with(redact_for_people(f"alight eval: {candidate.name}: {exc}")) from exc
         (where / "report.json").write_text(json.dumps(report.as_dict(), indent=2))
         reports[candidate.name] = report
         typer.echo(redact_for_people("\n".join(report.lines(candidate.name))))
@@ -234,8 +226,7 @@ def _with_checkpoint(config: Any, checkpoint: Path, folder: Path) -> Any:
     try:
         model = init_model(checkpoint, config.model, folder)
     except ValueError as exc:
-        typer.echo(f"alight eval: --checkpoint {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise exit_with(f"alight eval: --checkpoint {exc}", 2) from exc
     return config.model_copy(update={"model": model})
 
 
@@ -243,16 +234,14 @@ def eval_folder(config: Any, config_path: Path, name: str | None, output_dir: Pa
     """Where an evaluation writes: `--output-dir`, else with `--into-run` the run's own output_dir, else
     OUTPUT_DIR/eval/NAME (NAME: `--name`, else the config file's name and the time, e.g. `quickstart-20261206-1624`)."""
     if into_run and output_dir is not None:
-        typer.echo("alight eval: --into-run writes into the run's output_dir; leave out --output-dir", err=True)
-        raise typer.Exit(2)
+        raise exit_with("alight eval: --into-run writes into the run's output_dir; leave out --output-dir", 2)
     if output_dir is not None:
         return output_dir.resolve()
     if into_run:
         return Path(config.output_dir)
     name = name or f"{config_path.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
-        typer.echo(f"alight eval: --name {name!r} must be one folder name (letters, digits, '.', '_', '-')", err=True)
-        raise typer.Exit(2)
+        raise exit_with(f"alight eval: --name {name!r} must be one folder name (letters, digits, '.', '_', '-')", 2)
     return Path(config.output_dir) / "eval" / name
 
 

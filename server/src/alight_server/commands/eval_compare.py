@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import typer
-
+from alight.commands.exits import exit_with
 from alight.comparison import COST_PER_SUCCESS, Comparison, MetricDifference, compare_reports, signed_interval
 from alight.evaluation import INTERVAL, EvalReport, Z
 
@@ -54,8 +53,7 @@ def read_report(path: Path) -> EvalReport:
         data = json.loads(path.read_text())
         return EvalReport.from_dict(data)
     except (OSError, json.JSONDecodeError, TypeError) as exc:
-        typer.echo(f"alight eval: {path} is not a report alight eval wrote ({exc})", err=True)
-        raise typer.Exit(2) from exc
+        raise exit_with(f"alight eval: {path} is not a report alight eval wrote ({exc})", 2) from exc
 
 
 def candidates(
@@ -79,8 +77,7 @@ def candidates(
         else:
             runs.append(Candidate(folder_name(path.stem), path, source=str(path)))
     if (variants or checkpoints) and config is None:
-        typer.echo("alight eval: --variant and --checkpoint change the CONFIG argument's config: name one", err=True)
-        raise typer.Exit(2)
+        raise exit_with("alight eval: --variant and --checkpoint change the CONFIG argument's config: name one", 2)
     named: dict[str, Candidate] = {}
     for variant in variants:
         name, override = _variant(variant)
@@ -101,8 +98,7 @@ def candidates(
     elif runs:
         first, runs = runs[0], runs[1:]
     if first is None or not runs:
-        typer.echo("alight eval: a comparison needs a baseline and at least one candidate", err=True)
-        raise typer.Exit(2)
+        raise exit_with("alight eval: a comparison needs a baseline and at least one candidate", 2)
     seen: set[str] = set()
     for candidate in [first, *runs]:  # unique names: two reports from folders of one name, a config twice
         base, n = candidate.name, 1
@@ -117,8 +113,7 @@ def _variant(text: str) -> tuple[str | None, str]:
     """`--variant [NAME:]KEY=VALUE` as (NAME or None, "KEY=VALUE"); the NAME is before a ':' that comes before '='."""
     head, sep, _ = text.partition("=")
     if not sep:
-        typer.echo(f"--variant expects [NAME:]KEY=VALUE, got {text!r}", err=True)
-        raise typer.Exit(2)
+        raise exit_with(f"--variant expects [NAME:]KEY=VALUE, got {text!r}", 2)
     if ":" in head:
         name, _, override = text.partition(":")
         return folder_name(name), override

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from alight.commands.exits import exit_with
 from alight_server.commands.options import AdminKeyOption, DbOption, LogLevelOption, RunDirOption, ServerConfigOption
 
 if TYPE_CHECKING:
@@ -121,12 +122,11 @@ def register(app: typer.Typer) -> None:
 
         if not cfg.admin_key:
             if not is_loopback(cfg.host):
-                typer.echo(
+                raise exit_with(
                     f"refusing to serve on {cfg.host} without an admin key: pass --admin-key or set ALIGHT_ADMIN_KEY "
                     "(only a loopback address gets a generated key)",
-                    err=True,
+                    2,
                 )
-                raise typer.Exit(2)
             cfg = cfg.model_copy(update={"admin_key": generate_admin_key()})
             typer.echo(f"admin key (generated, shown once): {cfg.admin_key}")
         elif run_dir is not None:
@@ -137,18 +137,15 @@ def register(app: typer.Typer) -> None:
         try:
             store = open_target(StoreTarget(cfg.db_url, cfg.admin_key, cfg.data_key, run_dir))
         except (StoreError, KekError, StoreOpenError) as exc:  # StoreOpenError: a key that opens none of its keys
-            typer.echo(f"cannot open the store: {exc}", err=True)
-            raise typer.Exit(1) from exc
+            raise exit_with(f"cannot open the store: {exc}") from exc
         except Exception as exc:  # bad URL, unreachable database, missing driver
-            typer.echo(f"cannot open the store at {cfg.db_url}: {type(exc).__name__}: {exc}", err=True)
-            raise typer.Exit(1) from exc
+            raise exit_with(f"cannot open the store at {cfg.db_url}: {type(exc).__name__}: {exc}") from exc
         from alight_server.store.keys.upstream import UpstreamKeyError
 
         try:
             app = create_app(cfg, store=store)
         except UpstreamKeyError as exc:  # stored upstream keys this server's ALIGHT_SECRET_KEY cannot open
-            typer.echo(f"cannot start: {exc}", err=True)
-            raise typer.Exit(1) from exc
+            raise exit_with(f"cannot start: {exc}") from exc
         typer.echo(f"alight server on http://{cfg.host}:{cfg.port} (store: {_redacted(cfg.db_url)})")
         uvicorn.run(
             app,
@@ -169,18 +166,15 @@ def _run_store(run_dir: Path, db: str | None, admin_key: str | None) -> tuple[st
     try:
         target = run_target(run_dir)
     except StoreOpenError as exc:
-        typer.echo(f"cannot serve --run-dir: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise exit_with(f"cannot serve --run-dir: {exc}", 2) from exc
     if db is not None and db_url(db) != target.url:
-        typer.echo(f"--run-dir serves {target.url}, the run's own store: leave out --db (ALIGHT_DB)", err=True)
-        raise typer.Exit(2)
+        raise exit_with(f"--run-dir serves {target.url}, the run's own store: leave out --db (ALIGHT_DB)", 2)
     if admin_key not in (None, target.admin_key):
-        typer.echo(
+        raise exit_with(
             f"--run-dir opens the run's store with the admin key in {run_dir / STATE_FILE}: leave out --admin-key "
             "(ALIGHT_ADMIN_KEY)",
-            err=True,
+            2,
         )
-        raise typer.Exit(2)
     assert target.setting is not None  # a run's target names its data_key
     return target.url, target.admin_key, target.setting
 
@@ -193,8 +187,7 @@ def _settings(config: Path | None, given: dict[str, Any]) -> ServerConfig:
         cfg = build_config(config, given)
         cfg.all_reviewer_keys()  # the key files: readable, no key in them the admin key, too short, or in both
     except (ValidationError, ValueError) as exc:
-        typer.echo(f"invalid server settings: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise exit_with(f"invalid server settings: {exc}", 2) from exc
     return cfg
 
 

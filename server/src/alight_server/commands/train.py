@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from alight.commands.exits import exit_with
 from alight_server.commands.options import SettingsOption
 
 if TYPE_CHECKING:
@@ -31,8 +32,7 @@ def parse_settings(settings: list[str] | None) -> dict[str, Any]:
     for item in settings or ():
         key, sep, value = item.partition("=")
         if not sep or not key:
-            typer.echo(f"--set expects KEY=VALUE, got {item!r}", err=True)
-            raise typer.Exit(2)
+            raise exit_with(f"--set expects KEY=VALUE, got {item!r}", 2)
         overrides[key.strip()] = _parse_value(value)
     return overrides
 
@@ -174,9 +174,8 @@ def train(
         raise typer.Exit(code)
 
 
-def _train_extra_missing(exc: ImportError) -> typer.Exit:
-    typer.echo(f"alight train needs the server with its train extra ({exc}): pip install 'alight-server[train]'")
-    return typer.Exit(1)
+def train_extra_missing(exc: ImportError, command: str = "alight train") -> typer.Exit:
+    return exit_with(f"{command} needs the server with its train extra ({exc}): pip install 'alight-server[train]'")
 
 
 def _interrupt(*_: object) -> None:
@@ -188,7 +187,7 @@ def _train_config(config: Path, settings: list[str] | None, named: dict[str, Any
     try:
         from alight_server.trainer.config.run import ConfigError, load_config
     except ImportError as exc:
-        raise _train_extra_missing(exc) from exc
+        raise train_extra_missing(exc) from exc
 
     overrides = parse_settings(settings)
     overrides.update({k: v for k, v in named.items() if v is not None})
@@ -197,8 +196,7 @@ def _train_config(config: Path, settings: list[str] | None, named: dict[str, Any
     try:
         train_config = load_config(config, overrides)
     except ConfigError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from exc
+        raise exit_with(str(exc), 2) from exc
     if init_from is None:
         return train_config
     from alight_server.trainer.run.init_from import init_model
@@ -206,8 +204,7 @@ def _train_config(config: Path, settings: list[str] | None, named: dict[str, Any
     try:
         model = init_model(init_from, train_config.model, Path(train_config.output_dir))
     except ValueError as exc:
-        typer.echo(f"alight train: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        raise exit_with(f"alight train: {exc}", 2) from exc
     return train_config.model_copy(update={"model": model})
 
 
@@ -220,15 +217,13 @@ def _run(
         from alight_server.stacks.opening import TrainingStacks
         from alight_server.trainer.run.loop import TrainingRun
     except ImportError as exc:
-        raise _train_extra_missing(exc) from exc
+        raise train_extra_missing(exc) from exc
     try:
         result = TrainingRun(train_config, stacks=TrainingStacks(), resume=resume, show_progress=not quiet).run()
     except KeyboardInterrupt:
-        typer.echo("interrupted: the stack is down; continue with --resume", err=True)
-        raise typer.Exit(130) from None
+        raise exit_with("interrupted: the stack is down; continue with --resume", 130) from None
     except (RuntimeError, ValueError, FileNotFoundError) as exc:
-        typer.echo(f"alight train: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        raise exit_with(f"alight train: {exc}") from exc
     compared = print_validation_reports(result.run_dir)
     typer.echo(f"summary: {result.summary_path}")
     stopped_at = safety_stop_step(result.history)
