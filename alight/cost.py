@@ -2,22 +2,8 @@
 (`prices:` in a train config), and the cost per successful task and per accepted patch.
 
 One function, `cost_summary`, makes these numbers for `alight eval`'s report, each training step's metrics
-(`cost/...`) and the dashboard's run page, so the three never disagree.
-
-Per rollout (`rollout_cost`) the attempt its trajectory is (the latest, the one a report scores) counts:
-1. tokens: the token ids the gateway recorded for each model call, prompt and completion apart;
-2. model-seconds: the calls' latency as the gateway measured it (request in, last token out): the time the
-   inference server (the embedded engine, vLLM or an external API) spent on them, queueing included;
-3. sandbox-seconds: the attempt's wall time in the runner, started to ended (a coding task's grading runs
-   inside the attempt, so it is included);
-4. money: a call whose upstream id or model name has a token price costs prompt and completion tokens at it
-   (per million); any other call runs on local inference and costs its model-seconds at `device_second`; the
-   attempt's sandbox-seconds cost `sandbox_second` each.
-
-A success is a final reward of at least SUCCESS_AT. An accepted patch is a success of a coding task: a rollout
-the coding kit graded (an `episode` event, alight_sandbox.guards) that no gate flagged (no `reward_hacking` and
-no `review_flag`, unless a person accepted it in review). The cost per success is the cost of every rollout,
-failures included, over the successes (NaN with none): failures are what successes cost.
+(`cost/...`) and the dashboard's run page, so the three never disagree. What each number is made of, and what
+counts as a success and as an accepted patch: docs/training.md, "Cost".
 """
 
 from __future__ import annotations

@@ -7,14 +7,8 @@ Per attempt, under `logs_dir/<rollout id>/`:
   `<n>.state.json`  pid, process start time, wall-clock start: what adoption needs
   `<n>.exit.json`   written by the supervisor when the agent ends: its exit status
 
-A controller that restarts builds a new LocalRunner on the same logs_dir and
-sees every unreleased attempt in `handles()`; `poll` then checks that the pid
-is alive *and* is the process it started (same kernel start time), so a
-recycled pid is never mistaken for the agent.
-
-With `preload=True`, entrypoint attempts fork from a zygote that imported the
-entrypoint once (preload.py, zygote.py) instead of starting a fresh interpreter;
-the files and the checks above are the same.
+Adoption after a restart (`handles()`, and a pid checked to be the process it started) and preloaded starts
+(`preload=True`: preload.py, zygote.py): docs/controller.md, "Restarts" and "Preloaded starts".
 
 Long because: the Runner's verbs for one kind of attempt, a process group on this machine, and the /proc
 checks at the end that tell its process from a recycled pid; the supervisor (supervise.py) and the zygote

@@ -1,19 +1,14 @@
 """Preloaded starts: one process imports an agent's entrypoint once, then forks every attempt from it.
 
-Starting `python -m alight.entry agent.py:main` costs an interpreter and the agent's imports on every
-attempt (over a CPU-second for `openai` alone on a small machine); a forked copy of a process that has
-already imported them starts in milliseconds. The local runner starts
+Why, and what it changes for an agent: docs/controller.md, "Preloaded starts". The local runner starts
 
     python zygote.py SOCKET TARGET [--die-with PID]
 
 by path, in the agent's interpreter, cwd and environment (without the attempt's variables). It imports
 TARGET, refuses to go on if that import started threads (a fork keeps only the forking thread), and
 serves one request per connection on the Unix socket SOCKET: a JSON line {"env", "log", "exit_file"}
-answered by {"pid": N}. N leads the attempt exactly as supervise.py does: its own session and process
-group, SIGTERM left to the agent, the agent's exit status written to exit_file, and with --die-with the
-whole group killed when the zygote dies (the zygote itself dies with PID). The agent is a fork of the
-leader: the attempt's environment, stdio on the log, then the entrypoint, ending like a normal
-interpreter exit (atexit handlers run, non-daemon threads are joined).
+answered by {"pid": N}. N leads the attempt exactly as supervise.py does, and with --die-with the whole
+group is killed when the zygote dies (the zygote itself dies with PID).
 
 Stdlib and the alight SDK only: it runs in the agent's environment, which may not have alight_server.
 """

@@ -1,20 +1,8 @@
 """The images a Job may run: pinned by digest (`name@sha256:<64 hex>`), and scanned once per digest when asked.
 
-A tag can move under a run (`agent:1` pushed again, `latest` anywhere), so the
-runner refuses any image that is not pinned, unless `allow_unpinned_images`.
-`name:tag@sha256:...` is pinned: the runtime pulls the digest and ignores the
-tag. A digest must be exactly `sha256:` and 64 lowercase hex digits, as the
-registry's own canonical form; anything else (uppercase, short, whitespace,
-another algorithm) is not a digest but a typo, refused.
-
-`ImageScan` runs a scanner the user installs (`trivy image --exit-code 1
-{image}`) once per image before the first Job uses it. It fails closed: a
-non-zero exit, a timeout or a missing binary refuses the image. The argv is
-the command split with shlex (no shell), its environment only `SCANNER_ENV`
-(never the controller's keys or the attempts' secrets). A pass is cached per
-digest as a JSON file in `cache_dir`, which is also the run's record of what
-was scanned; a failure is never cached on disk, so a fixed scanner or image is
-scanned again by the next controller.
+The rule, what counts as pinned and how a scan fails closed: docs/controller.md, "Images". A scanner runs with
+only `SCANNER_ENV` of the controller's environment; a pass is cached per digest as a JSON file in `cache_dir`
+(also the record of what was scanned), a failure never.
 """
 
 from __future__ import annotations

@@ -1,36 +1,7 @@
 """An attempt's Job and its token Secret, from the user's Job template and what alight owns.
 
-The template is one `batch/v1` Job in YAML. Whole-string values (or parts of
-strings) may use these placeholders, filled after parsing (so no value can
-break the YAML):
-
-    {{ image }}       the rollout's runner image, else the runner's --image
-    {{ command }}     the attempt's argv as a list (a whole value: `command: "{{ command }}"`)
-    {{ job_name }}    the attempt's Job name
-    {{ namespace }}   the runner's namespace
-    {{ rollout_id }}  the rollout id
-    {{ attempt }}     the attempt number
-
-The agent container is the one named `agent`, else the first. alight then
-sets what it owns, overriding the template: the Job's name, namespace and
-labels, `backoffLimit: 0` (retries are new attempts, decided by alight),
-`activeDeadlineSeconds` (the rollout's timeout), `ttlSecondsAfterFinished`,
-`restartPolicy: Never`, and the attempt environment (alight/envvars.py). The
-attempt token (and the OTLP header that carries it), the runner spec's `env`
-values and the controller variables its `inherit_env` names go into a Secret
-named like the Job and reach the container through `secretKeyRef`; none of
-them appears in the Job. The image and the template supply everything else
-of the environment (PATH, LANG): nothing else of the controller's passes.
-
-Least privilege, filled in wherever the template leaves a field unset (an
-explicit template value is the operator's choice and wins): no service-account
-token; the Pod runs as a non-root user (uid 10001, the agent image's) under
-the runtime's default seccomp profile; the agent container has no
-capabilities, no privilege escalation and a read-only root filesystem, with
-emptyDir volumes (size-limited) at /workspace (also $HOME) and /tmp; and CPU
-and memory limits (a limit left out is its request, else the default).
-Network egress is the NetworkPolicy's (deploy/kubernetes/network-policy.yaml):
-the server and DNS only.
+The template's placeholders, what alight sets over it, the least privilege it fills in where the template is
+silent, and the values that travel only in the Secret: docs/controller.md, "What an attempt's Job looks like".
 """
 
 from __future__ import annotations

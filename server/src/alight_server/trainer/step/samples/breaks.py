@@ -1,28 +1,8 @@
 """Prefix breaks: why a model call's prompt does not continue the row before it.
 
-When a call's prompt ids do not start with the ids of any open row, the
-sample builder starts a new row and asks `classify_break` why, comparing the
-call with the row it shares the longest token prefix with. The rule, checked
-in this order:
-
-1. **retokenization** — the text is the same but the ids differ: the decoded
-   prompt starts with the decoded row (needs `decode`, e.g. a tokenizer's
-   `decode`), or, for the completions flavour, the prompt string starts with
-   the previous prompt string + completion text.
-2. **template drift** — the conversation is the same but rendered to
-   different ids: the call's messages start with the previous call's messages
-   plus its reply (compared by role, text and tool calls).
-3. **history rewrite** — the conversation changed: the messages share at least
-   one leading non-system message with the previous call (the task survived)
-   but later content was removed, summarised or edited.
-4. **new conversation** (not a break) — nothing but system messages in common:
-   a sub-agent's first call or a fresh task.
-5. **unknown** — the calls carry no text to compare (a break all the same).
-
-Without `decode`, retokenization in a chat flavour shows up as template drift
-(the messages match either way); pass a tokenizer to tell them apart.
-Text-only calls (no message list) fall back to strings: a common prefix of at
-least half the previous prompt is a history rewrite, less a new conversation.
+When a call's prompt ids do not start with the ids of any open row, the sample builder starts a new row and asks
+`classify_break` why, comparing the call with the row it shares the longest token prefix with. The causes, in the
+order they are checked, and the fallback without `decode` or a message list: docs/samples.md, "Break causes".
 """
 
 from __future__ import annotations

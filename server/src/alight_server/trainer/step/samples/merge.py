@@ -1,22 +1,8 @@
 """Merging one attempt's model calls into rows: extend while the prompt continues the row.
 
-A row is a token sequence with the spans the model generated marked. Calls
-arrive in order. For each call, in this order:
-
-1. **retry** — its prompt ids equal the prompt ids of a row's last call: the
-   agent asked again (a client timeout, a retry loop), so the row now ends
-   with this answer and the earlier one is dropped as `retried`. The earlier
-   answer is kept aside: if the next call continues it instead (the agent
-   sampled twice and picked the first), the two swap places and the unused
-   one is the one dropped.
-2. **extend** — its prompt ids start with a row's full ids (that row's last
-   prompt + response): the call joins the row; the tokens in between (tool
-   results, user turns) become context. Of several such rows the longest wins.
-   Rows stay open for the whole attempt, so a main agent's calls keep
-   merging while a sub-agent's calls interleave with them in rows of their own.
-3. **start a row** — otherwise; compared with the open row sharing the longest
-   token prefix (the latest on ties), the start is a new conversation or a
-   break whose cause `breaks.classify_break` decides.
+A row is a token sequence with the spans the model generated marked. Calls arrive in order; each is a retry of a
+row's last call, extends a row, or starts a row (a new conversation or a break, `breaks.classify_break`): the
+rule, exactly, in docs/samples.md, "The merge rule, exactly".
 """
 
 from __future__ import annotations
