@@ -57,6 +57,9 @@ class _Sequence:
 class InferenceEngine:
     """Owns the model; thread-safe `submit` / `stream` / `generate` / `update_weights`."""
 
+    default_max_tokens = 1024  # a request's max_tokens when it names none (capped by the room left in the context)
+    batch_window_s = 0.003  # after idling, how long requests gather before the first step, so a burst starts together
+
     def __init__(
         self,
         model: Any,
@@ -66,8 +69,6 @@ class InferenceEngine:
         max_batch_size: int = 32,
         max_n: int = 16,
         max_model_len: int | None = None,
-        default_max_tokens: int = 1024,
-        batch_window_s: float = 0.003,
         prefix_cache_tokens: int = 16384,
         overlap_prefill: bool = True,
         adapters: Mapping[str, AdapterSpec | None] | None = None,
@@ -84,8 +85,6 @@ class InferenceEngine:
         self.max_batch_size = max_batch_size
         self.max_n = min(max_n, max_batch_size)
         self.max_model_len = max_model_len or int(getattr(model.config, "max_position_embeddings", 2048))
-        self.default_max_tokens = default_max_tokens
-        self.batch_window_s = batch_window_s
         eos = model.generation_config.eos_token_id
         eos = eos if isinstance(eos, list) else [eos] if eos is not None else []
         self.eos_token_ids = set(eos) | ({tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set())

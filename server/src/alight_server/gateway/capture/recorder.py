@@ -17,17 +17,13 @@ from alight_server.gateway.reply import CLIENT_GONE, CLIENT_GONE_STATUS, Reply
 _GONE = f"{CLIENT_GONE}: the agent disconnected before the answer was complete; the upstream request was cancelled"
 
 
-def _nothing(rollout_id: str, attempt: int, upstream: str | None, tokens: tuple[int, int]) -> None:
-    pass
-
-
 class Recorder:
     def __init__(
         self,
         writer: CaptureWriter,
         metrics: GatewayMetrics,
         served_version: Callable[[], Awaitable[int]],
-        spent: Callable[[str, int, str | None, tuple[int, int]], None] = _nothing,
+        spent: Callable[[str, int, str | None, tuple[int, int]], None],
     ) -> None:
         self.writer = writer
         self.metrics = metrics

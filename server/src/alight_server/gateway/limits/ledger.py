@@ -7,7 +7,6 @@ written to the store as the attempt's `budget_exceeded` event, which decides how
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from alight.schemas import AttemptFinish, Rollout
@@ -34,12 +33,9 @@ class Spent:
 class Limits:
     """gateway.limits applied: `admit` counts a call or refuses it, `spent` charges its tokens once it answered."""
 
-    def __init__(
-        self, config: GatewayLimits, metrics: GatewayMetrics, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, config: GatewayLimits, metrics: GatewayMetrics) -> None:
         self.config = config
         self.metrics = metrics
-        self.clock = clock
         budgeted = any(v is not None for v in config.attempt.model_dump().values())
         self.active = budgeted or _limits(config.run) or bool(config.upstreams)  # else every check is skipped
         self._attempts: dict[tuple[str, int], Spent] = {}
@@ -56,7 +52,7 @@ class Limits:
         if refusal is not None:
             self.metrics.budget_refused(spent.run, refusal.limit)
             return refusal
-        now = self.clock()
+        now = time.monotonic()
         rate = self._run_rate(spent.run, now)
         if rate is not None:
             if (over := rate.wait(now)) is not None:
@@ -93,7 +89,7 @@ class Limits:
         """
         if not self.config.upstreams:
             return targets
-        now = self.clock()
+        now = time.monotonic()
         open_, waits = [], []
         for target in targets:
             rate = self._upstream_rate(target.id, now)
@@ -118,7 +114,7 @@ class Limits:
         """An answered call's (prompt, completion) tokens, charged to its attempt, run and upstream."""
         if not self.active:
             return
-        now, total = self.clock(), tokens[0] + tokens[1]
+        now, total = time.monotonic(), tokens[0] + tokens[1]
         spent = self._attempts.get((rollout_id, attempt))
         if spent is not None:
             spent.tokens += total
