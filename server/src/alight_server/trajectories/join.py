@@ -76,10 +76,7 @@ class SpanTree:
 
     def calling_span(self, span_id: str | None) -> SpanRecord | None:
         """The span that made a call: its recorded span, above any HTTP client spans."""
-        for span in self.ancestry(span_id):
-            if not _is_http_client(span):
-                return span
-        return None
+        return next((span for span in self.ancestry(span_id) if not _is_http_client(span)), None)
 
     def path(self, span: SpanRecord | None) -> list[str]:
         return [s.name for s in reversed(self.ancestry(span.span_id))] if span else []
