@@ -1,15 +1,8 @@
 # pyright: strict
 """`@alight.rollout`: the agent's entry function, traced as one attempt when the controller starts it.
 
-Under the controller (ALIGHT_ROLLOUT_ID set) a call:
-  1. reads the attempt context from the environment and sets up telemetry;
-  2. opens the root span `alight.rollout` and makes the context current;
-  3. calls the function, passing the task when it was called with no arguments;
-  4. records a returned number as the final reward, an exception (with its
-     traceback) as an event on the root span;
-  5. ends the span, flushes telemetry, and returns or re-raises, so the
-     process exits 0 or non-zero.
-Anywhere else, including inside another rollout, it is the plain function.
+What a call does under the controller (ALIGHT_ROLLOUT_ID set), step by step: docs/sdk.md, "Decorate the entry
+function". Anywhere else, including inside another rollout, it is the plain function.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """`alight run AGENT --task JSON` / `alight run -- COMMAND...`: one rollout of an agent, then its trajectory.
 
-AGENT is a decorated function (`agent.py:main`); after `--` any command (an agent you cannot edit),
-run in the current folder with the same environment the controller gives it.
-1. Against `--server URL` (admin key from --admin-key / ALIGHT_ADMIN_KEY), or, without one, an embedded
-   server on a temporary SQLite file: serving a training config's policy (`--config`: the model and inference
-   `alight train` would start, the gateway's upstream with its key), or with `--upstream URL` as the policy
-   (its key from `--upstream-key-file` / `--upstream-key-env`, never on the command line).
-2. Create the rollout, claim its attempt, start the agent with the attempt's
-   environment (`python -m alight.entry AGENT`), wait, report how it ended.
-3. Fetch the trajectory and print calls, span paths, tool spans and rewards: the server's copy
-   for people (secrets and personal data redacted) unless `--reveal`.
-If a controller attached to the server claims the rollout first, it runs there
-and this command waits for it. The exit code is the agent's. A failed run names what was missing: the
-gateway's key for its upstream when that upstream refused it, else the shell variables the agent did not get.
+Against `--server URL`, or an embedded server serving a training config's policy (`--config`) or `--upstream URL`
+(run_policy.py): create the rollout, claim its attempt, run the agent with the attempt's environment, wait, and
+print the trajectory. What the agent gets, what prints, the exit code and the hints of a failed run: docs/sdk.md,
+"`alight run`".
 """
 
 from __future__ import annotations

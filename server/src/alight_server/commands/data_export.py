@@ -1,7 +1,6 @@
 """`alight data export RUN`: a run's rollouts, model calls and training rows as alight-export JSON Lines.
 
-The format is docs/data.md#export-format; commands/export_format.py makes the lines, read through the server's API
-with the admin key as the trainer reads them, so the rows are the ones training made. This command writes them to
+The format is docs/data.md#export-format and the lines commands/export_format.py's; this command writes them to
 stdout or a file. `--redacted` writes a copy for people: text through the redaction detectors, token ids dropped
 (they decode back to the text).
 """

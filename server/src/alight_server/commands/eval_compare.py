@@ -1,11 +1,6 @@
 """`alight eval` with candidates: each run on the same tasks in a folder of its own, or read from a saved report, and
-each compared with the baseline, paired by task (alight.evaluation `compare_reports`).
-
-A candidate is the CONFIG argument, an `--against` config or saved report.json, a `--variant` (CONFIG with
-`--set`-style overrides: a prompt, a model, a harness) or a `--checkpoint` (CONFIG with the policy a run trained).
-The baseline is `--baseline REPORT.json`, else the first candidate. The evaluation folder gets one subfolder per
-candidate it ran (its store, logs and report.json, as a lone evaluation's folder has), and comparison.json and
-comparison.png beside them.
+each compared with the baseline, paired by task (alight.evaluation `compare_reports`). What a candidate and the
+baseline are, the folders and the verdicts: docs/training.md, "Comparing candidates".
 """
 
 from __future__ import annotations

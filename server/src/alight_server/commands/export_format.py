@@ -74,9 +74,7 @@ def export_lines(client: AlightClient, run_id: str, *, now: datetime | None = No
 
 
 def _rows(rollout: Rollout, latest: Trajectory | None, config: Any, policies: Policies) -> list[Line]:
-    """What the trainer trains on: the latest attempt of a finished training rollout, through its filter
-    (`filter_for_training`), its split by policy with `policies:` (ui/policy_parts.py, as the trainer splits) and
-    sample builder (`build_samples`) under the run's settings; with several policies each row names its `policy`."""
+    """The rollout's training rows, made as the module docstring says; with several policies each names its `policy`."""
     from alight_server.trainer.step.filters import filter_for_training
     from alight_server.trainer.step.samples import build_samples
     from alight_server.ui.policy_parts import split_run
