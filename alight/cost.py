@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from alight.schemas import Rollout, Trajectory
+from alight.schemas import Rollout, Strict, Trajectory
 from alight.schemas.calls import ModelCall
 
 __all__ = ["Cost", "CostSummary", "Prices", "TokenPrice", "cost_summary", "rollout_cost"]
@@ -23,19 +23,15 @@ __all__ = ["Cost", "CostSummary", "Prices", "TokenPrice", "cost_summary", "rollo
 MILLION = 1_000_000
 
 
-class TokenPrice(BaseModel):
+class TokenPrice(Strict):
     """An external upstream's price, in USD per million tokens."""
-
-    model_config = ConfigDict(extra="forbid")
 
     prompt: float = Field(ge=0, description="USD per million prompt (input) tokens")
     completion: float = Field(ge=0, description="USD per million completion (output) tokens")
 
 
-class Prices(BaseModel):
+class Prices(Strict):
     """The price table (`prices:` in a train config); unset, a report gives tokens and seconds but no money."""
-
-    model_config = ConfigDict(extra="forbid")
 
     # Upstream id (as the gateway routes to it) or model name (as the agent asked for it) -> token prices.
     tokens: dict[str, TokenPrice] = Field(default_factory=dict[str, TokenPrice])

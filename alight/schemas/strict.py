@@ -19,6 +19,6 @@ Label = Annotated[str, AfterValidator(_no_nul)]
 
 
 class Strict(BaseModel):
-    """Request bodies: unknown fields are an error, not silently dropped."""
+    """Request bodies and settings: unknown fields are an error, not silently dropped."""
 
     model_config = ConfigDict(extra="forbid")

@@ -24,10 +24,7 @@ class DistillConfig(BaseModel):
 
 
 class AlgorithmConfig(BaseModel):
-    """The algorithm's settings, defined once: the config's `algorithm:` section and every backend use this.
-
-    Frozen and validated on construction; unknown keys are errors (a typo is never a silently ignored setting).
-    """
+    """The algorithm's settings, defined once: the config's `algorithm:` section and every backend use this."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from alight_server.trainer.config.sections import Section
 
 
-class JudgeConfig(BaseModel):
+class JudgeConfig(Section):
     """An LLM judge. Exactly one of `model` (a frozen policy of this run), `upstream` (a gateway upstream id)
     or `url` (any OpenAI-compatible /v1, with `key_file`) names where it is served."""
-
-    model_config = ConfigDict(extra="forbid")
 
     model: str | None = Field(default=None, min_length=1, description="a policy of this run with trainable: false")
     upstream: str | None = Field(default=None, min_length=1, description="an upstream id registered with the server")

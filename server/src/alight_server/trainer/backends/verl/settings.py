@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from alight_server.trainer.config.sections import Section
 
 
-class VerlSettings(BaseModel):
+class VerlSettings(Section):
     """Used with `trainer.backend: verl`; alight's own keys (optimizer, algorithm, lora) map onto verl's."""
-
-    model_config = ConfigDict(extra="forbid")
 
     ray_address: str | None = Field(default=None, description="an existing Ray cluster; default: ray.init() here")
     nnodes: int = Field(default=1, ge=1)
