@@ -1,21 +1,17 @@
 """Embedded trainer backend: a transformers policy on CPU or GPUs, optional LoRA, data-parallel over ranks.
 
 One `step(batch)`:
-1. Group advantages per rollout (GRPO/RLOO), broadcast to every trained token of its rows, plus
-   `step_reward_coef` x the step rewards to go of each token's call (per-turn credit).
-2. Token weights for the batch loss (per_rollout_mean / token_mean / seq_mean), computed once on the
-   whole batch so that micro-batches just add up (trainer/backends/accumulation.py).
-3. Rows are split by tokens across ranks (`shard_rows`); each rank packs its rows into micro-batches.
-4. For each of `updates_per_batch` optimizer updates: recompute the policy's logprobs micro-batch by
-   micro-batch, apply the clipped loss against the gateway-recorded logprobs, backpropagate (DDP or
-   FSDP2 sum the ranks' gradients on the last micro-batch), then clip the gradient norm and step AdamW.
-   With `tis_cap` set (stale samples, asynchronous training) pi_old is first recomputed by the current
-   weights, and each token's loss is weighted by min(pi_old / pi_rollout, tis_cap) against the recorded
-   logprobs (truncated importance sampling; decoupled PPO).
+1. Token advantages and the batch's token weights (trainer/step/algorithm.py, its steps 1-3), computed once on
+   the whole batch so that micro-batches just add up (trainer/backends/accumulation.py).
+2. Rows are split by tokens across ranks (`shard_rows`); each rank packs its rows into micro-batches.
+3. For each of `updates_per_batch` optimizer updates: recompute the policy's logprobs micro-batch by
+   micro-batch, apply the clipped loss (algorithm.py's step 4; with `tis_cap`, pi_old is first recomputed by the
+   current weights), backpropagate (DDP or FSDP2 sum the ranks' gradients on the last micro-batch), then clip
+   the gradient norm and step AdamW.
 With `algorithm.distill` a frozen teacher first scores the batch's tokens (a prefill, trainer/backends/teacher.py)
 and step 1 adds weight x (teacher - student logprob) to each token's advantage, or is only that with
 `estimator: distill` (trainer/step/distill.py).
-With `estimator: sft` steps 1 and 4 are supervised instead: token-mean weights and `sft_loss` (the NLL of
+With `estimator: sft` steps 1 and 3 are supervised instead: token-mean weights and `sft_loss` (the NLL of
 the trained tokens). Rows of fidelity `rendered` go through `rendered.refuse_rendered` first; under
 `rendered_rows: recompute` their pi_old is the current policy's logprobs, computed before the first update.
 `policy_weights()` gives plain (LoRA-merged, FSDP-gathered) tensors named like the served model's
