@@ -1,9 +1,6 @@
 """A policy's own version within the one global version counter (several policies), derived from its history.
 
-The store keeps one policy version for the whole run. A weight update of some policies bumps it with
-metadata `{"policies": [NAME, ...]}`; a bump without `policies` (or with a value that is not a list of
-names) changed every policy. A policy's own version is the number of bumps that changed it, and a call's
-staleness for its policy is the number of such bumps between the version that served it and now.
+The rule (which bumps changed which policy, what a call's staleness counts): docs/gateway.md "Versions".
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 """A rollout's runner `env` at rest: each value sealed, answered as "***", opened only when an attempt is claimed.
 
-`agent.env` holds what a user hands one agent on purpose (a hub token, a
-database password), so the store keeps each value as a Fernet token and every
-read (the admin API, the dashboard, a rollout's list) shows "***". Only
-`claim_attempts`, whose answer goes to the controller that starts the attempt,
-carries the values themselves.
-
-The key is the server's ALIGHT_SECRET_KEY (alight_server/store/keys/upstream.py: the
-same key, rotation included, as stored upstream keys). A server started without
-one seals under a key derived from its admin key (`seal_runner_env_under`, as
-the attempt tokens' secret is): nothing readable is stored either way, a server
-restarted with the same admin key (`alight train --resume` reuses its own) opens
-what it sealed, and one with another admin key cannot, so the attempt fails as
-infra with a message naming ALIGHT_SECRET_KEY.
+Sealed under ALIGHT_SECRET_KEY (store/keys/upstream.py's key, rotation included), else under a key derived from
+the admin key (`seal_runner_env_under`); docs/controller.md "`env` values at rest" says which server opens what.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Key-encryption keys (KEKs): where the key that wraps the store's data keys comes from.
 
-A source is one of (the server config's `data_key:`, or ALIGHT_DATA_KEY):
-- `secret` (the default): ALIGHT_SECRET_KEY when set (each comma-separated key opens, the first wraps),
-  else a key derived from the server's admin key, as runner env values are (store/runner_env.py), so a
-  server restarted with the same admin key (`alight train --resume` reuses its own) opens what it sealed;
-- `file:PATH`: a file holding 32 bytes, raw, as 64 hex digits or base64 (a Fernet key is fine);
-- `command:CMD`: a key manager's CLI (run without a shell) printing the key as hex or base64.
-A store opened with none of these (a library user, a test) wraps under a key of its own process only.
+A source is the server config's `data_key:` (or ALIGHT_DATA_KEY): `secret` (the default), `file:PATH` or
+`command:CMD`; docs/data.md "Keys and rotation" says what each reads. None of these (a library user, a test):
+a key of this process only.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Content cells at rest: each sealed with AES-GCM under a data key, bound to its table, row and column.
 
-A sealed cell is text: `enc1:<key id>:<base64(nonce12 + ciphertext + tag)>`. The associated data is
-the table, the column and the row's identity (its primary key, or the columns a table names in
-`info["identity"]`), so a cell copied to another row or column, or altered by one byte, does not open:
-`SealError` names the table, the row and the column. Which columns are sealed is marked in
-store/tables.py (`info["sealed"]`); ids, states, versions, counts and timings stay clear for queries.
+The cell's form, what it is bound to and which columns stay clear: docs/data.md "Encryption at rest".
 
 A cell without the prefix is legacy plain text, written before schema 4: it is read as it is while the
 store says it may hold some (`alight data encrypt` seals them and clears that mark), and refused after.
