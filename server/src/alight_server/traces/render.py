@@ -1,10 +1,8 @@
 """A call known only as text, rendered with the policy's own chat template and tokenizer (fidelity `rendered`).
 
-The prompt is the template applied to the call's messages (and tools) with the generation prompt, exactly as
-the embedded engine renders a chat request (inference/server.py); the response is what the template adds when
-the reply joins the conversation, tokenized on its own (as the model would have generated it) and cut after
-the first end-of-turn token. A template that renders the reply differently from how it renders the same
-turn in history cannot give a response that continues its prompt: that call is reported, not stored.
+How the prompt and response are rendered: docs/traces.md "Fidelity". A template that renders the reply differently
+from how it renders the same turn in history cannot give a response that continues its prompt: that call is
+reported, not stored.
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 """OpenTelemetry GenAI spans in OTLP files (JSON, JSON Lines as the collector's file exporter writes, or protobuf).
 
-A span is a model call when it has `gen_ai.operation.name` chat / text_completion / generate_content, or
-carries messages. The messages are read from whichever version of the semantic conventions wrote them:
-
-1. current: `gen_ai.input.messages` / `gen_ai.output.messages` (JSON, messages of typed `parts`) and
-   `gen_ai.system_instructions`;
-2. previous, attributes: `gen_ai.prompt.N.role|content|tool_call_id` and `gen_ai.completion.N.role|content`
-   with `...tool_calls.M.id|name|arguments` (OpenLLMetry's indexed form);
-3. previous, events: `gen_ai.system|user|assistant|tool.message` and `gen_ai.choice` span events, their body
-   fields as attributes (`content`, `tool_calls`, `id`, `message`) or as JSON in `gen_ai.event.content`.
-
-One trace is one session; its calls in start-time order. An `alight.reward` event anywhere in the trace is
-its reward. A GenAI span with no messages in any of these forms is reported (content capture was off, or a
-version this reader does not know), never guessed.
+Which spans are model calls, the three forms of the semantic conventions their messages are read from, and what
+a trace becomes: docs/traces.md "Import", its OpenTelemetry paragraph.
 """
 
 from __future__ import annotations
