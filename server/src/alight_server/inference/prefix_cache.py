@@ -1,15 +1,8 @@
-"""Prompt-prefix KV reuse: an agent's calls share a system prompt and grow one conversation, so most of a
-prompt's prefill was already computed for an earlier call.
+"""Prompt-prefix KV reuse: the longest prefix a prompt shares with a stored prompt or reply is not prefilled again.
 
-Entries are per-layer (keys, values) of batch 1: whole prompts, and finished replies with their prompt
-(the engine stores each row that ends: the agent's next call repeats prompt and reply before its new
-turn). A new prompt reuses the longest common prefix it shares with any entry (sliced from that entry),
-so prompts that diverge after a shared system prompt still share it. Causal attention makes a prefix's keys and values independent of what follows it,
-so reuse changes nothing but floating-point summation order. Entries hold one weights' version: the
-engine clears the cache when the weights change. An engine serving LoRA adapters keys each entry by its
-adapter too (`scope`): another adapter's keys and values are not this one's, and an adapter's update
-clears only its own entries. Least recently used entries go first once the stored
-tokens exceed the budget. Thread-safe: the engine's prefill thread looks up and stores prompts while its
+What is kept, why reuse changes no output and when the cache empties: docs/inference.md "Prefix reuse". Entries
+are per-layer (keys, values) of batch 1, keyed by adapter too (`scope`: an adapter's update clears only its own),
+least recently used out first. Thread-safe: the engine's prefill thread looks up and stores prompts while its
 decode thread stores replies.
 """
 

@@ -1,12 +1,7 @@
 """The detectors: where secrets and personal data sit in a text, as (start, end, kind) spans.
 
-Secrets come from detect-secrets' plugins (every regex plugin it ships, found through its own registry,
-plus its keyword plugin), whose findings are values, located back in the text; a private key's header
-is widened to its whole PEM block. High-entropy tokens are found by a principle rather than a name list:
-any run of 20+ key characters that mixes letters and digits and whose Shannon entropy (detect-secrets'
-own measure) is close to that of a random string of its length. Personal data: emails (a regex),
-phone numbers (Google's libphonenumber, `phonenumbers`: it finds numbers in running text and keeps only
-those valid in a numbering plan) and card numbers (a card network's number range and the Luhn check).
+What each kind finds and how (detect-secrets' plugins, the entropy principle, libphonenumber, the card ranges and
+the Luhn check): docs/data.md "What is found".
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Retention: one purge (store rows, files on disk, freed space) and the server's task that runs it on a period.
 
-The store decides which rollouts may go and deletes their rows (store/retention.py). What lives outside the
-store goes here too, for each purged rollout:
-- its attempt logs folder (`<logs dir>/<rollout id>/`, the local runner's files) under its run folder
-  (`metadata.run_dir`, which the trainer sets: `<run dir>/logs`, stacks/kinds.py) and under any controller logs
-  folder the caller names;
-- its agents' workspaces (a CLI harness's: the task's repo, the agent's edits, the CLI's home with its session
-  files) under each root that an installed package declares (the `alight.workspaces` entry point group, a
-  `WorkspaceKind`: alight-sandbox's CLI harnesses declare theirs) and any other root the caller names.
-A folder that is a link is unlinked, never followed (an agent writes beside its own log and workspace).
+The store decides which rollouts may go and deletes their rows (store/retention.py); the folders outside it that
+go with each rollout (its attempt logs, its agents' workspaces, links unlinked, never followed) are those
+docs/data.md "What a purge deletes" lists. A package declares where it makes workspaces under the
+`alight.workspaces` entry point group (a `WorkspaceKind`).
 """
 
 from __future__ import annotations
