@@ -193,6 +193,9 @@ def test_a_run_whose_suite_starts_reading_the_canary_while_the_reward_rises_stop
         tmp_path, f"{CANARY_AGENT}:main", [{"word": w} for w in ("apple", "river", "stone") * 2], steps=3,
         agent={"env": {"CANARY_DIR": str(tmp_path)}}, validation={"every": 1, "max_tasks": 1},
         regression={"tasks": "suite.jsonl", "every": 2, "safety_rule": "stop"},
+        # agents forked from one process that imported the agent once (controller/zygote.py), not an interpreter
+        # start and an openai import per rollout: how an agent starts is not what this proves
+        controller={"preload": True},
     )  # fmt: skip
     (tmp_path / "config.yaml").write_text(json.dumps(raw))  # JSON is YAML
     done = subprocess.run([ALIGHT, "train", str(tmp_path / "config.yaml"), "--quiet", "--gate"], capture_output=True,
