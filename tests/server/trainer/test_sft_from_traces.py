@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +25,11 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from typer.testing import CliRunner
 
 from alight import semconv
 from alight.api_models import RolloutQuery
+from alight.cli import app as cli
 from alight_server.inference.models import load_policy
 from alight_server.stacks.opening import TrainingStacks
 from alight_server.stacks.run_store import open_run_store
@@ -44,11 +45,13 @@ from alight_testing.tiny_run import tiny_run_config
 
 pytestmark = pytest.mark.timeout(600)
 
-ALIGHT = str(Path(sys.executable).parent / "alight")
 AGENT = Path(__file__).parent / "agents" / "tool_agent.py"
 GOOD = ["apple", "river", "stone", "plant", "green", "table", "light", "water"]
 BAD = ["chair", "glass", "paper", "smile"]  # traces scored 0: sft.min_reward leaves them out
 HELD_OUT = ["cloud", "forest", "bread", "music"]
+# agents forked from one process that imported the agent once (controller/zygote.py), not an interpreter start and
+# an import of httpx and the SDK per rollout: how an agent starts is not what these runs prove
+PRELOAD = {"preload": True}
 
 
 def write_otel(path: Path, words: list[str], reward: float) -> None:
@@ -74,8 +77,15 @@ def write_otel(path: Path, words: list[str], reward: float) -> None:
 
 
 def alight(*argv: str, env: dict[str, str]) -> str:
-    result = subprocess.run([ALIGHT, *argv], capture_output=True, text=True, timeout=540, env=env)
-    assert result.returncode == 0, result.stdout + result.stderr
+    """The `alight` command run in this process, which has torch and transformers imported already: the same
+    command, options and code as the installed one, without an interpreter start and those imports per command
+    (what these commands prove is what they import and train, not how a process starts)."""
+    sigterm = signal.getsignal(signal.SIGTERM)  # `alight train` makes SIGTERM a Ctrl-C for its own process
+    try:
+        result = CliRunner().invoke(cli, list(argv), env={"ALIGHT_SECRET_KEY": env["ALIGHT_SECRET_KEY"]})
+    finally:
+        signal.signal(signal.SIGTERM, sigterm)
+    assert result.exit_code == 0, result.output
     return result.stdout
 
 
@@ -161,7 +171,8 @@ def test_sft_on_imported_traces_trains_the_good_ones_and_held_out_traces_become_
 
 def test_rl_continues_from_the_sft_checkpoint_with_init_from(sft_run: SftRun) -> None:
     folder = sft_run.folder
-    raw = tiny_run_config(folder, f"{AGENT}:main_http", [{"word": w} for w in GOOD], steps=1, dataset={"val_size": 0})
+    raw = tiny_run_config(folder, f"{AGENT}:main_http", [{"word": w} for w in GOOD], steps=1, dataset={"val_size": 0},
+                          controller=PRELOAD)  # fmt: skip
     raw["output_dir"] = str(folder / "rl")
     (folder / "rl.yaml").write_text(yaml.safe_dump(raw))
     alight("train", str(folder / "rl.yaml"), "--init-from", str(folder / "run"), "--quiet", env=sft_run.env)
@@ -178,7 +189,7 @@ def test_rejection_sampling_fine_tuning_trains_only_the_rollouts_scored_at_least
     """No traces: the step samples the policy, keeps the rollouts scored >= sft.min_reward, fine-tunes on them."""
     raw = tiny_run_config(
         tmp_path, f"{AGENT}:main_http", [{"word": w} for w in GOOD], steps=1, dataset={"val_size": 0},
-        algorithm={"estimator": "sft"}, sft={"min_reward": 0.3},
+        algorithm={"estimator": "sft"}, sft={"min_reward": 0.3}, controller=PRELOAD,
     )  # fmt: skip
     batches: list[SampleBatch] = []
     original_step = EmbeddedBackend.step
