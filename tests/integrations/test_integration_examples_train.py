@@ -55,6 +55,9 @@ SHORT_RUN = [
     "--set", "metrics.tensorboard=false",
     "--set", "inference.torch_threads=1",
     "--set", "controller.concurrency=8",  # the whole group in one wave: the engine batches all 8 replies
+    # Each attempt forked from one process that imported the agent (docs/controller.md, preloaded starts):
+    # eight fresh interpreters importing the Agents SDK, alight and OpenTelemetry were ~2 CPU-s each.
+    "--set", "controller.preload=true",
     "--set", "rollout_timeout_s=200",  # 8 agents starting at once on 2 busy cores
     "--set", "review.audit_share=0",  # an audited group would wait for a person, not train in this step
 ]  # fmt: skip
