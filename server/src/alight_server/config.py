@@ -146,6 +146,9 @@ class ServerConfig(BaseModel):
     # "module:function" / "path.py:function", or a check command's argv, run when an attempt
     # ends as the agent's own outcome (alight_server/evaluation/evaluators.py).
     evaluator: str | list[str] | None = None
+    # An interactive environment served as MCP tools per attempt, its score the reward (docs/environments.md):
+    # {mcp: NAME, ...its options}, NAME an `alight.environments` entry point (evaluation/evaluators.py).
+    environment: dict[str, Any] | None = None
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     # Where an upstream registered with api_key_env / api_key_file may take its key from (store/keys/upstream.py):
     # variables whose names match one of these fnmatch patterns (never ALIGHT_*), files under this folder.

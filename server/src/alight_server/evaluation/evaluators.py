@@ -32,6 +32,7 @@ import math
 import os
 import subprocess
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from typing import Any
 
 from fastapi import FastAPI
@@ -171,6 +172,13 @@ async def _await(awaitable: Any) -> Any:
 
 
 def install_evaluator(app: FastAPI, config: ServerConfig) -> None:
-    """Register config.evaluator (if any) as an attempt-finished hook of `app`."""
+    """Register config.evaluator (if any) as an attempt-finished hook of `app`, and config.environment's server."""
     if config.evaluator is not None:
         app.state.attempt_finished_hooks.append(evaluator_hook(load_evaluator(config.evaluator)))
+    if config.environment is not None:  # its plugin adds the attempt's MCP route and the hook that posts its score
+        name = str(config.environment.get("mcp"))
+        found = {ep.name: ep for ep in entry_points(group="alight.environments")}
+        if name not in found:
+            raise ValueError(f"environment.mcp {name!r} is not installed; installed: {sorted(found) or 'none'} "
+                             "(pip install -e 'environments[scienceworld]', docs/environments.md)")  # fmt: skip
+        found[name].load()(app, config.environment)

@@ -60,6 +60,7 @@ class EmbeddedStack:
         val_temperature: float = 0.0,
         vllm: VllmPolicy | None = None,
         evaluator: str | list[str] | None = None,
+        environment: dict[str, Any] | None = None,
         max_output_tokens: int | None = None,
         preload: bool = False,
         routing: GatewayRouting | None = None,
@@ -92,6 +93,7 @@ class EmbeddedStack:
             ),
             log_level="warning",
             evaluator=evaluator,
+            environment=environment,
             upstream_key_dir=run_dir / KEY_DIR,
         )
         self._threads: list[ServerThread] = []

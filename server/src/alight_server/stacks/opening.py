@@ -98,7 +98,7 @@ def stack_options(config: TrainConfig) -> dict[str, Any]:
     """The embedded stack's settings from a training config: for training and for `alight eval` alike."""
     return dict(
         concurrency=config.controller.concurrency, train_temperature=config.inference.train_temperature,
-        val_temperature=config.inference.val_temperature, evaluator=config.evaluator,
+        val_temperature=config.inference.val_temperature, evaluator=config.evaluator, environment=config.environment,
         max_output_tokens=config.inference.max_output_tokens, preload=config.controller.preload,
         routing=config.gateway_routing(), limits=config.limits,
     )  # fmt: skip

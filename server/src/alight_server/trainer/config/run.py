@@ -78,6 +78,8 @@ class TrainConfig(Section):
     # The reward from outside the agent: "module:fn" / "file.py:fn" or a check command's argv
     # (alight_server/evaluation/evaluators.py); run by the server when an attempt ends as the agent's own outcome.
     evaluator: str | list[str] | None = None
+    # An environment served as MCP tools per attempt, its score the reward: {mcp: NAME, ...} (docs/environments.md)
+    environment: dict[str, Any] | None = None
     # Several policies (docs/training.md#several-policies): name -> settings, and which calls each serves.
     # Unset: one policy, today's shape.
     policies: dict[str, PolicyConfig] = Field(default_factory=dict[str, PolicyConfig])

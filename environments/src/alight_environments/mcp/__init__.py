@@ -1,0 +1,1 @@
+"""Interactive environments served as MCP tools per attempt, their score the reward (docs/environments.md)."""
