@@ -1,13 +1,8 @@
 """Capture health of a run, per step of its metrics: what the gateway recorded and what the sample builder made of it.
 
-Per training step: rollouts by outcome and every attempt's failure kind (infra and timeout attempts are
-retried and never trained on; task failures are), the rows the builder made (single-call vs merged rows,
-prefix breaks by cause), calls dropped by reason (token/logprob mismatches among them), calls the gateway
-flagged, calls cut off at their length limit (finish reason `length`), and the hard gates' violations
-(`reward_hacking` events from alight_sandbox.guards, by rule: the trainer leaves those rollouts out).
-With several policies the builder runs on each policy's share of the calls, as the trainer does, and the
-step also gives each policy's own counts (`policies`); a call's `policy:<name>` flag is routing, not a flag.
-Each step also says what its rollouts cost (`cost`: alight/cost.py at the run's `prices:`, as its metrics do).
+What each step counts and costs: docs/dashboard.md "Capture health". With several policies the builder runs on
+each policy's share of the calls, as the trainer does, and the step also gives each policy's own counts
+(`policies`); a call's `policy:<name>` flag is routing, not a flag.
 """
 
 from __future__ import annotations

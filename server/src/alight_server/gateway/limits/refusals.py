@@ -1,12 +1,7 @@
 """A refused call as the provider of its flavour answers one: a rate limit to retry, or a spent budget.
 
-- Over a rate: 429 with Retry-After (and retry-after-ms, which the openai and anthropic SDKs read first).
-  OpenAI's body is its rate-limit error (`type` requests or tokens, `code` rate_limit_exceeded); Anthropic's
-  is `{"type": "error", "error": {"type": "rate_limit_error", ...}}`. Both SDKs retry it after the delay.
-- Past the attempt's budget, which never refills: OpenAI answers a spent quota 429 `insufficient_quota`;
-  Anthropic answers a reached spend limit 400 invalid_request_error ("You have reached your specified API
-  usage limits"). Both carry `x-should-retry: false`, which both SDKs obey (without it, the openai SDK
-  retries every 429, insufficient_quota included).
+Each answer's status, headers and body, and how the openai and anthropic SDKs treat it: docs/gateway.md
+"Budgets and rate limits".
 """
 
 from __future__ import annotations

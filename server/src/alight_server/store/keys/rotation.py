@@ -1,9 +1,7 @@
 """Rotating the key-encryption key: every data key re-wrapped under the new KEK, no cell re-encrypted.
 
-First a new data key, wrapped under the new KEK, is added (it becomes the one new cells are sealed with);
-then the other keys are re-wrapped in batches, each its own transaction that changes a row only while it
-is still under the KEK it was read under. A run killed at any point leaves every key wrapped under the old
-or the new KEK, never lost; running it again finishes the rest (and adds no second new key).
+The steps, and why a run killed at any point loses no key and a second run finishes the rest:
+docs/data.md "Rotating the KEK".
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """Sealing the clear content cells of a store written before schema 4 (`alight data encrypt`), safe to interrupt.
 
-1. Table by table, rows are walked in primary-key order a batch at a time; a batch is one write transaction
-   that seals every clear cell of its rows in place (under the store's current data key, bound to the row).
-   A run killed at any point leaves each cell either clear or sealed, never lost; running it again skips what
-   is sealed (a cell that starts with the sealed prefix) and finishes the rest.
-2. When every table is done, the store's `clear_content` mark is cleared: from then on a clear cell is refused.
-   A store without the mark is left alone: a clear cell in it was written outside alight, and sealing it would
-   make a forged cell pass for one alight wrote.
-3. SQLite: the updates run with secure_delete on (the old text's freed space is zeroed) and the WAL is
-   checkpointed and truncated at the end, so the file and its -wal keep no copy. PostgreSQL keeps the old row
-   versions until a VACUUM FULL rewrites the tables (docs/data.md says what the operator runs).
+The walk, why a store without the `clear_content` mark is left alone, and what SQLite and PostgreSQL keep of
+the clear text: docs/data.md "Stores written before schema 4".
 """
 
 from __future__ import annotations
