@@ -5,12 +5,8 @@ vLLM pins its own torch and transformers, so it runs from its own interpreter (b
 `VLLM_SERVER_DEV_MODE=1`, which adds the routes in-place weight updates need (`/collective_rpc`,
 `/pause`, `/resume`, `/reset_prefix_cache`, `/update_weight_version`), and, for LoRA, with
 `VLLM_ALLOW_RUNTIME_LORA_UPDATING` so `/v1/load_lora_adapter` can replace the adapter in place.
-Those routes are outside vLLM's own `--api-key` check, so the server also runs behind alight's key guard
-(`--middleware alight_keyguard.KeyGuard`, inference/guard/): nothing but /health answers without a key.
-The API key (`ALIGHT_VLLM_API_KEY`, /v1) goes to the gateway, the admin key (`ALIGHT_VLLM_ADMIN_KEY`,
-every route) to the trainer's weight updater; both are generated per launch and passed in the
-environment, not on the command line, which every local user can read. `VLLM_API_KEY` is removed from
-vLLM's environment: vLLM's own /v1 check would refuse the admin key on `/v1/load_lora_adapter`.
+It runs behind alight's key guard, with an API key and an admin key generated per launch and passed in the
+environment: docs/inference.md "Servers and keys" says which key opens what, and why vLLM's own is off.
 A start that fails ends with one `VllmStartError` sentence naming the cause, and the whole process group
 (vLLM's engine core is a second process) is killed: nothing is left behind.
 """

@@ -1,9 +1,7 @@
 """Retention in the SQL store: which ended rollouts may go, deleting them with their rows, tombstones, free space.
 
 1. A rollout may be purged once it has ended (a final state; `updated_at` is then when it ended) and nothing a
-   running training needs depends on it: every member of its group has ended (a group trains only when
-   complete, async mode included), and it is not a rollout of a run whose status is `running` (its trainer
-   may still read its trajectory; the trainer names a run's rollouts `<run id>-...`, trainer/run/phases.py).
+   running training needs depends on it (the rules: docs/data.md "What a running training still needs").
 2. The purge works through the matching rollouts in creation order, a batch per write transaction (a short
    hold of SQLite's one write lock), checking 1. again inside each transaction.
 3. Per batch: every row under the rollouts is deleted (model calls, spans, events, rewards, attempts), then

@@ -2,19 +2,11 @@
 
 Standard library only: vLLM loads it from its own interpreter, where alight is not installed, as
 `--middleware alight_keyguard.KeyGuard` with this folder on its PYTHONPATH (inference/vllm_server.py).
-vLLM's own `--api-key` guards only paths under /v1; its development routes (`/collective_rpc`, `/pause`,
-`/reset_prefix_cache`, ...) would stay open to any local process, an agent's included. Here nothing is
-open but `/health`:
-
-- the API key opens `/v1/...` (what the gateway calls; with no `.` or `..` segments), but not vLLM's
-  LoRA routes there (`/v1/load_lora_adapter`, `/v1/unload_lora_adapter`): they change weights;
-- the admin key opens every route (what the trainer's weight updater calls);
-- anything else is a 401, compared in constant time (`hmac.compare_digest` of SHA-256 digests).
+Which key opens which route, and why vLLM's own `--api-key` is not enough: docs/inference.md "Servers and keys".
 
 vLLM instantiates the class with no arguments, so it then reads its keys from the environment:
 `ALIGHT_VLLM_API_KEY` and `ALIGHT_VLLM_ADMIN_KEY` (without it no request opens the routes outside /v1).
-Not `VLLM_API_KEY`: that turns on vLLM's own /v1 check, which knows only that one key and would refuse
-the admin key on `/v1/load_lora_adapter`. The embedded server passes both keys as arguments.
+The embedded server passes both keys as arguments.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Upstream API keys at rest: sealed with ALIGHT_SECRET_KEY (Fernet), or references read only when used.
 
-An upstream's `api_key` is stored as a Fernet token (AES-128-CBC + HMAC-SHA256, from `cryptography`)
-under the key in ALIGHT_SECRET_KEY, never as plain text. `api_key_env` / `api_key_file` store only a
-name: the key is read from the server's environment or from the file each time the gateway loads its
-upstreams, so rotating the file (or restarting with a new variable) takes effect without re-registering.
-ALIGHT_SECRET_KEY may hold several comma-separated keys: the first seals, any of them opens (rotation).
-
-The references point only where the server's operator allowed (`KeySources`, from the server config): a
-variable whose name matches `upstream_key_env` (never ALIGHT_*: the server's own secrets, the sealing key
-among them, would leave as a bearer header to whatever URL the upstream names), a file under
-`upstream_key_dir` (symlinks and `..` resolved first). Both are checked at registration (a 422) and again
-at each read (a 503 naming the setting), so a reference stored before the rule, or a symlink swapped in
-later, reads nothing.
+The three ways a key is stored, and where `api_key_env` / `api_key_file` may point (`KeySources`, checked at
+registration and again at each read): docs/api.md "Upstream API keys".
 """
 
 from __future__ import annotations
