@@ -1,15 +1,9 @@
 """Several LoRA adapters over one base model: peft wraps the model once, each row of a batch names its adapter.
 
 Each served model name maps to a peft adapter of the same name (an `AdapterSpec`), or to the base model
-itself (`None`, peft's "__base__" row name). Every adapter starts with B zero-initialised (peft's
-default), so it answers exactly as the base does until its first update. A forward pass runs under
-`rows([...])`, one adapter name per row: peft's LoRA layers run the base layer once for the whole batch
-and add each row's own LoRA product (peft's mixed-adapter batch, `LoraLayer._mixed_batch_forward`).
-
-peft itself hands `adapter_names=` to its layers through forward hooks it registers on every LoRA layer
-for the length of one call; two threads (the engine's decode and prefill threads) calling at once would
-see each other's hooks. So the hooks here are registered once, at wrap time, and read the calling
-thread's row names. peft is imported only when an engine has adapters.
+itself (`None`, peft's "__base__" row name). How one batch mixes adapters, and why the row-name hooks are
+registered once at wrap time rather than per call as peft does: docs/inference.md "Several adapters". peft is
+imported only when an engine has adapters.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """When a request reached the server: a uvicorn HTTP protocol that stamps it into the ASGI scope.
 
-A handler's own clock starts when its task first runs, after the connection was
-accepted, the bytes read and parsed, and the task queued behind every other one
-on the event loop. Under load that wait is most of what a client feels, and no
-handler-side timer sees it. This protocol records the earliest moment the
-server process sees a request: the accept, for a connection's first request;
-the first byte of the request, for the next ones on a kept-alive connection.
-(Time spent in the kernel's accept queue or socket buffer stays invisible.)
+The accept for a connection's first request, the first byte for the next ones on a kept-alive connection: what
+the handler's own clock misses (docs/gateway.md "Metrics", `alight_gateway_response_start_seconds`).
 """
 
 from __future__ import annotations
