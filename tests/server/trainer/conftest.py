@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gated_run import gated_run  # noqa: F401 - one gated `alight train` per session, read by several files
 from judge_fixtures import scripted_judge  # noqa: F401 - the scripted judge upstream, for the judge tests
 
 from alight.client import AlightClient

@@ -6,58 +6,40 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import subprocess
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+from gated_run import GatedRun
+from typer.testing import CliRunner
 
 from alight.api_models import RolloutQuery
-from alight_server.commands.train import gate
+from alight.cli import app as cli
+from alight_server.commands.eval_compare import candidates
+from alight_server.commands.train import gate, parse_settings
 from alight_server.stacks.run_store import open_run_store
 from alight_server.ui import summaries
-from alight_testing.tiny_run import tiny_run_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-ALIGHT = str(Path(sys.executable).parent / "alight")
-AGENT = Path(__file__).parent / "agents" / "unscored_agent.py"
-# The evaluator's reward per word: one success, one half, one failure, so both intervals are wide.
-SCORING = 'def score(task, trajectory):\n    return {"apple": 1.0, "kiwi": 0.5}.get(task["word"], 0.0)\n'
-WORDS = ["apple", "kiwi", "fig", "plum"]
-
 
 def alight(*args: str) -> str:
-    """The `alight` command's output (a pipe, as in a log); fails the test when it fails."""
-    done = subprocess.run([ALIGHT, *args], capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    """The `alight` command's stdout, run in this process: the same command, options and code as the installed
+    `alight`, without an interpreter start and a torch import per evaluation. What these evaluations prove is where
+    they write and what they compare, not how a process starts (the train run is a real process, gated_run.py;
+    `alight eval` as one, into pipes, with its exit status: test_eval_compare)."""
+    done = CliRunner().invoke(cli, list(args))
+    assert done.exit_code == 0, done.output[-8000:]
     return done.stdout
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A one-step run of the tiny model, 3 held-out tasks x 2 samples, gated as a CI job gates it (--gate, JUnit
-    XML and a Markdown summary in the config's folder): its config file and what it printed."""
-    folder = tmp_path_factory.mktemp("run")
-    (folder / "scoring.py").write_text(SCORING)
-    raw = tiny_run_config(
-        folder, f"{AGENT}:main", [{"word": w} for w in WORDS * 2], evaluator=f"{folder / 'scoring.py'}:score",
-        dataset={"val": str(folder / "val.jsonl")}, validation={"samples_per_task": 2}, steps=1,
-        prices={"sandbox_second": 0.001},  # the reports' cost lines: money from the run's own price table
-        # each agent forked from one process that imported openai once (controller/zygote.py), not 52 interpreter
-        # starts and openai imports over the run and the evaluations: how an agent starts is not what this proves
-        controller={"concurrency": 6, "preload": True},
-    )  # fmt: skip
-    (folder / "val.jsonl").write_text("".join(json.dumps({"word": w}) + "\n" for w in WORDS[:3]))
-    config = folder / "config.yaml"
-    config.write_text(json.dumps(raw))  # JSON is YAML
-    done = subprocess.run([ALIGHT, "train", str(config), "--quiet", "--gate", "--junit", str(folder / "train.xml"),
-                           "--markdown", str(folder / "train.md")],
-                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)  # fmt: skip
-    # the evaluator scores by word alone, so the last validation scores as the first: no change, exit 3
-    assert done.returncode == 3, done.stdout[-4000:] + done.stderr[-4000:]
-    return config, done.stdout
+def trained(gated_run: GatedRun) -> tuple[Path, str]:
+    """The session's gated run (gated_run.py: one step of the tiny model, 3 held-out tasks x 2 samples,
+    `--gate` with JUnit XML and a Markdown summary in the config's folder, exit 3): its config file and what it
+    printed."""
+    return gated_run.config, gated_run.stdout
 
 
 def cells(text: str, row: str) -> list[str]:
@@ -143,35 +125,41 @@ def test_a_run_the_gate_cannot_judge_fails_it(tmp_path: Path) -> None:
     assert (root.tag, root.get("name"), len(root)) == ("testsuites", "alight train", 0)
 
 
-def test_a_checkpoint_is_a_candidate_beside_the_base_policy(trained: tuple[Path, str]) -> None:
+def test_a_checkpoint_without_a_saved_baseline_is_a_candidate_beside_config(tmp_path: Path) -> None:
+    # which candidates `alight eval CONFIG --checkpoint RUN` runs: CONFIG first (the baseline), then the checkpoint;
+    # that every config candidate runs in a folder of its own is test_eval_compare's (three candidates in one eval)
+    (tmp_path / "run").mkdir()
+    first, runs = candidates(tmp_path / "config.yaml", [], [], [tmp_path / "run"], None, parse_settings)
+    assert (first.name, first.config_path, first.checkpoint) == ("config", tmp_path / "config.yaml", None)
+    assert [(c.name, c.config_path, c.checkpoint) for c in runs] == [
+        ("checkpoint-run", tmp_path / "config.yaml", (tmp_path / "run").resolve())
+    ]
+
+
+def test_a_checkpoint_is_a_candidate_against_the_base_policys_saved_report(
+    trained: tuple[Path, str], evaluated: Evaluated
+) -> None:
     config, _ = trained
     run = config.parent / "run"
-    done = subprocess.run([ALIGHT, "eval", str(config), "--checkpoint", str(run), "--name", "ckpt"],
-                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)  # fmt: skip
-    # the evaluator scores by word alone, so the trained policy scores as the base one: no change, exit 3
-    assert done.returncode == 3, done.stdout[-4000:] + done.stderr[-4000:]
-    assert "verdict: no change (exit 3; checkpoint-run no change)" in done.stdout, done.stdout
-    folder = run / "eval" / "ckpt"
-    assert (folder / "checkpoint-run" / "init-policy" / "config.json").is_file()  # the checkpoint's policy ran
-    document = json.loads((folder / "comparison.json").read_text())
-    assert document["candidates"][0]["checkpoint"] == str(run.resolve()), document
-    assert document["comparisons"][0]["tasks"] == 3
-
-    # against the base policy's saved report (a pilot's recorded baseline) the checkpoint runs alone: CONFIG is
-    # not run again as a candidate of its own; --output-dir puts the whole evaluation outside the run's folder
-    saved = folder / "config" / "report.json"
+    # against the base policy's saved report (a pilot's recorded baseline: the evaluation beside the run) the
+    # checkpoint runs alone: CONFIG is not run again as a candidate of its own; --output-dir puts the whole
+    # evaluation outside the run's folder
+    saved = evaluated.folder / "report.json"
     elsewhere = config.parent / "elsewhere"
     before = snapshot(run)
-    done = subprocess.run([ALIGHT, "eval", str(config), "--baseline", str(saved), "--checkpoint", str(run),
-                           "--output-dir", str(elsewhere)],
-                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)  # fmt: skip
-    assert done.returncode == 3, done.stdout[-4000:] + done.stderr[-4000:]
+    done = CliRunner().invoke(cli, ["eval", str(config), "--baseline", str(saved), "--checkpoint", str(run),
+                                    "--output-dir", str(elsewhere)])  # fmt: skip
+    # the evaluator scores by word alone, so the trained policy scores as the base one: no change, exit 3
+    assert done.exit_code == 3, done.output[-8000:]
     assert "verdict: no change (exit 3; checkpoint-run no change)" in done.stdout, done.stdout
     document = json.loads((elsewhere / "comparison.json").read_text())
     assert document["baseline"]["source"] == str(saved), document
     assert [c["name"] for c in document["candidates"]] == ["checkpoint-run"], document
+    assert document["candidates"][0]["checkpoint"] == str(run.resolve()), document
+    assert document["comparisons"][0]["tasks"] == 3
     assert sorted(p.name for p in elsewhere.iterdir() if p.is_dir()) == ["checkpoint-run"], "CONFIG ran again"
     candidate = elsewhere / "checkpoint-run"
+    assert (candidate / "init-policy" / "config.json").is_file()  # the checkpoint's policy ran
     assert (candidate / "report.json").is_file(), "--output-dir: the report is not in the folder it names"
     assert len(rollout_ids(candidate)) == 6, "--output-dir: the rollouts are not in the folder it names"
     assert snapshot(run) == before, "--output-dir: the run's own folder changed"
@@ -206,20 +194,38 @@ def rollout_ids(folder: Path) -> set[str]:
         store.close()
 
 
-def test_an_evaluation_writes_its_own_folder_and_leaves_the_runs_store_alone(trained: tuple[Path, str]) -> None:
+@dataclass
+class Evaluated:
+    """`alight eval CONFIG --name baseline` beside the trained run: its folder, what it printed, and the run's
+    files and rollout ids just before it ran."""
+
+    folder: Path
+    text: str
+    run_before: dict[str, str]
+    ids_before: set[str]
+    run_after: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def evaluated(trained: tuple[Path, str]) -> Evaluated:
+    """One evaluation of the base policy beside the run; its report is also the saved baseline a checkpoint is
+    compared with (test_a_checkpoint_is_a_candidate_against_the_base_policys_saved_report)."""
     config, _ = trained
     run = config.parent / "run"
     before, ids = snapshot(run), rollout_ids(run)
     text = alight("eval", str(config), "--name", "baseline")
-    assert snapshot(run) == before  # not one byte of the run's store, logs or checkpoints changed
-    evaluation = run / "eval" / "baseline"
-    assert f"evaluation folder: {evaluation}" in text, text
-    report = json.loads((evaluation / "report.json").read_text())
+    return Evaluated(run / "eval" / "baseline", text, before, ids, snapshot(run))
+
+
+def test_an_evaluation_writes_its_own_folder_and_leaves_the_runs_store_alone(evaluated: Evaluated) -> None:
+    assert evaluated.run_after == evaluated.run_before  # not one byte of the run's store, logs or checkpoints changed
+    assert f"evaluation folder: {evaluated.folder}" in evaluated.text, evaluated.text
+    report = json.loads((evaluated.folder / "report.json").read_text())
     assert (report["rollouts"], report["tasks"], report["mean_reward"]) == (6, 3, 0.5), report
-    evaluated = rollout_ids(evaluation)
-    assert len(evaluated) == 6 and all(i.startswith("eval-") for i in evaluated), evaluated
-    assert not evaluated & ids
-    # --output-dir (an evaluation outside the run's folder): test_a_checkpoint_is_a_candidate_beside_the_base_policy
+    ids = rollout_ids(evaluated.folder)
+    assert len(ids) == 6 and all(i.startswith("eval-") for i in ids), ids
+    assert not ids & evaluated.ids_before
+    # --output-dir (an evaluation outside the run's folder): test_a_checkpoint_is_a_candidate_against_the_base_...
 
 
 def test_into_run_is_the_one_way_an_evaluation_joins_the_runs_store(trained: tuple[Path, str]) -> None:

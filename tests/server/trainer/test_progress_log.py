@@ -1,71 +1,46 @@
-"""What `alight train` and `alight eval` print into a pipe, as a log keeps it: a heartbeat line with the phase
-and rollouts done of total while rollouts run, each step's line when its update ends, and whole characters.
+"""What `alight train` prints into a pipe, as a log keeps it: a heartbeat line with the phase and rollouts done of
+total while rollouts run, each step's line when its update ends, and whole characters (`alight eval`'s: in
+test_eval_compare).
 
 The real commands run as subprocesses on the tiny model with stdout and stderr to pipes, the heartbeat every
 0.25 s (ALIGHT_HEARTBEAT_S) instead of 20 s, COLUMNS=80 as a CI job might set it, and Python's stdio in latin-1
-as a host whose locale is not UTF-8 sets it: what comes out must still be whole UTF-8 characters.
+as a host whose locale is not UTF-8 sets it: what comes out must still be whole UTF-8 characters. The train run
+is the session's gated run (gated_run.py), which test_eval_beside_a_run reads too.
 """
 
 from __future__ import annotations
 
 import io
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
+from gated_run import GatedRun, pipe_env, whole_utf8
 from rich.console import Console
 
 from alight_server.trainer.report.heartbeat import HEARTBEAT_ENV, Heartbeat, heartbeat_interval
-from alight_testing.tiny_run import tiny_run_config
 
 pytestmark = pytest.mark.timeout(300)
 
 ALIGHT = str(Path(sys.executable).parent / "alight")
-AGENT = Path(__file__).parent / "agents" / "tool_agent.py"
 BEAT = re.compile(r"^\[\d+:\d\d:\d\d\] (?P<phase>[^:]+): (?P<done>\d+)/(?P<total>\d+) rollouts done")
 
 
-def _pipe_env(encoding: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")}
-    return {**env, "ALIGHT_HEARTBEAT_S": "0.25", "COLUMNS": "80", "PYTHONIOENCODING": encoding}
-
-
 def _printed(argv: list[str], encoding: str = "latin-1") -> tuple[str, str]:
-    """stdout and stderr of the command, each decoded strictly: a character cut in half or written in the
-    locale's encoding (a lone byte 0xB1 for ±) fails here."""
-    env = _pipe_env(encoding)
-    done = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, env=env, timeout=280)
+    """stdout and stderr of the command, each decoded strictly (gated_run.py `whole_utf8`)."""
+    done = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, env=pipe_env(encoding), timeout=280)
     seen = done.stdout.decode("utf-8", "replace") + done.stderr.decode("utf-8", "replace")
     assert done.returncode == 0, seen[-6000:]
-    return _whole_utf8(done.stdout), _whole_utf8(done.stderr)
-
-
-def _whole_utf8(printed: bytes) -> str:
-    try:
-        return printed.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        pytest.fail(f"a broken character at byte {exc.start}: {printed[max(0, exc.start - 80) : exc.start + 8]!r}")
+    return whole_utf8(done.stdout), whole_utf8(done.stderr)
 
 
 @pytest.fixture(scope="module")
-def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("progress")
-    # agents forked from one process that imported the agent once (controller/zygote.py): how an agent starts is
-    # not what this proves, and a fresh interpreter per rollout was much of the run's CPU
-    raw = tiny_run_config(folder, f"{AGENT}:main_http", [{"word": w} for w in ("apple", "river", "stone")], steps=1,
-                          controller={"preload": True})  # fmt: skip
-    (folder / "config.yaml").write_text(yaml.safe_dump(raw))
-    return folder / "config.yaml"
-
-
-@pytest.fixture(scope="module")
-def train_log(config: Path) -> list[str]:
-    """`alight train`'s stdout lines: one step between the validation before training and the one after."""
-    return _printed([ALIGHT, "train", str(config)])[0].splitlines()
+def train_log(gated_run: GatedRun) -> list[str]:
+    """`alight train`'s stdout lines (the session's gated run, gated_run.py: printed into pipes under a latin-1
+    locale, the heartbeat every 0.25 s): one step between the validation before training and the one after."""
+    return gated_run.stdout.splitlines()
 
 
 def _index(lines: list[str], start: str) -> int:
@@ -79,7 +54,7 @@ def test_a_heartbeat_says_how_many_validation_rollouts_are_done_of_how_many(trai
     before = [m for m in beats if m["phase"] == "validation before training"]
     after = [m for m in beats if m["phase"] == "validation after step 1"]
     assert before and after, "\n".join(train_log)
-    assert {m["total"] for m in before + after} == {"2"}  # val_size 2, one sample each
+    assert {m["total"] for m in before + after} == {"6"}  # 3 held-out tasks, two samples each
 
 
 def test_a_steps_line_prints_when_its_update_ends_before_the_next_validation(train_log: list[str]) -> None:
@@ -104,12 +79,8 @@ def test_the_before_after_table_keeps_its_after_column_in_a_pipe(train_log: list
     assert rows and all(line.count("│") == 4 for line in rows), "\n".join(rows)  # every cell closed on its line
 
 
-def test_eval_prints_a_heartbeat_on_stderr_and_only_the_report_on_stdout(config: Path) -> None:
-    out, err = _printed([ALIGHT, "eval", str(config)])
-    beats = [m for line in err.splitlines() if (m := BEAT.match(line))]
-    assert beats and {m["phase"] for m in beats} == {"eval"} and {m["total"] for m in beats} == {"2"}, err
-    assert not any(BEAT.match(line) for line in out.splitlines()), out
-    assert "mean reward" in out, out
+# `alight eval` into a pipe (heartbeat on stderr, only the report on stdout, whole UTF-8 characters under a latin-1
+# locale): test_eval_compare's comparison, run that way, so that no eval process of its own is started here
 
 
 @pytest.mark.parametrize(("command", "encoding"), [("eval", "latin-1"), ("controller", "ascii")])
