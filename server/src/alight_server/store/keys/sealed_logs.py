@@ -1,13 +1,8 @@
 """Attempt logs at rest: an ended attempt's output file sealed (AES-GCM frames) under the store's KEK.
 
-While an attempt runs, its agent writes `<n>.log` itself (the file is its stdout and stderr, so an agent
-outlives a controller restart and keeps writing); when the controller releases the attempt (its log
-uploaded, its outcome reported) the file is sealed into `<n>.log.sealed` and the clear file removed.
-
-File: MAGIC, a JSON header line (KEK fingerprint, a random per-file data key wrapped under the KEK and bound
-to the attempt's name `<rollout folder>/<n>`, so a file moved to another attempt does not open), then
-frames: 4-byte length, 12-byte nonce, ciphertext; each frame's associated data is its index and whether it
-is the last, so a truncated or reordered file is refused.
+When a log is sealed, what its per-file key and frames are bound to, and why the running file stays clear:
+docs/data.md "Attempt logs at rest". File: MAGIC, a JSON header line (KEK fingerprint, the wrapped per-file key),
+then frames: 4-byte length, 12-byte nonce, ciphertext.
 """
 
 from __future__ import annotations
