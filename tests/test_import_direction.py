@@ -44,7 +44,7 @@ ROOMS: dict[str, Floors] = {
         ["http", "stacks", "evaluation", "trajectories"],
         # policies: which policy serves a call, and a policy's own version among the global ones
         ["http.json_depth", "http.hooks", "http.error_types", "trajectories.call_output", "policies"],
-        ["store.keys.upstream", "http.auth", "redaction"],
+        ["store.keys.upstream", "http.auth", "redaction", "evaluation.sources"],  # sources: found by entry point
         ["store", "controller"],  # the controller reaches the server over HTTP, with the SDK's client
         ["config"],  # it turns `data_key:` into the store's key-encryption key source (store/keys/kek.py)
         ["http.errors", "http.deps", "trajectories.join", "store.purge"],

@@ -145,7 +145,7 @@ class ServerConfig(BaseModel):
     log_level: str = "info"
     # "module:function" / "path.py:function", or a check command's argv, run when an attempt
     # ends as the agent's own outcome (alight_server/evaluation/evaluators.py).
-    evaluator: str | list[str] | None = None
+    evaluator: str | list[str] | dict[str, str] | None = None  # or {source: NAME} (evaluation/sources.py)
     # An interactive environment served as MCP tools per attempt, its score the reward (docs/environments.md):
     # {mcp: NAME, ...its options}, NAME an `alight.environments` entry point (evaluation/evaluators.py).
     environment: dict[str, Any] | None = None

@@ -49,10 +49,11 @@ from alight.schemas import (
     Trajectory,
 )
 from alight_server.config import ServerConfig
+from alight_server.evaluation.sources import load_scorer
 from alight_server.store.base import Store
 from alight_server.trajectories.join import build_trajectory
 
-EvaluatorSpec = str | list[str]  # a Python reference or a check command's argv
+EvaluatorSpec = str | list[str] | dict[str, str]  # a Python reference, a check command's argv, {source: NAME}
 # Internally every evaluator is called with the rollout (task, runner cwd) and the attempt's trajectory.
 Evaluator = Callable[[Rollout, Trajectory], Any]
 # A check runs inside the controller's finish report, whose HTTP client gives up after 60 s.
@@ -65,6 +66,8 @@ def load_evaluator(spec: EvaluatorSpec) -> Evaluator:
         if not spec or not all(isinstance(a, str) and a for a in spec):
             raise ValueError(f"an evaluator command must be a non-empty list of strings (argv), got {spec!r}")
         return CheckCommand(spec)
+    if isinstance(spec, dict):
+        return source_scorer(spec)
     try:
         target = load_target(spec)
     except Exception as exc:
@@ -75,6 +78,19 @@ def load_evaluator(spec: EvaluatorSpec) -> Evaluator:
         return target(rollout.task, trajectory) if takes_task else target(trajectory)
 
     evaluate.__qualname__ = str(getattr(target, "__qualname__", spec))
+    return evaluate
+
+
+def source_scorer(spec: dict[str, str]) -> Evaluator:
+    """{source: NAME}: the source's score(task, answer) of the last call's answer, the task as the server stored it."""
+    if set(spec) != {"source"}:
+        raise ValueError(f"an evaluator mapping takes one key, source: NAME (a task source); got {sorted(spec)}")
+    scorer = load_scorer(spec["source"])
+
+    def evaluate(rollout: Rollout, trajectory: Trajectory) -> float:
+        return scorer.score(rollout.task, trajectory.final_output.text)
+
+    evaluate.__qualname__ = f"source {spec['source']}"
     return evaluate
 
 

@@ -59,7 +59,7 @@ class EmbeddedStack:
         train_temperature: float = 1.0,
         val_temperature: float = 0.0,
         vllm: VllmPolicy | None = None,
-        evaluator: str | list[str] | None = None,
+        evaluator: str | list[str] | dict[str, str] | None = None,
         environment: dict[str, Any] | None = None,
         max_output_tokens: int | None = None,
         preload: bool = False,
@@ -241,7 +241,7 @@ class ExternalStack:
         settings: ServerSettings,
         model: str,
         run_dir: Path,
-        evaluator: str | list[str] | None = None,
+        evaluator: str | list[str] | dict[str, str] | None = None,
         *,
         vllm: bool = False,
     ) -> None:

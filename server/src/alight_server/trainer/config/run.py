@@ -77,7 +77,8 @@ class TrainConfig(Section):
     verl: VerlSettings = Field(default_factory=VerlSettings)  # used with trainer.backend: verl
     # The reward from outside the agent: "module:fn" / "file.py:fn" or a check command's argv
     # (alight_server/evaluation/evaluators.py); run by the server when an attempt ends as the agent's own outcome.
-    evaluator: str | list[str] | None = None
+    # Or {source: NAME}: the task source's own scorer on the final answer (evaluation/sources.py).
+    evaluator: str | list[str] | dict[str, str] | None = None
     # An environment served as MCP tools per attempt, its score the reward: {mcp: NAME, ...} (docs/environments.md)
     environment: dict[str, Any] | None = None
     # Several policies (docs/training.md#several-policies): name -> settings, and which calls each serves.
@@ -178,8 +179,9 @@ class TrainConfig(Section):
             return str(path if path.is_absolute() else (base / path).resolve())
 
         agent = self.agent.model_copy(update={"cwd": absolute(self.agent.cwd or ".")})
+        train = self.dataset.train  # a count with a source: other than jsonl
         dataset = self.dataset.model_copy(
-            update={"train": absolute(self.dataset.train), "val": absolute(self.dataset.val)}
+            update={"train": absolute(train) if isinstance(train, str) else train, "val": absolute(self.dataset.val)}
         )
         metrics = self.metrics
         uri = metrics.mlflow.tracking_uri if metrics.mlflow is not None else None

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from alight_server.evaluation.sources import SourceKeys
 from alight_server.trainer.config.images import ImageSettings
 
 
@@ -15,13 +16,11 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class DatasetConfig(Section):
-    """Tasks, one JSON object per row. `train` and `val` are JSONL / JSON / Parquet files.
+class DatasetConfig(Section, SourceKeys):
+    """Tasks, one JSON object per row. `train` and `val` are JSONL / JSON / Parquet files, or a source makes
+    them (SourceKeys). Without `val`, the last `val_size` rows of `train` (after a seeded shuffle) are held out."""
 
-    Without `val`, the last `val_size` rows of `train` (after a seeded shuffle) are held out.
-    """
-
-    train: str = Field(min_length=1, description="path to a .jsonl, .json or .parquet file of tasks")
+    train: Annotated[str, Field(min_length=1)] | int = Field(description="a .jsonl, .json or .parquet file of tasks")
     val: str | None = None
     val_size: int = Field(default=0, ge=0, description="rows held out of `train` when `val` is not given")
     shuffle: bool = True

@@ -1,4 +1,4 @@
-"""Task datasets: JSONL, JSON, Parquet or a Hugging Face `datasets` object, split into train and val."""
+"""Task datasets: JSONL, JSON, Parquet, a Hugging Face `datasets` object or a task source, split into train and val."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from alight_server.evaluation.sources import check_disjoint, load_source
 from alight_server.trainer.config.sections import DatasetConfig
 
 
@@ -49,21 +50,39 @@ class TaskSplits:
 
 
 def load_splits(config: DatasetConfig, seed: int, train: Any = None, val: Any = None) -> TaskSplits:
-    """Train and val tasks. `train` / `val` override the configured files (e.g. `datasets.Dataset` objects)."""
-    train_rows = read_tasks(train if train is not None else config.train)
+    """Train and val tasks from the config's source. `train` / `val` override the configured files (e.g.
+    `datasets.Dataset` objects)."""
+    spec = {**config.model_dump(exclude={"source"}), "train_rows": train, "val_rows": val}
+    if config.source == "jsonl":
+        return TaskSplits(*JsonlSource().splits(spec, seed))
+    train_rows, val_rows = load_source(config.source).splits(spec, seed if config.seed is None else config.seed)
     if not train_rows:
-        raise ValueError(f"the training dataset {config.train!r} has no rows")
-    if config.shuffle:
-        random.Random(seed).shuffle(train_rows)
-    if val is not None or config.val is not None:
-        val_rows = read_tasks(val if val is not None else config.val)  # type: ignore[arg-type]
-    elif config.val_size:
-        if config.val_size >= len(train_rows):
-            raise ValueError(f"val_size {config.val_size} leaves no training rows out of {len(train_rows)}")
-        train_rows, val_rows = train_rows[: -config.val_size], train_rows[-config.val_size :]
-    else:
-        val_rows = []
+        raise ValueError(f"the task source {config.source!r} made no training tasks from {spec}")
+    check_disjoint(train_rows, val_rows, config.source)
     return TaskSplits(train_rows, val_rows)
+
+
+class JsonlSource:
+    """The built-in source: the dataset's files (or the rows handed in as train_rows / val_rows)."""
+
+    def splits(self, spec: dict[str, Any], seed: int) -> tuple[list[Any], list[Any]]:
+        if not isinstance(spec["train"], str) and spec["train_rows"] is None:
+            raise ValueError(f"dataset.train is {spec['train']!r}: a file of tasks, or a count with a source: "
+                             "(e.g. source: reasoning_gym)")  # fmt: skip
+        train_rows = read_tasks(spec["train_rows"] if spec["train_rows"] is not None else spec["train"])
+        if not train_rows:
+            raise ValueError(f"the training dataset {spec['train']!r} has no rows")
+        if spec["shuffle"]:
+            random.Random(seed).shuffle(train_rows)
+        if spec["val_rows"] is not None or spec["val"] is not None:
+            val_rows = read_tasks(spec["val_rows"] if spec["val_rows"] is not None else spec["val"])
+        elif spec["val_size"]:
+            if spec["val_size"] >= len(train_rows):
+                raise ValueError(f"val_size {spec['val_size']} leaves no training rows out of {len(train_rows)}")
+            train_rows, val_rows = train_rows[: -spec["val_size"]], train_rows[-spec["val_size"] :]
+        else:
+            val_rows = []
+        return train_rows, val_rows
 
 
 class TaskCursor:
