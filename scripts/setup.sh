@@ -12,6 +12,7 @@
 #   bash scripts/setup.sh --cli          + alight-sandbox and the pinned Claude Code and Codex CLIs in .tools/cli (npm; examples/claude_code, codex)
 #   bash scripts/setup.sh --coding       + alight-sandbox, bubblewrap, strace, .venv-coding (mini-swe-agent) and the coding example's sdists
 #   bash scripts/setup.sh --scienceworld + a Java runtime (apt-get, as root) and the scienceworld simulator (examples/scienceworld)
+#   bash scripts/setup.sh --bfcl         + .venv-bfcl: bfcl-eval's data and checker for `alight eval --benchmark bfcl:...`
 #   bash scripts/setup.sh --all          all of the above: what the test suite needs (scripts/test.sh runs this)
 #   bash scripts/setup.sh --vllm         .venv-vllm for `inference.backend: vllm` (~4.5 min, 3.4 GB; also ALIGHT_VLLM=1)
 #   bash scripts/setup.sh --verl         .venv-verl for the verl backend (~6.5 min, 2.3 GB; verl pins its own transformers)
@@ -19,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
-core=1 integrations=0 dev=0 browser=0 cli=0 coding=0 scienceworld=0 vllm=${ALIGHT_VLLM:-0} verl=0
+core=1 integrations=0 dev=0 browser=0 cli=0 coding=0 scienceworld=0 bfcl=0 vllm=${ALIGHT_VLLM:-0} verl=0
 for arg in "$@"; do
     case "$arg" in
         --integrations) integrations=1 ;;
@@ -28,7 +29,8 @@ for arg in "$@"; do
         --cli) cli=1 ;;
         --coding) coding=1 ;;
         --scienceworld) scienceworld=1 ;;
-        --all) dev=1 browser=1 cli=1 coding=1 scienceworld=1 ;;
+        --bfcl) bfcl=1 ;;
+        --all) dev=1 browser=1 cli=1 coding=1 scienceworld=1 bfcl=1 ;;
         --vllm) vllm=1 ;;
         --verl) verl=1 core=0 ;;
         -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { print substr($0, 3) }' "$0"; exit 0 ;;
@@ -71,6 +73,15 @@ if [ "$coding" = 1 ]; then
             && .venv-coding/bin/python examples/coding/sources.py >/dev/null
     } &
     side_jobs["the coding example's venv and sdists"]=$!
+fi
+# BFCL (environments/src/alight_environments/bfcl): bfcl-eval pins numpy and pulls dozens of API clients, so it
+# gets a venv of its own with the package alone and the few modules its data loading and AST checker import.
+BFCL_PINS="bfcl-eval==2026.3.23 filelock==3.20.0 tenacity==9.2.1 tree_sitter==0.21.3 tree-sitter-java==0.21.0 tree-sitter-javascript==0.21.4"
+if [ "$bfcl" = 1 ] && [ "$(cat .venv-bfcl/.pins 2>/dev/null)" != "$BFCL_PINS" ]; then
+    # shellcheck disable=SC2086  # the pins are separate words on purpose
+    { { [ -x .venv-bfcl/bin/python ] || "$PY" -m venv .venv-bfcl; } \
+        && .venv-bfcl/bin/pip "${PIP[@]}" --no-deps $BFCL_PINS && echo "$BFCL_PINS" >.venv-bfcl/.pins; } &
+    side_jobs["the BFCL venv"]=$!
 fi
 
 # A pip part is redone only when a pyproject.toml changed since its last success: resolving the workspace
@@ -161,6 +172,8 @@ fi
 if [ "$scienceworld" = 1 ]; then
     command -v java >/dev/null || apt_install "the ScienceWorld simulator's JVM" default-jre-headless
     .venv/bin/python -c "import scienceworld" 2>/dev/null || .venv/bin/pip "${PIP[@]}" "${EDITABLE[@]}" -e ".[scienceworld]"
+    # TextWorldExpress's games, served as MCP tools like ScienceWorld (environments/src/alight_environments/mcp)
+    .venv/bin/python -c "import textworld_express" 2>/dev/null || .venv/bin/pip "${PIP[@]}" textworld-express==1.1.0
 fi
 
 # The parts started beside the main venv's install (below its flags): each must have succeeded.

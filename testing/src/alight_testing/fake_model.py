@@ -181,9 +181,9 @@ class FakeModel:
         tid = self.tok.piece_id(text)
         return Piece(text=text, token_id=tid, logprob=token_logprob(position, tid), **delta)
 
-    def _text_reply(self, prompt: str, seed: Any, index: int, answer: str) -> list[str]:
+    def _text_reply(self, prompt: str, seed: Any, index: int, answer: str, tagged: bool) -> list[str]:
         tag = hashlib.sha256(f"{prompt}\0{seed}\0{index}".encode()).hexdigest()[:8]
-        return self.tok.pieces(f"[{tag}] {answer}".rstrip())
+        return self.tok.pieces(f"[{tag}] {answer}".rstrip() if tagged else answer)
 
     def reply(
         self,
@@ -195,12 +195,14 @@ class FakeModel:
         max_tokens: int | None = None,
         stop: list[str] | None = None,
         tool_calls: list[tuple[str, dict[str, Any]]] | None = None,
+        tagged: bool = True,
     ) -> Choice:
-        """One choice: a text answer, or tool calls rendered as `<tool_call>name args</tool_call>`."""
+        """One choice: a text answer (after a tag unique to the prompt, seed and index, unless not `tagged`), or
+        tool calls rendered as `<tool_call>name args</tool_call>`."""
         budget = max_tokens if max_tokens is not None else 256
         if tool_calls:
             return self._tool_choice(prompt, index, tool_calls, budget)
-        texts = self._text_reply(prompt, seed, index, answer)
+        texts = self._text_reply(prompt, seed, index, answer, tagged)
         finish, stop_reason = "stop", None
         joined = "".join(texts)
         for s in stop or []:

@@ -80,6 +80,7 @@ class FakeUpstreamState:
     adapters: tuple[str, ...] = ()
     # A scripted chat answer: messages -> the text to answer with (None: the usual echo). A scripted judge, say.
     chat_rule: Callable[[list[dict[str, Any]]], str | None] | None = None
+    tag_scripted: bool = True  # False: a chat_rule's text is the whole answer (a benchmark's exact call syntax)
 
 
 def _error(status: int, message: str, param: str | None = None) -> Response:
@@ -172,11 +173,13 @@ def create_fake_upstream(
     reasoning: Reasoning = None,
     adapters: tuple[str, ...] = (),
     chat_rule: Callable[[list[dict[str, Any]]], str | None] | None = None,
+    tag_scripted: bool = True,
 ) -> FastAPI:
     """An app serving `/v1/chat/completions`, `/v1/completions` and `/v1/models` for `model` (and `adapters`)."""
     tokenizer = FakeTokenizer(vocab_size)
     fake = FakeModel(tokenizer, tool_rule, reasoning)
-    state = FakeUpstreamState(model=model, tokenizer=tokenizer, fake=fake, adapters=adapters, chat_rule=chat_rule)
+    state = FakeUpstreamState(model=model, tokenizer=tokenizer, fake=fake, adapters=adapters, chat_rule=chat_rule,
+                              tag_scripted=tag_scripted)  # fmt: skip
     state.faults = faults or Faults()
     app = FastAPI(title="alight fake upstream")
     app.state.fake = state
@@ -271,7 +274,9 @@ def create_fake_upstream(
                 elif not calls and choice == "required":
                     calls = [(tools[0]["function"]["name"], schema_arguments(tools[0]))]
         n = int(body.get("n") or 1)
-        return [state.fake.reply(prompt, answer, index=i, tool_calls=calls, **sampling(body)) for i in range(n)]
+        tagged = scripted is None or state.tag_scripted
+        return [state.fake.reply(prompt, answer, index=i, tool_calls=calls, tagged=tagged, **sampling(body))
+                for i in range(n)]  # fmt: skip
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:

@@ -71,6 +71,15 @@ def register(app: typer.Typer) -> None:
         traces: str | None = typer.Option(
             None, "--traces", help="An imported run (alight data import): score its trajectories, run no agent."
         ),
+        benchmark: str | None = typer.Option(
+            None,
+            "--benchmark",
+            help="A public benchmark, NAME:CATEGORY[,CATEGORY] (e.g. bfcl:simple): its own tasks "
+            "and checker on CONFIG's policy instead of the validation tasks (docs/environments.md).",
+        ),
+        limit: int | None = typer.Option(
+            None, "--limit", min=1, help="With --benchmark: each category's first N tasks."
+        ),
         db: DbOption = None,
         admin_key: AdminKeyOption = None,
         run_dir: RunDirOption = None,
@@ -86,6 +95,8 @@ def register(app: typer.Typer) -> None:
         failure, 2 usage (docs/training.md, "Comparing candidates")."""
         from alight_server.redaction.redactor import redact_for_people
 
+        if benchmark is not None:
+            raise typer.Exit(_benchmark(config, settings, benchmark, limit, name, output_dir))
         if against or variants or checkpoints or baseline is not None:
             if into_run or traces is not None:
                 raise exit_with(
@@ -258,3 +269,31 @@ def _score_traces(config: Any, run_id: str, db: str | None, admin_key: str | Non
         return evaluate_traces(store, run_id, load_evaluator(config.evaluator))
     finally:
         store.close()
+
+
+def _benchmark(config: Path | None, settings: list[str] | None, spec: str, limit: int | None, name: str | None,
+               output_dir: Path | None) -> int:  # fmt: skip
+    """`--benchmark`: the benchmark's tasks on CONFIG's policy; prints its score and table, writes report.json."""
+    from alight_server.evaluation.benchmark import load_benchmark, run_benchmark
+    from alight_server.trainer.config.run import ConfigError, load_config
+
+    if config is None:
+        typer.echo("alight eval --benchmark: name the CONFIG whose policy answers (its model and inference)", err=True)
+        return 2
+    try:
+        train_config = load_config(config, parse_settings(settings))
+        load_benchmark(spec)  # a wrong name fails before any model loads
+    except (ConfigError, ValueError, RuntimeError) as exc:
+        typer.echo(f"alight eval: {exc}", err=True)
+        return 2
+    folder = eval_folder(train_config, config, name or f"{spec.replace(':', '-').replace(',', '_')}-"
+                         f"{time.strftime('%Y%m%d-%H%M%S')}", output_dir, False)  # fmt: skip
+    try:
+        report = run_benchmark(train_config, spec, limit, folder)
+    except (RuntimeError, ValueError, FileNotFoundError) as exc:
+        typer.echo(f"alight eval: {exc}", err=True)
+        return 1
+    typer.echo("\n".join(report.lines()))
+    (folder / "report.json").write_text(json.dumps(report.as_dict(), indent=2))
+    typer.echo(f"evaluation folder: {folder} (its store alight.db, logs/, report.json)")
+    return 0

@@ -1,0 +1,1 @@
+"""BFCL (the Berkeley Function-Calling Leaderboard) in `alight eval --benchmark bfcl:CATEGORY`."""
