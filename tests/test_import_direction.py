@@ -59,6 +59,7 @@ ROOMS: dict[str, Floors] = {
         ["stacks.kinds", "stacks.run_store"],  # run_store: how every reader opens a run's store
         ["stacks.opening"],  # the stacks a training run (or an evaluation) is handed
         ["evaluation.policy", "evaluation.traces"],
+        ["evaluation.benchmark"],  # `alight eval --benchmark`: a package's benchmark on evaluation.policy's run
         ["commands", "stacks.one_rollout"],
     ],
     "alight_server.gateway": [
