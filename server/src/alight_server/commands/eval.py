@@ -275,6 +275,7 @@ def _benchmark(config: Path | None, settings: list[str] | None, spec: str, limit
                output_dir: Path | None) -> int:  # fmt: skip
     """`--benchmark`: the benchmark's tasks on CONFIG's policy; prints its score and table, writes report.json."""
     from alight_server.evaluation.benchmark import load_benchmark, run_benchmark
+    from alight_server.redaction.redactor import redact_for_people
     from alight_server.trainer.config.run import ConfigError, load_config
 
     if config is None:
@@ -291,7 +292,7 @@ def _benchmark(config: Path | None, settings: list[str] | None, spec: str, limit
     try:
         report = run_benchmark(train_config, spec, limit, folder)
     except (RuntimeError, ValueError, FileNotFoundError) as exc:
-        typer.echo(f"alight eval: {exc}", err=True)
+        typer.echo(redact_for_people(f"alight eval: {exc}"), err=True)  # a checker's error may quote an answer
         return 1
     typer.echo("\n".join(report.lines()))
     (folder / "report.json").write_text(json.dumps(report.as_dict(), indent=2))
