@@ -9,7 +9,7 @@ and the config's `environment:` section. It adds
 2. an attempt-finished hook: the game's score becomes the attempt's final reward (source `evaluator`, which
    outranks anything the agent posts), an `environment` event records it with the game's process, and the
    game is closed, whatever the outcome, so no process outlives its attempt. An attempt that never opened
-   its game scores 0 (every game here starts at 0);
+   its game gets 0, not the game's starting score (which may not be 0: ScienceWorld's easy find tasks start at 8);
 3. on shutdown, every game still open is closed.
 
 The game runs in the server's process tree, outside the agent's sandbox: the agent holds only its token.
@@ -44,11 +44,12 @@ class Episodes:
         self._games: dict[tuple[str, int], tuple[Game, dict[str, Tool]]] = {}
         self._lock = threading.Lock()  # one game per attempt even when its first calls arrive together
 
-    def tools(self, rollout: Rollout, attempt: int) -> dict[str, Tool]:
+    def tools(self, rollout_id: str, attempt: int, task: Any) -> dict[str, Tool]:
+        """The attempt's game's tools, its game opened on the first call."""
         with self._lock:
-            key = (rollout.id, attempt)
+            key = (rollout_id, attempt)
             if key not in self._games:
-                game = self.environment.open(rollout.task, self.options)
+                game = self.environment.open(task, self.options)
                 self._games[key] = (game, locked(game_tools(game), threading.Lock()))
             return self._games[key][1]
 
@@ -90,7 +91,9 @@ def serve_environment(environment_class: Callable[[], Environment]) -> Callable[
             row = next((a for a in rollout.attempts if a.attempt == claims.attempt), None)
             if row is None or row.status is not AttemptStatus.RUNNING:
                 raise HTTPException(409, f"attempt {claims.attempt} of {claims.rollout_id!r} is not running: no game")
-            reply = answer(message, lambda: episodes.tools(rollout, claims.attempt), f"alight-{environment.name}")
+            reply = answer(
+                message, lambda: episodes.tools(rollout.id, claims.attempt, rollout.task), f"alight-{environment.name}"
+            )
             if reply is None:
                 return Response(status_code=202)
             if isinstance(message, dict) and message.get("method") == "tools/call":

@@ -9,15 +9,14 @@ split for validation (disjoint by ScienceWorld's construction, and checked). The
 from __future__ import annotations
 
 import random
-import subprocess
 from typing import Any
 
 from alight_environments.mcp.host import serve_environment
+from alight_environments.mcp.jvm import stop
 from alight_environments.mcp.protocol import ToolRefused
 
 INSTALL = "bash scripts/setup.sh --scienceworld (pip install 'alight-environments[scienceworld]' and a Java runtime)"
 SPLITS = {"train": "get_variations_train", "validation": "get_variations_dev"}
-JVM_EXIT_S = 10.0
 
 
 def simulator(step_limit: int) -> Any:
@@ -26,19 +25,6 @@ def simulator(step_limit: int) -> Any:
     except ImportError as exc:
         raise RuntimeError(f"the scienceworld environment needs the simulator ({exc}): {INSTALL}") from exc
     return ScienceWorldEnv("", envStepLimit=step_limit)
-
-
-def close(env: Any) -> None:
-    """Stop the simulator's JVM and wait for it (killed past JVM_EXIT_S): nothing of a game outlives its attempt."""
-    process: subprocess.Popen[bytes] = env._gateway.java_process
-    try:
-        env.close()
-    finally:
-        try:
-            process.wait(JVM_EXIT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def task_names(options: dict[str, Any]) -> list[str]:
@@ -81,7 +67,7 @@ class ScienceWorldGame:
         return max(0, min(self.raw_score, 100)) / 100
 
     def close(self) -> None:
-        close(self.env)
+        stop(self.env)
 
 
 class ScienceWorld:
@@ -101,7 +87,7 @@ class ScienceWorld:
                     split[part] += [{"task_name": name, "variation": v, "simplification": simplification}
                                     for v in getattr(env, method)()]  # fmt: skip
         finally:
-            close(env)
+            stop(env)
         for part, rows in split.items():
             random.Random(f"{seed}-{part}").shuffle(rows)
             count = spec.get(part)
