@@ -138,3 +138,15 @@ def test_a_finished_attempts_game_cannot_be_reopened(
                      headers={"Authorization": f"Bearer {report['token']}"})  # fmt: skip
     assert got.status_code == 409, got.text
 
+
+def test_the_config_names_the_environment_and_its_tasks_are_its_own_disjoint_splits(stack: tuple[str, str]) -> None:
+    from alight_server.trainer.config.run import load_config
+    from alight_server.trainer.run.dataset import load_splits
+
+    config = load_config(EXAMPLE / "config.yaml")  # environment: and no dataset:, no scorer, no task file
+    splits = load_splits(config.dataset, seed=0)
+    assert len(splits.val) == 8 and len(splits.train) > 100  # find-non-living-thing: its train variations, all
+    variations = {part: {t["variation"] for t in rows} for part, rows in (("train", splits.train), ("val", splits.val))}
+    assert not variations["train"] & variations["val"]
+    assert TASK["variation"] not in variations["train"]  # the tests' variation is a dev one
+    assert {t["task_name"] for t in splits.train + splits.val} == {"find-non-living-thing"}

@@ -15,6 +15,7 @@ from alight_server.config import GatewayLimits
 from alight_server.policies.routing import POLICY_NAME, GatewayRouting, RoutingConfig
 from alight_server.trainer.backends.verl.settings import VerlSettings
 from alight_server.trainer.config.algorithm import AlgorithmConfig
+from alight_server.trainer.config.environment import tasks_from_environment
 from alight_server.trainer.config.policies import (
     PolicyConfig,
     ResolvedPolicy,
@@ -81,6 +82,7 @@ class TrainConfig(Section):
     evaluator: str | list[str] | dict[str, str] | None = None
     # An environment served as MCP tools per attempt, its score the reward: {mcp: NAME, ...} (docs/environments.md)
     environment: dict[str, Any] | None = None
+    tasks_from_environment = model_validator(mode="before")(tasks_from_environment)  # no dataset: its tasks
     # Several policies (docs/training.md#several-policies): name -> settings, and which calls each serves.
     # Unset: one policy, today's shape.
     policies: dict[str, PolicyConfig] = Field(default_factory=dict[str, PolicyConfig])
