@@ -2,7 +2,9 @@
 
 `alight train examples/coding/config.yaml` with the embedded stack: real mini-swe-agent processes under the
 controller, their model calls through the gateway to the tiny model, every action in the sandbox, grading,
-the trajectory filter, one step; then the evaluation report before and after.
+the trajectory filter, one step. No validation before and after: each episode is ~10 CPU-s (mini's litellm
+import alone ~4.8, then the project's tests in the sandbox), and the report is the same `alight train` path
+tests/examples/tiny_step.py checks (test_word_problems, test_search_qa).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from alight.schemas import Mode
 from alight_server.stacks.run_store import open_run_store
 from alight_server.trajectories.join import build_trajectory
 
-# Four episodes (validation before and after, two training rollouts): 5 min on a busy 2-core machine, 10+ when loaded.
+# Two episodes (the training rollouts): a few minutes on a busy 2-core machine, more when loaded.
 pytestmark = [pytest.mark.coding, pytest.mark.slow, pytest.mark.timeout(1800)]
 REPO = Path(__file__).resolve().parents[2]
 SHORT_RUN = [
@@ -27,7 +29,7 @@ SHORT_RUN = [
     "--set", "model=tiny",
     "--set", "group_size=2",
     "--set", "tasks_per_step=1",
-    "--set", "validation.max_tasks=1",
+    "--set", "dataset.val=null",
     "--set", "checkpoint.every=0",
     "--set", "metrics.tensorboard=false",
     "--set", "controller.concurrency=2",
@@ -37,7 +39,7 @@ SHORT_RUN = [
 ]  # fmt: skip
 
 
-def test_one_training_step_runs_the_harness_in_the_sandbox_and_reports_before_and_after(tmp_path: Path) -> None:
+def test_one_training_step_runs_the_harness_in_the_sandbox(tmp_path: Path) -> None:
     alight = str(Path(sys.executable).parent / "alight")
     argv = [
         alight,
@@ -49,14 +51,12 @@ def test_one_training_step_runs_the_harness_in_the_sandbox_and_reports_before_an
     ]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "before training: 1 rollouts, 1 scored" in result.stdout
-    assert "after training (step 1)" in result.stdout
     step = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()][-1]
     assert step["step"] == 1 and "filter/gate_flagged" in step
     store = open_run_store(tmp_path)
     try:
-        rollouts = store.list_rollouts(RolloutQuery(mode=Mode.TRAIN, limit=10))
-        assert len(rollouts) == 2
+        rollouts = store.list_rollouts(RolloutQuery(limit=10))
+        assert [r.mode for r in rollouts] == [Mode.TRAIN] * 2, [(r.id, r.mode) for r in rollouts]
         for rollout in rollouts:
             trajectory = build_trajectory(store, rollout.id)
             assert trajectory.calls and all(c.call.response_token_ids for c in trajectory.calls)  # mini -> gateway

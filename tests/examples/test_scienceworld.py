@@ -128,7 +128,7 @@ def test_one_training_step_runs_the_simulator_on_the_tiny_model(tmp_path: Path) 
         "--set", "group_size=2",
         "--set", "tasks_per_step=1",
         # No validation before and after: two more episodes (a JVM start each) for the report, which the
-        # examples' tiny_step.py and test_coding_train.py check on the same `alight train` path.
+        # examples' tiny_step.py checks (test_word_problems, test_search_qa) on the same `alight train` path.
         "--set", "dataset.val=null",
         "--set", "metrics.tensorboard=false",
         "--set", "controller.concurrency=2",
