@@ -27,7 +27,7 @@ from alight_testing.fake_upstream import create_fake_upstream
 
 pytestmark = pytest.mark.timeout(600)
 KEY = "drill-admin-key"
-ROLLOUTS = 4  # with --concurrency 4 all run at once: the kill finds agents mid-call and mid-pause
+ROLLOUTS = 3  # with --concurrency 3 all run at once: the kill finds agents mid-call and mid-pause
 
 
 class Services:
