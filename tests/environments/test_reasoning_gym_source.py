@@ -3,6 +3,7 @@ the agent's ways around that scorer (a score it writes, a task it edits, an answ
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,20 @@ def test_the_reward_is_reasoning_gyms_score_and_nothing_the_agent_writes_moves_i
                       "answers-an-edited-task": [0.0], "code-as-answer": [0.0]}  # fmt: skip
     assert final == {rid: values[0] for rid, values in scored.items()}  # the evaluator's, not the agent's 1.0
     assert not marker.exists()
+
+
+def test_the_scoring_worker_outlives_the_thread_that_started_it() -> None:
+    source = ReasoningGym()
+    [task], _ = source.splits({"task": "chain_sum", "train": 1, "config": SMALL}, seed=5)
+    scores: list[float] = []
+    workers: list[int] = []
+    for _ in range(2):  # the server's hooks run on pool threads that come and go
+        thread = threading.Thread(target=lambda: scores.append(source.score(task, answer_of(task))))
+        thread.start()
+        thread.join()
+        workers.append(source._worker.process.pid)  # pyright: ignore[reportPrivateUsage, reportOptionalMemberAccess]
+    assert scores == [1.0, 1.0]
+    assert workers[0] == workers[1]  # one worker, not one killed with its thread and started again
 
 
 AGENT = """

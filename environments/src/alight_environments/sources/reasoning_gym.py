@@ -86,7 +86,7 @@ class ReasoningGym:
         if "__" in answer or len(answer) > MAX_ANSWER_CHARS:
             return 0.0  # a dunder is how an eval'd answer reaches Python itself; no family's answer needs one
         with self._lock:
-            if self._worker is None:
+            if self._worker is None or self._worker.process.poll() is not None:
                 self._worker = ScoringWorker()
             reply = self._worker.ask({"ref": ref, "question": task.get("question"), "answer": answer})
         if "error" in reply:
@@ -99,7 +99,8 @@ class ReasoningGym:
 
 class ScoringWorker:
     """scoring_worker.py in its own process (under bubblewrap when installed: read-only files, no network),
-    holding reasoning-gym imported; each answer is scored in a child it forks, so none changes the next."""
+    holding reasoning-gym imported; each answer is scored in a child it forks, so none changes the next. It ends
+    when its stdin closes (not by --die-with-parent, which fires when the *thread* that started it ends)."""
 
     def __init__(self) -> None:
         self.home = tempfile.mkdtemp(prefix="alight-rg-")
@@ -107,7 +108,7 @@ class ScoringWorker:
         bwrap = shutil.which("bwrap")
         if bwrap is not None:
             argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-                    "--unshare-all", "--die-with-parent", "--new-session", "--", *argv]  # fmt: skip
+                    "--unshare-all", "--new-session", "--", *argv]  # fmt: skip
         env = {"PATH": "/usr/bin:/bin", "HOME": self.home, "MPLCONFIGDIR": "/tmp"}  # no keys of the server's
         self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
                                         cwd=self.home)  # fmt: skip
