@@ -2,7 +2,8 @@
 that needs a key (`--upstream` with `--upstream-key-file` / `--upstream-key-env`), and the hint when the key is missing.
 
 Real parts throughout: the `alight` command in a fresh process, the tiny model in a real engine, the embedded
-server and gateway on loopback, alight's inference app with its key guard.
+server and gateway on loopback, alight's inference app with its key guard. A refusal, which stops the command before
+it starts anything, is checked on the same command in this process (a fresh one only cost each check a CPU-second).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 from alight import envvars
+from alight.cli import app
 from alight.schemas import Trajectory
 from alight_server.inference.engine import InferenceEngine
 from alight_server.inference.server import create_inference_app
@@ -56,6 +59,16 @@ def alight_run(folder: Path, *args: str, env: dict[str, str] | None = None) -> s
     )
 
 
+def refused(folder: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str]:
+    """`alight run agent.py:solve ARGS` in this process, in `folder`, with no ALIGHT_* set: its exit code and stderr."""
+    (folder / "agent.py").write_text(AGENT)
+    monkeypatch.chdir(folder)
+    for name in envvars.ALL:
+        monkeypatch.delenv(name, raising=False)
+    done = CliRunner().invoke(app, ["run", "agent.py:solve", *args], env={"COLUMNS": "200"})
+    return done.exit_code, done.stderr
+
+
 def assert_captured_with_token_ids(proc: subprocess.CompletedProcess[str], upstream: str) -> Trajectory:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     trajectory = Trajectory.model_validate_json(proc.stdout)
@@ -76,9 +89,11 @@ def test_alight_run_with_a_config_serves_its_policy_and_captures_token_ids(tmp_p
     assert not (tmp_path / "run").exists()  # the training run's output_dir is left alone
 
 
-def test_alight_run_refuses_a_config_beside_another_policy(tmp_path: Path) -> None:
-    proc = alight_run(tmp_path, "--task", "{}", "--config", "config.yaml", "--upstream", "http://127.0.0.1:9/v1")
-    assert proc.returncode == 2 and "--config serves the config's own policy" in proc.stderr
+def test_alight_run_refuses_a_config_beside_another_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code, stderr = refused(
+        tmp_path, monkeypatch, "--task", "{}", "--config", "config.yaml", "--upstream", "http://127.0.0.1:9/v1"
+    )
+    assert code == 2 and "--config serves the config's own policy" in stderr
 
 
 @pytest.fixture(scope="module")
@@ -120,19 +135,24 @@ def test_alight_run_passes_the_upstream_s_key_from_a_variable(tmp_path: Path, ke
     assert_captured_with_token_ids(proc, "alight-run")
 
 
-def test_alight_run_refuses_a_key_it_cannot_read_before_starting_anything(tmp_path: Path) -> None:
+def test_alight_run_refuses_a_key_it_cannot_read_before_starting_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     upstream = ["--task", "{}", "--upstream", "http://127.0.0.1:9/v1"]
-    proc = alight_run(tmp_path, *upstream, "--upstream-key-file", "no-such.key")
-    assert proc.returncode == 2 and "cannot read" in proc.stderr and "--upstream-key-file" in proc.stderr
-    proc = alight_run(tmp_path, *upstream, "--upstream-key-env", "NOT_SET_ANYWHERE")
-    assert proc.returncode == 2 and "$NOT_SET_ANYWHERE is not set" in proc.stderr
-    proc = alight_run(tmp_path, "--task", "{}", "--upstream-key-env", "HOME")
-    assert proc.returncode == 2 and "give that URL too" in proc.stderr
+    code, stderr = refused(tmp_path, monkeypatch, *upstream, "--upstream-key-file", "no-such.key")
+    assert code == 2 and "cannot read" in stderr and "--upstream-key-file" in stderr
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    code, stderr = refused(tmp_path, monkeypatch, *upstream, "--upstream-key-env", "NOT_SET_ANYWHERE")
+    assert code == 2 and "$NOT_SET_ANYWHERE is not set" in stderr
+    code, stderr = refused(tmp_path, monkeypatch, "--task", "{}", "--upstream-key-env", "HOME")
+    assert code == 2 and "give that URL too" in stderr
 
 
-def test_alight_run_sends_a_config_with_servers_of_yours_to_server(tmp_path: Path) -> None:
+def test_alight_run_sends_a_config_with_servers_of_yours_to_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     server = {"url": "http://127.0.0.1:9", "inference_url": "http://127.0.0.1:9"}
     raw = tiny_run_config(tmp_path, "agent.py:solve", [{"question": "hi"}], server=server)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(raw))
-    proc = alight_run(tmp_path, "--task", "{}", "--config", "config.yaml")
-    assert proc.returncode == 2 and "runs against your servers" in proc.stderr and "--server" in proc.stderr
+    code, stderr = refused(tmp_path, monkeypatch, "--task", "{}", "--config", "config.yaml")
+    assert code == 2 and "runs against your servers" in stderr and "--server" in stderr
