@@ -1,8 +1,8 @@
 """Synchronous vs asynchronous training on heavy-tailed agent durations: wall time per step, speed-up, rewards.
 
 The same run (tiny model, tasks_per_step groups of group_size rollouts, equal samples per step) three times:
-synchronous, then asynchronous at max_staleness 1 and 2 with --active-groups groups in flight (default
-2 x tasks_per_step). Each agent waits a log-normal duration (median --median-s, sigma 0.6, a
+synchronous, then asynchronous at max_staleness 1 and 2 (--staleness) with --active-groups groups in flight
+(default 2 x tasks_per_step). Each agent waits a log-normal duration (median --median-s, sigma 0.6, a
 --straggler-share of 10x stragglers) between two model calls (benchmarks/async_agent.py): its time is
 spent waiting, as an agent waits on tools, not computing. The default median (5 s) keeps the waits well
 above what an attempt costs the CPU besides (about 0.5 CPU-s measured: its start from a preloaded
@@ -158,6 +158,9 @@ def main() -> None:
     parser.add_argument("--median-s", type=float, default=5.0)
     parser.add_argument("--straggler-share", type=float, default=0.05)
     parser.add_argument(
+        "--staleness", type=int, nargs="+", default=[1, 2], help="the asynchronous runs' max_staleness, one run each"
+    )
+    parser.add_argument(
         "--record", action="store_true", help="append the result to benchmarks/results.jsonl (benchmarks/record.py)"
     )
     args = parser.parse_args()
@@ -165,11 +168,8 @@ def main() -> None:
     pool = {"enabled": True, "active_groups": args.active_groups}
     with tempfile.TemporaryDirectory(prefix="alight-async-bench-") as tmp:
         folder = Path(tmp)
-        runs = [
-            run("sync", args, folder, {}),
-            run("async s=1", args, folder, {**pool, "max_staleness": 1}),
-            run("async s=2", args, folder, {**pool, "max_staleness": 2}),
-        ]
+        runs = [run("sync", args, folder, {})]
+        runs += [run(f"async s={s}", args, folder, {**pool, "max_staleness": s}) for s in args.staleness]
     report(runs, args)
     if args.record:
         record("async", recorded_what(args), recorded_result(runs))

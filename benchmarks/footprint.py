@@ -1,21 +1,21 @@
 """The quickstart's footprint beside a bare PyTorch loop's: peak memory and checkpoint bytes per parameter.
 
     .venv/bin/python benchmarks/footprint.py [--config examples/quickstart/config.yaml] [--steps 1] [--record]
-        [--set KEY=VALUE ...]  (config overrides for the alight run, as `alight train --set`)
+        [--set KEY=VALUE ...]  (config overrides for both sides, as `alight train --set`) [--sample-s 0.1]
 
 1. The floor, in a child process: the config's model loaded as the trainer loads it (same dtype), one
    micro-batch of `optimizer.micro_batch_tokens` tokens in rows of `--row-tokens` (the quickstart's rows are
    about 200 tokens: a prompt and one or two short answers), token logprobs at fp32 over the whole vocabulary
    for the last `--trained-tokens` positions of each row (`logits_to_keep`, as any loop on a transformers model
    that trains the answer would), a policy-gradient loss, backward, gradient clipping and `torch.optim.AdamW`
-   with the config's settings; two updates (the first allocates AdamW's state). Its checkpoint: the weights as
+   with the config's settings (`--set` applies to it too); two updates (the first allocates AdamW's state). Its checkpoint: the weights as
    safetensors plus the optimizer state (`torch.save`), what a resume needs.
 2. alight: `alight train CONFIG` shortened to `--steps` steps, validation on `--val-tasks` tasks x 1 sample,
    a checkpoint every step, into a temporary folder. The peak is the update (the phase the full quickstart
    peaks in too: validation and rollouts only add the engine's caches and the agents, measured here as well).
 Both are measured the same way: a sampler thread sums the proportional set size (`Pss` of
-/proc/PID/smaps_rollup) of the process and all its descendants (the agents) every 0.1 s; the largest sum is
-the peak. Pss splits shared pages among the processes that share them (forked agents share their parent's),
+/proc/PID/smaps_rollup) of the process and all its descendants (the agents) every `--sample-s` (0.1 s); the
+largest sum is the peak. Pss splits shared pages among the processes that share them (forked agents share their parent's),
 so the sum is what the tree takes. The trainer process's own high-water mark (`VmHWM`, exact) is printed too.
 Checkpoint bytes are the run's last `checkpoints/step-N` folder (and all kept folders: the disk per run).
 """
@@ -23,6 +23,7 @@ Checkpoint bytes are the run's last `checkpoints/step-N` folder (and all kept fo
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -34,12 +35,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 FLOOR = """
-import sys, torch, time
+import json, sys, torch, time
 from safetensors.torch import save_file
 from alight_server.trainer.config.run import load_config
 from alight_server.inference.models import load_policy
 from alight_server.trainer.backends.devices import pick_dtype
-config = load_config(sys.argv[1], {"model": sys.argv[5]} if sys.argv[5] else None)
+config = load_config(sys.argv[1], json.loads(sys.argv[5]))
 torch.set_num_threads(config.trainer.torch_threads or 2)
 torch.manual_seed(0)
 model, _ = load_policy(config.model, device=torch.device("cpu"), dtype=pick_dtype(config.inference.dtype, torch.device("cpu")))
@@ -105,11 +106,11 @@ class TreeSampler(threading.Thread):
             self.done.wait(self.every)
 
 
-def measured(command: list[str], log: Path) -> tuple[TreeSampler, float]:
+def measured(command: list[str], log: Path, every: float) -> tuple[TreeSampler, float]:
     start = time.monotonic()
     with log.open("w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-        sampler = TreeSampler(process.pid)
+        sampler = TreeSampler(process.pid, every)
         sampler.start()
         rc = process.wait()
     sampler.done.set()
@@ -117,6 +118,14 @@ def measured(command: list[str], log: Path) -> tuple[TreeSampler, float]:
     if rc != 0:  # still measured (a report failing after the last checkpoint, say); the table says so
         print(f"{' '.join(command)} exited {rc}; its output: {log}\n{log.read_text()[-2000:]}", file=sys.stderr)
     return sampler, time.monotonic() - start
+
+
+def floor_overrides(args: argparse.Namespace) -> dict[str, object]:
+    """The alight run's config overrides (`--model`, each `--set` parsed as `alight train` parses it) for the floor,
+    so both sides load the same model with the same micro-batch, optimizer and threads."""
+    from alight_server.commands.train import parse_settings
+
+    return {**({"model": args.model} if args.model else {}), **parse_settings(args.set)}
 
 
 def folder_bytes(path: Path) -> int:
@@ -132,11 +141,14 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="the config as it is: every step, all validation")
     parser.add_argument("--row-tokens", type=int, default=256, help="the floor's row length")
     parser.add_argument("--trained-tokens", type=int, default=64, help="the floor's trained tokens per row")
+    parser.add_argument(
+        "--sample-s", type=float, default=0.1, help="seconds between two samples of the process tree's Pss"
+    )
     parser.add_argument("--timeline", action="store_true", help="print the peak of every 10 s of each run")
     parser.add_argument("--work", help="keep the runs' folders and logs here (default: a temporary folder)")
     parser.add_argument("--only", choices=["floor", "alight"], help="measure one side only")
     parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="a config override for the alight run"
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a config override for both sides"
     )
     parser.add_argument(
         "--record", action="store_true", help="append the result to benchmarks/results.jsonl (benchmarks/record.py)"
@@ -158,7 +170,7 @@ def main() -> None:
                     "--set", "validation.samples_per_task=1", "--set", "checkpoint.every=1",
                 ]  # fmt: skip
             command += [arg for override in args.set for arg in ("--set", override)]
-            sampler, seconds = measured(command, work / "alight.log")
+            sampler, seconds = measured(command, work / "alight.log", args.sample_s)
             kept = sorted((run_dir / "checkpoints").glob("step-*"))
             results["alight"] = (sampler, seconds, kept[-1])
             results["alight kept"] = (sampler, seconds, run_dir / "checkpoints")
@@ -174,9 +186,10 @@ def main() -> None:
                     str(floor_dir),
                     str(args.row_tokens),
                     str(args.trained_tokens),
-                    args.model,
+                    json.dumps(floor_overrides(args)),
                 ],
                 work / "floor.log",
+                args.sample_s,
             )
             params = int((work / "floor.log").read_text().split("parameters")[-1].split()[0])
             results["floor"] = (sampler, seconds, floor_dir)

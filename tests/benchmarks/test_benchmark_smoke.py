@@ -32,10 +32,13 @@ SECTION = {
     "footprint.py": "footprint",
 }
 
-# The quickstart's run at the tiny model: one step of one group of two, validation on one task, no tensorboard.
+# The quickstart's run at the tiny model: one step of one group of two, validation on one task, no tensorboard,
+# one torch thread on both sides, the process tree sampled every 0.5 s (at 0.1 s the sampler, which walks every
+# process of the machine, was a third of the benchmark's CPU on a loaded machine).
 FOOTPRINT = [
     "--model", "tiny", "--steps", "1", "--val-tasks", "1", "--row-tokens", "64", "--trained-tokens", "16",
     "--set", "tasks_per_step=1", "--set", "group_size=2", "--set", "metrics.tensorboard=false",
+    "--set", "trainer.torch_threads=1", "--sample-s", "0.5",
 ]  # fmt: skip
 
 # benchmark -> (its arguments at a tiny size, the ratio line it must print)
@@ -69,6 +72,8 @@ SMOKE: dict[str, tuple[list[str], str]] = {
             "0.05",
             "--straggler-share",
             "0",
+            "--staleness",  # one asynchronous run: the ratio line is sync against s=1
+            "1",
         ],
         r"async s=1 +\d+\.\d+ +\d+\.\d+x",
     ),
