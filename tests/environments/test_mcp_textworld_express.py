@@ -12,6 +12,7 @@ from typing import Any
 
 import psutil
 import pytest
+from fastapi import HTTPException
 
 if shutil.which("java") is None or importlib.util.find_spec("textworld_express") is None:
     pytest.skip("java or textworld-express missing: bash scripts/setup.sh --scienceworld", allow_module_level=True)
@@ -42,10 +43,13 @@ def test_a_game_is_played_through_mcp_and_scored_by_the_package_and_its_jvm_ends
             assert not call(episodes, "act", {"action": action})["isError"]
         assert call(episodes, "act", {"action": "look around"})["isError"]  # the episode is over
     finally:
-        game = episodes.pop("r1", 1)
+        game = episodes.pop("r1", 1)  # the attempt ended
     assert game is not None and game.score() == 1.0  # the package's own score for the solved game
     game.close()
     assert game.process_id and not psutil.pid_exists(game.process_id)
+    with pytest.raises(HTTPException) as late:  # a call that raced the end opens no second game
+        call(episodes, "observe", {})
+    assert late.value.status_code == 409
 
 
 def test_the_tasks_are_the_games_own_train_and_dev_seeds_disjoint() -> None:

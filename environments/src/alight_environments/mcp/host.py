@@ -42,12 +42,15 @@ class Episodes:
     def __init__(self, environment: Environment, options: dict[str, Any]) -> None:
         self.environment, self.options = environment, options
         self._games: dict[tuple[str, int], tuple[Game, dict[str, Tool]]] = {}
+        self._ended: set[tuple[str, int]] = set()  # a call racing its attempt's end must not open a second game
         self._lock = threading.Lock()  # one game per attempt even when its first calls arrive together
 
     def tools(self, rollout_id: str, attempt: int, task: Any) -> dict[str, Tool]:
-        """The attempt's game's tools, its game opened on the first call."""
+        """The attempt's game's tools, its game opened on the first call; 409 once the attempt has ended."""
         with self._lock:
             key = (rollout_id, attempt)
+            if key in self._ended:
+                raise HTTPException(409, f"attempt {attempt} of {rollout_id!r} has ended: its game is closed")
             if key not in self._games:
                 game = self.environment.open(task, self.options)
                 self._games[key] = (game, locked(game_tools(game), threading.Lock()))
@@ -55,6 +58,7 @@ class Episodes:
 
     def pop(self, rollout_id: str, attempt: int) -> Game | None:
         with self._lock:
+            self._ended.add((rollout_id, attempt))
             opened = self._games.pop((rollout_id, attempt), None)
         return opened[0] if opened else None
 
