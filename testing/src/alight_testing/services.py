@@ -42,17 +42,20 @@ def stop(proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 120.0) -> None:
-    """Until `url` answers 200; AssertionError with the log's tail if the process ends or time runs out."""
+    """Until `url` answers 200; AssertionError with the log's tail if the process ends or time runs out.
+
+    One client for all the tries: `httpx.get` builds a client (and its TLS context) per call, ~20 ms of CPU each."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"{url} did not come up:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
+    with httpx.Client(timeout=2) as client:
+        while True:
+            try:
+                if client.get(url).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"{url} did not come up:\n{log.read_text()[-3000:]}")
+            time.sleep(0.2)
 
 
 @dataclass(frozen=True)
