@@ -11,8 +11,13 @@ from typing import Any
 from openai import OpenAI
 
 SYSTEM = "Answer with the final number only."
+# One worked example: small models follow a shown format far better than a described one.
+EXAMPLE = [
+    {"role": "user", "content": "State the final answer to the following arithmetic problem: 3 + 4 ="},
+    {"role": "assistant", "content": "7"},
+]
 
 
 def main(task: dict[str, Any]) -> None:
-    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task["question"]}]
+    messages = [{"role": "system", "content": SYSTEM}, *EXAMPLE, {"role": "user", "content": task["question"]}]
     OpenAI(max_retries=5).chat.completions.create(model="policy", messages=messages, max_tokens=16)
