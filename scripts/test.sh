@@ -7,7 +7,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Output goes to a pipe in CI: unbuffered, a run stopped from outside shows how far it really got.
 export PYTHONUNBUFFERED=1
-stamp() { echo "== $1 $(date -u +%H:%M:%S) (${SECONDS}s) load $(cut -d' ' -f1-3 /proc/loadavg)"; }
+# Each stamp also says how idle the CPUs were since the last one: on a small machine the run's length is its CPU.
+last_busy=0 last_total=0
+stamp() {
+    local busy total
+    read -r busy total < <(awk '/^cpu /{ print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8 }' /proc/stat)
+    local idle=""
+    [ "$last_total" -gt 0 ] && idle=", CPU idle $(( 100 - 100 * (busy - last_busy) / (total - last_total) ))% since the last stamp"
+    echo "== $1 $(date -u +%H:%M:%S) (${SECONDS}s) load $(cut -d' ' -f1-3 /proc/loadavg)$idle"
+    last_busy=$busy last_total=$total
+}
 
 stamp "set-up"
 bash scripts/setup.sh --all
