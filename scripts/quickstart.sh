@@ -6,4 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# Bytecode is cached on first import (setup.sh installs with --no-compile); where PYTHONDONTWRITEBYTECODE is set,
+# every agent and server process would compile torch, transformers and openai from source (scripts/test.sh).
+unset PYTHONDONTWRITEBYTECODE
 exec .venv/bin/alight train examples/quickstart/config.yaml "$@"

@@ -39,7 +39,7 @@ for arg in "$@"; do
 done
 say() { echo "setup.sh: $*" >&2; }
 # The same installs, sooner on a small machine: no bytecode compiled up front (Python compiles what it imports,
-# once, into the venv; not .venv-coding, which the sandbox mounts read-only and so could never cache it), and the workspace's editable packages built with the venv's own hatchling rather than
+# once, into the venv: scripts/test.sh and quickstart.sh unset PYTHONDONTWRITEBYTECODE for that; not .venv-coding, which the sandbox mounts read-only and so could never cache it), and the workspace's editable packages built with the venv's own hatchling rather than
 # in a fresh build environment each (8 of them: about a minute of the test run's set-up on 2 cores).
 PIP=(install -q --no-compile)
 EDITABLE=(--no-build-isolation)

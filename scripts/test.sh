@@ -7,6 +7,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Output goes to a pipe in CI: unbuffered, a run stopped from outside shows how far it really got.
 export PYTHONUNBUFFERED=1
+# Python caches the bytecode of what it imports, once, in the venv (setup.sh installs with --no-compile). A machine
+# that sets PYTHONDONTWRITEBYTECODE (this project's test machines and CI do) turns that off, and every process then
+# compiles torch and transformers from source: 5.7 against 2.5 CPU-s for their import, in each of the hundreds of
+# processes a run starts. The sandbox sets its own environment (alight_sandbox.guards), so workspaces stay clean.
+unset PYTHONDONTWRITEBYTECODE
 # Each stamp also says how idle the CPUs were since the last one: on a small machine the run's length is its CPU.
 last_busy=0 last_total=0
 stamp() {
