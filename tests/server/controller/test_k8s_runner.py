@@ -8,6 +8,7 @@ attempt, and what is left in the cluster afterwards.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -300,12 +301,14 @@ def test_starting_an_attempt_twice_creates_one_job(
 
 
 def test_the_api_server_down_for_a_while_marks_nothing(
-    k8s_controllers: Make, admin_client: httpx.Client, cluster: FakeCluster
+    k8s_controllers: Make, admin_client: httpx.Client, cluster: FakeCluster, tmp_path: Path
 ) -> None:
-    k8s_rollout(admin_client, "down-1", task={"sleep": 1})
+    go = tmp_path / "go"  # down-1's agent ends only once the API is down (a 1 s sleep raced the test under load)
+    k8s_rollout(admin_client, "down-1", task={"wait_for": str(go)})
     k8s_controllers().start()
     running_pod(cluster, "down-1")
     cluster.down()
+    go.touch()
     k8s_rollout(admin_client, "down-2")  # claimed while the API is unreachable: its Job waits to be created
     wait_until(lambda: get_rollout(admin_client, "down-2")["state"] == "running")
     wait_until(lambda: not cluster.runs[next(iter(cluster.runs))].thread.is_alive())  # down-1's agent has ended

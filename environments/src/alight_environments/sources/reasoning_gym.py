@@ -107,9 +107,10 @@ class ScoringWorker:
         argv = [sys.executable, "-m", "alight_environments.sources.scoring_worker"]
         bwrap = shutil.which("bwrap")
         if bwrap is not None:
-            argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            # Its one writable place is a tmpfs over its own home; not over /tmp, which may hold the venv itself.
+            argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", self.home,
                     "--unshare-all", "--new-session", "--", *argv]  # fmt: skip
-        env = {"PATH": "/usr/bin:/bin", "HOME": self.home, "MPLCONFIGDIR": "/tmp"}  # no keys of the server's
+        env = {"PATH": "/usr/bin:/bin", "HOME": self.home, "TMPDIR": self.home, "MPLCONFIGDIR": self.home}  # no keys
         self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
                                         cwd=self.home)  # fmt: skip
 

@@ -35,6 +35,10 @@ def main() -> int:
     if task.get("pidfile"):
         _write(task["pidfile"], str(os.getpid()))
     began = time.time()
+    if task.get("wait_for"):
+        # Run until the test creates this file: an end it orders, not a race between a sleep and the test's steps.
+        while not os.path.exists(task["wait_for"]):
+            time.sleep(0.05)
     time.sleep(float(task.get("sleep", 0)))
     if task.get("interval_dir"):
         # [start, end] of this run, for the concurrency test to compute the overlap.
