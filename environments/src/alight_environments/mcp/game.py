@@ -16,6 +16,7 @@ The game's score is the reward; the agent reaches the game only through the tool
 
 from __future__ import annotations
 
+import random
 from typing import Any, Protocol
 
 from alight_environments.mcp.protocol import Tool, ToolRefused
@@ -64,3 +65,13 @@ def game_tools(game: Game) -> dict[str, Tool]:
     if game.lists_actions:
         tools.insert(2, Tool("valid_actions", "The actions the environment accepts now, one a line.", valid))
     return {tool.name: tool for tool in tools}
+
+
+def shuffled_splits(split: dict[str, list[Any]], spec: dict[str, Any], seed: int) -> tuple[list[Any], list[Any]]:
+    """An environment's own train and validation tasks, each in a seeded shuffle, cut to `train` / `validation`
+    rows where the spec gives those as counts (0: all)."""
+    for part, rows in split.items():
+        random.Random(f"{seed}-{part}").shuffle(rows)
+        count = spec.get(part)
+        split[part] = rows[:count] if isinstance(count, int) and count > 0 else rows
+    return split["train"], split["validation"]

@@ -8,9 +8,9 @@ construction, and checked by the task source). The reward is the game's own norm
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
+from alight_environments.mcp.game import shuffled_splits
 from alight_environments.mcp.host import serve_environment
 from alight_environments.mcp.jvm import stop
 from alight_environments.mcp.protocol import ToolRefused
@@ -83,11 +83,7 @@ class TextWorldExpress:
                      for part, (fold, method) in SPLITS.items()}  # fmt: skip
         finally:
             stop(env)
-        for part, rows in split.items():
-            random.Random(f"{seed}-{part}").shuffle(rows)
-            count = spec.get(part)
-            split[part] = rows[:count] if isinstance(count, int) and count > 0 else rows
-        return split["train"], split["validation"]
+        return shuffled_splits(split, spec, seed)
 
     def open(self, task: dict[str, Any], options: dict[str, Any]) -> TextWorldExpressGame:
         return TextWorldExpressGame(task, int(options.get("max_steps", 30)))
