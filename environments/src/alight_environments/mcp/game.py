@@ -44,6 +44,29 @@ class Environment(Protocol):
     def open(self, task: dict[str, Any], options: dict[str, Any]) -> Game: ...
 
 
+class StepLimitedGame:
+    """What the Java text games share: a step budget, the episode's end, and a refused command as a tool error
+    (py4j raises for text the game cannot parse; the episode goes on). A game implements `step`."""
+
+    max_steps: int
+    steps: int
+    done: bool
+
+    def act(self, action: str) -> str:
+        if self.done or self.steps >= self.max_steps:
+            raise ToolRefused(f"the episode is over after {self.steps} steps; its score is final")
+        try:
+            observation, done = self.step(action)
+        except Exception as exc:
+            raise ToolRefused(f"the environment could not take {action!r}: {type(exc).__name__}") from exc
+        self.steps, self.done = self.steps + 1, done
+        return observation
+
+    def step(self, action: str) -> tuple[str, bool]:
+        """One command in the environment: (observation, whether the episode ended)."""
+        raise NotImplementedError
+
+
 def game_tools(game: Game) -> dict[str, Tool]:
     """The MCP tools of one game: observe, act, valid_actions (where the game has the list), score."""
 

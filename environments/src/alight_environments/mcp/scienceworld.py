@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from alight_environments.mcp.game import shuffled_splits
+from alight_environments.mcp.game import StepLimitedGame, shuffled_splits
 from alight_environments.mcp.host import serve_environment
 from alight_environments.mcp.jvm import stop
-from alight_environments.mcp.protocol import ToolRefused
 
 INSTALL = "bash scripts/setup.sh --scienceworld (pip install 'alight-environments[scienceworld]' and a Java runtime)"
 SPLITS = {"train": "get_variations_train", "validation": "get_variations_dev"}
@@ -32,7 +31,7 @@ def task_names(options: dict[str, Any]) -> list[str]:
     return [names] if isinstance(names, str) else list(names)
 
 
-class ScienceWorldGame:
+class ScienceWorldGame(StepLimitedGame):
     lists_actions = True
 
     def __init__(self, task: dict[str, Any], max_steps: int) -> None:
@@ -50,15 +49,10 @@ class ScienceWorldGame:
     def observe(self) -> str:
         return f"{self.env.get_task_description()}\n\n{self.observation}"
 
-    def act(self, action: str) -> str:
-        if self.done or self.steps >= self.max_steps:
-            raise ToolRefused(f"the episode is over after {self.steps} steps; its score is final")
-        try:
-            self.observation, _, done, info = self.env.step(action)
-        except Exception as exc:  # py4j's errors: the simulator refused the text, the episode goes on
-            raise ToolRefused(f"the simulator could not take {action!r}: {type(exc).__name__}") from exc
-        self.steps, self.done, self.raw_score = self.steps + 1, bool(done), int(info["score"])
-        return self.observation
+    def step(self, action: str) -> tuple[str, bool]:
+        self.observation, _, done, info = self.env.step(action)
+        self.raw_score = int(info["score"])
+        return self.observation, bool(done)
 
     def valid_actions(self) -> list[str]:
         return [str(a) for a in self.env.get_valid_action_object_combinations()]

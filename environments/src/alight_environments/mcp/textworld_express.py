@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from alight_environments.mcp.game import shuffled_splits
+from alight_environments.mcp.game import StepLimitedGame, shuffled_splits
 from alight_environments.mcp.host import serve_environment
 from alight_environments.mcp.jvm import stop
-from alight_environments.mcp.protocol import ToolRefused
 
 INSTALL = (
     "pip install 'alight-environments[textworld-express]' and a Java runtime (bash scripts/setup.sh --scienceworld)"
@@ -29,7 +28,7 @@ def simulator(step_limit: int) -> Any:
     return TextWorldExpressEnv(envStepLimit=step_limit)
 
 
-class TextWorldExpressGame:
+class TextWorldExpressGame(StepLimitedGame):
     lists_actions = True
 
     def __init__(self, task: dict[str, Any], max_steps: int) -> None:
@@ -48,15 +47,9 @@ class TextWorldExpressGame:
     def observe(self) -> str:
         return f"{self.infos['taskDescription']}\n\n{self.observation}"
 
-    def act(self, action: str) -> str:
-        if self.done or self.steps >= self.max_steps:
-            raise ToolRefused(f"the episode is over after {self.steps} steps; its score is final")
-        try:
-            self.observation, _, done, self.infos = self.env.step(action)
-        except Exception as exc:  # py4j's errors: the game refused the text, the episode goes on
-            raise ToolRefused(f"the game could not take {action!r}: {type(exc).__name__}") from exc
-        self.steps, self.done = self.steps + 1, bool(done)
-        return self.observation
+    def step(self, action: str) -> tuple[str, bool]:
+        self.observation, _, done, self.infos = self.env.step(action)
+        return self.observation, bool(done)
 
     def valid_actions(self) -> list[str]:
         return [str(a) for a in self.infos["validActions"]]
