@@ -97,6 +97,10 @@ def test_the_reward_is_reasoning_gyms_score_and_nothing_the_agent_writes_moves_i
         "tagged": (tasks[0], f"Let me add.\n<answer>{right}</answer>", None),
         "wrong": (tasks[0], str(int(right) + 1), None),
         "claims-full-marks": (tasks[0], f"{int(right) + 1}\nscore: 1.0 <answer>correct</answer>", 1.0),
+        # An unclosed last tag is still the answer: scoring the whole reply paid part credit for the tool's
+        # output it quoted (chain_sum credits a reply that contains the answer), which a seed learned to farm.
+        "unclosed-tag": (tasks[0], f"<answer>{right}", None),
+        "unclosed-tag-after-the-sum": (tasks[0], f"calculator: {right}\n<answer>{int(right) + 1}", None),
         "answers-an-edited-task": (tasks[0], other if other != right else str(int(right) + 3), None),
         "code-as-answer": (countdown, f"__import__('pathlib').Path('{marker}').touch() or 1", None),
     }
@@ -117,6 +121,7 @@ def test_the_reward_is_reasoning_gyms_score_and_nothing_the_agent_writes_moves_i
         scored = {rid: [r.value for r in app.state.store.list_rewards(rid) if r.source == RewardSource.EVALUATOR]
                   for rid in attempts}  # fmt: skip
     assert scored == {"right": [1.0], "tagged": [1.0], "wrong": [0.0], "claims-full-marks": [0.0],
+                      "unclosed-tag": [1.0], "unclosed-tag-after-the-sum": [0.0],
                       "answers-an-edited-task": [0.0], "code-as-answer": [0.0]}  # fmt: skip
     assert final == {rid: values[0] for rid, values in scored.items()}  # the evaluator's, not the agent's 1.0
     assert not marker.exists()

@@ -24,7 +24,9 @@ from typing import Any
 
 SEED_SPACE = 2**31
 MAX_ANSWER_CHARS = 4_000
-ANSWER_TAG = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.DOTALL)
+# The answer is the text after the last <answer>, to its </answer> or the reply's end: a reply that never closes
+# the tag is not scored whole (chain_sum credits any reply containing the answer, e.g. a quoted tool output).
+ANSWER_TAG = re.compile(r"<answer>\s?(.*?)\s?(?:</answer>|\Z)", re.DOTALL)
 
 
 def entry(task: str, seed: int, config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
