@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Protocol
 
 from alight.schemas import Mode
 from alight_server.evaluation.policy import run_rollouts
+from alight_server.evaluation.sources import plugin
 from alight_server.trainer.config.run import TrainConfig
 
 
@@ -38,11 +38,11 @@ class Benchmark(Protocol):
 def load_benchmark(spec: str) -> tuple[Benchmark, list[str]]:
     """The benchmark and categories `NAME:CATEGORY[,CATEGORY...]` names; ValueError naming the valid ones."""
     name, _, wanted = spec.partition(":")
-    found = {ep.name: ep for ep in entry_points(group="alight.benchmarks")}
-    if name not in found:
-        raise ValueError(f"no benchmark {name!r} installed; installed: {sorted(found) or 'none'} "
-                         "(bfcl: pip install -e 'environments[bfcl]' and bash scripts/setup.sh --bfcl)")  # fmt: skip
-    benchmark: Benchmark = found[name].load()()
+    missing = (
+        "no benchmark {name!r} installed; installed: {installed} "
+        "(bfcl: pip install -e 'environments[bfcl]' and bash scripts/setup.sh --bfcl)"
+    )
+    benchmark: Benchmark = plugin("alight.benchmarks", name, missing)()
     known = benchmark.categories()
     unknown = [c for c in wanted.split(",") if c not in known]
     if not wanted or unknown:

@@ -32,7 +32,6 @@ import math
 import os
 import subprocess
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any
 
 from fastapi import FastAPI
@@ -49,7 +48,7 @@ from alight.schemas import (
     Trajectory,
 )
 from alight_server.config import ServerConfig
-from alight_server.evaluation.sources import load_scorer
+from alight_server.evaluation.sources import load_scorer, plugin
 from alight_server.store.base import Store
 from alight_server.trajectories.join import build_trajectory
 
@@ -192,9 +191,8 @@ def install_evaluator(app: FastAPI, config: ServerConfig) -> None:
     if config.evaluator is not None:
         app.state.attempt_finished_hooks.append(evaluator_hook(load_evaluator(config.evaluator)))
     if config.environment is not None:  # its plugin adds the attempt's MCP route and the hook that posts its score
-        name = str(config.environment.get("mcp"))
-        found = {ep.name: ep for ep in entry_points(group="alight.environments")}
-        if name not in found:
-            raise ValueError(f"environment.mcp {name!r} is not installed; installed: {sorted(found) or 'none'} "
-                             "(pip install -e 'environments[scienceworld]', docs/environments.md)")  # fmt: skip
-        found[name].load()(app, config.environment)
+        install = (
+            "environment.mcp {name!r} is not installed; installed: {installed} "
+            "(pip install -e 'environments[scienceworld]', docs/environments.md)"
+        )
+        plugin("alight.environments", str(config.environment.get("mcp")), install)(app, config.environment)

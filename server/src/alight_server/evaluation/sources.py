@@ -56,11 +56,17 @@ def load_source(name: str) -> Any:
     """The source a config names: an entry point of GROUP, or "module:Class" / "file.py:Class"."""
     if ":" in name:
         return load_target(name)()
-    found = {point.name: point for point in entry_points(group=GROUP)}
+    return plugin(GROUP, name, "no task source {name!r}; installed: {installed} (and the built-in 'jsonl'). "
+                  "reasoning_gym comes with: pip install 'alight-environments[reasoning-gym]'")()  # fmt: skip
+
+
+def plugin(group: str, name: str, missing: str) -> Any:
+    """What an installed distribution registers as `name` in the entry-point group `group` (task sources,
+    benchmarks, environments: alight-environments' parts); else ValueError(missing with {name} and {installed})."""
+    found = {point.name: point for point in entry_points(group=group)}
     if name not in found:
-        raise ValueError(f"no task source {name!r}; installed: {sorted(found) or 'none'} (and the built-in 'jsonl'). "
-                         "reasoning_gym comes with: pip install 'alight-environments[reasoning-gym]'")  # fmt: skip
-    return found[name].load()()
+        raise ValueError(missing.format(name=name, installed=sorted(found) or "none"))
+    return found[name].load()
 
 
 def load_scorer(name: str) -> Scorer:
