@@ -7,46 +7,22 @@ are policy versions whose metadata names the policy they changed, as the per-pol
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from alight.client import AlightClient
 from alight.schemas import AttemptFinish, RewardCreate
-from alight_server.trainer.config.run import TrainConfig, parse_config
-from alight_server.trainer.run.async_pool import GroupPool, oldest_versions_by_policy
-from alight_server.trainer.run.dataset import TaskCursor
+from alight_server.trainer.run.async_pool import oldest_versions_by_policy
+from tests.server.trainer.conftest import make_pool
 from tests.server.trainer.samples_fixtures import model_call, trajectory
 
 TASKS = [{"word": w} for w in ("apple", "river", "stone", "cloud", "grass", "flame")]
 
 
-@pytest.fixture
-def client(live_server: Any) -> Iterator[AlightClient]:
-    with AlightClient(live_server.url, live_server.admin_key, timeout=30) as c:
-        yield c
-
-
-def two_policies(tmp_path: Path, **async_rollout: Any) -> TrainConfig:
-    raw = {
-        "model": "tiny",
-        "dataset": {"train": str(tmp_path / "unused.jsonl")},
-        "agent": {"command": ["true"]},
-        "group_size": 2,
-        "tasks_per_step": 2,
-        "max_attempts": 1,
-        "lora": {"enabled": True},
-        "policies": {"planner": {}, "executor": {}},
-        "routing": {"rules": [{"agent": "executor", "policy": "executor"}], "default": "planner"},
-        "async_rollout": {"enabled": True, "active_groups": 3, **async_rollout},
-    }
-    return parse_config(raw, tmp_path)
-
-
-def make_pool(client: AlightClient, config: TrainConfig) -> GroupPool:
-    return GroupPool(client, config, "run", TaskCursor(list(TASKS), seed=0), {}, poll_s=0.05)
+TWO_POLICIES = {
+    "lora": {"enabled": True},
+    "policies": {"planner": {}, "executor": {}},
+    "routing": {"rules": [{"agent": "executor", "policy": "executor"}], "default": "planner"},
+}
 
 
 def end_with_calls(client: AlightClient, live_server: Any, rollout_ids: list[str], served: dict[str, int]) -> None:
@@ -66,9 +42,9 @@ def update(client: AlightClient, policy: str) -> None:
     client.add_policy_version({"policies": [policy]})
 
 
-def test_each_groups_staleness_is_counted_per_policy(client, live_server, tmp_path):
+def test_each_groups_staleness_is_counted_per_policy(client, live_server, async_config):
     """The planner is updated 3 times, the executor once: a group aged 4 global versions is 3 and 1 stale."""
-    pool = make_pool(client, two_policies(tmp_path, max_staleness=10))
+    pool = make_pool(client, async_config(TWO_POLICIES, max_staleness=10), TASKS)
     pool.top_up(step=0)
     old, recent, _ = pool.groups
     end_with_calls(client, live_server, old.ids, {"planner": 0, "executor": 0})
@@ -87,8 +63,8 @@ def test_each_groups_staleness_is_counted_per_policy(client, live_server, tmp_pa
     assert taken.metrics["policy/executor/async/staleness_max"] == 1.0
 
 
-def test_each_policys_rows_get_their_own_stale_weight(client, live_server, tmp_path):
-    pool = make_pool(client, two_policies(tmp_path, max_staleness=1, stale="downweight"))
+def test_each_policys_rows_get_their_own_stale_weight(client, live_server, async_config):
+    pool = make_pool(client, async_config(TWO_POLICIES, max_staleness=1, stale="downweight"), TASKS)
     pool.top_up(step=0)
     old, recent, _ = pool.groups
     end_with_calls(client, live_server, old.ids + recent.ids, {"planner": 0, "executor": 0})
@@ -102,8 +78,8 @@ def test_each_policys_rows_get_their_own_stale_weight(client, live_server, tmp_p
     }
 
 
-def test_a_group_aged_only_by_another_policys_updates_is_not_dropped(client, live_server, tmp_path):
-    pool = make_pool(client, two_policies(tmp_path, max_staleness=1, stale="drop"))
+def test_a_group_aged_only_by_another_policys_updates_is_not_dropped(client, live_server, async_config):
+    pool = make_pool(client, async_config(TWO_POLICIES, max_staleness=1, stale="drop"), TASKS)
     pool.top_up(step=0)
     old, recent, _ = pool.groups
     end_with_calls(client, live_server, old.ids + recent.ids, {"executor": 0})
@@ -116,8 +92,8 @@ def test_a_group_aged_only_by_another_policys_updates_is_not_dropped(client, liv
     assert "policy/planner/async/staleness_mean" not in taken.metrics  # no planner call in any group taken
 
 
-def test_a_group_too_stale_for_one_policy_is_dropped_whole(client, live_server, tmp_path):
-    pool = make_pool(client, two_policies(tmp_path, max_staleness=1, stale="drop"))
+def test_a_group_too_stale_for_one_policy_is_dropped_whole(client, live_server, async_config):
+    pool = make_pool(client, async_config(TWO_POLICIES, max_staleness=1, stale="drop"), TASKS)
     pool.top_up(step=0)
     old, *_ = pool.groups
     end_with_calls(client, live_server, old.ids, {"planner": 0, "executor": 0})

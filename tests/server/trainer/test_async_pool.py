@@ -2,46 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
-
-import pytest
-
 from alight.client import AlightClient
 from alight.schemas import AttemptFinish, FailureKind, RewardCreate, RolloutState
-from alight_server.trainer.config.run import TrainConfig, parse_config
 from alight_server.trainer.run.async_pool import GroupPool
-from alight_server.trainer.run.dataset import TaskCursor
+from tests.server.trainer.conftest import make_pool
 
 TASKS = [{"word": w} for w in ("apple", "river", "stone", "cloud", "grass", "flame", "water", "stars")]
-
-
-@pytest.fixture
-def client(live_server: Any) -> Iterator[AlightClient]:
-    with AlightClient(live_server.url, live_server.admin_key, timeout=30) as c:
-        yield c
-
-
-@pytest.fixture
-def pool_config(tmp_path: Path) -> Callable[..., TrainConfig]:
-    def make(**async_rollout: Any) -> TrainConfig:
-        raw = {
-            "model": "tiny",
-            "dataset": {"train": str(tmp_path / "unused.jsonl")},
-            "agent": {"command": ["true"]},
-            "group_size": 2,
-            "tasks_per_step": 2,
-            "max_attempts": 1,
-            "async_rollout": {"enabled": True, "active_groups": 3, **async_rollout},
-        }
-        return parse_config(raw, tmp_path)
-
-    return make
-
-
-def make_pool(client: AlightClient, config: TrainConfig) -> GroupPool:
-    return GroupPool(client, config, "run", TaskCursor(list(TASKS), seed=0), {}, poll_s=0.05)
 
 
 def end(client: AlightClient, rollout_ids: list[str], reward: float = 1.0, kind: FailureKind | None = None) -> None:
@@ -62,8 +28,8 @@ def bump_policy_version(client: AlightClient) -> None:
     client.resume_gateway(weights_changed=True)
 
 
-def test_a_step_takes_the_complete_groups_while_a_slow_group_carries_over(client, pool_config):
-    pool = make_pool(client, pool_config(max_staleness=5))
+def test_a_step_takes_the_complete_groups_while_a_slow_group_carries_over(client, async_config):
+    pool = make_pool(client, async_config(max_staleness=5), TASKS)
     pool.top_up(step=0)
     slow, *others = pool.groups
     end(client, [i for g in others for i in g.ids])
@@ -80,8 +46,8 @@ def test_a_step_takes_the_complete_groups_while_a_slow_group_carries_over(client
     assert second.metrics["async/carry_over_in"] == 1 and second.metrics["async/staleness_1"] == 1
 
 
-def test_a_group_with_an_infra_failure_is_dropped_and_never_trained_in_part(client, pool_config):
-    pool = make_pool(client, pool_config())
+def test_a_group_with_an_infra_failure_is_dropped_and_never_trained_in_part(client, async_config):
+    pool = make_pool(client, async_config(), TASKS)
     pool.top_up(step=0)
     broken, *whole = pool.groups
     end(client, broken.ids[:1])
@@ -107,16 +73,16 @@ def stale_by_two(client: AlightClient, pool: GroupPool) -> None:
     end(client, [i for g in pool.groups for i in g.ids])
 
 
-def test_a_group_older_than_max_staleness_is_dropped_and_counted(client, pool_config):
-    pool = make_pool(client, pool_config(max_staleness=1))
+def test_a_group_older_than_max_staleness_is_dropped_and_counted(client, async_config):
+    pool = make_pool(client, async_config(max_staleness=1), TASKS)
     stale_by_two(client, pool)
     taken = pool.take(step=2, version=2)
     assert [g.number for g in taken.groups] == [3, 4] and taken.staleness == [0, 0]
     assert taken.metrics["async/dropped_stale"] == 1
 
 
-def test_a_group_older_than_max_staleness_is_down_weighted_when_asked(client, pool_config):
-    pool = make_pool(client, pool_config(max_staleness=1, stale="downweight"))
+def test_a_group_older_than_max_staleness_is_down_weighted_when_asked(client, async_config):
+    pool = make_pool(client, async_config(max_staleness=1, stale="downweight"), TASKS)
     stale_by_two(client, pool)
     taken = pool.take(step=2, version=2)
     assert [g.number for g in taken.groups] == [0, 3] and taken.staleness == [2, 0]
@@ -124,15 +90,15 @@ def test_a_group_older_than_max_staleness_is_down_weighted_when_asked(client, po
     assert taken.metrics["async/dropped_stale"] == 0 and taken.metrics["async/downweighted"] == 1
 
 
-def test_restoring_a_pool_continues_its_rollouts_instead_of_starting_new_ones(client, pool_config, live_server):
-    config = pool_config()
-    pool = make_pool(client, config)
+def test_restoring_a_pool_continues_its_rollouts_instead_of_starting_new_ones(client, async_config, live_server):
+    config = async_config()
+    pool = make_pool(client, config, TASKS)
     pool.top_up(step=0)
     end(client, pool.groups[0].ids)
     state = pool.state()
     before = {r.id for r in live_server.store.list_rollouts()}
 
-    resumed = make_pool(client, config)
+    resumed = make_pool(client, config, TASKS)
     resumed.restore(state)
     assert {r.id for r in live_server.store.list_rollouts()} == before
     assert [g.ids for g in resumed.groups] == [g.ids for g in pool.groups]
