@@ -9,17 +9,14 @@ tests/examples/tiny_step.py checks (test_word_problems, test_search_qa).
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from alight.api_models import RolloutQuery
-from alight.schemas import Mode
-from alight_server.stacks.run_store import open_run_store
 from alight_server.trajectories.join import build_trajectory
+from tests.examples.tiny_step import last_step, train_rollouts
 
 # Two episodes (the training rollouts): a few minutes on a busy 2-core machine, more when loaded.
 pytestmark = [pytest.mark.coding, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -51,17 +48,12 @@ def test_one_training_step_runs_the_harness_in_the_sandbox(tmp_path: Path) -> No
     ]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, result.stderr[-3000:]
-    step = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()][-1]
+    step = last_step(tmp_path)
     assert step["step"] == 1 and "filter/gate_flagged" in step
-    store = open_run_store(tmp_path)
-    try:
-        rollouts = store.list_rollouts(RolloutQuery(limit=10))
-        assert [r.mode for r in rollouts] == [Mode.TRAIN] * 2, [(r.id, r.mode) for r in rollouts]
+    with train_rollouts(tmp_path, 2) as (store, rollouts):
         for rollout in rollouts:
             trajectory = build_trajectory(store, rollout.id)
             assert trajectory.calls and all(c.call.response_token_ids for c in trajectory.calls)  # mini -> gateway
             assert trajectory.final_reward == 0.0  # graded: the tiny model's bash does not fix the bug
             kinds = [e.kind for e in store.list_events(rollout.id)]
             assert "episode" in kinds and "reward_hacking" not in kinds  # graded, and no gate broken
-    finally:
-        store.close()

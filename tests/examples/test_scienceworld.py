@@ -19,10 +19,8 @@ from typing import Any
 import pytest
 from scripted_policy import scripted_policy
 
-from alight.api_models import RolloutQuery
-from alight.schemas import Mode
-from alight_server.stacks.run_store import open_run_store
 from alight_server.trajectories.join import build_trajectory
+from tests.examples.tiny_step import last_step, train_rollouts
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "scienceworld"
@@ -137,16 +135,11 @@ def test_one_training_step_runs_the_simulator_on_the_tiny_model(tmp_path: Path) 
     ]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=840, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    step = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()][-1]
+    step = last_step(tmp_path)
     assert step["step"] == 1 and step["rollouts/failed"] == 0 and step["rollouts/missing_reward"] == 0, step
-    store = open_run_store(tmp_path)
-    try:
-        rollouts = store.list_rollouts(RolloutQuery(limit=10))
-        assert [r.mode for r in rollouts] == [Mode.TRAIN] * 2, [(r.id, r.mode) for r in rollouts]
+    with train_rollouts(tmp_path, 2) as (store, rollouts):
         for rollout in rollouts:
             trajectory = build_trajectory(store, rollout.id)
             assert len(trajectory.calls) == 2 and all(c.call.response_token_ids for c in trajectory.calls)
             assert [s.name for s in trajectory.tool_spans].count(SPAN) == 2  # the simulator answered each
             assert trajectory.final_reward is not None and 0.0 <= trajectory.final_reward <= 1.0
-    finally:
-        store.close()

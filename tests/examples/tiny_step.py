@@ -6,8 +6,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from alight.api_models import RolloutQuery
+from alight.schemas import Mode, Rollout
+from alight_server.stacks.run_store import open_run_store
+from alight_server.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 ALIGHT = str(Path(sys.executable).parent / "alight")
@@ -31,6 +38,23 @@ def train_one_tiny_step(example: Path, out: Path) -> dict[str, Any]:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=540, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "before training: 1 rollouts, 1 scored" in proc.stdout and "after training (step 1)" in proc.stdout
-    step = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()][-1]
+    step = last_step(out)
     assert step["step"] == 1 and step["rollouts/failed"] == 0 and step["rollouts/missing_reward"] == 0, step
     return step
+
+
+def last_step(out: Path) -> dict[str, Any]:
+    """The run's last metrics line."""
+    return json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+
+
+@contextmanager
+def train_rollouts(out: Path, count: int) -> Iterator[tuple[Store, list[Rollout]]]:
+    """The run's store, opened as the dashboard opens it, and its rollouts: exactly `count`, all training ones."""
+    store = open_run_store(out)
+    try:
+        rollouts = store.list_rollouts(RolloutQuery(limit=10))
+        assert [r.mode for r in rollouts] == [Mode.TRAIN] * count, [(r.id, r.mode) for r in rollouts]
+        yield store, rollouts
+    finally:
+        store.close()
