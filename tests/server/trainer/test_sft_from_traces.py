@@ -13,6 +13,7 @@ import json
 import os
 import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,21 @@ class SftRun:
     env: dict[str, str]
 
 
+@contextmanager
+def recorded_batches() -> Iterator[tuple[pytest.MonkeyPatch, list[SampleBatch]]]:
+    """Every batch the embedded backend steps on, while the block runs (its patch is open for more)."""
+    batches: list[SampleBatch] = []
+    original_step = EmbeddedBackend.step
+
+    def recording_step(self: EmbeddedBackend, batch: SampleBatch) -> dict[str, float]:
+        batches.append(batch)
+        return original_step(self, batch)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(EmbeddedBackend, "step", recording_step)
+        yield patch, batches
+
+
 @pytest.fixture(scope="module")
 def sft_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SftRun]:
     folder = tmp_path_factory.mktemp("sft")
@@ -137,16 +153,8 @@ def sft_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SftRun]:
         algorithm={"estimator": "sft"}, sft={"min_reward": 1.0}, traces={"run": "traces", "per_step": 12},
     )  # fmt: skip
     (folder / "sft.yaml").write_text(yaml.safe_dump(raw))
-    batches: list[SampleBatch] = []
-    original_step = EmbeddedBackend.step
-
-    def recording_step(self: EmbeddedBackend, batch: SampleBatch) -> dict[str, float]:
-        batches.append(batch)
-        return original_step(self, batch)
-
-    with pytest.MonkeyPatch.context() as patch:
+    with recorded_batches() as (patch, batches):
         patch.setenv("ALIGHT_SECRET_KEY", env["ALIGHT_SECRET_KEY"])
-        patch.setattr(EmbeddedBackend, "step", recording_step)
         run = TrainingRun(parse_config(raw, folder), stacks=TrainingStacks(), show_progress=False)
         result = run.run()
     yield SftRun(folder, run, result, batches, env)
@@ -191,15 +199,7 @@ def test_rejection_sampling_fine_tuning_trains_only_the_rollouts_scored_at_least
         tmp_path, f"{AGENT}:main_http", [{"word": w} for w in GOOD], steps=1, dataset={"val_size": 0},
         algorithm={"estimator": "sft"}, sft={"min_reward": 0.3}, controller=PRELOAD,
     )  # fmt: skip
-    batches: list[SampleBatch] = []
-    original_step = EmbeddedBackend.step
-
-    def recording_step(self: EmbeddedBackend, batch: SampleBatch) -> dict[str, float]:
-        batches.append(batch)
-        return original_step(self, batch)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(EmbeddedBackend, "step", recording_step)
+    with recorded_batches() as (_, batches):
         result = TrainingRun(parse_config(raw, tmp_path), stacks=TrainingStacks(), show_progress=False).run()
     store = open_run_store(result.run_dir)
     try:
