@@ -1,0 +1,92 @@
+"""LangGraph and AutoGen agents play an MCP environment unchanged: the examples' agents under the real stack.
+
+One stack for the module: alight's server on loopback serving TextWorldExpress's coin game as MCP tools (the
+cheapest of the environments: a three-room game the package solves in three actions), its gateway's policy a
+scripted upstream (scripted_upstream.py) whose tool calls play that solution; the tiny model calls no tools, so
+it could not show the wiring. Each example agent runs under `alight run` as its own process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+if shutil.which("java") is None or importlib.util.find_spec("textworld_express") is None:
+    pytest.skip("java or textworld-express missing: bash scripts/setup.sh --scienceworld", allow_module_level=True)
+
+from scripted_upstream import MODEL, create_scripted_upstream
+
+from alight.client import AlightClient
+from alight.schemas import UpstreamCreate
+from alight_server.app import create_app
+from alight_server.config import ServerConfig
+from alight_server.http.auth import generate_admin_key
+from alight_server.stacks.server_thread import ServerThread, free_port
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "scienceworld_mcp"
+ALIGHT = str(Path(sys.executable).parent / "alight")
+PARAMS = "numLocations=3,numDistractorItems=0,includeDoors=0"
+TASK = {"game": "coin", "seed": 10000, "fold": "dev", "params": PARAMS}  # its solution: the three acts below
+SOLUTION = ["look around", "move east", "take coin"]
+SCRIPT = [("observe", {}), *[("act", {"action": a}) for a in SOLUTION], ("score", {})]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Any]]:
+    """(server URL, admin key, the scripted upstream's app) of a server serving the coin game as MCP tools."""
+    folder, key = tmp_path_factory.mktemp("stack"), generate_admin_key()
+    config = ServerConfig(admin_key=key, db_url=f"sqlite:///{folder / 'alight.db'}", port=free_port(),
+                          environment={"mcp": "textworld_express", "max_steps": 10})  # fmt: skip
+    upstream = create_scripted_upstream(SCRIPT)
+    with ServerThread(upstream) as upstream_url, ServerThread(create_app(config), port=config.port) as url:
+        AlightClient(url, key).add_upstream(UpstreamCreate(id="policy", url=f"{upstream_url}/v1", model=MODEL))
+        yield url, key, upstream
+
+
+def run(stack: tuple[str, str, Any], agent: str) -> dict[str, Any]:
+    """`alight run` of `agent` on TASK against the module's stack: the trajectory it printed."""
+    url, key, _ = stack
+    argv = [ALIGHT, "run", agent, "--json", "--server", url, "--admin-key", key, "--task", json.dumps(TASK)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def events(stack: tuple[str, str, Any], rollout_id: str, kind: str) -> list[dict[str, Any]]:
+    url, key, _ = stack
+    got = httpx.get(f"{url}/api/rollouts/{rollout_id}/events", params={"kind": kind, "reveal": "true"},
+                    headers={"Authorization": f"Bearer {key}"})  # fmt: skip
+    got.raise_for_status()
+    return got.json()["events"]
+
+
+@pytest.mark.parametrize("agent", ["langgraph_agent.py", "autogen_agent.py"])
+def test_an_unchanged_harness_plays_the_game_through_mcp_and_the_games_score_is_its_reward(
+    stack: tuple[str, str, Any], agent: str
+) -> None:
+    upstream = stack[2]
+    before = upstream.state.calls
+    trajectory = run(stack, f"{EXAMPLE / agent}:main")
+    calls = trajectory["calls"]
+    assert len(calls) == upstream.state.calls - before == len(SCRIPT) + 1  # each move, then "Done."
+    assert all(c["call"]["status_code"] == 200 and c["call"]["response_token_ids"] for c in calls)
+    made = events(stack, trajectory["rollout_id"], "environment_call")
+    assert [(e["payload"]["tool"], json.loads(e["payload"]["arguments"])) for e in made] == SCRIPT
+    assert not any(e["payload"]["refused"] for e in made)
+    assert made[-1]["payload"]["result"] == "1"  # the agent read the solved game's score through its tool
+    (env,) = events(stack, trajectory["rollout_id"], "environment")
+    assert env["payload"]["opened"] and env["payload"]["score"] == 1.0
+    (reward,) = [r for r in trajectory["rewards"] if r["final"]]
+    assert reward["source"] == "evaluator" and reward["value"] == 1.0  # the game's, posted by the server
+    assert trajectory["final_reward"] == 1.0
+    assert not [r for r in trajectory["rewards"] if r["source"] == "agent"]  # the agent scores nothing itself
