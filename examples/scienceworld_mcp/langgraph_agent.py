@@ -2,9 +2,10 @@
 
 The same agent as agent.py on LangGraph's prebuilt ReAct agent: it connects to the MCP server alight serves beside
 this attempt's gateway (`$OPENAI_BASE_URL/mcp`, the attempt's token as the bearer) and hands its tools to the
-agent as LangChain tools. `langchain-mcp-adapters` would do that conversion, but every release pins `mcp<2` and
-alight's packages need mcp 2, so `langchain_tools` below is the few lines it would be. Nothing here knows the game,
-and nothing scores: the server posts the environment's score when the attempt ends.
+agent as LangChain tools. `langchain-mcp-adapters` would do that conversion, but 0.3.2 pins `mcp<2` and 0.3.0
+imports names mcp 2 no longer has, and alight's packages need mcp 2, so `langchain_tools` below is the few lines
+it would be. Nothing here knows the game, and nothing scores: the server posts the environment's score when the
+attempt ends.
 `alight train examples/scienceworld_mcp/config_langgraph.yaml`.
 """
 

@@ -28,6 +28,7 @@ TASK = {"task_name": "find-non-living-thing", "variation": 180, "simplification"
 SCRIPT = ["open door to hallway", "go to hallway", "open door to kitchen", "go to kitchen", "look around",
           "focus on chair"]  # fmt: skip
 PARTIAL_SCORE = 0.75
+START_SCORE = 0.08  # the easy find tasks give 8 of 100 before the first action
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +48,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]
         yield url, key
 
 
-def run(stack: tuple[str, str], agent: str, task: dict[str, Any]) -> dict[str, Any]:
-    """`alight run` of `agent` against the module's stack: the trajectory it printed."""
+def run(stack: tuple[str, str], task: dict[str, Any], *agent: str) -> dict[str, Any]:
+    """`alight run` of `agent` (a function, or `--` and a command) against the module's stack: its trajectory."""
     url, key = stack
-    argv = [ALIGHT, "run", agent, "--json", "--server", url, "--admin-key", key, "--task", json.dumps(task)]
+    argv = [ALIGHT, "run", "--json", "--server", url, "--admin-key", key, "--task", json.dumps(task), *agent]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return json.loads(proc.stdout)
@@ -66,14 +67,14 @@ def events(stack: tuple[str, str], rollout_id: str, kind: str) -> list[dict[str,
 
 @pytest.fixture(scope="module")
 def sdk_episode(stack: tuple[str, str]) -> dict[str, Any]:
-    return run(stack, str(EXAMPLE / "agent.py") + ":main", TASK)
+    return run(stack, TASK, str(EXAMPLE / "agent.py") + ":main")
 
 
 @pytest.fixture(scope="module")
 def forged(stack: tuple[str, str], tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any]]:
     report = tmp_path_factory.mktemp("forger") / "report.json"
-    trajectory = run(stack, str(Path(__file__).parent / "mcp_forger.py") + ":main",
-                     {**TASK, "script": SCRIPT, "report": str(report)})  # fmt: skip
+    trajectory = run(stack, {**TASK, "script": SCRIPT, "report": str(report)},
+                     str(Path(__file__).parent / "mcp_forger.py") + ":main")  # fmt: skip
     return trajectory, json.loads(report.read_text())
 
 
@@ -116,6 +117,19 @@ def test_forging_the_score_gets_nothing(forged: tuple[dict[str, Any], dict[str, 
     assert trajectory["final_reward"] == pytest.approx(PARTIAL_SCORE)  # not the agent's 1.0, nor the score file's
     agent = [r for r in trajectory["rewards"] if r["source"] == "agent"]
     assert [r["value"] for r in agent] == [1.0]  # recorded, and outranked
+
+
+def test_an_agent_that_never_connects_scores_the_games_start_as_one_that_connected_and_did_nothing(
+    stack: tuple[str, str],
+) -> None:
+    trajectory = run(stack, TASK, "--", sys.executable, "-c", "pass")  # exits 0 without a tool call
+    assert not events(stack, trajectory["rollout_id"], "environment_call")
+    (env,) = events(stack, trajectory["rollout_id"], "environment")
+    assert not env["payload"]["opened"]  # the agent never opened it: the server opened it at the end to score it
+    assert trajectory["final_reward"] == pytest.approx(START_SCORE)  # not 0: the game's own start
+    (reward,) = [r for r in trajectory["rewards"] if r["final"]]
+    assert reward["source"] == "evaluator"
+    assert env["payload"]["process_id"] and not psutil.pid_exists(env["payload"]["process_id"])
 
 
 def test_no_jvm_outlives_its_attempt(

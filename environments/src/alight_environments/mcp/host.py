@@ -8,8 +8,9 @@ and the config's `environment:` section. It adds
    (`environment_call`) on the rollout;
 2. an attempt-finished hook: the game's score becomes the attempt's final reward (source `evaluator`, which
    outranks anything the agent posts), an `environment` event records it with the game's process, and the
-   game is closed, whatever the outcome, so no process outlives its attempt. An attempt that never opened
-   its game gets 0, not the game's starting score (which may not be 0: ScienceWorld's easy find tasks start at 8);
+   game is closed, whatever the outcome, so no process outlives its attempt. An attempt that never opened its
+   game is scored on a fresh one, opened at the end: never connecting scores as connecting and doing nothing (a
+   game's start is a function of its task, and need not be 0: ScienceWorld's easy find tasks start at 8);
 3. on shutdown, every game still open is closed.
 
 The game runs in the server's process tree, outside the agent's sandbox: the agent holds only its token.
@@ -110,16 +111,19 @@ def serve_environment(environment_class: Callable[[], Environment]) -> Callable[
 
         def finished(store: Store, rollout: Rollout, attempt: int, finish: AttemptFinish) -> None:
             game = episodes.pop(rollout.id, attempt)
+            opened, scored = game is not None, agent_outcome(finish)  # a timeout or infra failure is not scored
+            if game is None and scored:
+                game = environment.open(rollout.task, episodes.options)  # its start, as the agent would have found it
             try:
-                score = game.score() if game is not None else 0.0
-                if agent_outcome(finish):
+                score = game.score() if game is not None else None
+                if scored and score is not None:
                     reward = RewardCreate(id=f"environment-{attempt}", attempt=attempt, value=score, final=True,
                                           source=RewardSource.EVALUATOR)  # fmt: skip
                     store.add_reward(rollout.id, reward)
             finally:
                 if game is not None:
                     game.close()
-            payload = {"environment": environment.name, "score": score, "opened": game is not None,
+            payload = {"environment": environment.name, "score": score, "opened": opened,
                        "process_id": game.process_id if game is not None else None}  # fmt: skip
             store.add_event(rollout.id, EventCreate(id=f"environment-{attempt}", attempt=attempt, kind="environment",
                                                     payload=payload))  # fmt: skip
