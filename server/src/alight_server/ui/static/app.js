@@ -533,16 +533,19 @@ async function rolloutPage(rolloutId, params) {
 }
 
 // The judge's calls on this attempt (judge: in the train config): its score, or why it gave none. Not the agent's calls.
+// A call that scored the whole group (mode: group) also shows what it gave each of the group's rollouts, parsed.
 function judgementTable(rolloutId, judgements) {
   if (!judgements.length) return null;
+  const others = (j) => Object.entries(j.scores || {}).filter(([id]) => id !== rolloutId)
+    .map(([id, score]) => `${id} ${num(score)}`).join(" · ");
   const rows = judgements.map((j) => h("tr", {}, h("td", {}, j.model ?? ""), h("td", {}, j.mode ?? ""),
-    h("td", { class: "num" }, j.failed ? "none" : num((j.scores || {})[rolloutId])),
+    h("td", { class: "num" }, j.failed ? "none" : num((j.scores || {})[rolloutId])), h("td", { class: "group-scores" }, others(j)),
     h("td", { class: "num" }, String(j.tries ?? "")), h("td", { class: "num" }, j.latency_s === undefined ? "" : num(j.latency_s, 2)),
     h("td", { class: "num" }, j.failed ? "" : `${j.prompt_tokens} + ${j.completion_tokens}`), h("td", {}, j.cached ? "cached" : ""),
     h("td", {}, h("code", {}, String(j.prompt_sha256 ?? "").slice(0, 12))),
     h("td", {}, h("code", {}, messageText(j.failed ? `failed: ${j.failed}` : j.answer ?? "")))));
   return [h("h2", {}, "Judge (infrastructure: not the agent's calls, never trained on)"),
-    table(["model", "mode", "score", "tries", "latency s", "tokens", "", "prompt", "answer"], rows, { id: "judgements" })];
+    table(["model", "mode", "score", "same call scored", "tries", "latency s", "tokens", "", "prompt", "answer"], rows, { id: "judgements" })];
 }
 
 // ---- gateway
