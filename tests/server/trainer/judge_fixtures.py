@@ -76,7 +76,7 @@ def make_judging(
                                          "retries": 2, "timeout_s": 10, **settings})  # fmt: skip
     waits = [] if waits is None else waits
     caller = JudgeCaller(Endpoint(judge.url, "judge-key", "judge"), retries=config.retries, timeout_s=config.timeout_s,
-                         max_tokens=config.max_tokens, temperature=config.temperature, budget=budget,
+                         sampling=config.sampling(), budget=budget,
                          sleep=waits.append)  # fmt: skip
     return Judging(Judge(config, config.rubric, caller, client), client)
 

@@ -188,6 +188,8 @@ def end_with(client: AlightClient, live_server: Any, rollout_ids: list[str], ans
         ({"rubric": "r", "model": "grader"}, "must name a policy of this run with trainable: false"),
         ({"rubric": "r", "upstream": "u", "mode": "pairwise"}, "judge.mode"),
         ({"rubric": "r", "upstream": "u", "weight": 0}, "judge.weight"),
+        ({"rubric": "r", "upstream": "u", "scoring": "json"}, "judge.scoring"),
+        ({"rubric": "r", "upstream": "u", "scoring": "logprobs", "min_digit_mass": 1.5}, "judge.min_digit_mass"),
     ],
 )
 def test_a_bad_judge_section_is_refused_with_what_to_fix(tmp_path: Path, judge: dict[str, Any], problem: str):

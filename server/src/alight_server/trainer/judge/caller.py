@@ -47,6 +47,7 @@ class JudgeReply:
     completion_tokens: int
     latency_s: float
     tries: int
+    top_logprobs: list[tuple[str, float]]  # the first token's alternatives, when the call asked for logprobs
 
 
 class JudgeCaller:
@@ -58,14 +59,13 @@ class JudgeCaller:
         *,
         retries: int,
         timeout_s: float,
-        max_tokens: int,
-        temperature: float,
+        sampling: dict[str, Any],
         budget: RateLimit | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.endpoint, self.retries, self.timeout_s = endpoint, retries, timeout_s
-        self.sampling = {"max_tokens": max_tokens, "temperature": temperature}
+        self.sampling = sampling  # JudgeConfig.sampling(): max_tokens, temperature, logprobs
         self.clock, self.sleep = clock, sleep
         limited = budget is not None and (budget.requests_per_minute or budget.tokens_per_minute)
         self.rate = Rate(budget, clock()) if limited and budget is not None else None
@@ -126,12 +126,15 @@ class JudgeCaller:
         try:
             payload = response.json()
             text = payload["choices"][0]["message"]["content"] or ""
+            first = payload["choices"][0]["logprobs"]["content"][0] if self.sampling.get("logprobs") else {}
+            top = [(str(t["token"]), float(t["logprob"])) for t in first.get("top_logprobs", [])]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise JudgeFailed(f"the judge's answer is not a chat completion: {response.text[:300]!r}") from exc
+            what = "a chat completion with logprobs" if self.sampling.get("logprobs") else "a chat completion"
+            raise JudgeFailed(f"the judge's answer is not {what}: {response.text[:300]!r}") from exc
         use = payload.get("usage") or {}
         prompt, completion = int(use.get("prompt_tokens") or 0), int(use.get("completion_tokens") or 0)
         with self.lock:
             self.tokens += prompt + completion
             if self.rate is not None:
                 self.rate.spent(prompt + completion, self.clock())
-        return JudgeReply(str(text), prompt, completion, latency_s, tries)
+        return JudgeReply(str(text), prompt, completion, latency_s, tries, top)

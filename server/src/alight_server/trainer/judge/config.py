@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -21,7 +21,12 @@ class JudgeConfig(Section):
     served_model: str | None = Field(default=None, min_length=1, description="the model name sent; default: model")
     rubric: str = Field(min_length=1, description="what a good answer is: text, or a file path relative to the config")
     mode: Literal["absolute", "group"] = "absolute"
+    # text: the judge writes `SCORE LABEL: N` lines; logprobs: one digit token per answer, scored by the digits'
+    # expected value (trainer/judge/prompt.py), which any model can answer and no answer can make it parrot
+    scoring: Literal["text", "logprobs"] = "text"
+    min_digit_mass: float = Field(default=0.5, ge=0, le=1)  # logprobs: less probability on the digits is no score
     weight: float = Field(default=1.0, gt=0, le=1000)
+    replace: bool = False  # the final reward is weight x score alone; the verifiable one is kept but not added
     only_when_tied: bool = False  # judge only the groups whose verifiable rewards are all equal
     max_tokens: int = Field(default=256, ge=1, le=32768)
     temperature: float = Field(default=0.0, ge=0, le=2)
@@ -51,6 +56,12 @@ class JudgeConfig(Section):
             rubric = (base / rubric).read_text()
         key_file = None if self.key_file is None else str((base / Path(self.key_file).expanduser()).resolve())
         return self.model_copy(update={"rubric": rubric, "key_file": key_file})
+
+    def sampling(self) -> dict[str, Any]:
+        """The judge call's sampling: one token with the top 20 alternatives' logprobs when scored by digits."""
+        if self.scoring == "logprobs":
+            return {"max_tokens": 1, "temperature": self.temperature, "logprobs": True, "top_logprobs": 20}
+        return {"max_tokens": self.max_tokens, "temperature": self.temperature}
 
     def tries_bound_s(self) -> float:
         """The longest one judgement may take, waits between tries aside: what an update may wait on it."""

@@ -4,12 +4,14 @@ For one finished group (`Judge.judge_group`):
 1. every answer is checked for text that addresses the evaluator (trainer/judge/injection.py); a hit is a
    `review_flag` event (`judge_injection`, with evidence), which quarantines the rollout like every flag;
 2. with `only_when_tied`, a group whose verifiable rewards differ is left as it is (they already rank it);
-3. the judge scores each answer (`absolute`: one call per rollout) or the whole group in one call (`group`);
-   the same rubric, task and answers are judged once per run (the cache), whatever rollout they came from;
+3. the judge scores each answer (`absolute`: one call per rollout, seeing that answer) or the whole group
+   (`group`: one call for all with text scoring; with logprobs scoring one call per rollout, each seeing the
+   whole group and scoring one of it); the same rubric, task and answers are judged once per run (the cache);
 4. each rollout gets two rewards from the source `judge`: its score (0..1, named `judge`) and the combined final
    reward, `verifiable + weight x score` (the verifiable part: the agent's or evaluator's final reward, 0 when it
-   has none), which wins over the others (trajectories/join.py `SOURCE_PRECEDENCE`); and a `judgement` event
-   with the prompt's hash, the raw answer, the scores, latency and tokens;
+   has none or with `replace`), which wins over the others (trajectories/join.py `SOURCE_PRECEDENCE`); and a
+   `judgement` event with the prompt's hash, the raw answer (or the digits' probabilities), the scores, latency
+   and tokens;
 5. a judge that gave no usable answer writes no reward (never a zero): the event says why, and the caller
    leaves the group out of training as an infrastructure failure.
 """
@@ -37,7 +39,13 @@ from alight.schemas import (
 from alight_server.trainer.judge import injection
 from alight_server.trainer.judge.caller import JudgeCaller, JudgeFailed
 from alight_server.trainer.judge.config import JudgeConfig
-from alight_server.trainer.judge.prompt import JudgeAnswerError, build_prompt, parse_scores, transcript
+from alight_server.trainer.judge.prompt import (
+    JudgeAnswerError,
+    build_prompt,
+    expected_score,
+    parse_scores,
+    transcript,
+)
 
 MAX_ANSWER_CHARS = 4000  # of the judge's raw answer, in its event
 
@@ -53,10 +61,11 @@ class Verdict:
     prompt_tokens: int
     completion_tokens: int
     tries: int
+    digits: dict[str, float] | None = None  # logprobs scoring: each digit's probability as the first token
     cached: bool = False
 
     def record(self, mode: str, model: str, scores: dict[str, float]) -> dict[str, Any]:
-        return {"mode": mode, "model": model, "prompt_sha256": self.prompt_sha256,
+        return {"mode": mode, "model": model, "prompt_sha256": self.prompt_sha256, "digits": self.digits,
                 "answer": self.answer[:MAX_ANSWER_CHARS], "scores": scores, "latency_s": self.latency_s,
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
                 "tries": self.tries, "cached": self.cached}  # fmt: skip
@@ -81,22 +90,30 @@ class Judge:
         self.flagged = 0  # answers flagged as addressing the judge, for the run's metrics
         self.failed = 0  # groups the judge left unrewarded
 
-    def verdict(self, task: Any, answers: list[str]) -> Verdict:
-        """The judge's scores of `answers` to `task`, from the cache when the same were judged before."""
+    def verdict(self, task: Any, answers: list[str], scored: int = 0) -> Verdict:
+        """The judge's scores of `answers` to `task` (logprobs scoring: of `answers[scored]` alone), from the
+        cache when the same were judged before."""
         cfg = self.config
-        content = [self.rubric, cfg.mode, task, answers, self.caller.endpoint.model, cfg.temperature]
+        by_digits = cfg.scoring == "logprobs"
+        content = [self.rubric, cfg.mode, cfg.scoring, task, answers, scored, self.caller.endpoint.model,
+                   cfg.temperature]  # fmt: skip
         key = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
         with self.lock:
             if key in self.cache:
                 return replace(self.cache[key], cached=True)
-        prompt = build_prompt(self.rubric, cfg.mode, task, answers)
+        prompt = build_prompt(self.rubric, cfg.mode, task, answers, scored=scored if by_digits else None)
         reply = self.caller.complete(prompt.messages)
+        digits = None
         try:
-            scores = parse_scores(reply.text, prompt.labels)
+            if by_digits:
+                score, digits = expected_score(reply.top_logprobs, cfg.min_digit_mass)
+                scores = [score]
+            else:
+                scores = parse_scores(reply.text, prompt.labels)
         except JudgeAnswerError as exc:
             raise JudgeFailed(f"{exc}; the judge answered {reply.text[:500]!r}") from exc
         found = Verdict(scores, reply.text, prompt.sha256, reply.latency_s, reply.prompt_tokens,
-                        reply.completion_tokens, reply.tries)  # fmt: skip
+                        reply.completion_tokens, reply.tries, digits)  # fmt: skip
         with self.lock:
             self.cache[key] = found
         return found
@@ -122,10 +139,13 @@ class Judge:
             return True
         task = scorable[0].task
         try:
-            if self.config.mode == "group":
-                judged = [(scorable, self.verdict(task, [transcript(t) for t in scorable]))]
-            else:
-                judged = [([t], self.verdict(task, [transcript(t)])) for t in scorable]
+            answers = [transcript(t) for t in scorable]
+            if self.config.mode == "absolute":
+                judged = [([t], self.verdict(task, [answer])) for t, answer in zip(scorable, answers, strict=True)]
+            elif self.config.scoring == "text":
+                judged = [(scorable, self.verdict(task, answers))]
+            else:  # one digit per call: each rollout's own, with its group in view
+                judged = [([t], self.verdict(task, answers, k)) for k, t in enumerate(scorable)]
         except JudgeFailed as exc:
             with self.lock:
                 self.failed += 1
@@ -140,7 +160,8 @@ class Judge:
         scores = {t.rollout_id: s for t, s in zip(members, found.scores, strict=True)}
         record = found.record(self.config.mode, self.caller.endpoint.model, scores)
         for t, score in zip(members, found.scores, strict=True):
-            combined = (t.final_reward or 0.0) + self.config.weight * score
+            verifiable = 0.0 if self.config.replace else (t.final_reward or 0.0)
+            combined = verifiable + self.config.weight * score
             judge = RewardSource.JUDGE
             self.client.add_reward(t.rollout_id, RewardCreate(id=f"judge-{t.attempt}", attempt=t.attempt, value=score,
                                                               name="judge", final=True, source=judge))  # fmt: skip

@@ -35,8 +35,8 @@ class Judging:
             return None
         endpoint = resolve_endpoint(cfg, client)
         budget = config.limits.run
-        caller = JudgeCaller(endpoint, retries=cfg.retries, timeout_s=cfg.timeout_s, max_tokens=cfg.max_tokens,
-                             temperature=cfg.temperature, budget=budget)  # fmt: skip
+        caller = JudgeCaller(endpoint, retries=cfg.retries, timeout_s=cfg.timeout_s, sampling=cfg.sampling(),
+                             budget=budget)  # fmt: skip
         return cls(Judge(cfg, cfg.rubric, caller, client), client)
 
     @property
