@@ -1,8 +1,8 @@
 """The forwarder on a real Unix socket in front of a real HTTP server standing in for the attempt's gateway.
 
-Only this attempt's model calls pass, with the attempt token put on by the forwarder; every other target
-(the rollout API, another attempt, /admin, OTLP, spellings that try to reach them) is answered by the
-forwarder itself and the gateway sees nothing.
+Only this attempt's model calls and its environment's MCP endpoint (POST /v1/mcp) pass, with the attempt token
+put on by the forwarder; every other target (the rollout API, another attempt, /admin, OTLP, spellings that try
+to reach them) is answered by the forwarder itself and the gateway sees nothing.
 """
 
 from __future__ import annotations
@@ -118,6 +118,26 @@ def test_headers_outside_the_allowlist_never_reach_the_gateway(forwarder):
     assert headers["authorization"] == f"Bearer {TOKEN}"
 
 
+def test_the_environments_mcp_endpoint_reaches_the_attempts_own_gateway_with_the_attempt_token(forwarder):
+    path, gateway = forwarder
+    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    with client(path) as http:
+        answer = http.post("/v1/mcp", json=message, headers={"authorization": "Bearer placeholder",
+                                                             "mcp-protocol-version": "2025-06-18"})  # fmt: skip
+    assert answer.status_code == 200
+    [(method, target, headers, body)] = gateway.seen
+    assert (method, target) == ("POST", f"{ATTEMPT}/mcp") and b'"tools/list"' in body
+    assert headers["authorization"] == f"Bearer {TOKEN}" and headers["mcp-protocol-version"] == "2025-06-18"
+
+
+@pytest.mark.parametrize("method", [b"GET", b"DELETE", b"PUT"])
+def test_the_mcp_endpoint_answers_other_methods_405_as_its_stateless_server_would(forwarder, method):
+    path, gateway = forwarder
+    answer = raw(path, method + b" /v1/mcp HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 405 ") and b"\r\nallow: POST\r\n" in answer
+    assert gateway.seen == []
+
+
 def test_the_callers_agent_and_role_reach_the_gateway_for_policy_routing(forwarder):
     path, gateway = forwarder
     with client(path) as http:
@@ -176,9 +196,19 @@ def test_one_connection_carries_several_model_calls(forwarder):
         b"GET /v1/messages HTTP/1.1",  # an allowed path with another method
         b"DELETE /v1/models HTTP/1.1",
         b"POST /v1/messages/count_tokens HTTP/1.1",
+        b"POST /gw/r2/1/v1/mcp HTTP/1.1",  # another attempt's environment
+        b"POST /gw/r1/1/v1/mcp HTTP/1.1",  # this attempt's, by its gateway path
+        b"POST /v1/mcp/ HTTP/1.1",
+        b"POST /v1//mcp HTTP/1.1",
+        b"POST //v1/mcp HTTP/1.1",
+        b"POST /V1/MCP HTTP/1.1",
+        b"POST /v1/mcp/../../api/rollouts HTTP/1.1",
+        b"POST /v1/mcp%2F..%2F..%2Fapi HTTP/1.1",
+        b"POST /v1/%6dcp HTTP/1.1",
+        b"POST /v1/mcp;x HTTP/1.1",
     ],
 )
-def test_every_target_but_the_model_calls_is_refused(forwarder, request_line):
+def test_every_target_but_the_attempts_own_calls_is_refused(forwarder, request_line):
     path, gateway = forwarder
     answer = raw(path, request_line + b"\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
     assert answer.startswith(b"HTTP/1.1 403 "), answer[:200]
@@ -194,6 +224,8 @@ def test_every_target_but_the_model_calls_is_refused(forwarder, request_line):
         b"CONNECT 127.0.0.1:8000 HTTP/1.1",  # authority-form: a tunnel
         b"POST /v1/messages?to=/api/rollouts HTTP/1.1",  # a query that is more than key=value pairs
         b"POST /v1/messages?x=%2e%2e HTTP/1.1",
+        b"POST /v1/mcp?rollout=r2 HTTP/1.1",  # the MCP endpoint takes no query at all
+        b"POST http://sandbox/v1/mcp HTTP/1.1",
     ],
 )
 def test_targets_in_other_forms_are_malformed_requests(forwarder, request_line):

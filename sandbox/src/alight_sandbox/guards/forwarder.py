@@ -1,13 +1,14 @@
 # pyright: strict
-"""The sandbox's only way out: this attempt's model calls, from a Unix socket to its gateway, with its token.
+"""The sandbox's only way out: this attempt's model calls and MCP endpoint, to its gateway, with its token.
 
 A CLI in the sandbox holds a placeholder key and talks to a relay on the sandbox's own loopback, which
 pipes bytes to the socket this forwarder serves outside the sandbox (sandbox/src/alight_sandbox/guards/relay.py). Here each
-request is parsed (h11) and held to one rule: an origin-form POST to one of the model-call routes (or
-GET /v1/models), nothing else. The client's own credentials are dropped, the attempt token is added, and
-the call goes to the attempt's gateway URL with its answer streamed back as it comes. Everything else
-(the rollout API, another attempt's /gw/..., /admin, OTLP, odd spellings of an allowed path) is refused
-before any byte reaches the server.
+request is parsed (h11) and held to one rule: the client names a path under its own attempt's base URL, never
+a rollout or a host, and only the attempt's own endpoints there pass: the model calls (an origin-form POST to
+one of their routes, or GET /v1/models) and, where the run serves an environment, POST /v1/mcp, its MCP
+endpoint. The client's own credentials are dropped, the attempt token is added, and the call goes to the
+attempt's gateway URL with its answer streamed back as it comes. Everything else (the rollout API, another
+attempt's /gw/..., /admin, OTLP, odd spellings of an allowed path) is refused before any byte reaches the server.
 """
 
 from __future__ import annotations
@@ -35,12 +36,17 @@ MODEL_CALLS = frozenset(
         (b"GET", b"/v1/models"),
     }
 )
+# The attempt's environment (docs/environments.md): MCP over streamable HTTP at its base URL's /mcp, mounted only
+# where the run has `environment:` (elsewhere the gateway answers 404). The server is stateless, no session and
+# no stream of its own: a client's POSTs are the whole protocol, and the GET (a server stream) or DELETE (a
+# session's end) a client may try gets 405 here, as the server would answer it, without reaching the server.
+MCP = b"/v1/mcp"
 # What an agent may pass along: the body's type, the client's API version and beta flags, tracing, who is
 # calling (the gateway's policy routing). Everything
 # else, credentials of any spelling included, stays behind (an allowlist: a new header is dropped, not leaked).
 PASSED_HEADERS = frozenset(
     {b"content-type", b"accept", b"user-agent", b"traceparent", b"tracestate", b"anthropic-version", b"anthropic-beta",
-     b"x-alight-agent", b"x-alight-role"}
+     b"x-alight-agent", b"x-alight-role", b"mcp-protocol-version"}
 )  # fmt: skip
 # The answer's headers minus the ones that describe this one connection (h11 frames the body itself).
 CONNECTION_HEADERS = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"te", b"upgrade", b"trailer"})
@@ -51,19 +57,26 @@ CHUNK = 65536
 class Refused(Exception):
     """A request the forwarder answers itself, with `status` and a message naming the rule."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
         super().__init__(message)
-        self.status = status
+        self.status, self.headers = status, headers
 
 
 def upstream_path(method: bytes, target: bytes) -> str:
-    """The path after the gateway's /v1 for an allowed model call (with its query); Refused otherwise."""
+    """The path after the gateway's /v1 for an allowed call (a model call with its query, or the MCP endpoint's
+    POST); Refused otherwise."""
     if not target.startswith(b"/"):
         raise Refused(400, "only origin-form request targets (/v1/...) are forwarded")
     path, _, query = target.partition(b"?")
+    if path == MCP:
+        if method != b"POST":
+            raise Refused(405, "the environment's MCP server is stateless: POST only", ((b"allow", b"POST"),))
+        if query:
+            raise Refused(400, "the MCP endpoint takes no query string")
+        return MCP.decode().removeprefix("/v1")
     if (method, path) not in MODEL_CALLS:
         allowed = ", ".join(f"{m.decode()} {p.decode()}" for m, p in sorted(MODEL_CALLS))
-        raise Refused(403, f"the sandbox reaches only this attempt's model calls ({allowed})")
+        raise Refused(403, f"the sandbox reaches only this attempt's model calls ({allowed}) and POST {MCP.decode()}")
     if not QUERY.fullmatch(query):
         raise Refused(400, "the query string may hold only plain key=value pairs")
     suffix = path.decode().removeprefix("/v1")
@@ -71,7 +84,7 @@ def upstream_path(method: bytes, target: bytes) -> str:
 
 
 class Forwarder:
-    """Serves one attempt's model calls on a Unix socket; a context manager that runs it in a thread.
+    """Serves one attempt's calls on a Unix socket; a context manager that runs it in a thread.
 
     >>> with Forwarder(Path("/tmp/x/gw.sock"), "http://127.0.0.1:8000/gw/r1/0/v1", token):
     ...     ...  # bind /tmp/x/gw.sock into the sandbox; its relay connects there
@@ -200,6 +213,7 @@ class Forwarder:
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),
             (b"connection", b"close"),
+            *refusal.headers,
         ]
         with contextlib.suppress(OSError, h11.LocalProtocolError):
             sock.sendall(conn.send(h11.Response(status_code=refusal.status, headers=headers)) or b"")

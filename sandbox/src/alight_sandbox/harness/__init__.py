@@ -7,7 +7,9 @@ sandbox's loopback as its endpoint, a placeholder key, telemetry and auto-update
 non-interactively on the task's prompt inside a bubblewrap sandbox whose only way out is a forwarder that
 adds the attempt token to this attempt's model calls (alight_sandbox.harness.sandbox), then runs the task's check
 command in a sandbox of the same kind: a number on its last output line (clamped to the task's range), or
-its exit status, is the rollout's reward.
+its exit status, is the rollout's reward. Where the run serves an environment (`environment:`), the CLI also
+gets its MCP server through the same forwarder, and the environment's score, posted by the server, outranks
+the check's (alight_sandbox.harness.environment).
 """
 
 from alight_sandbox.harness.workspace import CliTask, check_reward, make_workspace

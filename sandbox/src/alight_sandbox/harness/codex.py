@@ -9,6 +9,7 @@ from typing import Any
 import alight
 from alight_sandbox.guards.policy import HOME
 from alight_sandbox.harness.attempt import HarnessAttempt
+from alight_sandbox.harness.environment import MCP_NAME, MCP_URL, STARTUP_S
 from alight_sandbox.harness.sandbox import PLACEHOLDER_KEY, RELAY_URL, CliLaunch
 from alight_sandbox.harness.workspace import CliTask, Workspace, cli_args, cli_episode, find_cli
 
@@ -16,13 +17,21 @@ DEFAULT_ARGS = ["--skip-git-repo-check"]
 KEY_ENV = "OPENAI_API_KEY"  # Codex reads its provider's key from the variable the config names: a placeholder
 
 
-def codex_config(endpoint: str, gateway_url: str) -> str:
-    """config.toml for CODEX_HOME: one model provider (the relay to the gateway), no approvals, no update checks.
+def codex_config(endpoint: str, gateway_url: str, *, environment: bool = False) -> str:
+    """config.toml for CODEX_HOME: one model provider (the relay to the gateway), no approvals, no update checks,
+    and where the run serves an environment, its MCP server (streamable HTTP at the relay, which adds the token).
 
     Codex's own sandbox is off (`danger-full-access`): Codex runs inside alight's, whose only way out is the
     forwarder, and Codex's sandbox helper cannot start from a read-only install inside another sandbox.
     """
     url = json.dumps(endpoint.rstrip("/"))  # a TOML basic string is a JSON string
+    mcp = [
+        f"[mcp_servers.{MCP_NAME}]",
+        f"url = {json.dumps(MCP_URL)}",
+        f"startup_timeout_sec = {STARTUP_S}",  # its first tools/list opens the game
+        "required = true",  # the first turn waits for its tools (an optional server's may come a turn late)
+        "",
+    ]
     return "\n".join(
         [
             f"# Calls to {endpoint} leave the sandbox through alight's forwarder, to this attempt's gateway:",
@@ -45,6 +54,7 @@ def codex_config(endpoint: str, gateway_url: str) -> str:
             "[analytics]",  # Codex's usage events: off, as Claude Code's telemetry is
             "enabled = false",
             "",
+            *(mcp if environment else []),
         ]
     )
 
@@ -54,8 +64,8 @@ def episode(task: Any) -> float | None:
     """One attempt: `codex exec PROMPT` in the sandbox on a fresh workspace, then the task's check."""
     binary = find_cli("ALIGHT_CODEX_BIN", "codex", "npm i -g @openai/codex")
 
-    def prepare(cli_task: CliTask, workspace: Workspace, attempt: HarnessAttempt) -> CliLaunch:
-        config = codex_config(f"{RELAY_URL}/v1", attempt.gateway_url)
+    def prepare(cli_task: CliTask, workspace: Workspace, attempt: HarnessAttempt, environment: bool) -> CliLaunch:
+        config = codex_config(f"{RELAY_URL}/v1", attempt.gateway_url, environment=environment)
         env = {"CODEX_HOME": f"{HOME}/.codex", KEY_ENV: PLACEHOLDER_KEY}
         return CliLaunch(["exec", *cli_args(DEFAULT_ARGS), cli_task.prompt], env, {".codex/config.toml": config})
 

@@ -7,7 +7,8 @@ config files mounted read-only, the system and the CLI's own install read-only, 
 programs need to load (no hostname, users or service config), and an environment of the CLI's own
 variables plus a short allowlist of the host's. The attempt token never enters: the CLI gets a
 placeholder key and a base URL on the sandbox's loopback, where the relay (sandbox/src/alight_sandbox/guards/relay.py)
-pipes to a Unix socket served by the Forwarder in this process, which adds the token to model calls only.
+pipes to a Unix socket served by the Forwarder in this process, which adds the token to the attempt's own
+calls only (its model calls, and its environment's MCP endpoint where the run serves one).
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def base_policy(root: Path, work: Path, *, cpu_s: int, memory_mb: int, timeout_s
 def run_cli_sandboxed(
     binary: str, launch: CliLaunch, root: Path, work: Path, home: Path, attempt: HarnessAttempt
 ) -> CommandResult:
-    """Run the CLI in the sandbox with the forwarder serving its model calls; its output goes to our log.
+    """Run the CLI in the sandbox with the forwarder serving its attempt's calls; its output goes to our log.
 
     `home` (on the host) receives the config files for inspection; the sandbox mounts them read-only
     into its tmpfs home. The CLI's own writes (sessions, caches) stay in that tmpfs and vanish with it.

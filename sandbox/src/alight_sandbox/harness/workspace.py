@@ -27,6 +27,7 @@ from alight_sandbox.guards.policy import SandboxPolicy, bounds_from_env
 from alight_sandbox.guards.rules import RESOURCE_LIMIT
 from alight_sandbox.guards.run import CommandResult, run_command
 from alight_sandbox.harness.attempt import HarnessAttempt, current_attempt
+from alight_sandbox.harness.environment import serves_environment, with_prompt
 from alight_sandbox.harness.sandbox import DISK, CliLaunch, base_policy, host_env, run_cli_sandboxed
 
 CHECK_ENV = "ALIGHT_HARNESS_CHECK"  # the check command when the task names none
@@ -197,16 +198,21 @@ def _record(kind: str, payload: dict[str, Any]) -> None:
             client.add_event(ctx.rollout_id, event)
 
 
-# (task, workspace, attempt) -> how to start the CLI: its arguments, its variables, its config files
-Prepare = Callable[[CliTask, Workspace, HarnessAttempt], CliLaunch]
+# (task, workspace, attempt, whether the run serves an environment) -> how to start the CLI: its arguments,
+# its variables, its config files (with the environment's MCP server where there is one)
+Prepare = Callable[[CliTask, Workspace, HarnessAttempt, bool], CliLaunch]
 
 
 def cli_episode(task: Any, name: str, binary: str, prepare: Prepare) -> float | None:
-    """One attempt of a CLI: fresh workspace, `binary ARGS` in the sandbox, then the check's reward (None: no check)."""
+    """One attempt of a CLI: fresh workspace, `binary ARGS` in the sandbox, then the check's reward (None: no check).
+
+    Where the run serves an environment the CLI gets its MCP server, and a task without a prompt is asked to
+    play it; the environment's score, posted by the server, is the reward (a check's, if any, is outranked)."""
     attempt = current_attempt()
-    cli_task = CliTask.parse(task)
+    environment = serves_environment(attempt)
+    cli_task = CliTask.parse(with_prompt(task) if environment else task)
     workspace = make_workspace(cli_task, workspace_name(name, attempt.rollout_id, attempt.attempt))
-    launch = prepare(cli_task, workspace, attempt)
+    launch = prepare(cli_task, workspace, attempt, environment)
     print(f"alight harness: {binary} in the sandbox, {workspace.work} at /workspace", file=sys.stderr, flush=True)
     # The workspace and each sandbox's /tmp on one tmpfs of the bound, where this process may mount one.
     disk_mb = bounds_from_env(os.environ).get("workspace_mb", SandboxPolicy.workspace_mb)
