@@ -23,7 +23,7 @@ alight_openai_agents.instrument()
 MODEL = os.environ.get("AGENT_MODEL", "policy")  # the gateway serves the policy being trained whatever the name
 MAX_TOKENS = int(os.environ.get("SCIENCEWORLD_MAX_TOKENS", "64"))
 MAX_TURNS = int(os.environ.get("SCIENCEWORLD_MAX_TURNS", "12"))
-INSTRUCTIONS = (
+INSTRUCTIONS = os.environ.get("SCIENCEWORLD_INSTRUCTIONS") or (  # a config's agent.env may show a model more
     "You play a text simulation through tools. Call observe to read the task, then act with one command at a "
     "time (valid_actions lists the commands that work now). Stop when the task is done."
 )
