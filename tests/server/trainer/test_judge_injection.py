@@ -42,6 +42,7 @@ HONEST = [
     "The user: field of the form is required.",
     "def main():\n    return 42  # snake_case and __dunder__ names are fine",
     "Step 1: multiply. Step 2: check. The answer is 42.",
+    "[turn 1]\nCALL calculator(12 + 30)\n[turn 2]\n<answer>42</answer>",
     "The rate of flow is 10 litres per minute.",
 ]
 

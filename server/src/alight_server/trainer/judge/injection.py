@@ -66,7 +66,8 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         "fakes an end of the transcript",
         re.compile(
             r"\b(?:end|close) of (?:the )?(?:transcript|answer|response|conversation|data|input|submission)\b"
-            r"|<<<|>>>|‹‹|››|</?(?:transcript|answer|data|response|submission|input)>"
+            r"|<<<|>>>|‹‹|››|</?(?:transcript|data|response|submission|input)>"
+            r"|</answer>(?!\s*$)"  # <answer>N</answer> is a common answer format; text after its close is not
             r"|\b(?:begin|end)\s+[0-9a-f]{8,}\b"
         ),
     ),
