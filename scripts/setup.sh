@@ -13,6 +13,7 @@
 #   bash scripts/setup.sh --coding       + alight-sandbox, bubblewrap, strace, .venv-coding (mini-swe-agent) and the coding example's sdists
 #   bash scripts/setup.sh --scienceworld + a Java runtime (apt-get, as root) and the scienceworld simulator (examples/scienceworld)
 #   bash scripts/setup.sh --bfcl         + .venv-bfcl: bfcl-eval's data and checker for `alight eval --benchmark bfcl:...`
+#   bash scripts/setup.sh --mcp1         + .venv-mcp1: the agents on LangGraph's and AutoGen's MCP adapters (mcp 1.x; examples/scienceworld_mcp/adapters)
 #   bash scripts/setup.sh --all          all of the above: what the test suite needs (scripts/test.sh runs this)
 #   bash scripts/setup.sh --vllm         .venv-vllm for `inference.backend: vllm` (~4.5 min, 3.4 GB; also ALIGHT_VLLM=1)
 #   bash scripts/setup.sh --verl         .venv-verl for the verl backend (~6.5 min, 2.3 GB; verl pins its own transformers)
@@ -20,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
-core=1 integrations=0 dev=0 browser=0 cli=0 coding=0 scienceworld=0 bfcl=0 vllm=${ALIGHT_VLLM:-0} verl=0
+core=1 integrations=0 dev=0 browser=0 cli=0 coding=0 scienceworld=0 bfcl=0 mcp1=0 vllm=${ALIGHT_VLLM:-0} verl=0
 for arg in "$@"; do
     case "$arg" in
         --integrations) integrations=1 ;;
@@ -30,7 +31,8 @@ for arg in "$@"; do
         --coding) coding=1 ;;
         --scienceworld) scienceworld=1 ;;
         --bfcl) bfcl=1 ;;
-        --all) dev=1 browser=1 cli=1 coding=1 scienceworld=1 bfcl=1 ;;
+        --mcp1) mcp1=1 ;;
+        --all) dev=1 browser=1 cli=1 coding=1 scienceworld=1 bfcl=1 mcp1=1 ;;
         --vllm) vllm=1 ;;
         --verl) verl=1 core=0 ;;
         -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { print substr($0, 3) }' "$0"; exit 0 ;;
@@ -82,6 +84,16 @@ if [ "$bfcl" = 1 ] && [ "$(cat .venv-bfcl/.pins 2>/dev/null)" != "$BFCL_PINS" ];
     { { [ -x .venv-bfcl/bin/python ] || "$PY" -m venv .venv-bfcl; } \
         && .venv-bfcl/bin/pip "${PIP[@]}" --no-deps $BFCL_PINS && echo "$BFCL_PINS" >.venv-bfcl/.pins; } &
     side_jobs["the BFCL venv"]=$!
+fi
+# LangGraph's and AutoGen's own MCP adapters (langchain-mcp-adapters, autogen-ext's McpWorkbench) need mcp 1.x and
+# the main venv has mcp 2, so the agents on them get a venv of their own (tests/environments/test_mcp_harnesses.py).
+MCP1_REQUIREMENTS=examples/scienceworld_mcp/adapters/requirements.txt
+mcp1_stamp() { cat "$MCP1_REQUIREMENTS" pyproject.toml integrations/langchain/pyproject.toml integrations/autogen/pyproject.toml | sha256sum | cut -d' ' -f1; }
+if [ "$mcp1" = 1 ] && [ "$(cat .venv-mcp1/.stamp 2>/dev/null)" != "$(mcp1_stamp)" ]; then
+    { { [ -x .venv-mcp1/bin/python ] || "$PY" -m venv .venv-mcp1; } \
+        && .venv-mcp1/bin/pip "${PIP[@]}" -e . -e integrations/langchain -e integrations/autogen -r "$MCP1_REQUIREMENTS" \
+        && mcp1_stamp >.venv-mcp1/.stamp; } &
+    side_jobs["the MCP adapters' venv"]=$!
 fi
 
 # A pip part is redone only when a pyproject.toml changed since its last success: resolving the workspace

@@ -3,13 +3,16 @@
 One stack for the module: alight's server on loopback serving TextWorldExpress's coin game as MCP tools (the
 cheapest of the environments: a three-room game the package solves in three actions), its gateway's policy a
 scripted upstream (scripted_upstream.py) whose tool calls play that solution; the tiny model calls no tools, so
-it could not show the wiring. Each example agent runs under `alight run` as its own process.
+it could not show the wiring. Each example agent runs under `alight run` as its own process: the ones that
+convert the MCP tools themselves (the dev venv has mcp 2), and, where an agent environment with mcp 1.x exists
+(`$ALIGHT_MCP1_PYTHON` or .venv-mcp1), the ones on langchain-mcp-adapters and autogen-ext's McpWorkbench.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -39,6 +42,8 @@ PARAMS = "numLocations=3,numDistractorItems=0,includeDoors=0"
 TASK = {"game": "coin", "seed": 10000, "fold": "dev", "params": PARAMS}  # its solution: the three acts below
 SOLUTION = ["look around", "move east", "take coin"]
 SCRIPT = [("observe", {}), *[("act", {"action": a}) for a in SOLUTION], ("score", {})]
+# The agent environment of examples/scienceworld_mcp/adapters (mcp 1.x), outside the dev venv.
+MCP1_PYTHON = Path(os.environ.get("ALIGHT_MCP1_PYTHON", REPO / ".venv-mcp1" / "bin" / "python"))
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +58,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, 
         yield url, key, upstream
 
 
-def run(stack: tuple[str, str, Any], agent: str) -> dict[str, Any]:
-    """`alight run` of `agent` on TASK against the module's stack: the trajectory it printed."""
+def run(stack: tuple[str, str, Any], *agent: str) -> dict[str, Any]:
+    """`alight run` of `agent` (a function, or `--` and a command) on TASK against the module stack: its trajectory."""
     url, key, _ = stack
-    argv = [ALIGHT, "run", agent, "--json", "--server", url, "--admin-key", key, "--task", json.dumps(TASK)]
+    argv = [ALIGHT, "run", "--json", "--server", url, "--admin-key", key, "--task", json.dumps(TASK), *agent]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return json.loads(proc.stdout)
@@ -70,15 +75,10 @@ def events(stack: tuple[str, str, Any], rollout_id: str, kind: str) -> list[dict
     return got.json()["events"]
 
 
-@pytest.mark.parametrize("agent", ["langgraph_agent.py", "autogen_agent.py"])
-def test_an_unchanged_harness_plays_the_game_through_mcp_and_the_games_score_is_its_reward(
-    stack: tuple[str, str, Any], agent: str
-) -> None:
-    upstream = stack[2]
-    before = upstream.state.calls
-    trajectory = run(stack, f"{EXAMPLE / agent}:main")
+def assert_played(stack: tuple[str, str, Any], trajectory: dict[str, Any], upstream_calls: int) -> None:
+    """Every model call captured, the script's tool calls made in order, the solved game's score the reward."""
     calls = trajectory["calls"]
-    assert len(calls) == upstream.state.calls - before == len(SCRIPT) + 1  # each move, then "Done."
+    assert len(calls) == upstream_calls == len(SCRIPT) + 1  # each move, then "Done."
     assert all(c["call"]["status_code"] == 200 and c["call"]["response_token_ids"] for c in calls)
     made = events(stack, trajectory["rollout_id"], "environment_call")
     assert [(e["payload"]["tool"], json.loads(e["payload"]["arguments"])) for e in made] == SCRIPT
@@ -90,3 +90,24 @@ def test_an_unchanged_harness_plays_the_game_through_mcp_and_the_games_score_is_
     assert reward["source"] == "evaluator" and reward["value"] == 1.0  # the game's, posted by the server
     assert trajectory["final_reward"] == 1.0
     assert not [r for r in trajectory["rewards"] if r["source"] == "agent"]  # the agent scores nothing itself
+
+
+@pytest.mark.parametrize("agent", ["langgraph_agent.py", "autogen_agent.py"])
+def test_an_unchanged_harness_plays_the_game_through_mcp_and_the_games_score_is_its_reward(
+    stack: tuple[str, str, Any], agent: str
+) -> None:
+    before = stack[2].state.calls
+    trajectory = run(stack, f"{EXAMPLE / agent}:main")
+    assert_played(stack, trajectory, stack[2].state.calls - before)
+
+
+@pytest.mark.parametrize("agent", ["langgraph_agent.py", "autogen_agent.py"])
+def test_the_frameworks_own_mcp_adapters_play_it_from_an_agent_environment_with_mcp_1(
+    stack: tuple[str, str, Any], agent: str
+) -> None:
+    """langchain-mcp-adapters and autogen-ext's McpWorkbench need mcp<2: they run from their own venv."""
+    if not MCP1_PYTHON.is_file():
+        pytest.skip(f"no agent environment with mcp 1.x at {MCP1_PYTHON}: bash scripts/setup.sh --mcp1")
+    before = stack[2].state.calls
+    trajectory = run(stack, "--", str(MCP1_PYTHON), "-m", "alight.entry", f"{EXAMPLE / 'adapters' / agent}:main")
+    assert_played(stack, trajectory, stack[2].state.calls - before)
