@@ -41,7 +41,8 @@ ALIGHT = str(Path(sys.executable).parent / "alight")
 PARAMS = "numLocations=3,numDistractorItems=0,includeDoors=0"
 TASK = {"game": "coin", "seed": 10000, "fold": "dev", "params": PARAMS}  # its solution: the three acts below
 SOLUTION = ["look around", "move east", "take coin"]
-SCRIPT = [("observe", {}), *[("act", {"action": a}) for a in SOLUTION], ("score", {})]
+REFUSED = ("act", {"action": "look " * 61})  # over the 300 characters `act` takes: an isError result, no step
+SCRIPT = [("observe", {}), REFUSED, *[("act", {"action": a}) for a in SOLUTION], ("score", {})]
 # The agent environment of examples/scienceworld_mcp/adapters (mcp 1.x), outside the dev venv.
 MCP1_PYTHON = Path(os.environ.get("ALIGHT_MCP1_PYTHON", REPO / ".venv-mcp1" / "bin" / "python"))
 
@@ -82,7 +83,7 @@ def assert_played(stack: tuple[str, str, Any], trajectory: dict[str, Any], upstr
     assert all(c["call"]["status_code"] == 200 and c["call"]["response_token_ids"] for c in calls)
     made = events(stack, trajectory["rollout_id"], "environment_call")
     assert [(e["payload"]["tool"], json.loads(e["payload"]["arguments"])) for e in made] == SCRIPT
-    assert not any(e["payload"]["refused"] for e in made)
+    assert [e["payload"]["refused"] for e in made] == [move == REFUSED for move in SCRIPT]  # and the agent went on
     assert made[-1]["payload"]["result"] == "1"  # the agent read the solved game's score through its tool
     (env,) = events(stack, trajectory["rollout_id"], "environment")
     assert env["payload"]["opened"] and env["payload"]["score"] == 1.0
