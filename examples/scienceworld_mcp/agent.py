@@ -9,30 +9,21 @@ posted there when the attempt ends: this agent returns nothing. `alight train ex
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Any
 
 from agents import Agent, MaxTurnsExceeded, ModelBehaviorError, ModelSettings, Runner
 from agents.mcp import MCPServerStreamableHttp
+from play import INSTRUCTIONS, MAX_TOKENS, MAX_TURNS, MODEL, mcp_server
 
 import alight
 import alight_openai_agents
 
 alight_openai_agents.instrument()
 
-MODEL = os.environ.get("AGENT_MODEL", "policy")  # the gateway serves the policy being trained whatever the name
-MAX_TOKENS = int(os.environ.get("SCIENCEWORLD_MAX_TOKENS", "64"))
-MAX_TURNS = int(os.environ.get("SCIENCEWORLD_MAX_TURNS", "12"))
-INSTRUCTIONS = os.environ.get("SCIENCEWORLD_INSTRUCTIONS") or (  # a config's agent.env may show a model more
-    "You play a text simulation through tools. Call observe to read the task, then act with one command at a "
-    "time (valid_actions lists the commands that work now). Stop when the task is done."
-)
-
 
 def environment() -> MCPServerStreamableHttp:
     """This attempt's environment: MCP over HTTP at its gateway, authenticated by its token."""
-    url = os.environ["OPENAI_BASE_URL"].rstrip("/") + "/mcp"
-    headers = {"Authorization": f"Bearer {os.environ['OPENAI_API_KEY']}"}
+    url, headers = mcp_server()
     # Its first tools/list starts the game (a JVM: seconds on a busy machine), hence the long timeouts.
     params: Any = {"url": url, "headers": headers, "timeout": 120, "sse_read_timeout": 300}
     return MCPServerStreamableHttp(params=params, cache_tools_list=True, client_session_timeout_seconds=120,

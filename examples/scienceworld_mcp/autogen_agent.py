@@ -10,7 +10,6 @@ game, and nothing scores: the server posts the environment's score when the atte
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -20,19 +19,12 @@ from autogen_core import CancellationToken
 from autogen_core.tools import ParametersSchema, TextResultContent, ToolResult, ToolSchema, Workbench
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from play import INSTRUCTIONS, MAX_TOKENS, MAX_TURNS, MODEL, mcp_server
 
 import alight
 import alight_autogen
 
 alight_autogen.instrument()
-
-MODEL = os.environ.get("AGENT_MODEL", "policy")  # the gateway serves the policy being trained whatever the name
-MAX_TOKENS = int(os.environ.get("SCIENCEWORLD_MAX_TOKENS", "64"))
-MAX_TURNS = int(os.environ.get("SCIENCEWORLD_MAX_TURNS", "12"))
-INSTRUCTIONS = os.environ.get("SCIENCEWORLD_INSTRUCTIONS") or (  # a config's agent.env may show a model more
-    "You play a text simulation through tools. Call observe to read the task, then act with one command at a "
-    "time (valid_actions lists the commands that work now). Stop when the task is done."
-)
 
 
 class EnvironmentWorkbench(Workbench):
@@ -72,8 +64,7 @@ class EnvironmentWorkbench(Workbench):
 
 @alight.rollout
 async def main(task: dict[str, Any]) -> None:
-    url = os.environ["OPENAI_BASE_URL"].rstrip("/") + "/mcp"
-    headers = {"Authorization": f"Bearer {os.environ['OPENAI_API_KEY']}"}
+    url, headers = mcp_server()
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
         Client(streamable_http_client(url, http_client=http)) as environment,

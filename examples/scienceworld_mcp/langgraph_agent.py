@@ -12,7 +12,6 @@ attempt ends.
 from __future__ import annotations
 
 import contextlib
-import os
 import warnings
 from typing import Any
 
@@ -22,6 +21,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.errors import GraphRecursionError
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from play import INSTRUCTIONS, MAX_TOKENS, MAX_TURNS, MODEL, mcp_server
 
 import alight
 import alight_langchain
@@ -31,14 +31,6 @@ with warnings.catch_warnings():
     from langgraph.prebuilt import create_react_agent
 
 alight_langchain.instrument()
-
-MODEL = os.environ.get("AGENT_MODEL", "policy")  # the gateway serves the policy being trained whatever the name
-MAX_TOKENS = int(os.environ.get("SCIENCEWORLD_MAX_TOKENS", "64"))
-MAX_TURNS = int(os.environ.get("SCIENCEWORLD_MAX_TURNS", "12"))
-INSTRUCTIONS = os.environ.get("SCIENCEWORLD_INSTRUCTIONS") or (  # a config's agent.env may show a model more
-    "You play a text simulation through tools. Call observe to read the task, then act with one command at a "
-    "time (valid_actions lists the commands that work now). Stop when the task is done."
-)
 
 
 def langchain_tools(environment: Client, listed: list[Any]) -> list[StructuredTool]:
@@ -60,8 +52,7 @@ def langchain_tools(environment: Client, listed: list[Any]) -> list[StructuredTo
 
 @alight.rollout
 async def main(task: dict[str, Any]) -> None:
-    url = os.environ["OPENAI_BASE_URL"].rstrip("/") + "/mcp"
-    headers = {"Authorization": f"Bearer {os.environ['OPENAI_API_KEY']}"}
+    url, headers = mcp_server()
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
         Client(streamable_http_client(url, http_client=http)) as environment,

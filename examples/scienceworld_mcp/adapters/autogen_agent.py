@@ -8,7 +8,8 @@ this runs from its own environment (`bash scripts/setup.sh --mcp1`):
 
 from __future__ import annotations
 
-import os
+import sys
+from pathlib import Path
 from typing import Any
 
 from autogen_agentchat.agents import AssistantAgent
@@ -17,27 +18,23 @@ from autogen_ext.tools.mcp import McpWorkbench, StreamableHttpServerParams
 import alight
 import alight_autogen
 
-alight_autogen.instrument()
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the example's folder: play.py
+from play import INSTRUCTIONS, MAX_TOKENS, MAX_TURNS, MODEL, mcp_server
 
-MODEL = os.environ.get("AGENT_MODEL", "policy")  # the gateway serves the policy being trained whatever the name
-INSTRUCTIONS = (
-    "You play a text simulation through tools. Call observe to read the task, then act with one command at a "
-    "time (valid_actions lists the commands that work now). Stop when the task is done."
-)
+alight_autogen.instrument()
 
 
 @alight.rollout
 async def main(task: dict[str, Any]) -> None:
-    url = os.environ["OPENAI_BASE_URL"].rstrip("/") + "/mcp"
-    headers = {"Authorization": f"Bearer {os.environ['OPENAI_API_KEY']}"}
+    url, headers = mcp_server()
     # Its first tools/list starts the game (a JVM: seconds on a busy machine), hence the long timeouts.
     params = StreamableHttpServerParams(url=url, headers=headers, timeout=120, sse_read_timeout=300)
     async with McpWorkbench(params) as environment:
         agent = AssistantAgent(
             "scientist",
-            model_client=alight_autogen.gateway_model_client(MODEL, max_tokens=64),
+            model_client=alight_autogen.gateway_model_client(MODEL, max_tokens=MAX_TOKENS),
             workbench=environment,
             system_message=INSTRUCTIONS,
-            max_tool_iterations=12,
+            max_tool_iterations=MAX_TURNS,
         )
         await agent.run(task="Play the task in the environment.")

@@ -9,8 +9,9 @@ runs from its own environment (`bash scripts/setup.sh --mcp1`):
 from __future__ import annotations
 
 import contextlib
-import os
+import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 from langchain_mcp_adapters.client import MultiServerMCPClient
@@ -20,27 +21,22 @@ from langgraph.errors import GraphRecursionError
 import alight
 import alight_langchain
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the example's folder: play.py
+from play import INSTRUCTIONS, MAX_TOKENS, MAX_TURNS, MODEL, mcp_server
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # LangGraph 1.x points at langchain.agents; the prebuilt agent still works
     from langgraph.prebuilt import create_react_agent
 
 alight_langchain.instrument()
 
-MODEL = os.environ.get("AGENT_MODEL", "policy")  # the gateway serves the policy being trained whatever the name
-MAX_TURNS = 12
-INSTRUCTIONS = (
-    "You play a text simulation through tools. Call observe to read the task, then act with one command at a "
-    "time (valid_actions lists the commands that work now). Stop when the task is done."
-)
-
 
 @alight.rollout
 async def main(task: dict[str, Any]) -> None:
-    url = os.environ["OPENAI_BASE_URL"].rstrip("/") + "/mcp"
-    headers = {"Authorization": f"Bearer {os.environ['OPENAI_API_KEY']}"}
+    url, headers = mcp_server()
     client = MultiServerMCPClient({"environment": {"transport": "streamable_http", "url": url, "headers": headers}})
     tools = await client.get_tools()  # opens the game
-    model = ChatOpenAI(model=MODEL, temperature=1.0, max_completion_tokens=64)
+    model = ChatOpenAI(model=MODEL, temperature=1.0, max_completion_tokens=MAX_TOKENS)
     agent = create_react_agent(model, tools, prompt=INSTRUCTIONS, name="scientist")
     with contextlib.suppress(GraphRecursionError):  # a wandering policy ends early; the environment still scores it
         await agent.ainvoke({"messages": [("user", "Play the task in the environment.")]},
