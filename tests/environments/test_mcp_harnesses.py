@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 if shutil.which("java") is None or importlib.util.find_spec("textworld_express") is None:
@@ -34,6 +33,7 @@ from alight_server.app import create_app
 from alight_server.config import ServerConfig
 from alight_server.http.auth import generate_admin_key
 from alight_server.stacks.server_thread import ServerThread, free_port
+from tests.environments.rollout_events import rollout_events
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "scienceworld_mcp"
@@ -69,11 +69,7 @@ def run(stack: tuple[str, str, Any], *agent: str) -> dict[str, Any]:
 
 
 def events(stack: tuple[str, str, Any], rollout_id: str, kind: str) -> list[dict[str, Any]]:
-    url, key, _ = stack
-    got = httpx.get(f"{url}/api/rollouts/{rollout_id}/events", params={"kind": kind, "reveal": "true"},
-                    headers={"Authorization": f"Bearer {key}"})  # fmt: skip
-    got.raise_for_status()
-    return got.json()["events"]
+    return rollout_events(stack[0], stack[1], rollout_id, kind)
 
 
 def assert_played(stack: tuple[str, str, Any], trajectory: dict[str, Any], upstream_calls: int) -> None:

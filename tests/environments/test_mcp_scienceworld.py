@@ -20,6 +20,8 @@ import httpx
 import psutil
 import pytest
 
+from tests.environments.rollout_events import rollout_events
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "scienceworld_mcp"
 ALIGHT = str(Path(sys.executable).parent / "alight")
@@ -58,11 +60,7 @@ def run(stack: tuple[str, str], task: dict[str, Any], *agent: str) -> dict[str, 
 
 
 def events(stack: tuple[str, str], rollout_id: str, kind: str) -> list[dict[str, Any]]:
-    url, key = stack
-    got = httpx.get(f"{url}/api/rollouts/{rollout_id}/events", params={"kind": kind, "reveal": "true"},
-                    headers={"Authorization": f"Bearer {key}"})  # fmt: skip
-    got.raise_for_status()
-    return got.json()["events"]
+    return rollout_events(*stack, rollout_id, kind)
 
 
 @pytest.fixture(scope="module")

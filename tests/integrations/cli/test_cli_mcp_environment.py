@@ -1,7 +1,7 @@
 """Claude Code and Codex, unmodified and in their sandbox, play an MCP environment through the sandbox's forwarder.
 
 The server runs with `environment: {mcp: textworld_express}` (the coin game on three rooms: a JVM per attempt,
-in the server's process tree); the policy is the vLLM-shaped double, whose prompt-scripted first answer calls
+in the server's process tree), and a second one with `{mcp: scienceworld}` for one episode per CLI; the policy is the vLLM-shaped double, whose prompt-scripted first answer calls
 the environment's tools in order (`call mcp__environment__act {...}`) or the CLI's shell, and whose answer to
 tool results is "Done.". The CLI reaches the tools only at `http://127.0.0.1:8417/v1/mcp` in its sandbox: the
 relay, the forwarder outside (which adds the attempt token), the attempt's gateway. The game's score is the
@@ -34,6 +34,7 @@ from alight_server.http.auth import generate_admin_key
 from alight_server.stacks.one_rollout import embedded_server
 from alight_server.stacks.server_thread import ServerThread, free_port
 from alight_testing import FakeUpstreamState, create_fake_upstream
+from tests.environments.rollout_events import rollout_events
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = ROOT / ".tools" / "cli" / "node_modules" / ".bin"
@@ -44,6 +45,11 @@ PROBE = Path(__file__).with_name("mcp_probe.py")
 GAME = {"game": "coin", "seed": 10000, "fold": "dev", "params": "numLocations=3,numDistractorItems=0,includeDoors=0"}
 PLAY = [("score", {}), ("observe", {}), ("act", {"action": "look around"}), ("act", {"action": "take coin"}),
         ("score", {})]  # fmt: skip
+# A dev variation of ScienceWorld's find-non-living-thing, easy (teleporting allowed). It starts at 8 of 100; the
+# teleport to the kitchen makes 25 and focusing on the chair there 75 (moving it to the red box would end at 100).
+SCIENCE = {"task_name": "find-non-living-thing", "variation": 180, "simplification": "easy"}
+SCIENCE_PLAY = [("score", {}), ("observe", {}), ("act", {"action": "teleport to kitchen"}),
+                ("act", {"action": "focus on chair"}), ("score", {})]  # fmt: skip
 CHECK = "cat score.txt 2>/dev/null || echo 0.25"  # the agent's own reward: 0.25, or what the workspace claims
 # (harness, executable, how the double names the environment's tools: Codex's namespace reaches chat bare)
 CLAUDE_CODE = ("claude_code", "claude", "mcp__environment__")
@@ -58,18 +64,27 @@ class Episode:
     home: Path  # the CLI's configuration as written for the sandbox
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    if shutil.which("java") is None or importlib.util.find_spec("textworld_express") is None:
-        pytest.skip("java or textworld-express missing: bash scripts/setup.sh --scienceworld")
+def serve(folder: Path, game: str) -> Iterator[tuple[str, str]]:
+    """alight's server on loopback serving `game` (a Python package and its JVM) as each attempt's MCP tools."""
+    if shutil.which("java") is None or importlib.util.find_spec(game) is None:
+        pytest.skip(f"java or {game} missing: bash scripts/setup.sh --scienceworld")
     if shutil.which("bwrap") is None:
         pytest.skip("the CLIs run in a bubblewrap sandbox: apt-get install -y bubblewrap")
-    folder = tmp_path_factory.mktemp("server")
     key = generate_admin_key()
     config = ServerConfig(admin_key=key, db_url=f"sqlite:///{folder / 'alight.db'}", port=free_port(),
-                          environment={"mcp": "textworld_express", "max_steps": 8})  # fmt: skip
+                          environment={"mcp": game, "max_steps": 8})  # fmt: skip
     with ServerThread(create_app(config), port=config.port) as url:
         yield url, key
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    yield from serve(tmp_path_factory.mktemp("server"), "textworld_express")
+
+
+@pytest.fixture(scope="module")
+def science_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    yield from serve(tmp_path_factory.mktemp("science"), "scienceworld")
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +104,7 @@ def episode(server: tuple[str, str], upstream: tuple[str, FakeUpstreamState], cl
     fake.calls.clear()
     settings = [f"--env=ALIGHT_{binary.upper()}_BIN={exe}", f"--env=ALIGHT_WORKSPACE_ROOT={tmp}"]
     done = subprocess.run(
-        [ALIGHT, "run", f"alight_sandbox.harness.{harness}:episode", "--task", json.dumps({**GAME, **task}),
+        [ALIGHT, "run", f"alight_sandbox.harness.{harness}:episode", "--task", json.dumps(task),
          "--server", url, "--admin-key", key, "--upstream", upstream_url, "--model", "policy", "--json", "--reveal",
          "--timeout", "240", *settings],
         capture_output=True, text=True, timeout=300, cwd=tmp,
@@ -103,26 +118,30 @@ def episode(server: tuple[str, str], upstream: tuple[str, FakeUpstreamState], cl
 
 
 def events(server: tuple[str, str], rollout_id: str, kind: str) -> list[dict[str, Any]]:
-    url, key = server
-    got = httpx.get(f"{url}/api/rollouts/{rollout_id}/events", params={"kind": kind, "reveal": "true"},
-                    headers={"Authorization": f"Bearer {key}"})  # fmt: skip
-    got.raise_for_status()
-    return got.json()["events"]
+    return rollout_events(*server, rollout_id, kind)
+
+
+def scripted(cli: tuple[str, str, str], play: list[tuple[str, dict[str, Any]]]) -> str:
+    """The prompt that has the double call `play`'s tools in order, by the names this CLI gives them."""
+    return " ".join(f"call {cli[2]}{name} {json.dumps(arguments)}" for name, arguments in play)
 
 
 @pytest.fixture(scope="module", params=CLIS)
 def played(request, server, upstream, tmp_path_factory) -> Episode:
-    prefix = request.param[2]
-    prompt = " ".join(f"call {prefix}{name} {json.dumps(arguments)}" for name, arguments in PLAY)
-    return episode(server, upstream, request.param, {"prompt": prompt, "check": CHECK}, tmp_path_factory.mktemp("cli"))
+    task = {**GAME, "prompt": scripted(request.param, PLAY), "check": CHECK}
+    return episode(server, upstream, request.param, task, tmp_path_factory.mktemp("cli"))
 
 
-def test_every_model_call_of_the_cli_reaches_the_gateway_and_is_captured(played):
+def assert_every_call_captured(played: Episode) -> None:
     calls = [t.call for t in played.trajectory.calls]
     assert len(calls) == len(played.produced) >= 2  # the tool calls, then the answer to their results
     for call, answer in zip(calls, played.produced, strict=True):
         assert call.status_code == 200 and call.prompt_token_ids == answer["prompt_token_ids"]
         assert call.response_token_ids == [t for c in answer["choices"] for t in c["token_ids"]]
+
+
+def test_every_model_call_of_the_cli_reaches_the_gateway_and_is_captured(played):
+    assert_every_call_captured(played)
 
 
 def test_the_cli_played_the_game_through_its_mcp_tools_and_the_score_moved(played, server):
@@ -144,11 +163,29 @@ def test_the_cli_is_configured_with_the_relay_and_never_the_token(played):
     assert MCP_URL in written and "alt1." not in written  # every attempt token starts so
 
 
+@pytest.mark.parametrize("cli", CLIS)
+def test_the_cli_plays_scienceworld_through_mcp_and_its_score_is_the_reward(cli, science_server, upstream, tmp_path):
+    task = {**SCIENCE, "prompt": scripted(cli, SCIENCE_PLAY), "check": CHECK}
+    played = episode(science_server, upstream, cli, task, tmp_path)
+    assert_every_call_captured(played)
+    made = events(science_server, played.trajectory.rollout_id, "environment_call")
+    assert [(e["payload"]["tool"], json.loads(e["payload"]["arguments"])) for e in made] == SCIENCE_PLAY
+    assert made[1]["payload"]["result"].startswith("Your task is to find a(n) non-living thing")
+    assert [e["payload"]["result"] for e in made[2:4]] == ["You teleport to the kitchen.", "You focus on the chair."]
+    assert [e["payload"]["result"] for e in made if e["payload"]["tool"] == "score"] == ["0.08", "0.75"]
+    (env,) = events(science_server, played.trajectory.rollout_id, "environment")
+    assert env["payload"]["environment"] == "scienceworld" and env["payload"]["opened"]
+    trajectory = played.trajectory  # ScienceWorld's 75 of 100, not the agent's 0.25
+    assert trajectory.state == "succeeded" and trajectory.final_reward == env["payload"]["score"] == 0.75
+    assert [(r.value, r.final) for r in trajectory.rewards if r.source == "evaluator"] == [(0.75, True)]
+    assert [r.value for r in trajectory.rewards if r.source == "agent"] == [0.25]
+
+
 @pytest.fixture(scope="module")
 def attacked(server, upstream, tmp_path_factory) -> Episode:
     """Claude Code's shell runs mcp_probe.py: every way out it tries, and a forged score in the workspace."""
     port = int(server[0].rsplit(":", 1)[1])
-    task = {"prompt": f"call Bash {json.dumps({'command': f'python3 mcp_probe.py {port}'})}",
+    task = {**GAME, "prompt": f"call Bash {json.dumps({'command': f'python3 mcp_probe.py {port}'})}",
             "files": {"mcp_probe.py": PROBE.read_text()}, "check": CHECK}  # fmt: skip
     return episode(server, upstream, CLAUDE_CODE, task, tmp_path_factory.mktemp("attack"))
 
