@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import UTC, datetime
 
 import pytest
 from opentelemetry.sdk.resources import OTELResourceDetector
@@ -13,29 +12,15 @@ from opentelemetry.util.re import parse_env_headers
 
 from alight import envvars, semconv
 from alight.context import AttemptContext
-from alight.schemas import AttemptStart, Mode, Rollout, RolloutState, RunnerSpec
+from alight.schemas import AttemptStart, Mode, RunnerSpec
+from alight_testing.attempts import attempt_start
 
 
 def start_for(task: object, rollout_id: str = "r:1.a", mode: Mode = Mode.VAL) -> AttemptStart:
-    now = datetime.now(UTC)
-    rollout = Rollout(
-        id=rollout_id,
-        task=task,
-        mode=mode,
-        group_id=None,
-        runner=None,
-        timeout_s=60,
-        max_attempts=3,
-        metadata={},
-        state=RolloutState.RUNNING,
-        policy_version=0,
-        created_at=now,
-        updated_at=now,
-        seq=1,
-    )
-    return AttemptStart(
-        rollout=rollout, attempt=2, token="alt1.abc.def", gateway_base_url="ignored", otlp_traces_endpoint="ignored"
-    )
+    return attempt_start(
+        rollout_id, 2, task, mode=mode, runner=None, timeout_s=60, token="alt1.abc.def",
+        gateway_base_url="ignored", otlp_traces_endpoint="ignored",
+    )  # fmt: skip
 
 
 def test_attempt_env_is_read_back_by_opentelemetry_and_the_sdk(monkeypatch):

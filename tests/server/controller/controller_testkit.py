@@ -6,13 +6,13 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from alight.schemas import AttemptStart, Mode, Rollout, RolloutState, RunnerSpec
+from alight.schemas import AttemptStart, Mode, RunnerSpec
+from alight_testing.attempts import attempt_start
 
 AGENTS = Path(__file__).parent / "agents"
 SCRIPTED = [sys.executable, str(AGENTS / "scripted.py")]
@@ -66,25 +66,13 @@ def make_start(
     runner: RunnerSpec | None = None,
     timeout_s: float = 30.0,
 ) -> AttemptStart:
-    now = datetime.now(UTC)
-    rollout = Rollout(
-        id=rollout_id,
-        task=task if task is not None else {},
+    return attempt_start(
+        rollout_id,
+        attempt,
+        task if task is not None else {},
         mode=Mode.TRAIN,
-        group_id=None,
         runner=runner or RunnerSpec(command=SCRIPTED),
         timeout_s=timeout_s,
-        max_attempts=3,
-        metadata={},
-        state=RolloutState.RUNNING,
-        policy_version=0,
-        created_at=now,
-        updated_at=now,
-        seq=1,
-    )
-    return AttemptStart(
-        rollout=rollout,
-        attempt=attempt,
         token="alt1.test.token",
         gateway_base_url=f"http://127.0.0.1:9/gw/{rollout_id}/{attempt}/v1",
         otlp_traces_endpoint="http://127.0.0.1:9/v1/traces",

@@ -58,23 +58,24 @@ def test_every_content_cell_is_stored_sealed_and_read_back_exactly(any_store: Sq
     assert any_store.get_run("run-r1").config == {"system_prompt": MARKER}
 
 
+def _copy_r1s_cell_to_r2(store: SqlStore, table: sa.Table, column: str) -> None:
+    """Two rollouts' content written, then r1's sealed `column` of `table` pasted over r2's, as someone with the
+    database could."""
+    write_content(store, "r1", MARKER)
+    write_content(store, "r2", "another")
+    [theirs] = [row for row in _cells(store, table) if row["rollout_id"] == "r1"]
+    _set(store, table, table.c.rollout_id == "r2", **{column: theirs[column]})
+
+
 def test_a_cell_copied_to_another_row_is_refused_naming_the_row(any_store: SqlStore) -> None:
-    write_content(any_store, "r1", MARKER)
-    write_content(any_store, "r2", "another")
-    c = model_calls.c
-    [theirs] = [row for row in _cells(any_store, model_calls) if row["id"] == "r1-c"]
-    _set(any_store, model_calls, c.id == "r2-c", request=theirs["request"])
+    _copy_r1s_cell_to_r2(any_store, model_calls, "request")
     with pytest.raises(SealError, match=r"model_calls row id='r2-c' column request.*copied from another row"):
         any_store.list_model_calls("r2")
     assert [m.id for m in any_store.list_model_calls("r1")] == ["r1-c"]  # the row it came from still opens
 
 
 def test_an_event_payload_copied_to_another_event_is_refused(any_store: SqlStore) -> None:
-    write_content(any_store, "r1", MARKER)
-    write_content(any_store, "r2", "another")
-    e = events.c
-    [theirs] = [row for row in _cells(any_store, events) if row["rollout_id"] == "r1"]
-    _set(any_store, events, e.rollout_id == "r2", payload=theirs["payload"])
+    _copy_r1s_cell_to_r2(any_store, events, "payload")
     with pytest.raises(SealError, match=r"events row rollout_id='r2', id='[0-9a-f]+' column payload"):
         any_store.list_events("r2")
 

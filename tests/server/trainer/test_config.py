@@ -31,10 +31,15 @@ def test_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
     assert config.output_dir == str(tmp_path / "runs" / "alight")
 
 
-def test_unknown_keys_are_named_with_their_path(tmp_path: Path) -> None:
+def refusal(tmp_path: Path, extra: str) -> str:
+    """The ConfigError's message for the good config plus `extra`."""
     with pytest.raises(ConfigError) as info:
-        load_config(write(tmp_path, GOOD + "optimizer: {lr: 1.0e-5, learning_rate: 3}\nstpes: 4\n"))
-    message = str(info.value)
+        load_config(write(tmp_path, GOOD + extra))
+    return str(info.value)
+
+
+def test_unknown_keys_are_named_with_their_path(tmp_path: Path) -> None:
+    message = refusal(tmp_path, "optimizer: {lr: 1.0e-5, learning_rate: 3}\nstpes: 4\n")
     assert "optimizer.learning_rate: unknown key" in message
     assert "stpes: unknown key" in message
 
@@ -51,9 +56,7 @@ def test_a_price_table_is_read_and_its_mistakes_named_with_their_path(tmp_path: 
     config = load_config(write(tmp_path, GOOD + prices))
     assert config.prices is not None and config.prices.tokens["gpt-4o"].completion == 10
     assert config.prices.device_second == 0.0008 and config.prices.sandbox_second == 0
-    with pytest.raises(ConfigError) as info:
-        load_config(write(tmp_path, GOOD + "prices: {tokens: {gpt-4o: {prompt: 2.5, output: 10}}, gpu_hour: 2}\n"))
-    message = str(info.value)
+    message = refusal(tmp_path, "prices: {tokens: {gpt-4o: {prompt: 2.5, output: 10}}, gpu_hour: 2}\n")
     assert "prices.tokens.gpt-4o.output: unknown key" in message and "prices.gpu_hour: unknown key" in message
     assert "prices.tokens.gpt-4o.completion: Field required" in message
     with pytest.raises(ConfigError, match=r"prices.device_second: .*greater than or equal to 0.*got -1"):
@@ -85,7 +88,7 @@ def test_the_quickstart_config_is_valid() -> None:
     path = Path(__file__).parents[3] / "examples" / "quickstart" / "config.yaml"
     config = load_config(path)
     assert config.model == "smollm2-135m"
-    assert Path(config.dataset.train).is_file() and Path(str(config.dataset.val)).is_file()
+    assert Path(str(config.dataset.train)).is_file() and Path(str(config.dataset.val)).is_file()
 
 
 def test_the_agent_filter_reaches_the_sample_builder(tmp_path: Path) -> None:
@@ -97,9 +100,7 @@ def test_the_agent_filter_reaches_the_sample_builder(tmp_path: Path) -> None:
 
 
 def test_sample_builder_keys_under_algorithm_point_to_the_samples_section(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError) as info:
-        load_config(write(tmp_path, GOOD + "algorithm: {sample_mode: transition, max_response_tokens: 64}\n"))
-    message = str(info.value)
+    message = refusal(tmp_path, "algorithm: {sample_mode: transition, max_response_tokens: 64}\n")
     assert "algorithm.sample_mode: moved to samples.mode" in message
     assert "algorithm.max_response_tokens: moved to samples.max_response_tokens" in message
 
