@@ -1,6 +1,6 @@
 """The judge scored by logprobs (`judge.scoring: logprobs`): one digit token per answer, its expected value read
 from the top alternatives. A scripted judge on loopback answers with the logprobs a test gives it; the real server
-and store take the rewards; and alight's own inference server, serving the tiny model, is judged through too."""
+and store take the rewards; and alight's own inference server, serving SmolLM2-135M, is judged through too."""
 
 from __future__ import annotations
 
@@ -121,11 +121,11 @@ def test_smollm2_on_alights_inference_server_answers_a_logprobs_judge_with_a_sco
         assert t.final_reward is not None and 0.0 <= t.final_reward <= 1.0 and sum(digits.values()) >= 0.5
 
 
-def test_a_model_that_puts_no_digit_in_its_top_20_is_refused_not_scored(client, live_server, scripted_judge):
-    with served("tiny") as scripted_judge.url:  # random weights: 20 of 1024 tokens, none a digit
-        group = finished_group(client, live_server, "g", ["It is 42."])
-        judging = make_judging(client, scripted_judge, scoring="logprobs", min_digit_mass=0.0)
-        judged = judging.judge_phase(phase_of(client, group))
+def test_a_model_that_puts_no_digit_in_its_top_20_is_refused_not_scored(client, live_server, digit_judge):
+    digit_judge.digits.rule = lambda answer: [("The", 0.6), ("<<", 0.3), ("A", 0.1)]  # as a random model answers
+    group = finished_group(client, live_server, "g", ["It is 42."])
+    judging = make_judging(client, digit_judge, scoring="logprobs", min_digit_mass=0.0)
+    judged = judging.judge_phase(phase_of(client, group))
 
     assert judged.infra == 1 and client.trajectory("g-k0").final_reward is None
     assert "the digits hold 0.000" in client.list_events("g-k0", kind=JUDGEMENT)[0].payload["failed"]
