@@ -22,25 +22,8 @@ def attempt_start(
 ) -> AttemptStart:
     """A running rollout's attempt, its claim as the server would answer it (policy version 0, 3 attempts)."""
     now = datetime.now(UTC)
-    rollout = Rollout(
-        id=rollout_id,
-        task=task,
-        mode=mode,
-        group_id=None,
-        runner=runner,
-        timeout_s=timeout_s,
-        max_attempts=3,
-        metadata={},
-        state=RolloutState.RUNNING,
-        policy_version=0,
-        created_at=now,
-        updated_at=now,
-        seq=1,
-    )
-    return AttemptStart(
-        rollout=rollout,
-        attempt=attempt,
-        token=token,
-        gateway_base_url=gateway_base_url,
-        otlp_traces_endpoint=otlp_traces_endpoint,
-    )
+    rollout = Rollout(id=rollout_id, task=task, mode=mode, group_id=None, runner=runner, timeout_s=timeout_s,
+                      max_attempts=3, metadata={}, state=RolloutState.RUNNING, policy_version=0,
+                      created_at=now, updated_at=now, seq=1)  # fmt: skip
+    return AttemptStart(rollout=rollout, attempt=attempt, token=token, gateway_base_url=gateway_base_url,
+                        otlp_traces_endpoint=otlp_traces_endpoint)  # fmt: skip
