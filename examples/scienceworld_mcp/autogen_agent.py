@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-import httpx2
+import play
 from autogen_agentchat.agents import AssistantAgent
 from autogen_core import CancellationToken
 from autogen_core.tools import ParametersSchema, TextResultContent, ToolResult, ToolSchema, Workbench
 from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
-from play import INSTRUCTIONS, MAX_TOKENS, MAX_TURNS, MODEL, mcp_server
+from play import INSTRUCTIONS, MAX_TOKENS, MAX_TURNS, MODEL
 
 import alight
 import alight_autogen
@@ -64,11 +63,7 @@ class EnvironmentWorkbench(Workbench):
 
 @alight.rollout
 async def main(task: dict[str, Any]) -> None:
-    url, headers = mcp_server()
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
-        Client(streamable_http_client(url, http_client=http)) as environment,
-    ):
+    async with play.environment() as environment:
         agent = AssistantAgent(
             "scientist",
             model_client=alight_autogen.gateway_model_client(MODEL, max_tokens=MAX_TOKENS),

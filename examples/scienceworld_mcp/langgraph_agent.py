@@ -15,13 +15,12 @@ import contextlib
 import warnings
 from typing import Any
 
-import httpx2
+import play
 from langchain_core.tools import StructuredTool, ToolException
 from langchain_openai import ChatOpenAI
 from langgraph.errors import GraphRecursionError
 from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
-from play import INSTRUCTIONS, MAX_TOKENS, MAX_TURNS, MODEL, mcp_server
+from play import INSTRUCTIONS, MAX_TOKENS, MAX_TURNS, MODEL
 
 import alight
 import alight_langchain
@@ -52,11 +51,7 @@ def langchain_tools(environment: Client, listed: list[Any]) -> list[StructuredTo
 
 @alight.rollout
 async def main(task: dict[str, Any]) -> None:
-    url, headers = mcp_server()
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
-        Client(streamable_http_client(url, http_client=http)) as environment,
-    ):
+    async with play.environment() as environment:
         tools = langchain_tools(environment, (await environment.list_tools()).tools)  # opens the game
         # Built per rollout: ChatOpenAI reads OPENAI_BASE_URL / OPENAI_API_KEY, which alight sets per attempt.
         model = ChatOpenAI(model=MODEL, temperature=1.0, max_completion_tokens=MAX_TOKENS)
