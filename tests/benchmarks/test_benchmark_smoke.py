@@ -30,6 +30,7 @@ SECTION = {
     "store.py": "store",
     "async.py": "async",
     "footprint.py": "footprint",
+    "judge_injection.py": "judge-injection",
 }
 
 # The quickstart's run at the tiny model: one step of one group of two, validation on one task, no tensorboard,
@@ -51,6 +52,10 @@ SMOKE: dict[str, tuple[list[str], str]] = {
     "inference.py": (
         ["--model", "tiny", "--engines", "embedded", "--max-tokens", "2", "--threads", "1", "--sequential"],
         r"\| embedded \|.*\| x\d+\.\d+ \|",
+    ),
+    "judge_injection.py": (
+        ["--model", "tiny", "--pairs", "1", "--only", "naive", "defended-lp"],
+        r"defended-lp: clean .* shift .*; flagged \d+/3 injected, \d+/1 clean",
     ),
     "samples.py": (["--trajectories", "20", "--baseline-trajectories", "5", "--repeats", "1"], r"speed-up: \d+\.\dx"),
     "store.py": (["--calls", "50"], r"SqlStore on SQLite .*\(\d+\.\d+x baseline\)"),
