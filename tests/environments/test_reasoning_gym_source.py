@@ -3,6 +3,7 @@ the agent's ways around that scorer (a score it writes, a task it edits, an answ
 
 from __future__ import annotations
 
+import gc
 import threading
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,19 @@ def test_the_scoring_worker_outlives_the_thread_that_started_it() -> None:
         workers.append(source._worker.process.pid)  # pyright: ignore[reportPrivateUsage, reportOptionalMemberAccess]
     assert scores == [1.0, 1.0]
     assert workers[0] == workers[1]  # one worker, not one killed with its thread and started again
+
+
+def test_a_dropped_scoring_worker_ends_and_leaves_no_folder_behind() -> None:
+    source = ReasoningGym()
+    [task], _ = source.splits({"task": "chain_sum", "train": 1, "config": SMALL}, seed=5)
+    assert source.score(task, answer_of(task)) == 1.0
+    worker = source._worker  # pyright: ignore[reportPrivateUsage]
+    assert worker is not None and Path(worker.home).is_dir()
+    process, home = worker.process, Path(worker.home)
+    del source, worker
+    gc.collect()
+    assert process.returncode is not None  # ended, not left to the machine
+    assert not home.exists()
 
 
 AGENT = """

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import weakref
 from typing import Any
 
 SEED_SPACE = 2**31
@@ -102,7 +103,8 @@ class ReasoningGym:
 class ScoringWorker:
     """scoring_worker.py in its own process (under bubblewrap when installed: read-only files, no network),
     holding reasoning-gym imported; each answer is scored in a child it forks, so none changes the next. It ends
-    when its stdin closes (not by --die-with-parent, which fires when the *thread* that started it ends)."""
+    when its stdin closes (not by --die-with-parent, which fires when the *thread* that started it ends); its
+    home goes with it, when the worker is dropped or the process exits."""
 
     def __init__(self) -> None:
         self.home = tempfile.mkdtemp(prefix="alight-rg-")
@@ -115,6 +117,7 @@ class ScoringWorker:
         env = {"PATH": "/usr/bin:/bin", "HOME": self.home, "TMPDIR": self.home, "MPLCONFIGDIR": self.home}  # no keys
         self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
                                         cwd=self.home)  # fmt: skip
+        self.close = weakref.finalize(self, _retire, self.process, self.home)
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -124,3 +127,15 @@ class ScoringWorker:
         if not line:
             raise ValueError(f"the reasoning-gym scoring worker exited ({self.process.poll()})")
         return json.loads(line)
+
+
+def _retire(process: subprocess.Popen[str], home: str) -> None:
+    """End a scoring worker (its stdin closed, then killed after 5 s) and remove its home."""
+    if process.stdin is not None:
+        process.stdin.close()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    shutil.rmtree(home, ignore_errors=True)
