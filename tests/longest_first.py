@@ -4,7 +4,8 @@ pytest-xdist (`--dist loadfile`) gives a worker the next file whenever it runs s
 queues the files with the most tests first, which puts a file of one 70-second training test near the end,
 running alone while the other workers idle. scripts/test.sh turns that order off (`--no-loadscope-reorder`),
 and the workers' collection puts the files in the order of their last measured run time instead, longest
-first; a file with no measurement counts the median. A full run of scripts/test.sh records each file's time in
+first; a file with no measurement counts as the longest (a new file's cost is unknown: run early, a long one
+cannot become the tail that runs alone, and a short one costs the start nothing). A full run of scripts/test.sh records each file's time in
 .alight/test-durations.json; copying it over tests/durations.json refreshes the order (docs/testing.md). It also
 records each file's CPU seconds in .alight/test-cpu.json: on 2 busy cores the suite's length is its CPU, and a
 file's wall time there says more about what ran beside it than about itself.
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import json
 import resource
-import statistics
 from collections import defaultdict
 from collections.abc import Generator
 from pathlib import Path
@@ -33,7 +33,7 @@ def order_longest_first(items: list[pytest.Item], durations: Path = DURATIONS) -
     """Sort `items` in place by their file's recorded seconds, longest first; a file's tests stay together and
     in their order (the sort is stable and every test of a file shares its key)."""
     known: dict[str, float] = json.loads(durations.read_text()) if durations.exists() else {}
-    unknown = statistics.median(known.values()) if known else 0.0
+    unknown = max(known.values()) if known else 0.0
     first: dict[str, int] = {}
     for index, item in enumerate(items):
         first.setdefault(_file(item.nodeid), index)

@@ -24,8 +24,8 @@ def test_files_run_longest_first_with_their_tests_together_and_in_order(tmp_path
     durations.write_text(json.dumps({"a.py": 1.0, "b.py": 70.0, "c.py": 5.0}))
     suite = items("a.py::t1", "b.py::t1", "a.py::t2", "c.py::t1", "b.py::t2", "new.py::t1")
     order_longest_first(suite, durations)
-    # new.py was never measured: it counts the median (5.0) and keeps its place after c.py, collected first.
-    assert [i.nodeid for i in suite] == ["b.py::t1", "b.py::t2", "c.py::t1", "new.py::t1", "a.py::t1", "a.py::t2"]
+    # new.py was never measured: it counts as the longest (70.0) and keeps its place after b.py, collected first.
+    assert [i.nodeid for i in suite] == ["b.py::t1", "b.py::t2", "new.py::t1", "c.py::t1", "a.py::t1", "a.py::t2"]
 
 
 def test_without_a_record_each_file_keeps_its_first_place(tmp_path: Path) -> None:
