@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import os
+
+# The test processes' environment, set before anything loads torch or starts a JVM (xdist workers and the `alight`
+# subprocesses inherit it; a caller's own setting wins). Neither changes what a computation gives, only its CPU:
+# - torch's OpenMP threads sleep when idle instead of spinning: with 3 workers on 2 cores a spinning thread burns
+#   the core another needs (SmolLM2-135M, two 643-token forwards: 18.0-18.8 -> 7.1-7.5 CPU-s, 7 Dec 2026);
+# - the simulators' JVMs (ScienceWorld, TextWorldExpress: one per attempt) live seconds, so C2, the optimising
+#   compiler, only costs them CPU: C1 alone halved a ScienceWorld game's (8.4 -> 4.1 CPU-s).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
+
 import contextlib
 import importlib.util
-import os
 import sys
 import time
 import uuid
@@ -35,15 +45,7 @@ OPT_IN = {
 }
 
 
-# The simulators' JVMs (ScienceWorld, TextWorldExpress: one per attempt) live seconds and play a few steps, so C2,
-# the optimising compiler, only costs them CPU: C1 alone halved a ScienceWorld game's (8.4 -> 4.1 CPU-s on 2 busy
-# cores, 7 Dec 2026). What a game answers does not depend on its compiler. Set before any test starts a JVM (xdist
-# workers and `alight` subprocesses inherit it); a caller's own setting wins.
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    os.environ.setdefault("JAVA_TOOL_OPTIONS", TEST_JVM_OPTIONS)
     # The run's per-file times (tests/longest_first.py), recorded where the reports all arrive: the controller.
     durations = os.environ.get("ALIGHT_TEST_DURATIONS")
     if durations and not hasattr(config, "workerinput"):
