@@ -44,8 +44,10 @@ The parts live in benchmarks/gateway_bench/ (servers.py, load.py, measure.py).
 from __future__ import annotations
 
 import argparse
+import atexit
 import multiprocessing as mp
 import os
+import shutil
 import statistics
 import tempfile
 from pathlib import Path
@@ -198,6 +200,7 @@ def main() -> None:
     args = _arguments()
     feel = [int(n) for n in args.feel.split(",") if n.strip()]
     tmp = Path(tempfile.mkdtemp(prefix="alight-bench-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # the capture store is read at the end, then gone
     db_url = f"sqlite:///{tmp / 'alight.db'}"
     up_port, bare_port = free_port(), free_port()
     gw_ports = [free_port() for _ in range(args.replicas)]
