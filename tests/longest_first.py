@@ -4,11 +4,11 @@ pytest-xdist (`--dist loadfile`) gives a worker the next file whenever it runs s
 queues the files with the most tests first, which puts a file of one 70-second training test near the end,
 running alone while the other workers idle. scripts/test.sh turns that order off (`--no-loadscope-reorder`),
 and the workers' collection puts the files in the order of their last measured run time instead, longest
-first; a file with no measurement counts as the longest (a new file's cost is unknown: run early, a long one
-cannot become the tail that runs alone, and a short one costs the start nothing). A full run of scripts/test.sh records each file's time in
-.alight/test-durations.json; copying it over tests/durations.json refreshes the order (docs/testing.md). It also
-records each file's CPU seconds in .alight/test-cpu.json: on 2 busy cores the suite's length is its CPU, and a
-file's wall time there says more about what ran beside it than about itself.
+first; a file with no measurement counts as the longest (its cost is unknown: run early, a long one cannot become
+the tail that runs alone, and a short one costs the start nothing). A full run of scripts/test.sh records each
+file's time in .alight/test-durations.json; copying it over tests/durations.json refreshes the order
+(docs/testing.md). It also records each file's CPU seconds in .alight/test-cpu.json: on 2 busy cores the
+suite's length is its CPU, and a file's wall time there says more about what ran beside it than about itself.
 """
 
 from __future__ import annotations
