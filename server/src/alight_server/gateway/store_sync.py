@@ -1,18 +1,7 @@
 """The gateway's background read of the store, so that no model call waits on one.
 
-Every `sync_s` (gateway.replica_sync_s) one read brings the shared pause, the
-policy version calls are attributed to, and the rollouts changed since the
-last read (a rollout seq cursor); every REFRESH_S the upstream list is
-reloaded too. The pause goes to Replicas, the changed rollouts' attempt state
-is dropped from the AttemptResolver's cache, the version and the upstream
-list replace what the gateway held.
-
-Changes made through this server's API reach those caches at once through
-the app's hooks (hooks.py). This read carries the rest: another gateway
-replica, a controller or trainer writing to the store itself. While the reads
-succeed, the caches keep what they hold until a change arrives; once they have
-failed for STALE_AFTER_S, each cache re-reads the store on its own again, as
-it would with no sync at all.
+It carries the changes the app's hooks (hooks.py) do not see: another replica's, a controller's or a trainer's.
+What one read brings and where it goes: docs/gateway.md "The lone call" (no call waits on a store read).
 """
 
 from __future__ import annotations

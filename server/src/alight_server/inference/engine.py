@@ -1,20 +1,7 @@
 """Generation engine: one thread decodes every live sequence together and swaps weights between steps.
 
-1. Requests queue up from any thread (`submit`); the engine thread admits them between decode steps,
-   after a short collection window when it was idle, so a burst starts together.
-2. Each admitted prompt is prefilled alone, by default on a second thread while the engine thread goes
-   on decoding (`prefill.Prefiller`); between two steps the engine thread samples each prefilled
-   prompt's first token for its n choices, and the choices join the running left-padded batch
-   (`batching.DecodeBatch`).
-3. Every step feeds all rows one token, samples per row (own temperature, top_p, seed), reports the
-   chosen token's logprob under the raw model distribution, and retires finished rows.
-4. `update_weights` copies new tensors into the live parameters between two steps, under the prefill
-   lock once the prefills of the old weights have joined the batch, and bumps the policy version (and
-   empties the prefix cache); every event carries the version of the weights that produced it.
-5. With `adapters` the engine serves several LoRA adapters (and the base) over one base model
-   (`adapters.py`): each request names its model, one decode batch holds rows of every adapter, and
-   `update_adapter` swaps one adapter's tensors between two steps the same way, bumping that adapter's
-   own version and clearing only its prefix-cache entries; the other adapters' rows decode on.
+How admission, prefill, decoding and weight updates interleave: docs/inference.md "How batching works" and
+"Several adapters".
 
 Long because: one thread's loop and the state only it touches (the queue, the live batch, the versions);
 what does not touch that state already lives apart (prefill.py, batching.py, adapters.py, sampling.py,

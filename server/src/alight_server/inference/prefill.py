@@ -1,15 +1,6 @@
 """Prefill hand-off: admitted prompts are prefilled one at a time and handed to the engine thread to join the batch.
 
-1. The engine thread queues each admitted prompt (`queue`, under the engine's condition). With
-   `overlap_prefill` a second thread prefills them while the engine thread goes on decoding (a prefill
-   costs about what a decode step does, and torch runs both at once on two cores); without it the
-   engine thread prefills them itself between two steps (`prefill`).
-2. A prompt is prefilled alone, exact (under its own LoRA adapter when the engine serves several),
-   reusing the longest prefix it shares with an earlier prompt of that adapter (`prefix_cache`); the
-   result waits in the prefilled list until the engine thread takes it (`take`).
-3. A prefill runs, and hands its result over, under `lock`: a weight update takes that lock, so it
-   finds no prefill running and every prefill of the old weights already handed over, joins those to
-   the batch under the old version, and only then copies the new weights.
+Why a second thread, and how a weight update waits for it: docs/inference.md "How batching works".
 """
 
 from __future__ import annotations

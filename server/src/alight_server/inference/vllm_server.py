@@ -1,14 +1,9 @@
 """A vLLM OpenAI server as a subprocess on the policy: its command line, the wait until it answers, and why it failed.
 
 vLLM pins its own torch and transformers, so it runs from its own interpreter (by default the repo's
-`.venv-vllm`, built by `ALIGHT_VLLM=1 bash scripts/setup.sh`). The server is started with
-`VLLM_SERVER_DEV_MODE=1`, which adds the routes in-place weight updates need (`/collective_rpc`,
-`/pause`, `/resume`, `/reset_prefix_cache`, `/update_weight_version`), and, for LoRA, with
-`VLLM_ALLOW_RUNTIME_LORA_UPDATING` so `/v1/load_lora_adapter` can replace the adapter in place.
-It runs behind alight's key guard, with an API key and an admin key generated per launch and passed in the
-environment: docs/inference.md "Servers and keys" says which key opens what, and why vLLM's own is off.
-A start that fails ends with one `VllmStartError` sentence naming the cause, and the whole process group
-(vLLM's engine core is a second process) is killed: nothing is left behind.
+`.venv-vllm`), in dev mode for the weight-update routes (vllm_weights.py), behind alight's key guard with
+keys generated per launch: docs/inference.md "Servers and keys". A start that fails kills the whole process
+group (vLLM's engine core is a second process) and raises one `VllmStartError` sentence naming the cause.
 """
 
 from __future__ import annotations

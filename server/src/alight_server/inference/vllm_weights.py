@@ -1,17 +1,6 @@
 """New policy weights into a running vLLM server, in place, through the HTTP routes vLLM provides for RL.
 
-vLLM's weight-transfer engines (NCCL, CUDA IPC) need GPUs on both sides; what every build has, CPU
-included, is its worker's in-place `reload_weights(weights_path=...)`, reached over HTTP by
-`POST /collective_rpc` (dev mode). One update:
-1. `POST /pause?mode=wait`: vLLM finishes what it runs and takes no new step (the gateway has drained
-   already; this also covers clients that call vLLM directly);
-2. full weights: write them as `model.safetensors` into a folder and `collective_rpc("reload_weights")`;
-   LoRA: write the PEFT adapter and `POST /v1/load_lora_adapter` with `load_inplace` under the same name;
-   one policy's adapter of several (`load_adapter`): its tensors as a peft folder of its own, the same way
-   (the gateway has drained only that policy's calls; vLLM's pause lets the others' running requests finish);
-3. `POST /reset_prefix_cache`: cached KV blocks were computed by the old weights;
-4. `POST /update_weight_version` with the new policy version (read back from `GET /weight_info`);
-5. `POST /resume`, also when a step above failed.
+The steps of one update, and why not vLLM's NCCL / CUDA-IPC transfer: docs/training.md "Inference with vLLM".
 """
 
 from __future__ import annotations

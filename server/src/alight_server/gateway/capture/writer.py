@@ -45,16 +45,9 @@ def _never() -> bool:
 class CaptureWriter:
     """Group commit: calls queued while a transaction runs are committed together in the next one.
 
-    A call's future resolves only after the transaction holding it has
-    committed, so an awaiting handler never answers the agent before its
-    call is durable. One thread instead of a pool hop per call: the event
-    loop only enqueues and awaits, and concurrent calls share one commit.
-
-    A call that is `alone` (no other call in flight could share its commit)
-    is committed on the event loop itself when the store can begin at once
-    (`add_model_calls_now`: SQLite with no other writer busy), sparing it the
-    two thread hops; the loop has nothing else to run meanwhile. Otherwise,
-    and always on PostgreSQL, it goes to the thread.
+    A call's future resolves only once its transaction committed. A call `alone` (nothing in flight could
+    share its commit) commits on the event loop when the store can begin at once: docs/gateway.md "Capture"
+    and "The lone call".
     """
 
     def __init__(self, store: Store, alone: Callable[[], bool] = _never) -> None:

@@ -1,9 +1,6 @@
 """Anthropic Messages API on top of chat completions, so Anthropic-client harnesses yield token ids too.
 
-Request: `system` becomes a system message, `text` / `tool_use` /
-`tool_result` blocks become chat content, tool calls and tool messages;
-tools map `input_schema` to `parameters`. The response, whole or streamed,
-is made in messages_response.py.
+This is the request's translation; the response, whole or streamed, is made in messages_response.py.
 """
 
 from __future__ import annotations

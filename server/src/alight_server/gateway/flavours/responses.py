@@ -1,23 +1,17 @@
 """OpenAI Responses API on top of chat completions, so Responses calls also yield token ids.
 
-Request: `instructions` and `input` items (messages, `function_call`,
-`function_call_output`) become chat messages; function tools and
-`tool_choice` map one to one; `text.format` becomes `response_format`.
-Response: text becomes a `message` item, tool calls `function_call` items.
-Streaming emits the Responses event sequence (`response.created` ...
-`response.completed`), each event with its `sequence_number`.
+This is the request's translation; the response's items are responses_items.py, its stream responses_stream.py.
 """
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from alight.schemas import ApiFlavour
 from alight_server.gateway.errors import GatewayError
 from alight_server.gateway.flavours.base import ChatUpstream
-from alight_server.gateway.flavours.chat_wire import first_choice, stream_fields
-from alight_server.gateway.flavours.responses_items import ResponseShell, namespaced_tools, output_items
+from alight_server.gateway.flavours.chat_wire import stream_fields
+from alight_server.gateway.flavours.responses_items import namespaced_tools
 from alight_server.gateway.flavours.responses_stream import ResponsesStream
 
 
@@ -176,15 +170,7 @@ class ResponsesFlavour(ChatUpstream):
         return chat
 
     def from_upstream(self, upstream: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
-        choice = first_choice(upstream)
-        message = choice.get("message") or {}
-        calls = message.get("tool_calls") or []
-        shell = ResponseShell(body)
-        call_ids = ["fc_" + uuid.uuid4().hex for _ in calls]
-        output = output_items(message, "msg_" + uuid.uuid4().hex, call_ids, namespaced_tools(body))
-        finish = choice.get("finish_reason")
-        status = "incomplete" if finish == "length" else "completed"
-        return shell.build(output, status, upstream.get("usage"), finish)
+        return ResponsesStream(body).agent_response(upstream)  # a stream that saw no chunk: fresh ids throughout
 
     def stream(self, body: dict[str, Any]) -> ResponsesStream:
         return ResponsesStream(body)

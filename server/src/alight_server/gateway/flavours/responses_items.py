@@ -6,8 +6,6 @@ import time
 import uuid
 from typing import Any
 
-from alight_server.gateway.flavours.reasoning import split_message
-
 
 def usage_of(usage: dict[str, Any] | None) -> dict[str, Any]:
     u = usage or {}
@@ -111,21 +109,3 @@ class ResponseShell:
             "truncation": b.get("truncation", "disabled"),
             "usage": usage_of(usage) if usage is not None else None,
         }
-
-
-def output_items(
-    message: dict[str, Any],
-    msg_id: str,
-    call_ids: list[str],
-    namespaced: Namespaced | None = None,
-    reasoning_id: str | None = None,
-) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    reasoning, text = split_message(message)
-    if reasoning:
-        out.append(reasoning_item(reasoning_id or "rs_" + uuid.uuid4().hex, reasoning))
-    if text:
-        out.append(message_item(msg_id, text))
-    for call, item_id in zip(message.get("tool_calls") or [], call_ids, strict=False):
-        out.append(call_item(item_id, call, namespaced=namespaced))
-    return out

@@ -23,11 +23,7 @@ class DrainResult:
 class PauseGate:
     """Counts calls in flight (in all, and per routed policy) and refuses new ones while paused.
 
-    A call is admitted by `enter()` and leaves by `leave()` once its response
-    is fully sent, so a pause never cuts a call that already started. A routed
-    call also passes `enter_policy()` (False while its policy is paused) and
-    then leaves with its policy named. One per gateway process; `Replicas`
-    keeps the gates of all processes on one store in step.
+    A call leaves once its response is fully sent, so a pause never cuts a call that already started.
     """
 
     def __init__(self) -> None:

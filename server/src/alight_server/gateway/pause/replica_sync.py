@@ -26,15 +26,10 @@ STALE_AFTER_S = 5.0
 
 
 class Replicas:
-    """This gateway as one of the processes serving from a store, and the pause they share.
+    """This gateway as one of the processes serving from a store, and the pause they share (in the store).
 
-    The pause lives in the store. The gateway's store sync (store_sync.py)
-    reads it every `sync_s` and hands it to `apply`, which applies it to this
-    replica's PauseGate; `report` writes back the pause epoch applied and the
-    calls in flight, so `drain` on any replica waits for the calls of all of
-    them. Alone on its store a replica behaves as a single gateway: its own
-    pause takes effect at once and drain waits only for it. A pause of one
-    policy travels the same way; its drain waits only for that policy's calls.
+    The store sync hands each read of the pause to `apply`; `report` writes back the epoch applied and the
+    calls in flight. docs/gateway.md "Several gateway processes on one store".
     """
 
     def __init__(self, store: Store, gate: PauseGate, reopen: Callable[[], Awaitable[None]], sync_s: float) -> None:

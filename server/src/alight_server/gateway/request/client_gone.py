@@ -1,10 +1,7 @@
 """Agents that disconnect mid-call: the gateway cancels the upstream request and records the call as client_gone.
 
-A non-streamed call is a single await on the upstream; the server never tells the handler that its
-client left, only `receive` does. `DisconnectWatch` listens once the body is read and cancels the
-handling task, which closes the upstream connection (the embedded inference server and vLLM both stop
-generating for a request whose connection closed). A stream already stops when its client leaves
-(reply.py); either way the pipeline records what it had, flagged so trainers skip it.
+The server never tells a handler that its client left, only `receive` does; a stream already stops then
+(reply.py), a non-streamed call needs this watch. docs/gateway.md "Capture".
 """
 
 from __future__ import annotations

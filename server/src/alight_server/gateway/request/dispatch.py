@@ -1,11 +1,6 @@
 """The agent routes as a lean ASGI middleware in front of the FastAPI app (the gateway's hot path).
 
-Model calls skip FastAPI's routing, dependency resolution and exception
-middleware: the path is matched by hand, the few headers a call needs are
-read in one pass, the body is read once under the size limit, and the reply
-goes out as raw ASGI messages. Anything not matched here (other methods,
-malformed attempt numbers, every other route) goes to the FastAPI app,
-which still declares the agent routes for its OpenAPI document.
+What model calls skip this way, and what still reaches FastAPI: docs/gateway.md "How a call is served".
 """
 
 from __future__ import annotations

@@ -3,10 +3,6 @@
 Standard library only: vLLM loads it from its own interpreter, where alight is not installed, as
 `--middleware alight_keyguard.KeyGuard` with this folder on its PYTHONPATH (inference/vllm_server.py).
 Which key opens which route, and why vLLM's own `--api-key` is not enough: docs/inference.md "Servers and keys".
-
-vLLM instantiates the class with no arguments, so it then reads its keys from the environment:
-`ALIGHT_VLLM_API_KEY` and `ALIGHT_VLLM_ADMIN_KEY` (without it no request opens the routes outside /v1).
-The embedded server passes both keys as arguments.
 """
 
 from __future__ import annotations
