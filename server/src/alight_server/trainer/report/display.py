@@ -56,10 +56,7 @@ class RunDisplay:
         """What runs now, with its counts (`step 3 rollouts: 5/8 rollouts done, ...`); `completed` moves the bar."""
         if self.heartbeat is not None:
             self.heartbeat.status = text
-        if completed is None:
-            self.progress.update(self.task, status=text)
-        else:
-            self.progress.update(self.task, status=text, completed=completed)
+        self.progress.update(self.task, status=text, completed=completed)  # None leaves the bar where it is
 
     def line(self, text: str) -> None:
         if self.enabled:
@@ -74,8 +71,6 @@ class RunDisplay:
             f"step {step:>3}",
             # the rollouts' spread, not an interval: every ± alight prints is ± 2 SE (alight.evaluation INTERVAL)
             f"reward {m.get('train/reward_mean', float('nan')):.3f} sd {m.get('train/reward_std', float('nan')):.3f}",
-        ]
-        parts += [
             f"{m.get('perf/tokens_per_s', 0):.0f} tok/s{overlap}",
             f"failed {int(m.get('rollouts/failed', 0))}",
             f"skipped groups {int(m.get('train/uniform_groups', 0))}",

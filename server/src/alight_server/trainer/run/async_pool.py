@@ -30,8 +30,6 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
 from alight.client import AlightClient
 from alight.schemas import Mode, PolicyVersion, Rollout, Trajectory
 from alight_server.policies.versions import updates_between
@@ -40,7 +38,6 @@ from alight_server.trainer.run.dataset import TaskCursor
 from alight_server.trainer.run.judging import Judging
 from alight_server.trainer.run.rollouts import RolloutPhase, collect, create_group_rollouts, poll_done
 from alight_server.trainer.step.policy_samples import call_policy
-from alight_server.trainer.step.samples import SampleBatch
 
 
 @dataclass
@@ -108,18 +105,6 @@ def own_staleness(group: Group, history: list[PolicyVersion], version: int) -> d
 def stale_weight(staleness: int, max_staleness: int) -> float:
     """A row's loss weight: 1 up to `max_staleness`, then 1 / (1 + staleness - max_staleness)."""
     return 1.0 / (1 + staleness - max_staleness) if staleness > max_staleness else 1.0
-
-
-def merge_phases(phases: list[RolloutPhase], seconds: float) -> RolloutPhase:
-    """One `RolloutPhase` of several groups' phases, timed as the step's wait."""
-    merged = RolloutPhase(rollouts=[], trajectories=[], seconds=seconds)
-    for phase in phases:
-        merged.rollouts += phase.rollouts
-        merged.trajectories += phase.trajectories
-        merged.rewards += phase.rewards
-        for name in ("generated_tokens", "failed", "cancelled", "missing_reward", "timeout", "infra"):
-            setattr(merged, name, getattr(merged, name) + getattr(phase, name))
-    return merged
 
 
 class GroupPool:
@@ -287,9 +272,3 @@ class GroupPool:
         if self.policies:
             group.oldest_by_policy = oldest_versions_by_policy(phase.trajectories, phase.rollouts)
         return 0
-
-
-def weigh_rows(batch: SampleBatch, weights: dict[str, float]) -> None:
-    """Set each row's loss weight from its group's (down-weighted stale groups; 1 elsewhere)."""
-    per_group = torch.tensor([weights.get(g, 1.0) for g in batch.group_ids], dtype=torch.float32)  # (G,)
-    batch.row_weight = per_group[batch.row_group] if batch.num_rows else batch.row_weight  # (R,)

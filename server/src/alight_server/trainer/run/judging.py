@@ -66,7 +66,7 @@ class Judging:
             t.model_copy(update={"failure_kind": FailureKind.INFRA}) if (t.group_id or t.rollout_id) in failed else t
             for t in judged.trajectories
         ]
-        return tally(phase.rollouts, marked, started)
+        return tally(phase.rollouts, marked, time.monotonic() - started)
 
     def metrics(self) -> dict[str, float]:
         """The run's judge so far: calls, tokens, flagged answers, failed groups, cached verdicts."""

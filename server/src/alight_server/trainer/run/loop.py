@@ -260,7 +260,10 @@ class TrainingRun:
                 break
         display.status("done", completed=self.step)
         display.close()  # the bar's last state, then the summary under it
-        return self._finish(display, live.metrics_log)
+        return finish_run(
+            self.history, self.run_dir, self.config.model, self.step, self.policy_version,
+            val_task_count(self.config, self.splits), display, live.metrics_log,
+        )  # fmt: skip
 
     def _safety_rule(self, phases: RunPhases, metrics: dict[str, float], display: RunDisplay) -> bool:
         """`regression.safety_rule`: on an alarm (trainer/run/regression_suite.py) a line and
@@ -273,8 +276,7 @@ class TrainingRun:
         metrics["regression/safety_stop"] = float(stop)
         line = f"{alarm}: {'stopping the run' if stop else 'warning'} (regression.safety_rule: {self.config.regression.safety_rule})"
         log.warning(line)
-        if display.enabled:
-            display.line(f"[red]{line}[/]")
+        display.line(f"[red]{line}[/]")
         return stop
 
     def _record(self, live: Started, step: int, metrics: dict[str, float]) -> None:
@@ -284,9 +286,3 @@ class TrainingRun:
         self.history.append({"step": step, **clean})
         live.metrics_log.log(step, clean)
         live.reporter.step(step, clean)
-
-    def _finish(self, display: RunDisplay, metrics_log: MetricsLog) -> RunResult:
-        return finish_run(
-            self.history, self.run_dir, self.config.model, self.step, self.policy_version,
-            val_task_count(self.config, self.splits), display, metrics_log,
-        )  # fmt: skip

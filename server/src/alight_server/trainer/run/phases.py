@@ -155,16 +155,12 @@ class RunPhases:
 
         show(Progress(total=len(phase.ids), finished=0, failed=0))
 
-        server_url = self.client.base_url
-
         def unclaimed(seconds: float) -> None:
             hint = (
-                f"no rollout has started after {seconds:.0f} s: is `alight controller --server {server_url}` running?"
+                f"no rollout has started after {seconds:.0f} s: is `alight controller --server "
+                f"{self.client.base_url}` running?"
             )
-            if display.enabled:
-                display.line(f"[yellow]{hint}[/]")
-            else:
-                log.warning(hint)
+            display.line(f"[yellow]{hint}[/]") if display.enabled else log.warning(hint)
 
         finished = wait_all(self.client, phase.ids, show, on_unclaimed=unclaimed)
         return collect(self.client, finished, phase.started)

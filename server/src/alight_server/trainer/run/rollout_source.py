@@ -20,11 +20,11 @@ from alight.api_models import RolloutQuery
 from alight.client import AlightClient
 from alight.schemas import Rollout
 from alight_server.trainer.report.display import RunDisplay
-from alight_server.trainer.run.async_pool import GroupPool, merge_phases
+from alight_server.trainer.run.async_pool import GroupPool
 from alight_server.trainer.run.dataset import TaskCursor
 from alight_server.trainer.run.judging import Judging
 from alight_server.trainer.run.phases import RunPhases, StartedPhase
-from alight_server.trainer.run.rollouts import RolloutPhase, collect
+from alight_server.trainer.run.rollouts import RolloutPhase, collect, tally
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,9 @@ class PoolGroups:
     def take(self, step: int, version: int, display: RunDisplay) -> StepRollouts:
         taken = self.pool.take(step, version, lambda text: display.status(f"step {step + 1} {text}"))
         self.pool.top_up(step + 1)  # the taken groups' places run while this step trains and updates
-        phase = merge_phases([g.phase for g in taken.groups if g.phase is not None], taken.metrics["time/wait_s"])
+        phases = [g.phase for g in taken.groups if g.phase is not None]
+        rollouts, trajectories = [r for p in phases for r in p.rollouts], [t for p in phases for t in p.trajectories]
+        phase = tally(rollouts, trajectories, taken.metrics["time/wait_s"])  # the groups' phases as one
         judged = self.pool.judging.metrics() if self.pool.judging is not None else {}
         return StepRollouts(phase, {**taken.metrics, **judged}, taken.weights, taken.policy_weights)
 

@@ -143,16 +143,16 @@ def collect(client: AlightClient, rollouts: list[Rollout], started: float) -> Ro
     """Fetch each finished rollout's trajectory (its latest attempt) and count what happened (`tally`)."""
     # training data: the exact copy
     trajectories = [client.trajectory(r.id, reveal=True) for r in rollouts if r.state != RolloutState.CANCELLED]
-    return tally(rollouts, trajectories, started)
+    return tally(rollouts, trajectories, time.monotonic() - started)
 
 
-def tally(rollouts: list[Rollout], trajectories: list[Trajectory], started: float) -> RolloutPhase:
+def tally(rollouts: list[Rollout], trajectories: list[Trajectory], seconds: float) -> RolloutPhase:
     """The phase of `rollouts` and their (not cancelled ones') trajectories, counted.
 
     Only rollouts that ended as the agent's own outcome (succeeded or task failure) count towards the
     rewards; timeouts and infra failures are counted by kind, whatever reward they may carry.
     """
-    phase = RolloutPhase(rollouts=rollouts, trajectories=trajectories, seconds=time.monotonic() - started)
+    phase = RolloutPhase(rollouts=rollouts, trajectories=trajectories, seconds=seconds)
     phase.cancelled = sum(r.state == RolloutState.CANCELLED for r in rollouts)
     phase.failed = sum(r.state == RolloutState.FAILED for r in rollouts)
     for trajectory in trajectories:

@@ -95,8 +95,10 @@ class WeightSync:
                 self._load_adapter(policy, get, version)
             elif self.target is not None:
                 self.target.load(get, version)
-            else:
-                self._load(get())
+            elif self.engine is not None:
+                self.engine.update_weights(get())
+            else:  # a backend that loads weights itself (verl) calls `paused` and never gets here
+                self._post_weights(get(), "model.safetensors", {})
 
         return self.paused(load, metadata, policy)
 
@@ -150,15 +152,6 @@ class WeightSync:
             self.engine.update_adapter(policy, tensors())
         else:
             self._post_weights(tensors(), "adapter_model.safetensors", {"adapter": policy})
-
-    def _load(self, weights: Weights) -> None:
-        if self.engine is None and self.inference_url is None:
-            # A backend that loads weights itself (verl) calls `paused` and never gets here.
-            raise ValueError("weight sync needs the embedded engine, a weight target or server.inference_url")
-        if self.engine is not None:
-            self.engine.update_weights(weights)
-            return
-        self._post_weights(weights, "model.safetensors", {})
 
     def _post_weights(self, weights: Weights, filename: str, extra: dict[str, Any]) -> None:
         """Write `weights` to a folder and ask the inference server's /admin/weights to load it."""

@@ -21,7 +21,6 @@ from alight.schemas import Trajectory
 from alight_server.trainer.backends.policy_set import ONE_POLICY, PolicySet
 from alight_server.trainer.config.policies import ResolvedPolicy
 from alight_server.trainer.config.run import TrainConfig
-from alight_server.trainer.run.async_pool import weigh_rows
 from alight_server.trainer.run.weight_sync import WeightSync
 from alight_server.trainer.step.algorithm import uniform_groups
 from alight_server.trainer.step.policy_samples import split_by_policy
@@ -99,8 +98,9 @@ def _policy_rows(
     batch, report = build_samples(trajectories, sample_config, decode=decode)
     batch, rendered = rows_for_step(batch, policy.algorithm)
     own.update(rendered)
-    if group_weights is not None:  # async: stale groups down-weighted
-        weigh_rows(batch, group_weights)
+    if group_weights is not None and batch.num_rows:  # async: stale groups down-weighted
+        per_group = torch.tensor([group_weights.get(g, 1.0) for g in batch.group_ids], dtype=torch.float32)  # (G,)
+        batch.row_weight = per_group[batch.row_group]  # (R,)
     uniform = uniform_groups(batch.rollout_reward, batch.rollout_group) if batch.rollout_ids else torch.zeros(0)
     own["train/groups"] = float(len(batch.group_ids))
     own["train/uniform_groups"] = float(uniform.sum())
