@@ -1,10 +1,8 @@
-"""Gradient accumulation for the embedded backend's step (trainer/backends/embedded.py).
+"""Gradient accumulation for the embedded backend's step (embedded.py): rows split by tokens across ranks and
+packed into micro-batches, token logprobs on a micro-batch's window, loss metrics summed into the step's means.
 
-Token weights for the batch loss are computed once on the whole batch, so micro-batches just add up: gradient
-accumulation by token budget is exact, and so is data parallelism (each rank's rows are one more set of
-micro-batches of the same sum). Here: rows split by tokens across ranks and packed into micro-batches, the
-policy's token logprobs on a micro-batch's window, and the loss metrics summed over micro-batches and ranks into
-the step's means.
+Token weights for the batch loss are computed once on the whole batch, so micro-batches (and ranks, one more set
+of micro-batches of the same sum) just add up: accumulation by token budget is exact.
 """
 
 from __future__ import annotations
@@ -26,9 +24,7 @@ def token_logprobs(
 ) -> torch.Tensor:
     """logp[r, t] = log pi(input_ids[r, t] | tokens before t) for t >= first_target, else 0.  (R, T)
 
-    Only positions from `first_target` on get logits (`logits_to_keep`): the prompt needs hidden
-    states but no vocabulary projection, which is much of the cost with a large vocabulary.
-    """
+    Only positions from `first_target` on get logits: the prompt's vocabulary projection is skipped."""
     width = input_ids.shape[1]
     first_target = max(1, min(first_target, width - 1))
     keep = width - first_target + 1  # logits at positions first_target-1 .. width-1
@@ -57,11 +53,8 @@ def micro_batches(batch: SampleBatch, token_budget: int, rows: Sequence[int] | N
 
 
 def rank_micro_batches(batch: SampleBatch, token_budget: int, world: World) -> list[list[int] | None]:
-    """This rank's micro-batches, padded with None (a zero-weight pass) to as many as the busiest rank's.
-
-    Every rank plans every rank's micro-batches, so all run the same number of passes (FSDP2 gathers
-    parameters in each forward): a rank with fewer runs zero-weight passes on row 0.
-    """
+    """This rank's micro-batches, padded with None (a zero-weight pass on row 0) to as many as the busiest
+    rank's: all ranks run the same number of passes (FSDP2 gathers parameters in each forward)."""
     lengths = batch.attention_mask.sum(1).tolist()
     plans = [list(micro_batches(batch, token_budget, rows)) for rows in shard_rows(lengths, world.size)]
     passes = max(1, *map(len, plans))
@@ -76,11 +69,8 @@ def window(micro: SampleBatch) -> tuple[int, int]:
 
 
 def proximal_logprobs(model: Any, batch: SampleBatch, mine: list[list[int] | None]) -> torch.Tensor:
-    """(R, T) logprobs of this rank's rows (`mine`: its micro-batches) under `model`'s current weights, before any
-    update (pi_old for TIS, or of rendered rows).
-
-    Every rank runs the same number of forwards (FSDP2 gathers parameters in each), fillers on row 0.
-    """
+    """(R, T) logprobs of this rank's rows (`mine`: its micro-batches, None a filler pass) under `model`'s current
+    weights, before any update (pi_old for TIS, or of rendered rows)."""
     proximal = torch.zeros_like(batch.old_logprobs)  # (R, T)
     with torch.no_grad():
         for rows in mine:

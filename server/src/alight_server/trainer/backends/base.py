@@ -1,23 +1,8 @@
-"""The trainer backend seam: what the training loop asks of whatever runs the RL update (docs/training.md).
+"""The trainer backend seam: what the training loop (trainer/run/loop.py) asks of whatever runs the RL update.
 
-`TrainingRun` (trainer/run/loop.py) reaches a `TrainerBackend` only; `make_backend(config)` picks one by
-`trainer.backend`:
-
-- `embedded` (trainer/backends/embedded.py): a transformers policy in this process tree, CPU or GPUs, LoRA optional,
-  data-parallel over torch.distributed when `trainer.world_size` > 1 or under torchrun (trainer/backends/distributed.py);
-- `verl` (trainer/backends/verl/, `pip install 'alight-server[verl]'`): verl's FSDP actor and rollout replicas on Ray.
-
-The loop holds a `PolicySet` (trainer/backends/policy_set.py): this backend alone, or with `policies:` one embedded
-backend per trainable policy; the same `push_weights` / `state_dict` / `load_state_dict` / `close`, a step per policy.
-
-A backend in a few lines, for the shape of the contract::
-
-    class Frozen:  # trains nothing, serves the base weights
-        def step(self, batch): return {"rows": float(batch.num_rows)}
-        def push_weights(self, sync, metadata): return sync.push(self.weights, metadata)
-        def state_dict(self): return {}
-        def load_state_dict(self, state): pass
-        def close(self): pass
+`make_backend` picks one by `trainer.backend`: `embedded` (embedded.py; data-parallel ranks in distributed.py) or
+`verl` (verl/, `pip install 'alight-server[verl]'`: verl's FSDP actor and rollout replicas on Ray). The loop holds
+them in a `PolicySet` (policy_set.py): this backend alone, or one embedded backend per trainable policy.
 """
 
 from __future__ import annotations
@@ -43,9 +28,8 @@ class TrainerBackend(Protocol):
         ...
 
     def push_weights(self, sync: WeightSync, metadata: dict[str, Any]) -> tuple[int, float]:
-        """Hand the current weights (merged, or only the LoRA adapter where the inference side supports it)
-        to inference inside the gateway's pause -> drain -> load -> resume; returns (new policy version, seconds).
-        """
+        """The current weights (merged, or the LoRA adapter where inference takes one) into inference inside the
+        gateway's pause -> drain -> load -> resume; returns (new policy version, seconds)."""
         ...
 
     def state_dict(self) -> dict[str, Any]:
@@ -62,11 +46,8 @@ class TrainerBackend(Protocol):
 
 
 def make_backend(config: TrainConfig, client: AlightClient | None = None) -> TrainerBackend:
-    """The backend `config.trainer.backend` names, ready to train (on rank 0 of a multi-process run).
-
-    `client` speaks to the run's alight server: a backend that serves the policy itself (verl's rollout
-    replicas) registers its servers there as the gateway's upstreams; the embedded backend ignores it.
-    """
+    """The backend `config.trainer.backend` names, ready to train (on rank 0 of a multi-process run). A backend
+    that serves the policy itself (verl's replicas) registers its servers as upstreams through `client`."""
     if config.trainer.backend == "verl":
         return _verl_module().make_backend(config, client)
     from alight_server.trainer.backends.embedded import make_embedded_backend

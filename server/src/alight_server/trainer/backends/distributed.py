@@ -1,16 +1,10 @@
 """Data-parallel ranks for the embedded backend: the process group, rank 0's commands, row shards, DDP/FSDP2.
 
-Rank 0 runs the training loop (server, inference, agents); the other ranks only train. Each backend
-call on rank 0 is announced to the other ranks (`World.announce`: a command and its payload, the whole
-batch for a step), which run the same method (trainer/backends/follower.py), so every collective is entered by every rank.
-
-Two ways to get N ranks, both for `alight train`:
-- `trainer.world_size: N` in the config: rank 0 (the `alight train` process) starts ranks 1..N-1 itself
-  (`python -m alight_server.trainer.backends.follower`, logs in OUTPUT_DIR/logs/rank-K.log);
-- `torchrun --nproc-per-node N -m alight train CONFIG`: torchrun starts every rank; rank 0 trains,
-  the others follow (`trainer.world_size`, if set, must equal torchrun's).
-gloo on CPU, NCCL on CUDA (rank k on cuda:LOCAL_RANK); commands always travel over a gloo group.
-Where the ranks meet, and how rank 0 notices one that died or never came, is trainer/backends/rendezvous.py.
+Rank 0 runs the training loop (server, inference, agents); the other ranks only train. Each backend call on
+rank 0 is announced to them (`World.announce`) and they run the same method (follower.py), so every collective
+is entered by every rank. N ranks come from `trainer.world_size: N` (rank 0 starts ranks 1..N-1 itself, logs in
+OUTPUT_DIR/logs/rank-K.log) or from `torchrun --nproc-per-node N -m alight train CONFIG`. Commands always travel
+over a gloo group; where the ranks meet is rendezvous.py.
 """
 
 from __future__ import annotations
@@ -154,10 +148,8 @@ def join(config: TrainConfig) -> World:
 
 
 def shard_rows(lengths: list[int], ranks: int) -> list[list[int]]:
-    """Rows split by tokens: longest first, each to the rank holding the fewest tokens so far.
-
-    Deterministic: every rank computes the same split from the same batch.
-    """
+    """Rows split by tokens: longest first, each to the rank holding the fewest tokens so far (deterministic:
+    every rank computes the same split)."""
     shards: list[list[int]] = [[] for _ in range(ranks)]
     heap = [(0, rank) for rank in range(ranks)]  # (tokens so far, rank)
     for row in sorted(range(len(lengths)), key=lambda r: (-lengths[r], r)):

@@ -1,21 +1,10 @@
 """Embedded trainer backend: a transformers policy on CPU or GPUs, optional LoRA, data-parallel over ranks.
 
-One `step(batch)`:
-1. Token advantages and the batch's token weights (trainer/step/algorithm.py, its steps 1-3), computed once on
-   the whole batch so that micro-batches just add up (trainer/backends/accumulation.py).
-2. Rows are split by tokens across ranks (`shard_rows`); each rank packs its rows into micro-batches.
-3. For each of `updates_per_batch` optimizer updates: recompute the policy's logprobs micro-batch by
-   micro-batch, apply the clipped loss (algorithm.py's step 4; with `tis_cap`, pi_old is first recomputed by the
-   current weights), backpropagate (DDP or FSDP2 sum the ranks' gradients on the last micro-batch), then clip
-   the gradient norm and step AdamW.
-With `algorithm.distill` a frozen teacher first scores the batch's tokens (a prefill, trainer/backends/teacher.py)
-and step 1 adds weight x (teacher - student logprob) to each token's advantage, or is only that with
-`estimator: distill` (trainer/step/distill.py).
-With `estimator: sft` steps 1 and 3 are supervised instead: token-mean weights and `sft_loss` (the NLL of
-the trained tokens). Rows of fidelity `rendered` go through `rendered.refuse_rendered` first; under
-`rendered_rows: recompute` their pi_old is the current policy's logprobs, computed before the first update.
-`policy_weights()` gives plain (LoRA-merged, FSDP-gathered) tensors named like the served model's
-(trainer/backends/weights.py, with the LoRA set-up and the adapter alone, out and in).
+A step computes the token advantages and weights once on the whole batch (trainer/step/algorithm.py), so the
+micro-batches each rank packs from its share of the rows just add up (accumulation.py); then per update of
+`updates_per_batch`: the clipped loss (or `sft_loss`) micro-batch by micro-batch, gradient clipping, AdamW.
+A teacher (`algorithm.distill`, teacher.py) scores the batch first; under `rendered_rows: recompute` or with
+`tis_cap`, pi_old is recomputed by the current weights before the first update.
 """
 
 from __future__ import annotations
@@ -58,10 +47,8 @@ if TYPE_CHECKING:
 
 
 class EmbeddedBackend:
-    """The default `TrainerBackend`: owns the policy, its optimizer and this process's rank; see the module docstring.
-
-    On rank 0 every public method first announces itself, so the other ranks (`follow`) enter the same collectives.
-    """
+    """The default `TrainerBackend`: the policy, its optimizer and this process's rank. On rank 0 every public
+    method first announces itself, so the other ranks (`follow`) enter the same collectives."""
 
     def __init__(
         self,
@@ -101,16 +88,14 @@ class EmbeddedBackend:
         self.world.announce("step", batch)
         return self._step(batch)
 
-    def token_advantages(self, batch: SampleBatch, teacher_logprobs: torch.Tensor | None = None) -> torch.Tensor:
-        """(R, T) advantage of every trained token: group advantage, per-turn credit, distillation reward."""
-        return step_advantages(batch, self.algorithm, teacher_logprobs)
-
     def _step(self, batch: SampleBatch) -> dict[str, float]:
         refuse_rendered(batch, self.algorithm)
         batch = batch.to(self.device)
         sft = self.algorithm.estimator == "sft"
         teacher_logprobs, distill = score_batch(self.teacher, batch, self.optim_config.micro_batch_tokens)  # (R, T)
-        token_adv = torch.zeros_like(batch.loss_mask) if sft else self.token_advantages(batch, teacher_logprobs)
+        token_adv = (
+            torch.zeros_like(batch.loss_mask) if sft else step_advantages(batch, self.algorithm, teacher_logprobs)
+        )
         aggregation = "token_mean" if sft else self.algorithm.aggregation
         weights = aggregation_weights(batch.loss_mask, batch.row_rollout, aggregation)  # (R, T)
         weights = weights * batch.row_weight[:, None]  # stale groups down-weighted (async_rollout.stale)
@@ -204,32 +189,19 @@ class EmbeddedBackend:
     def policy_weights(self) -> dict[str, torch.Tensor]:
         """Detached tensors named like the plain model's (LoRA merged in), for `engine.update_weights`."""
         self.world.announce("weights")
-        return self._policy_weights()
-
-    def _policy_weights(self) -> dict[str, torch.Tensor]:
         return merged_weights(self.model, self.lora, self.world)
 
     def adapter_weights(self) -> dict[str, torch.Tensor]:
-        """The LoRA adapter alone, detached copies named as `peft.get_peft_model_state_dict` names a one-adapter
-        model's (`...q_proj.lora_A.weight`): what `engine.update_adapter` and a peft folder take (one rank only)."""
         return adapter_weights(self.model, self.lora, self.world)
 
     def load_adapter(self, tensors: dict[str, torch.Tensor]) -> None:
-        """Start from another adapter (`policies.NAME.init_from`): `tensors` named as `adapter_weights` names them.
-
-        A ValueError names the first tensor that is missing, unexpected or of another shape (another LoRA rank or
-        target modules); the optimizer's state is untouched (a new run starts it fresh)."""
+        """Start from another adapter (`policies.NAME.init_from`); the optimizer's state is untouched."""
         load_adapter(self.model, self.adapter_weights(), tensors, self.device)
-
-    def trainable_parameters(self) -> dict[str, torch.Tensor]:
-        return {n: p.detach().clone() for n, p in unwrap(self.model).named_parameters() if p.requires_grad}
 
     # -- checkpoints ---------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Trainable weights and optimizer state by parameter name (whole, also under FSDP2), and the update count.
-
-        Named rather than positional, so a run can resume on another world size or strategy.
-        """
+        """Trainable weights and optimizer state by parameter name (whole, also under FSDP2: a run can resume on
+        another world size or strategy), and the update count."""
         self.world.announce("state")
         return self._state_dict()
 
@@ -270,7 +242,7 @@ class EmbeddedBackend:
             if command == "step":
                 self._step(payload)
             elif command == "weights":
-                self._policy_weights()
+                merged_weights(self.model, self.lora, self.world)
             elif command == "state":
                 self._state_dict()
             elif command == "load":

@@ -1,8 +1,5 @@
 """A rank other than 0 of a data-parallel embedded run: it builds the same backend and runs rank 0's commands.
-
-Started two ways (trainer/backends/distributed.py): by rank 0 itself, as `python -m alight_server.trainer.backends.follower`
-with the config in the environment, or by torchrun, through `alight train` (`backend.follow_rank`).
-"""
+Started by rank 0 (`python -m alight_server.trainer.backends.follower`, the config in the environment) or torchrun."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Giving a step's freed memory back to the system: torch's CPU tensors come from the C heap (malloc).
 
-glibc keeps what a process frees in its arenas (one per thread that allocated: the trainer's, the engine's, the
-prefill thread's) unless the free pages sit at the top of a heap, so a step's activations, freed, stayed counted
-in the process: measured on the quickstart (SmolLM2-135M, CPU), the trainer alone held 4.3 GB after its first
-update, 5.3 GB after its second, and the run grew to 7.4 GB over three steps. `malloc_trim(0)` returns the free
-pages of every arena (madvise), which brought the trainer back to 2.5 GB after each update (its weights,
-gradients and AdamW state). Elsewhere (macOS, musl) it does nothing.
+glibc keeps freed pages in its per-thread arenas, so a step's freed activations stayed counted: on the quickstart
+(SmolLM2-135M, CPU) the trainer held 4.3 GB after one update and 5.3 GB after two; `malloc_trim(0)` brought it
+back to 2.5 GB after each. Elsewhere (macOS, musl) it does nothing.
 """
 
 from __future__ import annotations

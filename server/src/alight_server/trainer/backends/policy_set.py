@@ -1,11 +1,8 @@
-"""The policies' trainers: a one-policy run's backend as a set of one, or (issue 32) one per trainable policy.
+"""The policies' trainers: a one-policy run's backend as a set of one, or one per trainable policy (issue 32).
 
-Without `policies:` the set holds the run's one backend (`make_backend`: embedded or verl, any world size),
-pushed, saved and restored exactly as that backend is. With `policies:` each trainable policy gets its own
-`EmbeddedBackend` over its own copy of the base model (on CPU, SmolLM2-135M costs about 0.5 GB a copy in
-float32), with its own LoRA, optimizer and algorithm settings, so a step of one never touches another's tensors. A frozen policy has no backend: inference serves the base model under its
-name, or its zero (or `init_from`) adapter, which `push_weights` hands the engine once at the start.
-One process only: `trainer.world_size` > 1 is refused.
+With `policies:` each trainable policy gets its own `EmbeddedBackend` over its own copy of the base model (its own
+LoRA, optimizer and algorithm), so a step of one never touches another's tensors; a frozen policy has no backend
+(inference serves the base model, or its `init_from` adapter). One process only.
 """
 
 from __future__ import annotations

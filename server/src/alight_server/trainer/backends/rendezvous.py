@@ -1,12 +1,8 @@
 """Where the ranks meet: the TCPStore, the ranks rank 0 starts itself, and rank 0's bounded wait for the others.
 
-Rank 0 must not enter `init_process_group` before every rank is alive and connected: torch then waits in C++
-for its whole timeout (no signal interrupts it), so a rank that died first would hang the run. Instead:
-
-1. every rank opens the run's TCPStore (rank 0 hosts it for ranks it starts; under torchrun the launcher's);
-2. each other rank sets its key (`ready_key`) in the store just before `init_process_group`;
-3. rank 0 polls those keys, and between polls the ranks it started: a rank that exited fails the run at once
-   (its rank, exit code and the end of its log), a rank that never came fails it after `trainer.join_timeout_s`.
+Rank 0 must not enter `init_process_group` before every rank is connected: torch then waits in C++ for its whole
+timeout (no signal interrupts it), so a dead rank would hang the run. Each other rank sets its `ready_key` in the
+store first; rank 0 polls those keys and the ranks it started (`await_ranks`).
 """
 
 from __future__ import annotations

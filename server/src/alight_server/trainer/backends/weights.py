@@ -1,6 +1,5 @@
-"""The embedded policy's weights as others take them (trainer/backends/embedded.py): LoRA set-up, plain tensors
-named like the served model's (LoRA merged in, FSDP2-gathered) for inference, and the LoRA adapter alone, out
-(`engine.update_adapter`, a peft folder) and in (`policies.NAME.init_from`)."""
+"""The embedded policy's weights as others take them: LoRA set-up, merged tensors named like the served model's
+for inference, and the LoRA adapter alone, out (`engine.update_adapter`, a peft folder) and in (`init_from`)."""
 
 from __future__ import annotations
 

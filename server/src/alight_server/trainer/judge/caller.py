@@ -1,9 +1,7 @@
-"""The judge's calls: one OpenAI-compatible chat call per judgement, retried on transient errors, cached by
-content and counted against the run's rate budget (`limits.run`, `limits.upstreams`).
-
-These calls are infrastructure: they go straight to the judge's endpoint, never through the gateway's agent
-routes, so they are never recorded as the agent's model calls nor trained on; each one is recorded as a
-`judgement` event beside the rollouts it scored instead (trainer/judge/rewards.py).
+"""The judge's calls: one OpenAI-compatible chat call per judgement, retried on transient errors and counted
+against the run's rate budget (`limits.run`, `limits.upstreams`). They go straight to the judge's endpoint, never
+through the gateway's agent routes, so they are never recorded nor trained on as the agent's model calls; each is
+recorded as a `judgement` event beside the rollouts it scored instead (rewards.py).
 """
 
 from __future__ import annotations
@@ -101,25 +99,19 @@ class JudgeCaller:
             started = self.clock()
             with self.lock:
                 self.calls += 1
-            last = attempt == self.retries  # no wait after the last try: nothing follows it
             try:
                 response = self.http.post(url, json=body, headers=headers)
             except httpx.TransportError as exc:  # timeouts, refused connections
-                problem = f"{type(exc).__name__}: {exc}"
-                if not last:
-                    self.sleep(backoff_s(attempt, base_s=BACKOFF_BASE_S, cap_s=BACKOFF_CAP_S))
-                continue
-            if response.status_code in TRANSIENT:
+                problem, retry_after = f"{type(exc).__name__}: {exc}", None
+            else:
+                if response.status_code == 200:
+                    return self._reply(response, self.clock() - started, attempt + 1)
+                if response.status_code not in TRANSIENT:
+                    raise JudgeFailed(f"the judge at {url} answered HTTP {response.status_code}: {response.text[:300]}")
                 problem = f"HTTP {response.status_code}: {response.text[:200]}"
-                if not last:
-                    wait = backoff_s(
-                        attempt, response.headers.get("retry-after"), base_s=BACKOFF_BASE_S, cap_s=BACKOFF_CAP_S
-                    )
-                    self.sleep(wait)
-                continue
-            if response.status_code != 200:
-                raise JudgeFailed(f"the judge at {url} answered HTTP {response.status_code}: {response.text[:300]}")
-            return self._reply(response, self.clock() - started, attempt + 1)
+                retry_after = response.headers.get("retry-after")
+            if attempt < self.retries:  # no wait after the last try: nothing follows it
+                self.sleep(backoff_s(attempt, retry_after, base_s=BACKOFF_BASE_S, cap_s=BACKOFF_CAP_S))
         raise JudgeFailed(f"the judge at {url} failed {self.retries + 1} tries; last: {problem}")
 
     def _reply(self, response: httpx.Response, latency_s: float, tries: int) -> JudgeReply:

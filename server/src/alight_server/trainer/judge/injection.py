@@ -1,14 +1,10 @@
 """Injection check: does an answer address its evaluator rather than its task?
 
-The principle: an answer is for the task. Text that speaks to whoever grades it (instructions to a grader,
-claims about its own score, a fake end of the transcript or a boundary, chat role markers that would start a new
-turn) is addressed to the evaluator, and no honest answer needs it. A hit is a review flag (`judge_injection`),
-with the matched text as evidence; it quarantines the rollout like every other flag (trainer/run/quarantine.py).
-
-The text is normalised first, so the same claim in another spelling is the same claim: Unicode compatibility
-forms (full-width letters), look-alike letters from other scripts (Cyrillic, Greek) mapped to Latin,
-invisible characters removed, markdown emphasis stripped, and line breaks joined, so a claim split over lines
-or set in bold reads as one phrase.
+An answer is for the task: text that speaks to whoever grades it (instructions to a grader, claims about its own
+score, a fake end of the transcript or a boundary, chat role markers) no honest answer needs. A hit is a review
+flag (`judge_injection`) with the matched text as evidence, which quarantines the rollout like every other flag.
+The text is normalised first (`normalise`), so the same claim in another spelling, script, emphasis or line
+split is the same claim.
 """
 
 from __future__ import annotations

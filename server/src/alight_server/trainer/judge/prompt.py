@@ -1,19 +1,16 @@
 """The judge's prompt, with the policy's text as data, and the strict parse of the judge's answer.
 
 Everything the policy wrote (and the task) is untrusted text inside the judge's prompt. Three things keep it data:
-1. it sits only in the user message, between boundary lines that carry a random nonce drawn for each call, so
-   the policy cannot know them; a nonce that happens to occur in the text is drawn again;
-2. it is escaped: every run of two or more `<` or `>` becomes look-alike guillemets, so no `<<<` boundary can
-   be formed from inside the data, with or without the nonce;
-3. each answer is labelled with the nonce too, and the judge's reply is parsed strictly: one line
-   `SCORE <label>: <0..10>` per label and no other SCORE line, so a score the policy wrote (and a judge
-   parroted) names no label this call knows and the whole answer is refused, never half-trusted.
+1. it sits only in the user message, between boundary lines that carry a nonce drawn for each call (drawn again
+   when the text holds it), so the policy cannot know them;
+2. every run of two or more `<` or `>` in it becomes look-alike guillemets, so no boundary can be formed from it;
+3. each answer is labelled with the nonce too, and the reply is parsed strictly (one `SCORE <label>: <0..10>` line
+   per label and no other SCORE line), so a score the policy wrote (and a judge parroted) names no label this
+   call knows and the whole answer is refused, never half-trusted.
 
-Scored by logprobs (`judge.scoring: logprobs`), a call asks for one digit, 0..9, scoring one labelled answer, and
-reads no text at all: the score is the expected digit under the judge's first-token distribution (the G-Eval
-score), from the top alternatives renormalised over the digits, scaled to 0..1. Two rubric-neutral worked turns
-before the data show the one-digit reply (a 135M model otherwise starts "The ..."). Digits holding less than
-`min_digit_mass` of the probability are no score: the judge was not answering.
+Scored by logprobs, a call asks for one digit scoring one labelled answer and reads no text: the score is the
+expected digit under the judge's first-token distribution (G-Eval), renormalised over the digits, scaled to 0..1.
+Two rubric-neutral worked turns before the data show the one-digit reply (a 135M model otherwise starts "The").
 """
 
 from __future__ import annotations
@@ -132,12 +129,11 @@ def build_prompt(
     labels = [f"A{k}-{nonce[:6]}" for k in range(1, len(answers) + 1)]
     blocks = [_block(nonce, label, text) for label, text in zip(labels, answers, strict=True)]
     user = "\n\n".join([_block(nonce, "TASK", task_text), *blocks])
-    if scored is None:
-        system = instructions(rubric, mode, nonce, labels)
-        return JudgePrompt([{"role": "system", "content": system}, {"role": "user", "content": user}], labels, nonce)
-    system = instructions(rubric, mode, nonce, labels, labels[scored])
-    turns = [*_worked_turns(nonce), {"role": "user", "content": user + _ask(labels[scored])}]
-    return JudgePrompt([{"role": "system", "content": system}, *turns], labels, nonce)
+    digit = None if scored is None else labels[scored]
+    turns = [] if digit is None else _worked_turns(nonce)
+    turns.append({"role": "user", "content": user if digit is None else user + _ask(digit)})
+    system = {"role": "system", "content": instructions(rubric, mode, nonce, labels, digit)}
+    return JudgePrompt([system, *turns], labels, nonce)
 
 
 def parse_scores(answer: str, labels: Sequence[str]) -> list[float]:

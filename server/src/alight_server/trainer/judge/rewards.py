@@ -1,19 +1,11 @@
 """A group's judgement: flag answers that address the judge, score them, record the scores as rewards.
 
-For one finished group (`Judge.judge_group`):
-1. every answer is checked for text that addresses the evaluator (trainer/judge/injection.py); a hit is a
-   `review_flag` event (`judge_injection`, with evidence), which quarantines the rollout like every flag;
-2. with `only_when_tied`, a group whose verifiable rewards differ is left as it is (they already rank it);
-3. the judge scores each answer (`absolute`: one call per rollout, seeing that answer) or the whole group
-   (`group`: one call for all with text scoring; with logprobs scoring one call per rollout, each seeing the
-   whole group and scoring one of it); the same rubric, task and answers are judged once per run (the cache);
-4. each rollout gets two rewards from the source `judge`: its score (0..1, named `judge`) and the combined final
-   reward, `verifiable + weight x score` (the verifiable part: the agent's or evaluator's final reward, 0 when it
-   has none or with `replace`), which wins over the others (trajectories/join.py `SOURCE_PRECEDENCE`); and a
-   `judgement` event with the prompt's hash, the raw answer (or the digits' probabilities), the scores, latency
-   and tokens;
-5. a judge that gave no usable answer writes no reward (never a zero): the event says why, and the caller
-   leaves the group out of training as an infrastructure failure.
+Each judged rollout gets two rewards from the source `judge`: its score (0..1, named `judge`) and the combined
+final reward `verifiable + weight x score` (the verifiable part 0 without one or with `replace`), which wins over
+the others (trajectories/join.py `SOURCE_PRECEDENCE`); and a `judgement` event with the prompt's hash, the raw
+answer (or the digits' probabilities), the scores, latency and tokens. A judge that gave no usable answer writes
+no reward (never a zero): the event says why, and the caller leaves the group out of training as an
+infrastructure failure.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """VerlBackend: one RL step by verl's FSDP actor on Ray, weights out through verl's sync to its rollout replicas.
 
-Setup (once): translate the config (`config.py`), start Ray (`ray.init()` here, or
-`verl.ray_address`), start verl's `ActorRolloutRefWorker` group (the FSDP actor with its vLLM or
-SGLang rollout fused in, verl's hybrid engine), launch the rollout replicas (`LLMServerManager`),
-load the actor's weights into them and register them as the gateway's upstreams (`replicas.py`).
-
-One `step(batch)`:
-1. the batch as verl's DataProto (`data.py`), advantages by verl's `compute_advantage` through the
-   registered alight estimator, alight's token weights in `rollout_is_weights` (`registry.py`); with
-   `algorithm.distill` the teacher (on this driver's CPU) scores the rows first and its per-token reward is
-   added to those advantages (`registry.with_distill`);
-2. rows padded to a multiple of the data-parallel size with rows that train nothing (mask 0, weight 0);
-3. the replicas go to sleep (they share the GPUs), and verl's `update_actor` runs the registered
-   alight loss: the whole batch is one mini-batch, so `updates_per_batch` epochs = as many optimizer
-   steps, micro-batches packed by `optimizer.micro_batch_tokens` (verl's dynamic batch size).
-`push_weights` then runs verl's `CheckpointEngineManager.update_weights` (which wakes the replicas)
-inside the gateway's pause -> drain -> resume and registers the replicas at the new policy version.
-Needs CUDA (or ROCm / NPU), verl and vLLM; see scripts/gpu_check.sh.
+Setup starts Ray (or joins `verl.ray_address`) and verl's `ActorRolloutRefWorker` group (the FSDP actor with its
+vLLM or SGLang rollout fused in, verl's hybrid engine), and registers the rollout replicas as the gateway's
+upstreams (replicas.py). A step trains the whole batch as one mini-batch: `updates_per_batch` epochs are as many
+optimizer steps, micro-batches packed by `optimizer.micro_batch_tokens` (verl's dynamic batch size), while the
+replicas sleep (they share the GPUs). Needs CUDA (or ROCm / NPU), verl and vLLM; see scripts/gpu_check.sh.
 """
 # pyright: reportMissingImports=false
 # (verl and omegaconf live in their own venv, .venv-verl; the type check runs in .venv)

@@ -1,9 +1,5 @@
-"""alight's training config -> verl's (its own ppo_trainer config, composed by Hydra and overridden).
-
-`verl_overrides` maps each alight key that verl has an equivalent for; `unsupported` names every
-alight setting verl would silently ignore or compute differently, and `verl_config` refuses a
-config that has any. verl's own dataclasses (ActorConfig, RolloutConfig) then validate the result.
-"""
+"""alight's training config -> verl's (its own ppo_trainer config, composed by Hydra and overridden): `unsupported`
+names every alight setting verl would silently ignore or compute differently, and `verl_config` refuses those."""
 # pyright: reportMissingImports=false
 # (verl and omegaconf live in their own venv, .venv-verl; the type check runs in .venv)
 
@@ -52,10 +48,9 @@ def unsupported(config: TrainConfig) -> list[str]:
             "async_rollout.stale=downweight: the verl backend takes alight's token weights without the batch's "
             "row weights; use stale: drop (asynchronous rollouts themselves work on verl)"
         )
-    step_coef = getattr(algorithm, "step_reward_coef", 0.0)
-    if step_coef:
+    if algorithm.step_reward_coef:
         problems.append(
-            f"algorithm.step_reward_coef={step_coef}: verl hands an advantage estimator no per-turn step "
+            f"algorithm.step_reward_coef={algorithm.step_reward_coef}: verl hands an advantage estimator no per-turn step "
             "returns; set 0 or use trainer.backend: embedded"
         )
     if algorithm.estimator != "sft" and algorithm.rendered_rows == "recompute":

@@ -1,22 +1,16 @@
-"""alight's advantage estimator and loss in verl's own registries, so verl runs trainer/step/algorithm.py.
+"""alight's advantage estimators and losses in verl's own registries, so verl runs trainer/step/algorithm.py.
 
-1. Advantages: `alight_grpo` / `alight_rloo` (verl's `register_adv_est`). verl calls an estimator
-   with the row-level `token_level_rewards` (R, A), `response_mask` (R, A), `index` (the rows'
-   uid) and its `AlgoConfig`; the uid is a `RowKey`, so each rollout enters its group's
-   statistics once however many rows it has, and `group_advantages` + `token_advantages` do the rest.
-2. Loss: `alight` (verl's `register_policy_loss`). verl hands a loss function only the rows'
-   tensors, never the batch; alight's token weights (`aggregation_weights`, computed once on the
-   whole batch) ride in `rollout_is_weights`. That slot is free: alight's π_old is the gateway's
-   logprobs (verl's bypass mode), so verl's rollout correction has nothing to weigh, and the config
-   translation refuses it. Each rank's loss is scaled by the data-parallel size because FSDP averages
+1. Advantages (`register_adv_est`): the rows' uid is a `RowKey`, so each rollout enters its group's statistics
+   once however many rows it has.
+2. Loss (`register_policy_loss`): verl hands a loss function only the rows' tensors, never the batch, so alight's
+   token weights (computed once on the whole batch) ride in `rollout_is_weights`. That slot is free: alight's
+   π_old is the gateway's logprobs (verl's bypass mode), so verl's rollout correction has nothing to weigh, and
+   the config translation refuses it. Each rank's loss is scaled by the data-parallel size because FSDP averages
    gradients over ranks, as verl's own aggregations do.
-3. Supervised fine-tuning (`algorithm.estimator: sft`): the loss `alight_sft` is `algorithm.sft_loss`
-   (token-mean NLL, its weights in the same slot), and the estimator `alight_sft` gives zero advantages,
-   which the loss never reads. verl's own SFT trainer is a separate program over Parquet files with no
-   rollout replicas to update, so the supervised step runs in the same actor update as RL instead.
-4. Distillation (`algorithm.distill`): the teacher's per-token reward rides in the batch as `distill_rewards`
-   (R, A) and `with_distill` adds it to the advantages `compute_advantage` wrote (GRPO / RLOO), or is the whole
-   advantage (`alight_distill` gives zeros first), before the actor update; the loss is `alight` unchanged.
+3. SFT: the loss `alight_sft` and zero advantages, run in the same actor update as RL (verl's own SFT trainer is
+   a separate program over Parquet files with no rollout replicas to update).
+4. Distillation: the teacher's per-token reward rides as `distill_rewards` (R, A); `with_distill` adds it to the
+   advantages (GRPO / RLOO, or the zeros of `alight_distill`) before the actor update.
 """
 # pyright: reportMissingImports=false
 # (verl and omegaconf live in their own venv, .venv-verl; the type check runs in .venv)

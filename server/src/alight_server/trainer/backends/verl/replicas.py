@@ -1,13 +1,8 @@
 """verl's rollout replicas as the gateway's upstreams, and verl's weight sync inside the gateway's pause.
 
-Each verl `RolloutReplica` runs an OpenAI-compatible server (vLLM or SGLang) at
-`replica.server_address`; alight registers it as upstream `verl-replica-<rank>`, so agents keep
-calling the gateway and every call is captured as on the embedded path. A weight update:
-1. pause the gateway and drain its in-flight calls (`WeightSync.paused`);
-2. verl's own sync (`CheckpointEngineManager.update_weights`) loads the actor's weights into the replicas;
-3. the replicas are registered again at the next policy version, so the gateway records that
-   version for every call they serve from then on;
-4. the gateway resumes as that version.
+Each replica's OpenAI-compatible server is upstream `verl-replica-<rank>`, so agents keep calling the gateway and
+every call is captured as on the embedded path. After verl's sync the replicas are registered again at the new
+policy version, which the gateway then records for every call they serve.
 """
 
 from __future__ import annotations
@@ -37,18 +32,17 @@ def upstream_url(replica: Any) -> str:
 class ReplicaUpstreams:
     """Registers verl's rollout replicas with the alight server and keeps their policy version current."""
 
-    def __init__(self, client: AlightClient, replicas: Sequence[Any], model: str | None = None) -> None:
+    def __init__(self, client: AlightClient, replicas: Sequence[Any]) -> None:
         if not replicas:
             raise ValueError("verl started no rollout replica: check verl.n_gpus_per_node and tensor_parallel_size")
         self.client = client
         self.replicas = list(replicas)
-        self.model = model  # None: the gateway asks each replica's /v1/models
 
     def register(self, policy_version: int) -> list[Upstream]:
         """Every replica as an upstream serving `policy_version` onward."""
         return [
             self.client.add_upstream(
-                UpstreamCreate(id=upstream_id(r), url=upstream_url(r), policy_version=policy_version, model=self.model)
+                UpstreamCreate(id=upstream_id(r), url=upstream_url(r), policy_version=policy_version)
             )
             for r in self.replicas
         ]
