@@ -29,6 +29,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -193,9 +194,15 @@ def evaluate(job: Job) -> tuple[str, dict[str, Any] | None]:
     }
 
 
-def _at_least_nice(niceness: int) -> None:
-    """Raise the worker's niceness to `niceness`; one started under `nice -n 15` stays at 15 (not 19)."""
+def _start_worker(niceness: int) -> None:
+    """Raise the worker's niceness to `niceness` (one started under `nice -n 15` stays at 15, not 19), and make
+    the pool's SIGTERM unwind it: a candidate stopped past the count removes its sandbox and scratch folders."""
     os.nice(max(0, niceness - os.nice(0)))
+    signal.signal(signal.SIGTERM, _stop)
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def generate(
@@ -232,7 +239,7 @@ def generate(
         jobs: list[Job] = [(p.name, c, python, max_fail, timeout_s, root) for c in ordered[start:]]
         # spawn: workers start clean (no copy of the caller's threads or sockets); imap keeps the seeded order.
         with multiprocessing.get_context("spawn").Pool(
-            max(1, workers), initializer=_at_least_nice, initargs=(10,)
+            max(1, workers), initializer=_start_worker, initargs=(10,)
         ) as pool:
             for outcome, task in pool.imap(evaluate, jobs):
                 outcomes[outcome] += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,7 +22,14 @@ SHIPPED = Path(__file__).resolve().parents[2] / "examples" / "coding" / "data" /
 def _generate(out: Path, workers: int, extra: list[str] | None = None) -> bytes:
     import make_tasks
 
-    assert make_tasks.main([*SMALL, "--workers", str(workers), "--out", str(out), *(extra or [])]) == 0
+    scratch = out.parent / "tmp"
+    scratch.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(scratch))  # the spawned workers' temporary folders
+        patch.setattr(tempfile, "tempdir", None)  # and this process's, read again from TMPDIR
+        assert make_tasks.main([*SMALL, "--workers", str(workers), "--out", str(out), *(extra or [])]) == 0
+    # The pool stops its workers once enough tasks are kept: one stopped mid-candidate cleans up as a finished one.
+    assert not list(scratch.iterdir())
     return out.read_bytes()
 
 

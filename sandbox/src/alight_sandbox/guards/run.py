@@ -133,6 +133,10 @@ def run_command(
             _kill(proc.pid)
             out, err = proc.communicate()
             timed_out = True
+        except BaseException:  # stopped while waiting (SIGTERM made SystemExit, Ctrl-C): the sandbox goes first
+            _kill(proc.pid)
+            proc.wait()
+            raise
         end_watch()
     finally:
         bounds.close()
