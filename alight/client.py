@@ -1,12 +1,4 @@
-"""AlightClient: the typed, synchronous HTTP client for the server's /api routes.
-
-    client = AlightClient("http://127.0.0.1:8700", api_key=admin_key)
-    (r,) = client.create_rollouts([RolloutCreate(task={"question": "2+2"})])
-    client.wait_rollouts([r.id], timeout_s=60)
-
-Every failure the server answers with becomes an ApiError carrying its status
-and message. Engineers adding routes add their methods at the end of the class.
-"""
+"""AlightClient: the typed, synchronous HTTP client for the server's /api routes; a refusal raises ApiError."""
 
 from __future__ import annotations
 
@@ -153,16 +145,14 @@ class AlightClient:
         self, rollout_id: str, *, attempt: int | None = None, kind: str | None = None, reveal: bool = False
     ) -> list[Event]:
         """The rollout's events; their payloads (attempt logs, evidence) redacted for people unless `reveal`."""
-        params: dict[str, Any] = {k: v for k, v in {"attempt": attempt, "kind": kind}.items() if v is not None}
-        if reveal:
-            params["reveal"] = "true"
+        params = _given(attempt=attempt, kind=kind, reveal="true" if reveal else None)
         return self._call(EventList, "GET", f"/api/rollouts/{rollout_id}/events", params=params).events
 
     def add_reward(self, rollout_id: str, reward: RewardCreate) -> Reward:
         return self._call(Reward, "POST", f"/api/rollouts/{rollout_id}/rewards", body=reward)
 
     def list_rewards(self, rollout_id: str, *, attempt: int | None = None) -> list[Reward]:
-        params = {"attempt": attempt} if attempt is not None else {}
+        params = _given(attempt=attempt)
         return self._call(RewardList, "GET", f"/api/rollouts/{rollout_id}/rewards", params=params).rewards
 
     # ---- attempts (the controller's side)
@@ -205,9 +195,7 @@ class AlightClient:
         A copy for people (secrets and personal data redacted; a call with anything hidden has no token
         ids) unless `reveal`: the exact data, for training and exports of training data.
         """
-        params: dict[str, Any] = {"attempt": attempt} if attempt is not None else {}
-        if reveal:
-            params["reveal"] = "true"
+        params = _given(attempt=attempt, reveal="true" if reveal else None)
         return self._call(Trajectory, "GET", f"/api/rollouts/{rollout_id}/trajectory", params=params)
 
     # training runs, for the dashboard
@@ -228,15 +216,12 @@ class AlightClient:
 
         With several policies, `policy` pauses only the calls routed to it; the others run on.
         """
-        body: dict[str, Any] = {} if policy is None else {"policy": policy}
-        return self.request("POST", "/api/gateway/pause", json=body).json()
+        return self.request("POST", "/api/gateway/pause", json=_given(policy=policy)).json()
 
     def drain_gateway(self, timeout_s: float = 60.0, policy: str | None = None) -> dict[str, Any]:
         """Wait until no model call (of `policy`, when given) is in flight on any gateway replica:
         `{"drained", "in_flight_at_start", "waited_s", "replicas"}`."""
-        body: dict[str, Any] = {"timeout_s": timeout_s}
-        if policy is not None:
-            body["policy"] = policy
+        body = _given(timeout_s=timeout_s, policy=policy)
         return self.request("POST", "/api/gateway/drain", json=body, timeout=timeout_s + 30).json()
 
     def resume_gateway(
@@ -249,11 +234,9 @@ class AlightClient:
     ) -> dict[str, Any]:
         """Reopen the gateway (or `policy`'s calls); with `weights_changed` later calls count as the next (or
         given) policy version, which with `policy` is recorded as changing only that policy."""
-        body: dict[str, Any] = {"weights_changed": weights_changed, "metadata": metadata or {}}
-        if policy_version is not None:
-            body["policy_version"] = policy_version
-        if policy is not None:
-            body["policy"] = policy
+        body = _given(
+            weights_changed=weights_changed, metadata=metadata or {}, policy_version=policy_version, policy=policy
+        )
         return self.request("POST", "/api/gateway/resume", json=body).json()
 
     def gateway_status(self) -> dict[str, Any]:
@@ -271,3 +254,8 @@ def _api_error(response: httpx.Response) -> ApiError:
     except (ValueError, AttributeError):
         pass
     return ApiError(response.status_code, message, error_type, response.request.method, str(response.request.url))
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """A request's query or JSON body: the values given, None left out (the server's default)."""
+    return {name: value for name, value in values.items() if value is not None}

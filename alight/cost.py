@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, astuple, dataclass
 from typing import Any
 
 from pydantic import Field
@@ -62,13 +62,7 @@ class Cost:
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: Cost) -> Cost:
-        return Cost(
-            self.prompt_tokens + other.prompt_tokens,
-            self.completion_tokens + other.completion_tokens,
-            self.model_seconds + other.model_seconds,
-            self.sandbox_seconds + other.sandbox_seconds,
-            self.usd + other.usd,
-        )
+        return Cost(*(mine + theirs for mine, theirs in zip(astuple(self), astuple(other), strict=True)))
 
 
 def rollout_cost(trajectory: Trajectory, rollout: Rollout | None, prices: Prices | None) -> Cost:
@@ -116,15 +110,8 @@ class CostSummary:
 
     def per(self, n: int) -> dict[str, float]:
         """The total's tokens, seconds and money over `n` (NaN when n is 0; money NaN without prices)."""
-        nan = float("nan")
-        return {
-            "tokens": self.total.tokens / n if n else nan,
-            "prompt_tokens": self.total.prompt_tokens / n if n else nan,
-            "completion_tokens": self.total.completion_tokens / n if n else nan,
-            "model_seconds": self.total.model_seconds / n if n else nan,
-            "sandbox_seconds": self.total.sandbox_seconds / n if n else nan,
-            "usd": self.total.usd / n if n and self.priced else nan,
-        }
+        totals = {"tokens": self.total.tokens, **asdict(self.total)}
+        return {k: v / n if n and (k != "usd" or self.priced) else math.nan for k, v in totals.items()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CostSummary:
@@ -147,15 +134,8 @@ class CostSummary:
     def metrics(self, prefix: str = "cost/") -> dict[str, float]:
         """Flat metrics for a training step: totals, then `tokens_per_success`, `usd_per_success`, ... (the
         per-patch ones only where a rollout was a coding task); NaN values left out."""
-        out = {
-            "prompt_tokens": float(self.total.prompt_tokens),
-            "completion_tokens": float(self.total.completion_tokens),
-            "model_seconds": self.total.model_seconds,
-            "sandbox_seconds": self.total.sandbox_seconds,
-            "successes": float(self.successes),
-        }
-        if self.priced:
-            out["usd"] = self.total.usd
+        out = {k: float(v) for k, v in asdict(self.total).items() if k != "usd" or self.priced}
+        out["successes"] = float(self.successes)
         out.update({f"{k}_per_success": v for k, v in self.per(self.successes).items()})
         if self.coding_rollouts:
             out["accepted_patches"] = float(self.accepted_patches)

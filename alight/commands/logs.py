@@ -28,8 +28,6 @@ def _read_local(path: Path, admin_key: str | None) -> str:
     with the key from ALIGHT_DATA_KEY, ALIGHT_SECRET_KEY, the admin key or an embedded run's stack.json."""
     if not path.name.endswith(SEALED_SUFFIX):
         return path.read_text(errors="replace")
-    from importlib.metadata import entry_points
-
     found = entry_points(group="alight.server", name="open_log")
     if not found:
         raise exit_with(f"{path} is sealed: reading it needs pip install alight-server")

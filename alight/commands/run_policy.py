@@ -37,21 +37,6 @@ def server_entry(name: str) -> Any:
         raise typer.BadParameter(f"{SERVER_HINT} ({exc})", param_hint="--server") from exc
 
 
-def embedded_server(
-    workdir: Path, evaluator: str | None = None, key: UpstreamKey | None = None
-) -> contextlib.AbstractContextManager[tuple[str, str]]:
-    """(url, admin key) of a server on a temporary SQLite file, allowed to read `key` for the upstream."""
-    return server_entry("embedded_server")(workdir, evaluator, **(key.sources() if key else {}))
-
-
-def policy_server(
-    workdir: Path, config: Path, evaluator: str | None
-) -> contextlib.AbstractContextManager[tuple[str, str, RunnerSpec]]:
-    """(url, admin key, the config's agent) of a server whose upstream is the config's policy, as `alight train`
-    serves it."""
-    return server_entry("policy_server")(workdir, config, evaluator)
-
-
 @dataclass(frozen=True)
 class UpstreamKey:
     """Where the gateway's key for --upstream is: a file, or a variable of this shell (never the key itself in
@@ -96,13 +81,16 @@ def with_agent_environment(runner: RunnerSpec, agent: RunnerSpec) -> RunnerSpec:
 def open_server(
     stack: contextlib.ExitStack, workdir: Path, runner: RunnerSpec, options: RunOptions
 ) -> tuple[str, str, RunnerSpec]:
-    """The server this run talks to (URL, admin key), and the runner with a config's agent environment."""
+    """The server this run talks to (URL, admin key), and the runner with a config's agent environment: yours, the
+    server package's serving the config's policy as `alight train` does, or its bare one allowed to read the key."""
     if options.server:
         return options.server.rstrip("/"), options.admin_key or "", runner
     if options.config is not None:
-        url, key, agent = stack.enter_context(policy_server(workdir, options.config, options.evaluator))
+        policy_server = server_entry("policy_server")(workdir, options.config, options.evaluator)
+        url, key, agent = stack.enter_context(policy_server)
         return url, key, with_agent_environment(runner, agent)
-    url, key = stack.enter_context(embedded_server(workdir, options.evaluator, options.upstream_key))
+    sources = options.upstream_key.sources() if options.upstream_key else {}
+    url, key = stack.enter_context(server_entry("embedded_server")(workdir, options.evaluator, **sources))
     return url, key, runner
 
 
