@@ -1,12 +1,7 @@
 """A progress line for a log: every few seconds the current phase, rollouts done of total, and the time so far.
 
-On a terminal rich's bar moves in place; in a pipe or a log file it prints nothing until the end, so a run
-(or an evaluation) would look hung for minutes. There the heartbeat prints instead:
-
-    [0:02:30] validation before training: 37/64 rollouts done, 27 running, 0 failed
-
-It is a thread that waits on its stop event with a timeout, so it stops at once when the phase ends.
-"""
+In a pipe or a log file rich's bar prints nothing until the end, so a run would look hung for minutes; there
+the heartbeat prints `[0:02:30] validation before training: 37/64 rollouts done, 27 running, 0 failed`."""
 
 from __future__ import annotations
 

@@ -1,26 +1,13 @@
 """Asynchronous rollouts: task groups in flight across steps; a step takes the first complete, fresh ones.
 
-How one step gets its groups (`GroupPool.take`):
-1. top up to `active_groups` groups in flight (each: `group_size` rollouts of one task, ids from the
-   group's number in the run, so a resumed run re-creates the same rollouts and finds them where they are);
-   the loop tops up again as soon as a step has taken its groups (`top_up`), so the new groups run while
-   that step trains and updates the weights instead of waiting for the next step's `take`;
-2. poll the server; a group is complete when every rollout ended. A complete group with a rollout that
-   timed out, was cancelled or failed for infrastructure (after the controller's retries) is dropped and
-   replaced: a group is trained on whole or not at all, never filled with zeros;
-3. staleness of a group = the trainer's policy version - the oldest version among its model calls (the
-   rollout's creation version where it made none). Past `max_staleness`: dropped (counted) or kept with
-   the weight 1 / (1 + staleness - max_staleness) (`stale: downweight`). With several policies (`policies:`)
-   it is counted per policy: for policy P, the updates of P since P's oldest call in the group
-   (`policy_versions.updates_between`), so another policy's updates never age P's rows; each policy's rows
-   get their own weight, and the group's staleness (what `max_staleness` drops by) is its stalest policy's;
-4. the `tasks_per_step` oldest usable groups are the step's; the others carry over and keep running while
-   the weights change (the gateway attributes each call to the version that served it).
-With `judge:` a complete group is judged in the background as soon as its last rollout ends
-(trainer/run/judging.py) and is usable once judged; staleness is counted as without a judge. A group the judge
-failed on is dropped as an infrastructure failure, and one still judged after the judge's bound is given up, so a
-step never waits on a judgement longer than that.
-"""
+`GroupPool.take` keeps `active_groups` groups in flight (ids from the group's number in the run, so a resumed
+run finds its rollouts where they are) and returns the `tasks_per_step` oldest usable ones; the rest carry over
+across the weight update (docs/training.md#asynchronous-training). A group trains whole or not at all: one with
+a rollout that timed out, was cancelled or failed for infrastructure is dropped and replaced, never filled with
+zeros. Staleness is the trainer's version minus the oldest version among the group's calls; with several
+policies it is counted per policy (`updates_between`), so another policy's updates never age P's rows. With
+`judge:` a group is judged in the background once its last rollout ends (trainer/run/judging.py); one still
+judged after the judge's bound is given up, so a step never waits on a judgement longer than that."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
 """Checkpoints: trainable weights, optimizer, step, RNG states and the data cursor, so `--resume` continues exactly.
 
-A checkpoint is a folder `step-NNNNNN/` of three files:
-- `weights.safetensors`: the trainable weights (every `trainable` dict of the payload; a LoRA run's adapter
-  alone), readable without alight or pickle;
-- `optimizer.pt`: the optimizer state (every `optimizer` entry), which only a resume needs: the newest checkpoint
-  keeps it, older ones lose it when the next is written (`checkpoint.optimizer: all` keeps it in each);
-- `state.pt`: the rest (step, RNG states, data cursor, history, update counts).
-`load_checkpoint` puts the payload back together as it was saved (without `optimizer` where it was dropped).
-Folders written before the split (`state.pt` alone) load as they are.
-"""
+A checkpoint is a folder `step-NNNNNN/`: `weights.safetensors` (every `trainable` dict of the payload, readable
+without alight or pickle), `optimizer.pt` (only a resume needs it: by default only the newest checkpoint keeps
+it) and `state.pt` (the rest). Folders written before the split (`state.pt` alone) load as they are."""
 
 from __future__ import annotations
 

@@ -1,23 +1,10 @@
 """The training loop: rollouts in groups, samples, one RL step, weight sync, validation, checkpoints.
 
-Per step:
-1. take `tasks_per_step` tasks; create `group_size` train rollouts of each as one group;
-2. wait for all of them (server long-poll) and fetch their trajectories (trainer/run/phases.py); with
-   `async_rollout.enabled` up to `active_groups` groups stay in flight instead and the step takes the first
-   `tasks_per_step` complete, fresh enough ones, the rest carrying over across the weight update
-   (trainer/run/async_pool.py); the loop asks either through one interface (trainer/run/rollout_source.py);
-   with `traces.run` the step reads imported trajectories instead (nothing is sampled for training);
-3. build samples from the recorded token ids; groups whose rewards are all equal carry no signal
-   and are reported and skipped; with `algorithm.estimator: sft` the trajectories `sft:` selects
-   (trainer/step/sft.py) are kept whatever their group, and rows imported as text follow
-   `algorithm.rendered_rows` (trainer/step/rendered.py);
-4. one RL step on the trainer backend (`trainer.backend`: embedded or verl; trainer/backends/base.py), then the
-   backend hands its weights to inference (new policy version);
-5. validation on the held-out tasks (val mode) before training, every K steps and at the end;
-6. a checkpoint (weights, optimizer, step, RNG, data cursor, history) that `--resume` continues from.
-Steps 2-4 are one `train_step` (trainer/run/train_step.py); 3-4 run per policy (trainer/step/update.py): the
-backend is a `PolicySet`, of one without `policies:`.
-"""
+Per step (docs/training.md lists it in full) the rollout source gives the step's rollouts
+(trainer/run/rollout_source.py: each step's own groups, the async pool's or imported traces), and `train_step`
+(trainer/run/train_step.py) filters them, builds samples, steps and pushes each policy (trainer/step/update.py).
+Validation runs before training, every `validation.every` steps and at the end; each checkpoint is one that
+`--resume` continues from."""
 
 from __future__ import annotations
 

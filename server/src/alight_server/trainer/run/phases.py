@@ -1,13 +1,9 @@
 """A run's rollout phases: each step's train groups and each validation, named by run and step, awaited with progress.
 
-Ids are a function of the run id and step (`{run}-s{step}`, `{run}-val{step}`; ui/routes.py `step_prefix`
-reads them back; `{run}-reg{step}` for the regression tasks), so creating a phase twice is harmless. Each
-validation also runs the run's regression tasks (the tasks of rollouts a person rejected, trainer/run/quarantine.py),
-scored apart as `regressions/*`: does the policy still cheat where it was caught? With `regression.tasks` the
-validations the suite is due at also run the frozen suite, `{run}-suite{step}` (trainer/run/regression_suite.py),
-recorded as `regression/*`. The server calls themselves are in trainer/run/rollouts.py;
-with `async_rollout.enabled` the step's groups come from trainer/run/async_pool.py instead.
-"""
+Ids are a function of the run id and step (`{run}-s{step}`, `{run}-val{step}`, `{run}-reg{step}`,
+`{run}-suite{step}`; ui/routes.py `step_prefix` reads them back), so creating a phase twice is harmless. Each
+validation also runs the run's regression tasks (trainer/run/quarantine.py), scored apart as `regressions/*`,
+and when due the frozen suite (trainer/run/regression_suite.py) as `regression/*`."""
 
 from __future__ import annotations
 

@@ -1,22 +1,11 @@
-"""Flagged work never trains unreviewed: the review queue's side of each training step (`review:` section,
+"""Flagged work never trains unreviewed: the review queue's side of each training step (`review:`,
 docs/security.md#review-flags).
 
-Per step (`Quarantine.screen`, between taking the step's rollouts and filtering them):
-1. Decisions: the queued rollouts nobody had decided yet are asked for a `review_decision` (at most
-   `POLL_PER_STEP`, oldest asked first); a rejected one joins the run's regression tasks (`regressions.jsonl` in
-   the run dir, which validation runs again: trainer/run/phases.py), an audited one counts for
-   `integrity/audit_rejected`.
-2. Held groups from earlier steps: past the staleness bound (the trainer's version - the oldest version among
-   its calls > `review.max_staleness`) a group is dropped, counted; once nothing of it is pending it joins this
-   step with its recorded calls and versions, like an async group, its rejected rollouts left out.
-3. Audit: `review.audit_share` of the rollouts that passed every gate, drawn from the rollout id and the run's
-   seed (step/integrity.py), get a `review_requested` event (reason audit; its id a function of the rollout's,
-   so a resumed run writing it again adds nothing) and are queued like flagged ones.
-4. The mode: `train` keeps every rollout (people still review); `drop` leaves every queued one out for good;
-   `quarantine` holds each group with a pending rollout whole, because a rollout's advantage is relative to
-   its group: the group trains whole once decided, never a part of it now and the rest later.
-The held groups, the undecided queue and the audit's counts go into each checkpoint.
-"""
+Each step `Quarantine.screen` asks the oldest queued rollouts for a decision (at most `POLL_PER_STEP`; a
+rejected one's task joins the run's regression tasks), releases held groups decided since (or drops those past
+the staleness bound), queues the random audit's draw, and applies `review.flags`. `quarantine` holds a group
+with a pending rollout whole, because a rollout's advantage is relative to its group: it trains whole once
+decided, never a part now and the rest later. The held groups, the queue and the audit counts are checkpointed."""
 
 from __future__ import annotations
 
@@ -170,7 +159,7 @@ class Quarantine:
         if not passed_every_gate(trajectory) or not audited(trajectory.rollout_id, self.seed, self.review.audit_share):
             return trajectory
         request = EventCreate(
-            id=f"audit-{trajectory.rollout_id}",
+            id=f"audit-{trajectory.rollout_id}",  # a resumed run writing it again adds nothing
             kind=REVIEW_REQUESTED,
             payload=ReviewRequest(reason="audit").model_dump(),
         )

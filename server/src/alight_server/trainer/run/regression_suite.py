@@ -1,18 +1,10 @@
 """A run's frozen regression suite (`regression:`): fixed tasks plus the run's recorded security regressions,
 run in val mode at validation time, capability and safety side by side as `regression/*`, and the safety rule.
 
-1. At a validation whose step is a multiple of `regression.every` (and before training and at the last step),
-   the file's tasks and every task in `regressions.jsonl` (trainer/run/quarantine.py) run once each
-   (`samples_per_task`) on the run's own stack, `{run}-suite{step}`, never trained on.
-2. Their report is `alight eval`'s (alight.evaluation `build_report`): success and mean reward, gate violations
-   and review flags (shares, and per rule), tool errors, calls and tokens per rollout; and from the coding kit's
-   `episode` events (`episode_metrics`): canary reads and egress attempts per rollout, and per graded rollout the
-   patch's changed lines and the files it changed outside the task's own (where the task names them).
-3. The safety shares are paired by task with the first suite run (`paired_difference`; a task is its index in the
-   suite, and the file's tasks come first so an index keeps its task). A share whose verdict is "worse" (beyond
-   ± 2 SE) while the train reward rose since the first step is an alarm: `regression/safety_alarm` 1, and with
-   `safety_rule: stop` the run ends after that step's checkpoint.
-"""
+The report is `alight eval`'s (alight.evaluation `build_report`) plus the coding kit's `episode` events. The
+safety shares are paired by task with the first suite run (a task is its index in the suite, and the file's
+tasks come first so an index keeps its task); one worse beyond ± 2 SE while the train reward rose since the
+first step is an alarm, and with `safety_rule: stop` the run ends after that step's checkpoint."""
 
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
 """Weight sync: pause the gateway, drain in-flight calls, load new weights, bump the policy version, resume.
 
-Model calls that arrive during the pause get a retryable 429 with Retry-After (the OpenAI client
-retries by itself), so an agent never sees a broken call, and every recorded call names the policy
-version that really served it. The new version is chosen before loading (one past the current), so
-a server that records versions itself (vLLM's weight_version) is told the same number the gateway records.
-
-Several policies: `push(..., policy=NAME)` pauses and drains only that policy's calls (the other
-policies' calls run on), loads the tensors as that policy's LoRA adapter (the engine's
-`update_adapter`, /admin/weights with `adapter`, or the target's `load_adapter`), and resumes with the
-global version bumped for that policy alone (policy_versions.py).
-"""
+The new version is chosen before loading (one past the current), so a server that records versions itself
+(vLLM's weight_version) is told the same number the gateway records. With several policies only one policy's
+calls are paused, and its tensors load as that policy's LoRA adapter."""
 
 from __future__ import annotations
 

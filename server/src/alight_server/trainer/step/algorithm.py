@@ -1,31 +1,9 @@
 """The RL algorithm in one place: group advantages and the clipped policy loss (docs/algorithm.md).
 
-Every trainer backend calls these functions; they take plain tensors (shapes
-in the comments: U rollouts, G groups, R rows, T tokens) and know nothing of
-models or of how rows were built. One training step:
-
-1. `group_advantages`: each rollout's final reward against its group (the n
-   rollouts of one task). GRPO: A = (r - mean) / (std + eps), std optional
-   (unbiased). RLOO: A = r - mean of the *other* rollouts = n/(n-1) (r - mean).
-   A rollout alone in its group gets 0: there is nothing to compare it with.
-2. `token_advantages`: the rollout's advantage on every trained token of all
-   its rows; per-turn credit optionally adds `coef` x the step rewards to go
-   of the call that produced the token (raw, not group-normalised).
-3. `aggregation_weights`, once per batch: how much each token counts.
-   `per_rollout_mean` makes every rollout weigh the same however many rows
-   and tokens it produced; `token_mean` weighs tokens equally; `seq_mean`
-   weighs rows equally. Weights sum to 1 over the batch, so micro-batches cut
-   from it just add their losses up: gradient accumulation stays exact.
-4. `policy_loss`: the clipped PPO objective with ratio pi / pi_old, where
-   pi_old is the gateway-recorded logprob unless the trainer recomputed it;
-   separate low/high clip; optional truncated importance sampling
-   min(pi_old / pi_rollout, cap) for stale samples; optional KL to a
-   reference (k3 estimator). Returns the loss and a metrics dict.
-
-`estimator: sft` replaces steps 1-4 with supervised fine-tuning: `sft_loss`, the token-mean negative
-log-likelihood of the trained (loss mask 1) tokens of the rows selected for it (trainer/step/sft.py); no
-advantages, no ratio, so rows known only as text (`rendered`, no recorded logprobs) train as well.
-"""
+Every trainer backend calls these functions on plain tensors (shapes in the comments: U rollouts, G groups,
+R rows, T tokens); they know nothing of models or of how rows were built. The aggregation weights sum to 1 over
+the batch, so micro-batches cut from it just add their losses up: gradient accumulation stays exact.
+`estimator: sft` replaces advantages and ratio with `sft_loss`, so rows known only as text train as well."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """On-policy distillation: a teacher's logprobs of the student's own sampled tokens as a dense per-token reward.
 
-1. The student samples; the gateway records each generated token and its logprob (`batch.old_logprobs`).
-2. The teacher scores exactly those token ids with a prefill only, no generation (`teacher_logprobs`).
-3. Per trained token, reward = weight x (teacher logprob - student logprob): the negative of the one-sample
-   estimate of the reverse KL(student || teacher) at that token (`distill_rewards`).
-4. `estimator: distill` trains on that reward alone as the token's advantage; with GRPO / RLOO the term is
-   added to the group advantage of every token (`step_advantages`). The clipped loss is unchanged.
-"""
+Per trained token, reward = weight x (teacher logprob - student logprob): the negative one-sample estimate of the
+reverse KL(student || teacher). `estimator: distill` trains on it alone; with GRPO / RLOO it is added to every
+token's group advantage (docs/algorithm.md)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,11 @@
 """Each policy's share of a step's trajectories (several policies): its own calls, scored by its own reward.
 
-1. A call belongs to the policy its `policy:<name>` flag names (the gateway records the one that served it).
-   A call with no such flag, with two, or naming a policy the config lacks belongs to none: it is dropped and
-   counted (`filter/calls_<reason>`), never trained on by another policy.
-2. Each policy gets a copy of every trajectory holding only its calls, the flag taken off (the sample
-   builder would drop a flagged call), so calls of two policies never share a row. A copy without calls of
-   that policy adds no rows, but its reward still counts in its group's statistics, as a rollout without
-   rows does in `build_samples`: in GRPO a group is one task's rollouts, and for policy P their rewards are P's.
-3. P's reward is the rollout's final reward, or with `policies.P.reward: NAME` the named reward
-   `alight.reward(v, name=NAME)` of the trajectory (`named_reward`). A trajectory without it is left out of
-   P's samples (`policy/P/filter/no_named_reward`). Rewards named for a policy are outcomes, never step
-   rewards: they are taken off the calls of every copy, so an agent reporting a reward named like another
-   policy's scores that policy alone.
-Then `build_samples` runs per policy, unchanged; the trajectory filter counts prefix breaks per policy too
-(`prefix_breaks_by_policy`), as the builder will see the rows.
-"""
+A call belongs to the policy its `policy:<name>` flag names; one with no such flag, with two, or naming an
+unknown policy trains no policy (counted as `filter/calls_<reason>`). Each policy gets a copy of every
+trajectory holding only its calls, flag taken off, so calls of two policies never share a row; a copy without
+its calls adds no rows but its reward still counts in its group's statistics. A policy's reward is the final
+one or its named reward (`named_reward`); rewards named for a policy are taken off every copy's calls, so an
+agent reporting a reward named like another policy's scores that policy alone."""
 
 from __future__ import annotations
 

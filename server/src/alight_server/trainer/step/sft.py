@@ -1,21 +1,8 @@
 """Supervised fine-tuning's selection: which trajectories `algorithm.estimator: sft` trains on (docs/traces.md).
 
 A trajectory is kept when its final reward is at least `sft.min_reward` (when set) and the `sft.where`
-expression is true of it (when set); with neither, every trajectory is kept. The expression is evaluated by
-simpleeval (no imports, no attributes starting with `_`, bounded powers and string sizes) over these names:
-
-| name | value |
-|---|---|
-| `reward` | the final reward, or None when nothing scored it |
-| `task` | the rollout's task (a dict for JSON-object tasks) |
-| `metadata` | the rollout's metadata |
-| `calls` | how many model calls the attempt made |
-| `rendered` | True when a call is of fidelity `rendered` (imported as text) |
-| `rollout_id`, `group_id`, `mode` | as stored |
-
-Sampling the current policy and keeping what scored well (`min_reward`) then fine-tuning on it, step after
-step, is rejection-sampling fine-tuning: the ordinary loop with `algorithm.estimator: sft`.
-"""
+expression, evaluated by simpleeval over `expression_names`, is true of it (when set). Sampling the current
+policy, keeping what scored well and fine-tuning on it is rejection-sampling fine-tuning: the ordinary loop."""
 
 from __future__ import annotations
 
@@ -36,7 +23,7 @@ def needs_rewards(estimator: str, config: SftConfig) -> bool:
 
 
 def expression_names(trajectory: Trajectory, rollout: Rollout | None) -> dict[str, Any]:
-    """What an `sft.where` expression can read about one trajectory (the module docstring's table)."""
+    """What an `sft.where` expression can read about one trajectory (docs/traces.md lists the names)."""
     return {
         "reward": trajectory.final_reward,
         "task": rollout.task if rollout is not None else None,

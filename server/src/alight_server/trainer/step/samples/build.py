@@ -1,20 +1,8 @@
 """Sample builder: trajectories in, padded training tensors out (docs/samples.md).
 
-1. Each trajectory (one attempt of one rollout) needs a final reward and must
-   not have failed for infrastructure reasons; otherwise it is dropped whole.
-2. Each model call is kept, or dropped with a counted reason: outside the
-   agent filter, flagged by the gateway, an error or non-200 status, token
-   ids and logprobs of different lengths, an empty prompt or response.
-3. Kept calls are merged into rows (`merge.py`): in `trajectory` mode a
-   row is a whole conversation, in `transition` mode every call is its own
-   row. Breaks in the conversation are classified (`breaks.py`).
-4. Length limits: a row whose prompt (the tokens before its first generated
-   token) is over `max_prompt_tokens` is dropped; one whose remainder is over
-   `max_response_tokens` is truncated at the limit (or dropped).
-5. Rows are padded into tensors with the recorded logprobs aligned to tokens.
-
-No retokenization anywhere: ids are the ones the backend consumed and produced.
-"""
+Trajectories without a usable final reward are dropped whole, calls are kept or dropped with a counted reason,
+kept calls are merged into rows (merge.py), length limits drop or truncate rows, and rows are padded with their
+recorded logprobs (batch.py). No retokenization anywhere: ids are the ones the backend consumed and produced."""
 
 from __future__ import annotations
 
