@@ -50,16 +50,8 @@ class VllmWeights:
     # -- the update ------------------------------------------------------------------------------
     def load(self, weights: Callable[[], dict[str, Any]], version: int) -> None:
         """Load new weights (or the adapter) and mark them `version`; vLLM serves nothing in between."""
-        self._call("POST", "/pause", "pause generation", params={"mode": "wait"})
-        try:
-            if self.adapter is not None:
-                self._load_adapter(inplace=True)
-            else:
-                self._reload(weights())
-            self._call("POST", "/reset_prefix_cache", "reset the prefix cache")
-            self._call("POST", "/update_weight_version", "set the weight version", json={"new_version": str(version)})
-        finally:
-            self._call("POST", "/resume", "resume generation")
+        full = self.adapter is None
+        self._paused_update(lambda: self._reload(weights()) if full else self._load_adapter(inplace=True), version)
 
     def load_adapter(self, name: str, tensors: Callable[[], Mapping[str, Any]], version: int) -> None:
         """Replace adapter `name` (one of several, served since launch) with `tensors` (peft names) as `version`."""
@@ -69,11 +61,19 @@ class VllmWeights:
         if spec is None:
             raise VllmWeightError(f"vLLM at {self.url} serves no LoRA adapter {name!r}; its adapters: "
                                   f"{sorted(self.adapter_specs)}")  # fmt: skip
-        self._call("POST", "/pause", "pause generation", params={"mode": "wait"})
-        try:
+
+        def load() -> None:
             folder = write_adapter_folder(self._fresh_folder(f"lora-{name}"), spec, tensors(), self.base_model or "")
             body = {"lora_name": name, "lora_path": str(folder), "load_inplace": True}
             self._call("POST", "/v1/load_lora_adapter", f"load LoRA adapter {name!r}", json=body)
+
+        self._paused_update(load, version)
+
+    def _paused_update(self, load: Callable[[], None], version: int) -> None:
+        """Pause vLLM, `load`, drop the prefix cache its old weights computed, set `version`; resume whatever failed."""
+        self._call("POST", "/pause", "pause generation", params={"mode": "wait"})
+        try:
+            load()
             self._call("POST", "/reset_prefix_cache", "reset the prefix cache")
             self._call("POST", "/update_weight_version", "set the weight version", json={"new_version": str(version)})
         finally:

@@ -13,38 +13,67 @@ def _extend(acc: dict[str, Any], key: str, values: list[Any]) -> None:
     acc[key].extend(values)
 
 
-class ChatAssembler:
-    """Folds `chat.completion.chunk`s (vLLM token-id extensions included) into one `chat.completion`."""
+class _Assembler:
+    """What both assemblers fold the same way: the head, the usage, a choice's token ids and finish."""
+
+    object = ""
 
     def __init__(self) -> None:
         self.head: dict[str, Any] = {}
-        self.prompt_token_ids: list[int] | None = None
         self.usage: dict[str, Any] | None = None
         self.choices: dict[int, dict[str, Any]] = {}
 
     def add(self, chunk: dict[str, Any]) -> None:
         if not self.head:
             self.head = {k: chunk.get(k) for k in ("id", "created", "model")}
-        if chunk.get("prompt_token_ids") is not None:
-            self.prompt_token_ids = chunk["prompt_token_ids"]
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         for c in chunk.get("choices") or []:
-            self._add_choice(c)
+            index = c.get("index", 0)
+            acc = self.choices.get(index)
+            if acc is None:  # not setdefault: that would build a dict for every chunk
+                acc = self.choices[index] = {"token_ids": None, "finish_reason": None, "stop_reason": None}
+                acc.update(self._new_choice())
+            self._add_choice(c, acc)
+            # Extended in place: a long stream stays linear (None until a chunk carries any).
+            if c.get("token_ids") is not None:
+                _extend(acc, "token_ids", c["token_ids"])
+            if c.get("finish_reason"):
+                acc["finish_reason"] = c["finish_reason"]
+                acc["stop_reason"] = c.get("stop_reason")
 
-    def _add_choice(self, c: dict[str, Any]) -> None:
-        index = c.get("index", 0)
-        acc = self.choices.get(index)
-        if acc is None:  # not setdefault: that would build this dict for every chunk
-            acc = self.choices[index] = {
-                "content": [],
-                "reasoning": [],
-                "tool_calls": {},
-                "token_ids": None,
-                "logprobs": None,
-                "finish_reason": None,
-                "stop_reason": None,
-            }
+    def _new_choice(self) -> dict[str, Any]:
+        """A choice's own accumulators before its first chunk."""
+        raise NotImplementedError
+
+    def _add_choice(self, c: dict[str, Any], acc: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _result(self, choices: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+        out = {**self.head, "object": self.object, "choices": choices, **fields}
+        if self.usage is not None:
+            out["usage"] = self.usage
+        return out
+
+
+class ChatAssembler(_Assembler):
+    """Folds `chat.completion.chunk`s (vLLM token-id extensions included) into one `chat.completion`."""
+
+    object = "chat.completion"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prompt_token_ids: list[int] | None = None
+
+    def add(self, chunk: dict[str, Any]) -> None:
+        if chunk.get("prompt_token_ids") is not None:
+            self.prompt_token_ids = chunk["prompt_token_ids"]
+        super().add(chunk)
+
+    def _new_choice(self) -> dict[str, Any]:
+        return {"content": [], "reasoning": [], "tool_calls": {}, "logprobs": None}
+
+    def _add_choice(self, c: dict[str, Any], acc: dict[str, Any]) -> None:
         delta = c.get("delta") or {}
         if delta.get("content"):
             acc["content"].append(delta["content"])
@@ -57,15 +86,9 @@ class ChatAssembler:
             slot["name"] += fn.get("name") or ""
             if fn.get("arguments"):
                 slot["arguments"].append(fn["arguments"])
-        # Extended in place: a long stream stays linear (None until a chunk carries any).
-        if c.get("token_ids") is not None:
-            _extend(acc, "token_ids", c["token_ids"])
         lp = c.get("logprobs")
         if isinstance(lp, dict) and lp.get("content") is not None:
             _extend(acc, "logprobs", lp["content"])
-        if c.get("finish_reason"):
-            acc["finish_reason"] = c["finish_reason"]
-            acc["stop_reason"] = c.get("stop_reason")
 
     def tool_calls(self, index: int = 0) -> list[dict[str, Any]]:
         acc = self.choices.get(index)
@@ -98,50 +121,27 @@ class ChatAssembler:
                     "token_ids": acc["token_ids"],
                 }
             )
-        out = {**self.head, "object": "chat.completion", "choices": choices, "prompt_token_ids": self.prompt_token_ids}
-        if self.usage is not None:
-            out["usage"] = self.usage
-        return out
+        return self._result(choices, prompt_token_ids=self.prompt_token_ids)
 
 
-class CompletionAssembler:
+class CompletionAssembler(_Assembler):
     """Folds streamed `text_completion` chunks into one completions response."""
 
-    def __init__(self) -> None:
-        self.head: dict[str, Any] = {}
-        self.usage: dict[str, Any] | None = None
-        self.choices: dict[int, dict[str, Any]] = {}
+    object = "text_completion"
 
-    def add(self, chunk: dict[str, Any]) -> None:
-        if not self.head:
-            self.head = {k: chunk.get(k) for k in ("id", "created", "model")}
-        if chunk.get("usage"):
-            self.usage = chunk["usage"]
-        for c in chunk.get("choices") or []:
-            index = c.get("index", 0)
-            acc = self.choices.get(index)
-            if acc is None:
-                acc = self.choices[index] = {
-                    "text": [],
-                    "token_ids": None,
-                    "prompt_token_ids": None,
-                    "logprobs": None,
-                    "finish_reason": None,
-                }
-            acc["text"].append(c.get("text") or "")
-            if c.get("prompt_token_ids") is not None:
-                acc["prompt_token_ids"] = c["prompt_token_ids"]
-            if c.get("token_ids") is not None:
-                _extend(acc, "token_ids", c["token_ids"])
-            lp = c.get("logprobs")
-            if isinstance(lp, dict):
-                merged = acc["logprobs"] or {"text_offset": [], "token_logprobs": [], "tokens": [], "top_logprobs": []}
-                for key in merged:
-                    merged[key] += list(lp.get(key) or [])
-                acc["logprobs"] = merged
-            if c.get("finish_reason"):
-                acc["finish_reason"] = c["finish_reason"]
-                acc["stop_reason"] = c.get("stop_reason")
+    def _new_choice(self) -> dict[str, Any]:
+        return {"text": [], "prompt_token_ids": None, "logprobs": None}
+
+    def _add_choice(self, c: dict[str, Any], acc: dict[str, Any]) -> None:
+        acc["text"].append(c.get("text") or "")
+        if c.get("prompt_token_ids") is not None:
+            acc["prompt_token_ids"] = c["prompt_token_ids"]
+        lp = c.get("logprobs")
+        if isinstance(lp, dict):
+            merged = acc["logprobs"] or {"text_offset": [], "token_logprobs": [], "tokens": [], "top_logprobs": []}
+            for key in merged:
+                merged[key] += list(lp.get(key) or [])
+            acc["logprobs"] = merged
 
     def result(self) -> dict[str, Any]:
         choices = [
@@ -150,13 +150,10 @@ class CompletionAssembler:
                 "text": "".join(acc["text"]),
                 "logprobs": acc["logprobs"],
                 "finish_reason": acc["finish_reason"],
-                "stop_reason": acc.get("stop_reason"),
+                "stop_reason": acc["stop_reason"],
                 "token_ids": acc["token_ids"],
                 "prompt_token_ids": acc["prompt_token_ids"],
             }
             for i, acc in sorted(self.choices.items())
         ]
-        out = {**self.head, "object": "text_completion", "choices": choices}
-        if self.usage is not None:
-            out["usage"] = self.usage
-        return out
+        return self._result(choices)
