@@ -15,6 +15,7 @@ from alight_server.commands.options import (
     RequiredServerOption,
     TrainingConfigOption,
 )
+from alight_server.commands.train import training_config
 
 RUNNERS = ("local", "k8s")
 
@@ -125,12 +126,7 @@ def image_settings(config: Path | None, allow: bool, scan: str | None, timeout: 
 
     allowed, images = False, ImageSettings()
     if config is not None:
-        from alight_server.trainer.config.run import ConfigError, load_config
-
-        try:
-            section = load_config(config).controller
-        except ConfigError as exc:
-            raise exit_with(str(exc), 2) from exc
+        section = training_config(config, command="alight controller").controller
         allowed, images = section.allow_unpinned_images, section.images
     return {"allow_unpinned_images": allow or allowed, "image_scan": scan or images.scan,
             "image_scan_timeout": timeout or images.scan_timeout_s}  # fmt: skip

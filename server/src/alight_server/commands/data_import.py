@@ -40,13 +40,11 @@ def open_cli_store(db: str | None, admin_key: str | None, run_dir: Path | None =
         raise exit_with(f"cannot open the store at {run_dir or db}: {exc}") from exc
 
 
-def _model(model: str | None, config: Path | None) -> str | None:
-    if model or config is None:
-        return model
+def _training_config(config: Path) -> Any:
     from alight_server.trainer.config.run import ConfigError, load_config
 
     try:
-        return load_config(config).model
+        return load_config(config)
     except ConfigError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
 
@@ -91,7 +89,7 @@ def import_traces(
         parsed = READERS[fmt](files)
     except TraceFormatError as exc:
         raise exit_with(f"alight data import: {exc}") from exc
-    chosen = _model(model, config)
+    chosen = model or (_training_config(config).model if config is not None else None)
     text_only = sum(not c.exact and c.problem is None for s in parsed.sessions for c in s.calls)
     if text_only and not chosen:
         raise typer.BadParameter(
@@ -124,12 +122,7 @@ def check(
 
     sample_config = SampleConfig()
     if config is not None:
-        from alight_server.trainer.config.run import ConfigError, load_config
-
-        try:
-            loaded = load_config(config)
-        except ConfigError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--config") from exc
+        loaded = _training_config(config)
         sample_config, model = SampleConfig.from_section(loaded.samples), model or loaded.model
     decode = _renderer(model, "--model").decode if model else None
     store = open_cli_store(db, admin_key)

@@ -18,7 +18,7 @@ import typer
 
 from alight.commands.exits import exit_with
 from alight_server.commands.options import AdminKeyOption, DbOption, RunDirOption, SettingsOption
-from alight_server.commands.train import parse_settings, train_extra_missing
+from alight_server.commands.train import parse_settings, train_extra_missing, training_config, with_checkpoint
 
 
 def register(app: typer.Typer) -> None:
@@ -108,15 +108,11 @@ def register(app: typer.Typer) -> None:
         if config is None:
             raise exit_with("alight eval: name a CONFIG (or --baseline and --against reports to compare)", 2)
 
+        train_config = training_config(config, parse_settings(settings), "alight eval")
         try:
             from alight_server.evaluation.policy import run_eval
-            from alight_server.trainer.config.run import ConfigError, load_config
         except ImportError as exc:
             raise train_extra_missing(exc, "alight eval") from exc
-        try:
-            train_config = load_config(config, parse_settings(settings))
-        except ConfigError as exc:
-            raise exit_with(str(exc), 2) from exc
         folder = eval_folder(train_config, config, name, output_dir, into_run) if traces is None else None
         try:
             if traces is not None:
@@ -191,18 +187,11 @@ def _compare(
 def _candidate_configs(candidates: list[Any], shared: dict[str, Any]) -> dict[str, Any]:
     """Each config candidate's training config (`--set` then its own overrides), every one read (and refused)
     before the first one runs."""
-    try:
-        from alight_server.trainer.config.run import ConfigError, load_config
-    except ImportError as exc:
-        raise train_extra_missing(exc, "alight eval") from exc
-    configs: dict[str, Any] = {}
-    for candidate in candidates:
-        if candidate.config_path is not None:
-            try:
-                configs[candidate.name] = load_config(candidate.config_path, {**shared, **candidate.overrides})
-            except ConfigError as exc:
-                raise exit_with(f"{candidate.name}: {exc}", 2) from exc
-    return configs
+    return {
+        c.name: training_config(c.config_path, {**shared, **c.overrides}, "alight eval", f"{c.name}: ")
+        for c in candidates
+        if c.config_path is not None
+    }
 
 
 def _candidate_reports(candidates: list[Any], configs: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -217,7 +206,7 @@ def _candidate_reports(candidates: list[Any], configs: dict[str, Any], folder: P
         train_config = configs[candidate.name]
         where = folder / candidate.name
         if candidate.checkpoint is not None:
-            train_config = _with_checkpoint(train_config, candidate.checkpoint, where)
+            train_config = with_checkpoint(train_config, candidate.checkpoint, where, "alight eval: --checkpoint")
         from alight_server.evaluation.policy import run_eval  # the stack's modules: only when something runs
 
         try:
@@ -228,17 +217,6 @@ def _candidate_reports(candidates: list[Any], configs: dict[str, Any], folder: P
         reports[candidate.name] = report
         typer.echo(redact_for_people("\n".join(report.lines(candidate.name))))
     return reports
-
-
-def _with_checkpoint(config: Any, checkpoint: Path, folder: Path) -> Any:
-    """`config` whose policy is the checkpoint's (exported into `folder`, as `alight train --init-from` does)."""
-    from alight_server.trainer.run.init_from import init_model
-
-    try:
-        model = init_model(checkpoint, config.model, folder)
-    except ValueError as exc:
-        raise exit_with(f"alight eval: --checkpoint {exc}", 2) from exc
-    return config.model_copy(update={"model": model})
 
 
 def eval_folder(config: Any, config_path: Path, name: str | None, output_dir: Path | None, into_run: bool) -> Path:

@@ -182,30 +182,42 @@ def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt  # SIGTERM tears the embedded stack down like Ctrl-C does
 
 
-def _train_config(config: Path, settings: list[str] | None, named: dict[str, Any], init_from: Path | None) -> Any:
-    """The run's config: the file, `--set` and the named options over it, and `--init-from`'s model."""
+def training_config(
+    path: Path, overrides: dict[str, Any] | None = None, command: str = "alight train", label: str = ""
+) -> Any:
+    """The training config at `path` with `overrides` over it; exits 2 when it is invalid (the message after
+    `label`), 1 without the train extra."""
     try:
         from alight_server.trainer.config.run import ConfigError, load_config
     except ImportError as exc:
-        raise train_extra_missing(exc) from exc
+        raise train_extra_missing(exc, command) from exc
+    try:
+        return load_config(path, overrides)
+    except ConfigError as exc:
+        raise exit_with(f"{label}{exc}", 2) from exc
 
+
+def _train_config(config: Path, settings: list[str] | None, named: dict[str, Any], init_from: Path | None) -> Any:
+    """The run's config: the file, `--set` and the named options over it, and `--init-from`'s model."""
     overrides = parse_settings(settings)
     overrides.update({k: v for k, v in named.items() if v is not None})
     if named["output_dir"] is not None:
         overrides["output_dir"] = str(Path(named["output_dir"]).resolve())  # relative to where the command runs
-    try:
-        train_config = load_config(config, overrides)
-    except ConfigError as exc:
-        raise exit_with(str(exc), 2) from exc
+    train_config = training_config(config, overrides)
     if init_from is None:
         return train_config
+    return with_checkpoint(train_config, init_from, Path(train_config.output_dir), "alight train:")
+
+
+def with_checkpoint(config: Any, checkpoint: Path, folder: Path, option: str) -> Any:
+    """`config` whose policy is the checkpoint's, exported into `folder`; exits 2 naming `option` when it is not one."""
     from alight_server.trainer.run.init_from import init_model
 
     try:
-        model = init_model(init_from, train_config.model, Path(train_config.output_dir))
+        model = init_model(checkpoint, config.model, folder)
     except ValueError as exc:
-        raise exit_with(f"alight train: {exc}", 2) from exc
-    return train_config.model_copy(update={"model": model})
+        raise exit_with(f"{option} {exc}", 2) from exc
+    return config.model_copy(update={"model": model})
 
 
 def _run(

@@ -1,33 +1,9 @@
 """The runner protocol: how the controller starts, watches and stops one attempt, wherever it runs.
 
-A runner is the only part of the controller that knows where agents run (a
-local subprocess, a Kubernetes Job). The reconcile loop in `loop.py` speaks to
-it through five verbs and never holds anything a restart would lose:
-
-    handle = runner.start(attempt_start)   # idempotent: same attempt -> same handle, started once
-    status = runner.poll(handle)           # running | exited(code) | failed_to_start | lost | killed | deadline
-    runner.kill(handle, grace_s)           # SIGTERM-like now, SIGKILL-like once grace_s has passed
-    runner.handles()                       # every attempt this runner still holds (for adoption)
-    runner.release(handle)                 # forget a finished attempt (its log stays)
-
-Handles are a pure function of (runner name, rollout id, attempt), so a
-controller that reconciles twice, or restarts between `start` and recording
-the handle, finds the same attempt again instead of starting a second copy.
-
-A new runner only has to implement `Runner`; for example a runner that runs
-nothing and reports success:
-
-    class NoopRunner:
-        name = "noop"
-        def handle_for(self, rollout_id, attempt): return attempt_handle(self.name, rollout_id, attempt)  # alight.schemas
-        def start(self, start): return self.handle_for(start.rollout.id, start.attempt)
-        def poll(self, handle): return RunStatus(RunPhase.EXITED, exit_code=0)
-        def kill(self, handle, grace_s): pass
-        def handles(self): return []
-        def release(self, handle): pass
-        def log_tail(self, handle, max_bytes): return ""
-        def withheld_env(self, handle): return []
-        def launched(self, handle): return None
+A runner is the only part of the controller that knows where agents run (a local subprocess, a Kubernetes Job);
+the reconcile loop (loop.py) speaks to it through the verbs of `Runner` and never holds anything a restart would
+lose. Handles are a pure function of (runner name, rollout id, attempt), so a controller that reconciles twice, or
+restarts between `start` and recording the handle, finds the same attempt again instead of starting a second copy.
 """
 
 from __future__ import annotations

@@ -167,7 +167,7 @@ class LocalRunner:
         state = {
             "handle": handle,
             "pid": pid,
-            "proc_start": _proc_start_ticks(pid),
+            "proc_start": (_proc_stat(pid) or (None, None))[1],
             "started_at": time.time(),
             "argv": argv,
             "cwd": cwd,
@@ -184,8 +184,7 @@ class LocalRunner:
         pid = int(state["pid"])  # type: ignore[arg-type]
         started_at = float(state["started_at"])  # type: ignore[arg-type]
         child = self._children.get(handle)
-        running = child.poll() is None if child is not None else _is_ours(pid, state.get("proc_start"))
-        if running:
+        if self._running(handle, state):
             force_at = self._force_kill_at.get(handle)
             if force_at is not None and time.monotonic() >= force_at:
                 _signal_group(pid, signal.SIGKILL)
@@ -218,14 +217,14 @@ class LocalRunner:
         if handle in self._force_kill_at:
             return  # already stopping; keep the first deadline
         state = self._state(handle)
-        if state is None:
-            return
-        pid = int(state["pid"])  # type: ignore[arg-type]
-        child = self._children.get(handle)
-        alive = child.poll() is None if child is not None else _is_ours(pid, state.get("proc_start"))
-        if alive:
-            _signal_group(pid, signal.SIGTERM)
+        if state is not None and self._running(handle, state):
+            _signal_group(int(state["pid"]), signal.SIGTERM)  # type: ignore[arg-type]
             self._force_kill_at[handle] = time.monotonic() + grace_s
+
+    def _running(self, handle: str, state: dict[str, object]) -> bool:
+        """The attempt's leader still runs: our child by its poll, else its pid checked to be the process we started."""
+        child = self._children.get(handle)
+        return child.poll() is None if child is not None else _is_ours(int(state["pid"]), state.get("proc_start"))  # type: ignore[arg-type]
 
     def reap_leftovers(self) -> list[str]:
         """Kill the process group of every attempt an earlier process left running; returns their handles.
@@ -316,11 +315,6 @@ def _proc_stat(pid: int) -> tuple[str, int] | None:
         return None
     fields = text[text.rindex(")") + 2 :].split()  # the command name may contain spaces and parentheses
     return fields[0], int(fields[19])
-
-
-def _proc_start_ticks(pid: int) -> int | None:
-    stat = _proc_stat(pid)
-    return stat[1] if stat is not None else None
 
 
 def _pid_exists(pid: int) -> bool:

@@ -1,26 +1,7 @@
 """Evaluators: score a finished attempt from outside the agent, for agents that report no reward themselves.
 
-Configure `evaluator:` in the train config (or the server config of `alight serve --config`) as either
-
-- a Python reference, "my_pkg.scoring:score" or "path/to/scoring.py:score", called as
-  `score(task, trajectory)` (a one-parameter function gets just the trajectory; `trajectory.task`
-  holds the task too); or
-- a check command, an argv list such as `["pytest", "-q", "tests/"]`, run in the attempt's working
-  directory (the agent's `cwd`) with the task in ALIGHT_TASK and `{"task", "trajectory"}` as JSON on stdin.
-
-When an attempt ends as the agent's own outcome (it succeeded, or failed as a task failure), before the
-rollout turns terminal, the server runs the evaluator. Timeouts and infra failures get no evaluation: the
-agent did not finish, so any score would be a reward for something it did not do.
-
-A Python evaluator returns a number (the final reward), a dict `{name: number}` (named final rewards), or
-None (no reward). A check command's last line of output may be the same as JSON; a command that prints
-none scores 1.0 when it exits 0 and 0.0 otherwise.
-
-Example (works for every API flavour, and for an attempt that made no call)::
-
-    def score(task, trajectory):
-        answer = trajectory.final_output.text      # "" when the attempt made no model call
-        return {"correct": float(str(task["answer"]) in answer), "short": float(len(answer) < 200)}
+What `evaluator:` takes (a Python reference or a check command's argv), when it runs (the agent's own outcomes
+only: a timeout or infra failure did nothing to score) and what it may return: docs/sdk.md, "Evaluators".
 """
 
 from __future__ import annotations
@@ -172,14 +153,19 @@ def evaluator_hook(evaluate: Evaluator) -> Callable[[Store, Rollout, int, Attemp
         trajectory = build_trajectory(store, rollout.id, attempt).model_copy(
             update={"attempt_status": AttemptStatus(finish.status), "failure_kind": finish.failure_kind}
         )
-        result = evaluate(rollout, trajectory)
-        if inspect.isawaitable(result):
-            result = asyncio.run(_await(result))
-        for reward in rewards_from(result, rollout.id, attempt):
-            store.add_reward(rollout.id, reward)
+        score_attempt(store, rollout, trajectory, evaluate)
 
     hook.__qualname__ = f"evaluator({getattr(evaluate, '__qualname__', evaluate)!s})"
     return hook
+
+
+def score_attempt(store: Store, rollout: Rollout, trajectory: Trajectory, evaluate: Evaluator) -> None:
+    """Store the rewards `evaluate` gives the attempt's trajectory (awaited when it is a coroutine)."""
+    result = evaluate(rollout, trajectory)
+    if inspect.isawaitable(result):
+        result = asyncio.run(_await(result))
+    for reward in rewards_from(result, rollout.id, trajectory.attempt):
+        store.add_reward(rollout.id, reward)
 
 
 async def _await(awaitable: Any) -> Any:

@@ -4,36 +4,34 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from alight.api_models import RolloutQuery
-from alight.client import AlightClient
 from alight.commands.console import output_console
 from alight.cost import Prices
 from alight.evaluation import EvalReport, build_report
-from alight.schemas import Mode, Rollout, RolloutState
+from alight.schemas import Event, Mode, Rollout, RolloutState, Trajectory
 from alight_server.stacks.run_store import open_run_store
-from alight_server.store import Store
 from alight_server.trainer.config.run import TrainConfig
 from alight_server.trainer.report.display import RunDisplay
 from alight_server.trainer.run.rollouts import Progress, create_group_rollouts, scored, wait_all
 from alight_server.trajectories.join import build_trajectory
 
 
-def report_from_client(client: AlightClient, rollouts: Sequence[Rollout], prices: Prices | None = None) -> EvalReport:
+def _report(
+    rollouts: Sequence[Rollout],
+    trajectory: Callable[[str], Trajectory],
+    events: Callable[[str], list[Event]],
+    prices: Prices | None,
+) -> EvalReport:
+    """The report over `rollouts`, each that ran read by id with `trajectory` and `events` (exact: token counts)."""
     done = [r for r in rollouts if r.state != RolloutState.CANCELLED and r.attempts]
-    trajectories = [client.trajectory(r.id, reveal=True) for r in done]  # token counts need the exact copy
-    events = [e for r in done for e in client.list_events(r.id, reveal=True)]
-    return build_report(rollouts, trajectories, events, prices=prices)
-
-
-def report_from_store(store: Store, rollouts: Sequence[Rollout], prices: Prices | None = None) -> EvalReport:
-    done = [r for r in rollouts if r.state != RolloutState.CANCELLED and r.attempts]
-    trajectories = [build_trajectory(store, r.id) for r in done]
-    events = [e for r in done for e in store.list_events(r.id)]
-    return build_report(rollouts, trajectories, events, prices=prices)
+    return build_report(
+        rollouts, [trajectory(r.id) for r in done], [e for r in done for e in events(r.id)], prices=prices
+    )
 
 
 def validation_reports(run_dir: Path) -> dict[int, EvalReport]:
@@ -56,7 +54,8 @@ def validation_reports(run_dir: Path) -> dict[int, EvalReport]:
                 # `alight eval --into-run` one's: the report agrees with the before/after table's rows
                 if f"-val{step:05d}-" in rollout.id:
                     by_step.setdefault(step, []).append(rollout)
-        return {step: report_from_store(store, rollouts, prices) for step, rollouts in sorted(by_step.items())}
+        trajectory = partial(build_trajectory, store)
+        return {step: _report(found, trajectory, store.list_events, prices) for step, found in sorted(by_step.items())}
     finally:
         store.close()
 
@@ -105,7 +104,8 @@ def run_rollouts(
         show(Progress(total=len(created), finished=0, failed=0))
         finished = wait_all(client, [r.id for r in created], show)
         display.status(f"{label}: reading {len(finished)} trajectories")
-        report = report_from_client(client, finished, config.prices)
+        exact = partial(client.trajectory, reveal=True), partial(client.list_events, reveal=True)
+        report = _report(finished, *exact, config.prices)
         scores: list[list[float | None]] = [[] for _ in tasks]
         for rollout in finished:
             index = int(rollout.metadata["task_index"])

@@ -7,12 +7,8 @@ server hands it a finished attempt; the rewards are stored on the rollout (sourc
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-from typing import Any
-
 from alight.evaluation import EvalReport, build_report
-from alight_server.evaluation.evaluators import Evaluator, rewards_from
+from alight_server.evaluation.evaluators import Evaluator, score_attempt
 from alight_server.store.base import Store
 from alight_server.traces.check import run_rollouts
 from alight_server.trajectories.join import build_trajectory
@@ -23,15 +19,6 @@ def evaluate_traces(store: Store, run_id: str, evaluate: Evaluator) -> EvalRepor
     if not rollouts:
         raise ValueError(f"no imported rollouts under run {run_id!r}; import traces first with alight data import")
     for rollout in rollouts:
-        trajectory = build_trajectory(store, rollout.id)
-        result = evaluate(rollout, trajectory)
-        if inspect.isawaitable(result):
-            result = asyncio.run(_await(result))
-        for reward in rewards_from(result, rollout.id, trajectory.attempt):
-            store.add_reward(rollout.id, reward)
+        score_attempt(store, rollout, build_trajectory(store, rollout.id), evaluate)
     scored = [build_trajectory(store, r.id) for r in rollouts]
     return build_report(rollouts, scored, [e for r in rollouts for e in store.list_events(r.id)])
-
-
-async def _await(awaitable: Any) -> Any:
-    return await awaitable

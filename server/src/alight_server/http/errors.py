@@ -8,6 +8,7 @@ is a 500, and that one says so without leaking internals.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -111,20 +112,11 @@ class BodyLimit:
         if headers.get(b"transfer-encoding") is None:
             await self.app(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.max_bytes:
-                await self._refuse(scope, receive, send, f"more than {size}")
-                return
-            if not message.get("more_body", False):
-                break
-        await self.app(scope, _replaying(b"".join(chunks), receive), send)
+        body = await _read_body(receive, self.max_bytes)
+        if len(body) > self.max_bytes:
+            await self._refuse(scope, receive, send, f"more than {len(body)}")
+            return
+        await self.app(scope, _replaying(body, receive), send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: str) -> None:
         message = (
@@ -147,21 +139,26 @@ class ApiNestingLimit:
         if scope["type"] != "http" or not scope["path"].startswith("/api/") or scope["method"] == "GET":
             await self.app(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        raw = b"".join(chunks)
+        raw = await _read_body(receive)
         try:
             check_raw_depth(raw, "the request body")
         except TooDeep as exc:
             await error_response(400, str(exc))(scope, receive, send)
             return
         await self.app(scope, _replaying(raw, receive), send)
+
+
+async def _read_body(receive: Receive, max_bytes: float = math.inf) -> bytes:
+    """The request body, read to its end or until it passes `max_bytes` (then what was read so far)."""
+    body = bytearray()
+    while len(body) <= max_bytes:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        body += message.get("body", b"")
+        if not message.get("more_body", False):
+            break
+    return bytes(body)
 
 
 def _replaying(body: bytes, receive: Receive) -> Receive:

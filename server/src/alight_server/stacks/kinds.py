@@ -36,7 +36,7 @@ from alight_server.inference.vllm_policy import VllmPolicy
 from alight_server.inference.vllm_weights import VllmWeights
 from alight_server.policies.routing import GatewayRouting
 from alight_server.stacks.server_thread import ServerThread
-from alight_server.stacks.state import load_or_create
+from alight_server.stacks.state import load_or_create, write_private
 from alight_server.store.keys.sealed_logs import LogSeal
 from alight_server.trainer.config.sections import ServerSettings
 from alight_server.trainer.run.weight_sync import WeightSync
@@ -166,11 +166,7 @@ class EmbeddedStack:
         folder = self.run_dir / KEY_DIR
         folder.mkdir(mode=0o700, exist_ok=True)
         path = folder / f"{UPSTREAM_ID}.key"
-        tmp = path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(key)
-        os.replace(tmp, path)
+        write_private(path, key)
         return str(path.resolve())  # a registration names an absolute path; output_dir may be relative
 
     def _stop_policy(self) -> None:

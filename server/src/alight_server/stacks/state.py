@@ -42,11 +42,12 @@ def _port_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
-def _write(path: Path, state: StackState) -> None:
+def write_private(path: Path, text: str) -> None:
+    """`text` in a file only its owner reads (0600), replaced whole: a reader never sees half of it."""
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        json.dump(asdict(state), f)
+        f.write(text)
     os.replace(tmp, path)
 
 
@@ -73,5 +74,5 @@ def load_or_create(run_dir: Path) -> StackState:
                         state.server_port)  # fmt: skip
     if state != stored or stat.S_IMODE(path.stat().st_mode) != 0o600:
         run_dir.mkdir(parents=True, exist_ok=True)
-        _write(path, state)
+        write_private(path, json.dumps(asdict(state)))
     return state

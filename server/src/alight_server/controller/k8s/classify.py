@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from calendar import timegm
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from time import strptime
 from typing import Any
 
@@ -142,7 +142,7 @@ def classify(
         if not pod["metadata"].get("deletionTimestamp"):
             ended = _terminal(pod, job_name)
             if ended is not None:
-                return _at(ended, started_at)
+                return replace(ended, started_at=started_at)
     if job["metadata"].get("deletionTimestamp"):
         return RunStatus(
             RunPhase.LOST, message=f"Job {job_name} was deleted while the attempt ran", started_at=started_at
@@ -160,7 +160,7 @@ def classify(
     for pod in pods:
         stuck = _pending(pod, job_name, limits, waited)
         if stuck is not None:
-            return _at(stuck, started_at)
+            return replace(stuck, started_at=started_at)
     finished = failed or _condition(job, "Complete")
     if finished is not None and now - (epoch(finished.get("lastTransitionTime")) or now) >= limits.settle_s:
         if finished["type"] == "Complete":
@@ -170,7 +170,3 @@ def classify(
             RunPhase.LOST, message=f"Job {job_name} failed and its Pod is gone ({why})", started_at=started_at
         )
     return RunStatus(RunPhase.RUNNING, started_at=started_at)
-
-
-def _at(status: RunStatus, started_at: float | None) -> RunStatus:
-    return RunStatus(status.phase, exit_code=status.exit_code, message=status.message, started_at=started_at)

@@ -44,7 +44,6 @@ class Informer:
         self.objects: dict[str, Obj] = {}
         self.gone: dict[str, Obj] = {}
         self.resource_version: str | None = None
-        self.synced = threading.Event()
         self.lists = 0  # full lists done (the first, after 410 Gone, and the periodic ones)
         self.resumes = 0  # watches reopened from a kept resourceVersion (after a timeout or a drop)
         self._next_list = 0.0
@@ -137,7 +136,6 @@ class Informer:
             self.resource_version = version
         self.lists += 1
         self._next_list = time.monotonic() + self.relist_s
-        self.synced.set()
 
     def _watch_once(self) -> None:
         from kubernetes import watch
