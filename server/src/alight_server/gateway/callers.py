@@ -48,12 +48,10 @@ def presented_token(authorization: str | None, api_key: str | None) -> str | Non
     return api_key.strip() if api_key else None
 
 
-def _never() -> bool:
-    return False
-
-
 class AttemptResolver:
-    def __init__(self, store: Store, token_secret: Callable[[], bytes], followed: Callable[[], bool] = _never) -> None:
+    def __init__(
+        self, store: Store, token_secret: Callable[[], bytes], followed: Callable[[], bool] = lambda: False
+    ) -> None:
         self.store = store
         self.secret = token_secret
         self.followed = followed  # True while every change to a rollout reaches `forget` promptly

@@ -38,10 +38,6 @@ def _settle(outcomes: list[_Outcome]) -> None:
             future.set_result(result)
 
 
-def _never() -> bool:
-    return False
-
-
 class CaptureWriter:
     """Group commit: calls queued while a transaction runs are committed together in the next one.
 
@@ -50,7 +46,7 @@ class CaptureWriter:
     and "The lone call".
     """
 
-    def __init__(self, store: Store, alone: Callable[[], bool] = _never) -> None:
+    def __init__(self, store: Store, alone: Callable[[], bool] = lambda: False) -> None:
         self.store = store
         self.alone = alone
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()

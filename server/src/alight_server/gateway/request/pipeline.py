@@ -227,7 +227,9 @@ class CallPipeline:
 
         try:
             targets = await self.gw.upstreams.route(f"{caller.rollout_id}/{caller.attempt}", record.policy_version)
-            targets = self._with_room(targets, caller, anthropic)
+            targets = self.gw.limits.upstream_targets(targets, caller)
+            if isinstance(targets, Refusal):  # none under its upstream's rate limit: a 429, recorded as an upstream's
+                raise targets.error(anthropic)
             path = call.flavour.upstream_path
             target, resp = await self.gw.proxy.send(targets, path, payload, call.deadline, stream=record.streamed)
         except GatewayError as exc:
@@ -246,13 +248,6 @@ class CallPipeline:
             return await self.gw.recorder.failed(record, exc, anthropic)
         await self.gw.recorder.record(record, status=200, response=agent_body, tokens=tokens)
         return Reply(200, orjson.dumps(agent_body))
-
-    def _with_room(self, targets: list[Target], caller: CallerAttempt, anthropic: bool) -> list[Target]:
-        """The targets under their upstream's rate limit; a 429 (recorded like an upstream's own) when none is."""
-        room = self.gw.limits.upstream_targets(targets, caller)
-        if isinstance(room, Refusal):
-            raise room.error(anthropic)
-        return room
 
     @staticmethod
     def _read_answer(call: Call, resp: UpstreamReply) -> tuple[Tokens, dict[str, Any]]:
