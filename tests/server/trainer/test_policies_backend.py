@@ -33,9 +33,9 @@ def test_a_step_of_one_policy_leaves_the_others_adapter_unchanged_and_the_revers
     two_policies: tuple[TrainConfig, PolicySet],
 ) -> None:
     _, policies = two_policies
-    assert policies.trainable == ["planner", "executor"]
+    assert list(policies.backends) == ["planner", "executor"]
     for trained, other in (("planner", "executor"), ("executor", "planner")):
-        before = {name: digest(policies.weights(name)) for name in policies.trainable}
+        before = {name: digest(policies.weights(name)) for name in policies.backends}
         step(policies, trained)
         assert digest(policies.weights(other)) == before[other]
         assert digest(policies.weights(trained)) != before[trained]
@@ -96,7 +96,7 @@ def test_init_from_starts_a_policy_from_a_checkpoints_adapter_trainable_or_froze
         "executor": {"init_from": str(tmp_path / "earlier")},
     }
     started = make_policy_set(tiny_config(**{**TWO, "policies": policies_from}))
-    assert started.starts_from_checkpoints and started.trainable == ["executor"]
+    assert started.starts_from_checkpoints and list(started.backends) == ["executor"]
     assert digest(started.weights("executor")) == digest(policies.weights("executor"))
     assert digest(started.weights("planner")) == digest(policies.weights("planner"))
 
@@ -146,13 +146,13 @@ def test_a_step_whose_groups_all_have_equal_rewards_steps_and_pushes_no_policy(
         )
         for rid in ("r1", "r2")
     ]
-    before = {name: digest(policies.weights(name)) for name in policies.trainable}
+    before = {name: digest(policies.weights(name)) for name in policies.backends}
     nowhere = WeightSync(AlightClient("http://127.0.0.1:9", "no-server"))  # a push would fail: none may happen
     metrics, version = step_policies(
         policies, trajectories, config, SampleConfig(pad_token_id=0), decode=str, sync=nowhere, step=1
     )
     assert version is None
-    assert {name: digest(policies.weights(name)) for name in policies.trainable} == before
+    assert {name: digest(policies.weights(name)) for name in policies.backends} == before
     for name in ("planner", "executor"):
         assert metrics[f"policy/{name}/samples/rows"] == 2.0 and metrics[f"policy/{name}/train/uniform_groups"] == 1.0
         assert f"policy/{name}/train/loss" not in metrics and metrics[f"policy/{name}/policy_version"] == 0.0
@@ -164,7 +164,7 @@ def test_a_one_policy_run_steps_as_a_set_of_one_with_the_step_s_own_metrics_and_
 ) -> None:
     config = tiny_config()
     policies = make_policy_set(config)
-    assert not policies.named and isinstance(policies.one, EmbeddedBackend) and policies.trainable == ["policy"]
+    assert not policies.named and isinstance(policies.one, EmbeddedBackend) and list(policies.backends) == ["policy"]
     assert set(policies.state_dict()) == {"trainable", "optimizer", "updates"}  # the backend's own, as before
     trajectories = [  # calls with no policy flag
         trajectory([model_call(0, [1, 5, 6], [7, 8], rollout_id=rid)], rollout_id=rid, reward=0.5)

@@ -115,7 +115,7 @@ def test_two_trainable_policies_each_train_on_their_own_calls_and_inference_serv
     both_trained: Finished,
 ) -> None:
     policies = both_trained.run.backend
-    assert isinstance(policies, PolicySet) and policies.trainable == list(ROLES)
+    assert isinstance(policies, PolicySet) and list(policies.backends) == list(ROLES)
     step = next(r for r in both_trained.result.history if r["step"] == 1)
     for name in ROLES:
         assert step[f"policy/{name}/samples/rows"] > 0
@@ -151,7 +151,7 @@ def test_resume_restores_both_adapters_and_optimizers_and_inference_serves_them_
 
 def test_a_frozen_policy_is_served_bit_identical_while_the_other_trains(planner_frozen: Finished) -> None:
     policies = planner_frozen.run.backend
-    assert isinstance(policies, PolicySet) and policies.trainable == ["executor"]
+    assert isinstance(policies, PolicySet) and list(policies.backends) == ["executor"]
     assert planner_frozen.after["planner"] == planner_frozen.stacks.at_start["planner"]
     assert planner_frozen.after["executor"] != planner_frozen.stacks.at_start["executor"]
     step = next(r for r in planner_frozen.result.history if r["step"] == 1)

@@ -109,8 +109,7 @@ def step_means(parts: list[dict[str, float]], grad_norm: float, num_rows: int, u
     gradient norm per update, maxima over all, the rest per row seen."""
     merged: dict[str, float] = {}
     for part in parts:
-        for key, value in part.items():
-            merged[key] = max(merged.get(key, value), value) if key.endswith("_max") else merged.get(key, 0.0) + value
+        add_metrics(merged, part, rows=1)  # each part already a sum
     merged["grad_norm"] = grad_norm  # the norm of the summed gradient: the same on every rank
     rows_seen = max(num_rows, 1) * updates
     per_update = (*SUMMED_TERMS, "grad_norm")

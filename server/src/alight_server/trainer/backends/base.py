@@ -17,8 +17,6 @@ from alight_server.trainer.step.samples import SampleBatch
 if TYPE_CHECKING:
     from alight_server.trainer.config.run import TrainConfig
 
-VERL_INSTALL = "pip install 'alight-server[verl]'"
-
 
 class TrainerBackend(Protocol):
     """Runs the RL update for the training loop; every method is called on the loop's process (rank 0)."""
@@ -72,5 +70,5 @@ def _verl_module() -> Any:
         return importlib.import_module("alight_server.trainer.backends.verl")
     except ImportError as exc:
         raise RuntimeError(
-            f"trainer.backend: verl needs the verl backend and verl itself ({exc}): {VERL_INSTALL}"
+            f"trainer.backend: verl needs the verl backend and verl itself ({exc}): pip install 'alight-server[verl]'"
         ) from exc

@@ -138,32 +138,20 @@ class EmbeddedBackend:
         ids, attn = micro.input_ids[:, :width], micro.attention_mask[:, :width]
         logp = token_logprobs(self.model, ids, attn, first)  # (r, w)
         index = torch.as_tensor(rows, device=self.device)
+        mask, weight = micro.loss_mask[:, :width], weights[index, :width] * (0.0 if filler else 1.0)  # (r, w)
         if self.algorithm.estimator == "sft":
-            loss, metrics = sft_loss(
-                logp, micro.loss_mask[:, :width], weights[index, :width] * (0.0 if filler else 1.0)
+            loss, metrics = sft_loss(logp, mask, weight)
+        else:
+            ref = None
+            if self.reference is not None:
+                with torch.no_grad():
+                    ref = token_logprobs(self.reference, ids, attn, first)  # (r, w)
+            recorded = micro.old_logprobs[:, :width]  # (r, w) what the gateway recorded: the behaviour policy
+            pi_old, rollout = (recorded, None) if proximal is None else (proximal[index, :width], recorded)
+            advantages = token_adv[index, :width]
+            loss, metrics = policy_loss(
+                logp, pi_old, advantages, mask, weight, self.algorithm, ref_logprobs=ref, rollout_logprobs=rollout
             )
-            self._backward(loss, filler, rows, metrics, totals)
-            return
-        ref = None
-        if self.reference is not None:
-            with torch.no_grad():
-                ref = token_logprobs(self.reference, ids, attn, first)  # (r, w)
-        recorded = micro.old_logprobs[:, :width]  # (r, w) what the gateway recorded: the behaviour policy
-        loss, metrics = policy_loss(
-            logp,
-            recorded if proximal is None else proximal[index, :width],
-            token_adv[index, :width],
-            micro.loss_mask[:, :width],
-            weights[index, :width] * (0.0 if filler else 1.0),
-            self.algorithm,
-            ref_logprobs=ref,
-            rollout_logprobs=None if proximal is None else recorded,
-        )
-        self._backward(loss, filler, rows, metrics, totals)
-
-    def _backward(
-        self, loss: torch.Tensor, filler: bool, rows: list[int], metrics: dict[str, float], totals: dict[str, float]
-    ) -> None:
         # DDP and FSDP2 average gradients over ranks; the weights already sum to 1 over the whole batch.
         (loss * self.world.size).backward()
         if not filler:

@@ -50,10 +50,6 @@ class PolicySet:
         return None if self.named else self.backends[ONE_POLICY]
 
     @property
-    def trainable(self) -> list[str]:
-        return list(self.backends)
-
-    @property
     def starts_from_checkpoints(self) -> bool:
         """A policy starts from an `init_from` adapter, which inference must get before the first rollout."""
         return any(policy.init_from for policy in self.policies.values())

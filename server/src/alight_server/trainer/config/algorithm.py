@@ -51,25 +51,14 @@ class AlgorithmConfig(BaseModel):
     distill: DistillConfig | None = None
 
     @model_validator(mode="after")
-    def _distill_has_a_teacher(self) -> AlgorithmConfig:
+    def _estimator_fits(self) -> AlgorithmConfig:
         if self.estimator == "distill" and self.distill is None:
             raise ValueError("algorithm.estimator: distill needs a teacher; add algorithm.distill: {teacher: MODEL} "
                              "(a registered model name or a local Hugging Face folder)")  # fmt: skip
         if self.estimator == "sft" and self.distill is not None:
             raise ValueError("algorithm.distill adds a per-token reward to a policy-gradient step, but estimator "
                              "sft has no reward; use estimator: distill (or grpo / rloo) or remove distill:")  # fmt: skip
-        return self
-
-    @model_validator(mode="after")
-    def _sft_has_no_ratio(self) -> AlgorithmConfig:
-        if self.estimator == "sft":
-            for key, value in (
-                ("kl_coef", self.kl_coef),
-                ("tis_cap", self.tis_cap),
-                ("step_reward_coef", self.step_reward_coef),
-            ):
-                if value:
-                    raise ValueError(
-                        f"{key}={value} has no meaning for estimator sft (no ratio, no advantage); remove it"
-                    )
+        for key in ("kl_coef", "tis_cap", "step_reward_coef"):
+            if self.estimator == "sft" and (value := getattr(self, key)):
+                raise ValueError(f"{key}={value} has no meaning for estimator sft (no ratio, no advantage); remove it")
         return self

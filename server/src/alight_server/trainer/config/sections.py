@@ -229,7 +229,7 @@ class ServerSettings(Section):
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
         # The inference server's root, also when given as its OpenAI base URL (the upstream's .../v1).
-        return value.rstrip("/").removesuffix("/v1") if value.rstrip("/").endswith("/v1") else value.rstrip("/")
+        return value.rstrip("/").removesuffix("/v1")
 
     @model_validator(mode="after")
     def _inference_with_server(self) -> ServerSettings:

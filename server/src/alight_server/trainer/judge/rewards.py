@@ -14,7 +14,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from alight.client import AlightClient
@@ -57,10 +57,8 @@ class Verdict:
     cached: bool = False
 
     def record(self, mode: str, model: str, scores: dict[str, float]) -> dict[str, Any]:
-        return {"mode": mode, "model": model, "prompt_sha256": self.prompt_sha256, "digits": self.digits,
-                "answer": self.answer[:MAX_ANSWER_CHARS], "scores": scores, "latency_s": self.latency_s,
-                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "tries": self.tries, "cached": self.cached}  # fmt: skip
+        cut = {"scores": scores, "answer": self.answer[:MAX_ANSWER_CHARS]}  # scores by rollout id
+        return {"mode": mode, "model": model, **asdict(self), **cut}
 
 
 def unscored(trajectory: Trajectory) -> bool:
