@@ -69,43 +69,24 @@ def create_inference_app(engine: InferenceEngine, api_key: str, admin_key: str |
 
     app = FastAPI(title="alight inference", lifespan=lifespan)
     app.add_middleware(KeyGuard, api_key=api_key, admin_key=admin_key, open_paths=("/health", "/healthz"))
-    _install_error_handlers(app)
+    for failure in (InvalidRequest, ClientGone, WeightsError, _HttpError, RequestValidationError):
+        app.add_exception_handler(failure, _failure)
     app.state.routes = InferenceRoutes(engine)  # the app owns its routes; its endpoints hold them weakly
     app.include_router(app.state.routes.router())
     return app
 
 
-async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, InvalidRequest)
-    return _error(400, str(exc), exc.param)
-
-
-async def _client_gone(request: Request, exc: Exception) -> Response:
-    return Response(status_code=499)  # nobody reads it: the status nginx logs for a client that left
-
-
-async def _bad_weights(request: Request, exc: Exception) -> JSONResponse:
-    return _error(400, str(exc), "path")
-
-
-async def _http_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, _HttpError)
-    return _error(exc.status, str(exc), exc.param, exc.code)
-
-
-async def _malformed_body(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
-    first = exc.errors()[0] if exc.errors() else {}
-    where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-    return _error(400, f"invalid request body at {where or 'body'}: {first.get('msg', exc)}", where or None)
-
-
-def _install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(InvalidRequest, _invalid_request)
-    app.add_exception_handler(ClientGone, _client_gone)
-    app.add_exception_handler(WeightsError, _bad_weights)
-    app.add_exception_handler(_HttpError, _http_error)
-    app.add_exception_handler(RequestValidationError, _malformed_body)
+async def _failure(request: Request, exc: Exception) -> Response:
+    """The error answer to each failure the app hands here."""
+    if isinstance(exc, ClientGone):
+        return Response(status_code=499)  # nobody reads it: the status nginx logs for a client that left
+    if isinstance(exc, RequestValidationError):
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        return _error(400, f"invalid request body at {where or 'body'}: {first.get('msg', exc)}", where or None)
+    if isinstance(exc, _HttpError):
+        return _error(exc.status, str(exc), exc.param, exc.code)
+    return _error(400, str(exc), exc.param if isinstance(exc, InvalidRequest) else "path")  # else a WeightsError
 
 
 def _headers(version: int) -> dict[str, str]:
