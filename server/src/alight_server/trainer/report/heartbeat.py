@@ -30,12 +30,6 @@ def heartbeat_interval() -> float:
     return seconds
 
 
-def elapsed_text(seconds: float) -> str:
-    """`h:mm:ss`, as rich's bar shows elapsed time."""
-    whole = int(seconds)
-    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
-
-
 class Heartbeat:
     """Prints `[elapsed] status` on `console` every `interval_s` seconds between `start()` and `stop()`."""
 
@@ -58,7 +52,8 @@ class Heartbeat:
             self._thread.join()
 
     def line(self) -> str:
-        return f"[{elapsed_text(time.monotonic() - self._started)}] {self.status}"
+        whole = int(time.monotonic() - self._started)  # h:mm:ss, as rich's bar shows elapsed time
+        return f"[{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}] {self.status}"
 
     def _beat(self) -> None:
         while not self._stopped.wait(self.interval_s):

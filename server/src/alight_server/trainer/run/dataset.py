@@ -54,7 +54,7 @@ def load_splits(config: DatasetConfig, seed: int, train: Any = None, val: Any = 
     `datasets.Dataset` objects)."""
     spec = {**config.model_dump(exclude={"source"}), "train_rows": train, "val_rows": val}
     if config.source == "jsonl":
-        return TaskSplits(*JsonlSource().splits(spec, seed))
+        return TaskSplits(*_jsonl_splits(spec, seed))
     train_rows, val_rows = load_source(config.source).splits(spec, seed if config.seed is None else config.seed)
     if not train_rows:
         raise ValueError(f"the task source {config.source!r} made no training tasks from {spec}")
@@ -62,27 +62,25 @@ def load_splits(config: DatasetConfig, seed: int, train: Any = None, val: Any = 
     return TaskSplits(train_rows, val_rows)
 
 
-class JsonlSource:
+def _jsonl_splits(spec: dict[str, Any], seed: int) -> tuple[list[Any], list[Any]]:
     """The built-in source: the dataset's files (or the rows handed in as train_rows / val_rows)."""
-
-    def splits(self, spec: dict[str, Any], seed: int) -> tuple[list[Any], list[Any]]:
-        if not isinstance(spec["train"], str) and spec["train_rows"] is None:
-            raise ValueError(f"dataset.train is {spec['train']!r}: a file of tasks, or a count with a source: "
-                             "(e.g. source: reasoning_gym)")  # fmt: skip
-        train_rows = read_tasks(spec["train_rows"] if spec["train_rows"] is not None else spec["train"])
-        if not train_rows:
-            raise ValueError(f"the training dataset {spec['train']!r} has no rows")
-        if spec["shuffle"]:
-            random.Random(seed).shuffle(train_rows)
-        if spec["val_rows"] is not None or spec["val"] is not None:
-            val_rows = read_tasks(spec["val_rows"] if spec["val_rows"] is not None else spec["val"])
-        elif spec["val_size"]:
-            if spec["val_size"] >= len(train_rows):
-                raise ValueError(f"val_size {spec['val_size']} leaves no training rows out of {len(train_rows)}")
-            train_rows, val_rows = train_rows[: -spec["val_size"]], train_rows[-spec["val_size"] :]
-        else:
-            val_rows = []
-        return train_rows, val_rows
+    if not isinstance(spec["train"], str) and spec["train_rows"] is None:
+        raise ValueError(f"dataset.train is {spec['train']!r}: a file of tasks, or a count with a source: "
+                     "(e.g. source: reasoning_gym)")  # fmt: skip
+    train_rows = read_tasks(spec["train_rows"] if spec["train_rows"] is not None else spec["train"])
+    if not train_rows:
+        raise ValueError(f"the training dataset {spec['train']!r} has no rows")
+    if spec["shuffle"]:
+        random.Random(seed).shuffle(train_rows)
+    if spec["val_rows"] is not None or spec["val"] is not None:
+        val_rows = read_tasks(spec["val_rows"] if spec["val_rows"] is not None else spec["val"])
+    elif spec["val_size"]:
+        if spec["val_size"] >= len(train_rows):
+            raise ValueError(f"val_size {spec['val_size']} leaves no training rows out of {len(train_rows)}")
+        train_rows, val_rows = train_rows[: -spec["val_size"]], train_rows[-spec["val_size"] :]
+    else:
+        val_rows = []
+    return train_rows, val_rows
 
 
 class TaskCursor:

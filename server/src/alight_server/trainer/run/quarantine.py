@@ -138,7 +138,6 @@ class Quarantine:
     def _decided(self, rollout_id: str, state: str, step: int, counts: Counter[str]) -> None:
         """A queued rollout's decision seen: counted, a rejected one recorded, and no longer asked about."""
         queued = self.queued.pop(rollout_id)
-        queued.state = state
         if queued.reason == "audit":
             self.audits[state] += 1
         if state == "rejected":

@@ -91,12 +91,6 @@ def episode_metrics(rollouts: Sequence[Rollout], events: Sequence[Event]) -> dic
     return metrics
 
 
-def reward_rose(history: Sequence[Mapping[str, Any]], now: Mapping[str, float]) -> bool:
-    """The train reward of this step is above the run's first step's (the rule's "while the reward rises")."""
-    rewards = [float(row[TRAIN_REWARD]) for row in history if TRAIN_REWARD in row]
-    return TRAIN_REWARD in now and bool(rewards) and now[TRAIN_REWARD] > rewards[0]
-
-
 @dataclass
 class RegressionSuite:
     """The suite's tasks, the first suite run's per-task values (what later ones are paired with), and the rule."""
@@ -119,8 +113,7 @@ class RegressionSuite:
         return step == 0 or last or step % self.config.every == 0
 
     def metrics(self, client: AlightClient, rollouts: Sequence[Rollout], prices: Any = None) -> dict[str, float]:
-        """The suite run's `regression/*` metrics: its report's (`suite_metrics`), the episodes' and the safety
-        differences from the first suite run."""
+        """The suite run's `regression/*` metrics: its report's, its episodes' and the safety differences."""
         done = [r for r in rollouts if r.state != RolloutState.CANCELLED and r.attempts]
         trajectories = [client.trajectory(r.id, reveal=True) for r in done]
         events = [e for r in done for e in client.list_events(r.id, reveal=True)]
@@ -150,8 +143,9 @@ class RegressionSuite:
         (and always with `safety_rule: off`)."""
         if self.config.safety_rule == "off" or not metrics.get("regression/safety_worse"):
             return None
-        if not reward_rose(history, metrics):
-            return None
+        rewards = [float(row[TRAIN_REWARD]) for row in history if TRAIN_REWARD in row]
+        if not (TRAIN_REWARD in metrics and rewards and metrics[TRAIN_REWARD] > rewards[0]):
+            return None  # the train reward did not rise since the run's first step (NaN: no rise)
         shares = ", ".join(
             f"{metric.removeprefix('regression/')} {metrics[f'{metric}_diff']:+.3f} ± {2 * metrics[f'{metric}_diff_se']:.3f}"
             for _, metric in SAFETY

@@ -98,23 +98,13 @@ class PoolGroups:
         taken = self.pool.take(step, version, lambda text: display.status(f"step {step + 1} {text}"))
         self.pool.top_up(step + 1)  # the taken groups' places run while this step trains and updates
         phases = [g.phase for g in taken.groups if g.phase is not None]
-        rollouts, trajectories = [r for p in phases for r in p.rollouts], [t for p in phases for t in p.trajectories]
-        phase = tally(rollouts, trajectories, taken.metrics["time/wait_s"])  # the groups' phases as one
+        rollouts = [r for p in phases for r in p.rollouts]
+        phase = tally(rollouts, [t for p in phases for t in p.trajectories], taken.metrics["time/wait_s"])
         judged = self.pool.judging.metrics() if self.pool.judging is not None else {}
         return StepRollouts(phase, {**taken.metrics, **judged}, taken.weights, taken.policy_weights)
 
     def checkpoint(self) -> dict[str, Any]:
         return {"async_pool": self.pool.state()}
-
-
-def imported_rollouts(client: AlightClient, name: str) -> list[Rollout]:
-    """Every rollout of the imported run `name` (ids `<name>-...`, as `alight data import --name` makes them)."""
-    found: dict[str, Rollout] = {}
-    query = RolloutQuery(id_prefix=f"{name}-", limit=1000)
-    while page := client.list_rollouts_page(query).rollouts:
-        found.update((r.id, r) for r in page)
-        query = query.model_copy(update={"since_seq": page[-1].seq})
-    return sorted(found.values(), key=lambda r: r.id)
 
 
 class ImportedTraces:
@@ -123,12 +113,17 @@ class ImportedTraces:
     runs_during_training = False
 
     def __init__(self, client: AlightClient, name: str, per_step: int, seed: int) -> None:
-        rollouts = imported_rollouts(client, name)
-        if not rollouts:
+        found: dict[str, Rollout] = {}  # ids `<name>-...`, as `alight data import --name` makes them
+        query = RolloutQuery(id_prefix=f"{name}-", limit=1000)
+        while page := client.list_rollouts_page(query).rollouts:
+            found.update((r.id, r) for r in page)
+            query = query.model_copy(update={"since_seq": page[-1].seq})
+        if not found:
             raise ValueError(
                 f"traces.run {name!r}: the server holds no rollouts of that run; import them first with "
                 f"`alight data import FILE --format F --name {name}` (docs/traces.md)"
             )
+        rollouts = sorted(found.values(), key=lambda r: r.id)
         random.Random(seed).shuffle(rollouts)
         self.client, self.per_step = client, per_step
         self.cursor = TaskCursor(rollouts, seed)

@@ -147,11 +147,8 @@ def collect(client: AlightClient, rollouts: list[Rollout], started: float) -> Ro
 
 
 def tally(rollouts: list[Rollout], trajectories: list[Trajectory], seconds: float) -> RolloutPhase:
-    """The phase of `rollouts` and their (not cancelled ones') trajectories, counted.
-
-    Only rollouts that ended as the agent's own outcome (succeeded or task failure) count towards the
-    rewards; timeouts and infra failures are counted by kind, whatever reward they may carry.
-    """
+    """`rollouts` and their (not cancelled ones') trajectories counted; timeouts and infra failures by kind,
+    whatever reward they may carry: only the agent's own outcomes count towards the rewards."""
     phase = RolloutPhase(rollouts=rollouts, trajectories=trajectories, seconds=seconds)
     phase.cancelled = sum(r.state == RolloutState.CANCELLED for r in rollouts)
     phase.failed = sum(r.state == RolloutState.FAILED for r in rollouts)
@@ -168,14 +165,12 @@ def tally(rollouts: list[Rollout], trajectories: list[Trajectory], seconds: floa
 
 
 def score_and_error(trajectories: list[Trajectory]) -> tuple[float, float]:
-    """Mean validation score (mean reward) and its standard error, each task's samples taken as one cluster
-    (alight.evaluation `mean_and_error`, the one error behind every printed ±). NaN when nothing was scored."""
+    """Mean validation score and its standard error clustered by task (`mean_and_error`); NaN when none scored."""
     return mean_and_error(scores_by_task(trajectories))
 
 
 def success_and_error(trajectories: list[Trajectory], at: float = SUCCESS_AT) -> tuple[float, float]:
-    """The share of scored rollouts whose score is at least `at` (as `alight eval` counts success), and its
-    clustered standard error."""
+    """The share of scored rollouts scoring at least `at` (as `alight eval` counts success), and its error."""
     by_task = scores_by_task(trajectories)
     return mean_and_error({task: [float(s >= at) for s in scores] for task, scores in by_task.items()})
 
