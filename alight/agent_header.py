@@ -1,11 +1,10 @@
 # pyright: strict
 """Which agent makes a model call: a context value the integrations set, sent to the gateway as X-Alight-Agent.
 
-The gateway routes each call to its policy before the call's span reaches the server, so the agent's name
-travels with the HTTP request itself. The integrations put the running agent's name into the OpenTelemetry
-context around each model call (`with_agent`); while a rollout runs, the propagator below is part of the
-global one that the httpx instrumentation already calls for `traceparent`, and it adds the header.
-Code without an integration can say it itself: `with alight.calling_agent("planner"): client.chat...`.
+The gateway routes each call to its policy before the call's span reaches the server, so the agent's name travels
+with the HTTP request itself: while a rollout runs, the propagator below joins the global one the httpx
+instrumentation already calls for `traceparent`. Code without an integration can name the agent itself:
+`with alight.calling_agent("planner"): client.chat...`.
 """
 
 from __future__ import annotations
@@ -58,10 +57,6 @@ def calling_agent(name: str) -> Generator[None]:
         otel_context.detach(token)
 
 
-def header_value(name: str) -> str:
-    return quote(name, safe=_SAFE)
-
-
 class AgentHeaderPropagator(TextMapPropagator):
     """Injects X-Alight-Agent from the context; extracts nothing (the gateway reads the header itself)."""
 
@@ -70,7 +65,7 @@ class AgentHeaderPropagator(TextMapPropagator):
     ) -> None:
         name = agent_of(context)
         if name is not None:
-            setter.set(carrier, HEADER_AGENT, header_value(name))
+            setter.set(carrier, HEADER_AGENT, quote(name, safe=_SAFE))
 
     def extract(
         self, carrier: CarrierT, context: Context | None = None, getter: Getter[CarrierT] = default_getter

@@ -46,10 +46,8 @@ class RolloutFilter(Strict):
 
 
 class RolloutQuery(RolloutFilter):
-    """A page of `GET /api/rollouts`: the rollouts changed after `since_seq`, oldest change first.
-
-    The same object is the client's argument, the route's query parameters and the store's.
-    """
+    """A page of `GET /api/rollouts`: the rollouts changed after `since_seq`, oldest change first; the same object
+    is the client's argument, the route's query parameters and the store's."""
 
     since_seq: int = Field(default=0, ge=0, le=2**62)
     limit: int = Field(default=100, ge=1, le=MAX_BATCH)

@@ -1,8 +1,7 @@
 """The `alight` command: `alight run` and `alight logs` here, the server's commands by entry point.
 
-The SDK never imports the server. alight-server registers its subcommands (serve, controller, train,
-eval, data) under the `alight.commands` entry point group, so an agent image with only the SDK
-still has a working `alight` that names the missing package.
+The SDK never imports the server: alight-server registers its subcommands under the `alight.commands` entry point
+group, so an agent image with only the SDK still has a working `alight` that names the missing package.
 """
 
 from __future__ import annotations

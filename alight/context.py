@@ -63,8 +63,8 @@ class AttemptContext:
 
 
 _current: contextvars.ContextVar[AttemptContext | None] = contextvars.ContextVar("alight_attempt", default=None)
-# Threads started with threading.Thread do not inherit contextvars; with one
-# rollout per process (the controller's model) the process-wide one is right.
+# Threads started with threading.Thread do not inherit contextvars; with one rollout per process (the controller's
+# model) the process-wide one is right.
 _process: list[AttemptContext] = []
 
 
@@ -106,12 +106,9 @@ def _target_span() -> trace.Span | None:
 
 
 def reward(value: float, name: str | None = None, final: bool = False, *, model_call_id: str | None = None) -> None:
-    """Record a reward on the current span (else the rollout's root span).
-
-    Outside a rollout this checks the value and does nothing else, so an agent
-    runs the same with or without alight. `model_call_id` links a step reward
-    to one model call.
-    """
+    """Record a reward on the current span (else the rollout's root span); `model_call_id` links a step reward to
+    one model call. Outside a rollout this checks the value and does nothing else: an agent runs the same without
+    alight."""
     checked = cast(object, value)  # callers are not type-checked: a string or None must fail clearly
     if isinstance(checked, bool) or not isinstance(checked, int | float):
         raise TypeError(f"reward value must be a number, got {type(value).__name__} {value!r}")
@@ -133,7 +130,5 @@ def emit(name: str, **attributes: Any) -> None:
     span = _target_span()
     if span is None:
         return
-    clean: dict[str, AttributeValue] = {semconv.ATTR_EVENT_NAME: name}
-    for key, val in attributes.items():
-        clean[key] = val if isinstance(val, str | bool | int | float) else str(val)
-    span.add_event(semconv.EVENT_EMIT, clean)
+    primitive = {key: val if isinstance(val, str | bool | int | float) else str(val) for key, val in attributes.items()}
+    span.add_event(semconv.EVENT_EMIT, {semconv.ATTR_EVENT_NAME: name, **primitive})

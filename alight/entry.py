@@ -16,11 +16,8 @@ from typing import Any
 
 
 def load_target(target: str) -> Callable[..., Any]:
-    """Resolve "package.module:function" or "path/to/file.py:function" to the callable.
-
-    A file's folder goes on sys.path first, so the agent's sibling imports work
-    as they do under `python path/to/file.py`.
-    """
+    """Resolve "package.module:function" or "path/to/file.py:function" to the callable; a file's folder goes on
+    sys.path first, so the agent's sibling imports work as they do under `python path/to/file.py`."""
     module_ref, sep, attr = target.rpartition(":")
     if not sep or not module_ref or not attr:
         raise ValueError(f"target {target!r} must look like 'package.module:function' or 'path/to/file.py:function'")
@@ -64,11 +61,10 @@ def run_target(target: str) -> int:
 def freeze_imports() -> None:
     """Move every object that exists now (the agent's imports) out of the garbage collector's sight.
 
-    An attempt's process runs one rollout and exits, and the interpreter's exit collects garbage over
-    every tracked object: with `openai` and OpenTelemetry imported that walk alone is ~0.4 CPU-s here,
-    more than the rollout's own work for a short agent. Frozen objects are still freed by reference
-    counting and exit still runs atexit handlers and joins threads; only cycles among objects created
-    by the imports are never collected, which a process this short never misses (gc.freeze).
+    An attempt's process runs one rollout and exits, and exit collects garbage over every tracked object: with
+    `openai` and OpenTelemetry imported that walk alone is ~0.4 CPU-s, more than a short agent's own work. Frozen
+    objects are still freed by reference counting (atexit handlers and thread joins still run); only cycles among
+    the imports' objects are never collected, which a process this short never misses.
     """
     gc.freeze()  # no collection first: that would cost a full walk itself, for a little memory
 

@@ -80,14 +80,9 @@ def inherited_env(host: Mapping[str, str], inherit: Iterable[str] = (), *, defau
 
 
 def withheld_hint(output: str, withheld: Collection[str], limit: int = 5) -> str | None:
-    """A sentence naming the setting to fix when `output` names a host variable the agent was not given.
-
-    `withheld`: the names set where the runner runs that the agent's environment lacked.
-
-    The principle, not a list of error formats: any whole-word, case-sensitive mention of a withheld host
-    variable (KeyError: 'HF_TOKEN', "WANDB_API_KEY not set", $AWS_PROFILE) is worth one line of hint.
-    Names under three characters are skipped (they match ordinary words and symbols).
-    """
+    """A sentence naming the setting to fix when `output` names a variable of `withheld` (set where the runner runs,
+    missing from the agent's environment): any whole-word, case-sensitive mention (KeyError: 'HF_TOKEN', "WANDB_API_KEY
+    not set", $AWS_PROFILE), not a list of error formats. Names under three characters (ordinary words) are skipped."""
     names = {name for name in withheld if len(name) >= 3 and not reserved(name)}
     if not names or not output:
         return None
@@ -115,28 +110,26 @@ def otlp_traces_url(server_url: str) -> str:
     return f"{server_url.rstrip('/')}/v1/traces"
 
 
-def resource_attributes(rollout_id: str, attempt: int, mode: str) -> str:
-    """OTEL_RESOURCE_ATTRIBUTES value; values percent-encoded as the OpenTelemetry spec asks."""
-    pairs = {
+def resource_attributes(rollout_id: str, attempt: int, mode: str) -> dict[str, str]:
+    """Which rollout attempt a process works for: OTEL_RESOURCE_ATTRIBUTES, and the resource of the SDK's spans."""
+    return {
         semconv.RESOURCE_ROLLOUT_ID: rollout_id,
         semconv.RESOURCE_ATTEMPT: str(attempt),
         semconv.RESOURCE_MODE: mode,
     }
-    return ",".join(f"{key}={quote(value, safe='')}" for key, value in pairs.items())
 
 
 def attempt_env(start: AttemptStart, server_url: str, task_dir: str | Path | None = None) -> dict[str, str]:
     """The variables an attempt's process needs, to be laid over the runner's own environment.
 
-    `server_url` is the address the *agent* reaches the server at (it may differ
-    from the server's own idea of itself, e.g. inside a cluster); the gateway
-    and OTLP URLs are derived from it. A task whose JSON exceeds
-    TASK_INLINE_LIMIT is written to `task_dir` (default: the temp dir) and
-    passed as ALIGHT_TASK_FILE instead of ALIGHT_TASK.
+    `server_url` is the address the *agent* reaches the server at (it may differ from the server's own idea of itself,
+    e.g. inside a cluster); the gateway and OTLP URLs derive from it. A task whose JSON exceeds TASK_INLINE_LIMIT is
+    written to `task_dir` (default: the temp dir) and passed as ALIGHT_TASK_FILE instead of ALIGHT_TASK.
     """
     rollout = start.rollout
     server_url = server_url.rstrip("/")
     gateway = gateway_url(server_url, rollout.id, start.attempt)
+    resource = resource_attributes(rollout.id, start.attempt, rollout.mode.value)
     env = {
         ALIGHT_SERVER_URL: server_url,
         ALIGHT_ROLLOUT_ID: rollout.id,
@@ -150,7 +143,8 @@ def attempt_env(start: AttemptStart, server_url: str, task_dir: str | Path | Non
         ANTHROPIC_API_KEY: start.token,
         OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: otlp_traces_url(server_url),
         OTEL_EXPORTER_OTLP_TRACES_HEADERS: f"authorization={quote('Bearer ' + start.token, safe='')}",
-        OTEL_RESOURCE_ATTRIBUTES: resource_attributes(rollout.id, start.attempt, rollout.mode.value),
+        # Values percent-encoded, as the OpenTelemetry spec asks.
+        OTEL_RESOURCE_ATTRIBUTES: ",".join(f"{key}={quote(value, safe='')}" for key, value in resource.items()),
     }
     runner_env = rollout.runner.env if rollout.runner is not None else {}
     # The token must go only to alight; a rollout whose runner env names the variable has opted in.

@@ -223,7 +223,5 @@ def _per_task(
 
 def _rollouts_per_rule(events: Sequence[Event], kind: str) -> dict[str, int]:
     """rule -> how many rollouts have an event of `kind` with that rule (several attempts count once)."""
-    counts: Counter[str] = Counter()
-    for _, rule in {(e.rollout_id, str(e.payload.get("rule"))) for e in events if e.kind == kind}:
-        counts[rule] += 1
-    return dict(counts)
+    rollout_rules = {(e.rollout_id, str(e.payload.get("rule"))) for e in events if e.kind == kind}
+    return dict(Counter(rule for _, rule in rollout_rules))

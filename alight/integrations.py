@@ -1,9 +1,5 @@
-"""What the framework integrations share: their discovery, the gateway their clients call, long span values clipped.
-
-Integrations are found through the `alight.integrations` entry point. Each one points its framework's model
-client at the attempt's gateway (`gateway_endpoint`) and clips tool arguments and results on its spans
-(`clip_attribute`), so all of them do it alike.
-"""
+"""What the framework integrations share, so all of them do it alike: their discovery (the `alight.integrations`
+entry point), the gateway their model clients call, and tool arguments and results clipped on their spans."""
 
 from __future__ import annotations
 
@@ -24,10 +20,8 @@ def instrument_all() -> list[str]:
 
 
 def gateway_endpoint() -> tuple[str, str] | None:
-    """(base URL, API key) of this attempt's gateway for an OpenAI-style client; None outside a rollout.
-
-    The key is the attempt's token (any non-empty key where the controller gave none).
-    """
+    """(base URL, API key) of this attempt's gateway for an OpenAI-style client; None outside a rollout. The key is
+    the attempt's token (any non-empty key where the controller gave none)."""
     ctx = current() or AttemptContext.from_env()
     if ctx is None or not ctx.gateway_base_url:
         return None

@@ -1,12 +1,9 @@
 # pyright: strict
 """OpenTelemetry for a rollout: export spans to the server over OTLP/HTTP, propagate traceparent on model calls.
 
-alight never replaces an application's tracing. If the process already has an
-SDK TracerProvider, alight adds one span processor to it (the user's exporters
-keep working); otherwise it installs a provider of its own. Spans reach the
-server stamped with the rollout's resource attributes whatever resource the
-provider was built with, so a provider configured by the app still lands in
-the right rollout.
+alight never replaces an application's tracing: it adds one span processor to the process's SDK TracerProvider
+(else installs its own), and stamps the rollout's resource attributes on each span it exports, so spans of a
+provider the app configured still land in the right rollout.
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from alight import agent_header, semconv
+from alight import agent_header, envvars
 from alight.context import AttemptContext
 
 EXPORT_TIMEOUT_S = 10.0
@@ -67,9 +64,8 @@ class _StampingExporter(SpanExporter):
 class _RolloutRouter(SpanProcessor):
     """Added once per provider: sends each ended span to the exporter of the rollout whose trace it is in.
 
-    Spans of traces alight did not start are left to the application's own
-    processors: guessing would ship unrelated work (or, with a server in the
-    same process, the server's own request spans, in a loop) to the rollout.
+    Spans of traces alight did not start are left to the application's own processors: guessing would ship
+    unrelated work (or, with a server in the same process, the server's own request spans, in a loop) to the rollout.
     """
 
     def __init__(self) -> None:
@@ -93,22 +89,12 @@ class _RolloutRouter(SpanProcessor):
         return all(p.force_flush(timeout_millis) for p in set(self.by_trace.values()))
 
 
-def rollout_resource(ctx: AttemptContext) -> Resource:
-    return Resource(
-        {
-            semconv.RESOURCE_ROLLOUT_ID: ctx.rollout_id,
-            semconv.RESOURCE_ATTEMPT: str(ctx.attempt),
-            semconv.RESOURCE_MODE: ctx.mode,
-        }
-    )
-
-
-def _provider(ctx: AttemptContext) -> TracerProvider:
+def _provider(resource: dict[str, str]) -> TracerProvider:
     """The application's SDK provider if it has one, else ours, installed globally."""
     existing = trace.get_tracer_provider()
     if isinstance(existing, TracerProvider):
         return existing
-    ours = TracerProvider(resource=Resource.create(dict(rollout_resource(ctx).attributes)))
+    ours = TracerProvider(resource=Resource.create(resource))
     trace.set_tracer_provider(ours)
     # set_tracer_provider is once-only; if someone else won the race, use theirs when it is an SDK one.
     winner = trace.get_tracer_provider()
@@ -162,22 +148,22 @@ def start(ctx: AttemptContext) -> RolloutTelemetry:
     """Set up export for `ctx`'s rollout; spans go nowhere when the context has no OTLP endpoint."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+    resource = envvars.resource_attributes(ctx.rollout_id, ctx.attempt, ctx.mode)
     with _lock:
-        provider = _provider(ctx)
+        provider = _provider(resource)
         router = _router(provider)
     processor: SpanProcessor | None = None
     if ctx.otlp_traces_endpoint:
         headers = {"authorization": f"Bearer {ctx.token}"} if ctx.token else {}
         exporter = OTLPSpanExporter(endpoint=ctx.otlp_traces_endpoint, headers=headers, timeout=EXPORT_TIMEOUT_S)
-        processor = BatchSpanProcessor(_StampingExporter(exporter, rollout_resource(ctx)))
+        processor = BatchSpanProcessor(_StampingExporter(exporter, Resource(resource)))
     tracer = provider.get_tracer("alight")
     hold_http()
     return RolloutTelemetry(tracer=tracer, router=router, processor=processor)
 
 
-# W3C traceparent on outgoing HTTP: the gateway records the calling span of
-# every model call; and X-Alight-Agent when an integration named the calling
-# agent (agent_header.py), for routing. The OpenAI and Anthropic clients use httpx2, others httpx.
+# W3C traceparent on outgoing HTTP: the gateway records the calling span of every model call; and X-Alight-Agent
+# when an integration named the calling agent (agent_header.py), for routing. OpenAI and Anthropic use httpx2.
 _http_holders = 0
 _http_ours: list[object] = []  # instrumentors alight switched on (not ones the app already had on)
 

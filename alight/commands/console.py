@@ -15,13 +15,9 @@ LOG_WIDTH = 10_000
 
 
 def output_console(file: IO[str] | None = None, *, stderr: bool = False) -> Console:
-    """A Console on `file` (stdout, or stderr, when None).
-
-    On a terminal, rich fits what it prints to the window. Anywhere else (a pipe, a log file, a CI job) it
-    would assume 80 columns, or $COLUMNS, and squeeze a wider table into them: cells wrap and the last
-    columns lose their text. There nothing is squeezed or wrapped: a table keeps every column and a row its
-    line. Colour follows rich's own rules (FORCE_COLOR, NO_COLOR) either way.
-    """
+    """A Console on `file` (stdout, or stderr, when None) that fits a terminal's window; anywhere else rich would
+    assume 80 columns (or $COLUMNS) and wrap a wider table's cells and cut its last columns, so there it keeps every
+    column and a row its line. Colour follows rich's own rules (FORCE_COLOR, NO_COLOR) either way."""
     if _is_terminal(file if file is not None else sys.stderr if stderr else sys.stdout):
         return Console(file=file, stderr=stderr)
     return Console(file=file, stderr=stderr, width=LOG_WIDTH)
@@ -30,11 +26,9 @@ def output_console(file: IO[str] | None = None, *, stderr: bool = False) -> Cons
 def utf8_into_pipes() -> None:
     """stdout and stderr write UTF-8 when they are a pipe or a file, whatever the locale says.
 
-    Python encodes them in the locale's encoding: under latin-1 a `±` goes out as the lone byte 0xB1, which
-    every UTF-8 reader (a log viewer, CI, `less`) shows as a broken character, and under ASCII (PYTHONUTF8=0
-    in the C locale) the before/after table or `--help` stops the command with a UnicodeEncodeError. A
-    terminal keeps the locale's encoding (rich draws ASCII boxes there). PEP 686 makes UTF-8 Python's own
-    default from 3.15 on.
+    In the locale's encoding a `±` goes out under latin-1 as the lone byte 0xB1 (broken in every UTF-8 reader), and
+    under ASCII (PYTHONUTF8=0, C locale) the before/after table or `--help` stops with a UnicodeEncodeError. A
+    terminal keeps the locale's encoding (rich draws ASCII boxes there). PEP 686 makes UTF-8 the default from 3.15.
     """
     for stream in (sys.stdout, sys.stderr):
         if (

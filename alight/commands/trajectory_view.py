@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from alight.commands.console import output_console
-from alight.schemas import ModelCall, Reward, ToolSpan, Trajectory
+from alight.schemas import ToolSpan, Trajectory, TrajectoryCall
 
 PATH_SEP = " › "
 
@@ -18,28 +18,15 @@ def _clip(text: str, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def call_summary(call: ModelCall) -> str:
-    """What the model answered: text, or the tools it called; the error for a failed call."""
+def call_summary(joined: TrajectoryCall) -> str:
+    """What the model answered (the server read it from any API flavour): the tools it called, else its text; the
+    error for a failed call."""
+    call, output = joined.call, joined.output
     if call.error or call.status_code >= 400:
         return f"[red]{call.status_code} {_clip(call.error or '')}[/red]"
-    response = call.response or {}
-    for choice in response.get("choices") or []:  # chat / completions
-        message = choice.get("message") or {}
-        tools = [tc.get("function", {}).get("name") for tc in message.get("tool_calls") or []]
-        if tools:
-            return "calls " + ", ".join(str(t) for t in tools)
-        return _clip(str(message.get("content") or choice.get("text") or ""))
-    for item in response.get("output") or response.get("content") or []:  # responses / messages
-        if item.get("type") in ("function_call", "tool_use"):
-            return f"calls {item.get('name')}"
-        text = item.get("text") or "".join(p.get("text", "") for p in item.get("content") or [] if isinstance(p, dict))
-        if text:
-            return _clip(text)
-    return ""
-
-
-def _rewards(rewards: list[Reward]) -> str:
-    return ", ".join(f"{r.name or 'reward'}={r.value:g}" for r in rewards)
+    if output.tool_calls:
+        return "calls " + ", ".join(tool.name for tool in output.tool_calls)
+    return _clip(output.text)
 
 
 def _tool_text(span: ToolSpan) -> str:
@@ -79,9 +66,9 @@ def render_trajectory(trajectory: Trajectory, console: Console | None = None) ->
             str(call.seq),
             PATH_SEP.join(joined.span_path) or "[dim](no span)[/dim]",
             joined.agent_name or "",
-            f"{call.flavour.value}: {call_summary(call)}{flags}",
+            f"{call.flavour.value}: {call_summary(joined)}{flags}",
             tokens,
-            _rewards(joined.rewards),
+            ", ".join(f"{r.name or 'reward'}={r.value:g}" for r in joined.rewards),
         )
         add_tools(index)
     console.print(table)

@@ -1,9 +1,4 @@
-"""Shared wire schemas: what the server stores and serves, and what clients send.
-
-The server, the controller, the trainer and the SDK client all speak these
-models; the store keeps them durably. Field names are the JSON names. One
-module a concept; every name is importable from `alight.schemas` itself.
-"""
+"""Shared wire schemas: what the server stores and serves, and what clients send; field names are the JSON names."""
 
 from __future__ import annotations
 

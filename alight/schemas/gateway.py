@@ -30,10 +30,9 @@ class GatewayReplica(BaseModel):
 class GatewaySync(BaseModel):
     """What a gateway follows in the store, read at once: the pause, the policy version, rollout changes.
 
-    `changed` holds the ids of the rollouts changed after the `since_seq` asked for, up to and
-    including `rollout_seq` (oldest change first); None when that is not known in full (no
-    `since_seq`, or more changes than the read returns), so whatever was cached about rollouts
-    must be dropped.
+    `changed` holds the ids of the rollouts changed after the `since_seq` asked for, up to and including
+    `rollout_seq` (oldest change first); None when that is not known in full (no `since_seq`, or more changes than
+    the read returns), so whatever was cached about rollouts must be dropped.
     """
 
     pause: GatewayPause

@@ -52,18 +52,13 @@ class Mode(enum.StrEnum):
 
 
 class RunnerSpec(Strict):
-    """What the controller starts for an attempt.
+    """What the controller starts for an attempt: `entrypoint` ("module:function" or "path/to/file.py:function",
+    decorated with @alight.rollout) or `command` (any argv). `image` and `resources` (a container's
+    `{"requests": {...}, "limits": {...}}`) are for the Kubernetes runner.
 
-    Either `entrypoint` ("module:function" or "path/to/file.py:function",
-    decorated with @alight.rollout) or `command` (any argv). `image` is for
-    the Kubernetes runner, as is `resources` (a container's
-    `{"requests": {...}, "limits": {...}}`).
-
-    The agent's environment is the attempt contract (alight.envvars), `env`,
-    and only the host variables named: alight.envvars.DEFAULT_INHERIT_ENV
-    (PATH, LANG, LC_*, TZ, HOME, TMPDIR) plus `inherit_env` (names or glob
-    patterns; ALIGHT_* never passes). `env` values are stored encrypted and
-    answered as "***" by the API; only the controller starting the attempt sees them.
+    The agent's environment is the attempt contract (alight.envvars), `env`, and only the host variables named:
+    alight.envvars.DEFAULT_INHERIT_ENV plus `inherit_env`. `env` values are stored encrypted and answered as "***" by
+    the API; only the controller starting the attempt sees them.
     """
 
     entrypoint: str | None = None
@@ -131,8 +126,7 @@ class Rollout(BaseModel):
     policy_version: int
     created_at: datetime
     updated_at: datetime
-    # Monotonic per-store change counter: list?since_seq=N never misses a
-    # rollout that finished out of order.
+    # Monotonic per-store change counter: list?since_seq=N never misses a rollout that finished out of order.
     seq: int
     attempts: list[Attempt] = Field(default_factory=list)
 

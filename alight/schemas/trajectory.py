@@ -21,11 +21,8 @@ class ToolCallView(BaseModel):
 
 
 class CallOutput(BaseModel):
-    """What one model call answered, the same for chat, completions, responses and messages.
-
-    `finish_reason` uses the chat completions words: stop, length, tool_calls, content_filter
-    (None for a call that failed or was interrupted).
-    """
+    """What one model call answered, the same for chat, completions, responses and messages. `finish_reason` uses
+    the chat completions words: stop, length, tool_calls, content_filter (None for a failed or interrupted call)."""
 
     text: str = ""
     tool_calls: list[ToolCallView] = Field(default_factory=list)
