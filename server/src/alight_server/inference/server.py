@@ -32,7 +32,7 @@ from alight_server.inference.responses import (
     completion_body,
     completion_chunks,
 )
-from alight_server.inference.sampling import InvalidRequest, SamplingParams
+from alight_server.inference.sampling import InvalidRequest
 from alight_server.inference.weights import WeightsError
 
 VERSION_HEADER = "X-Alight-Policy-Version"
@@ -91,6 +91,10 @@ async def _failure(request: Request, exc: Exception) -> Response:
 
 def _headers(version: int) -> dict[str, str]:
     return {VERSION_HEADER: str(version)}
+
+
+def _event_stream(chunks: AsyncIterator[str], events: AsyncGenerator[TokenEvent, None], version: int) -> Response:
+    return StreamingResponse(closing(chunks, events), media_type="text/event-stream", headers=_headers(version))
 
 
 def _weak_endpoint(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -153,42 +157,36 @@ class InferenceRoutes:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     async def start(
-        self, prompt_ids: list[int], params: SamplingParams
-    ) -> tuple[TokenEvent, AsyncGenerator[TokenEvent, None]]:
-        """Submit and wait for the first token, so bad requests fail with a 400 before any bytes are sent."""
+        self, req: ChatCompletionRequest | CompletionRequest, prompt: Callable[[], list[int]], meta: dict[str, Any]
+    ) -> tuple[Answer, int, TokenEvent, AsyncGenerator[TokenEvent, None]]:
+        """Check `req`, submit its prompt and wait for the first token, so bad requests fail with a 400 before any
+        bytes are sent -> (the answer's `meta` completed, choices, first event, the events)."""
+        adapter = self.check_model(req.model)
+        params = req.sampling_params()
+        params.adapter = adapter
+        prompt_ids = prompt()
         events = self.engine.stream(prompt_ids, params)
-        return await anext(events), events
+        first = await anext(events)
+        meta.update(
+            created=int(time.time()), model=req.model, system_fingerprint=f"alight-policy-{first.policy_version}"
+        )
+        return Answer(meta, prompt_ids, self.fmt), params.n, first, events
 
     async def chat_completions(self, req: ChatCompletionRequest, request: Request) -> Any:
-        adapter = self.check_model(req.model)
-        params = req.sampling_params()
-        params.adapter = adapter
-        prompt_ids = self.render_chat(req)
-        first, events = await self.start(prompt_ids, params)
-        rid, created, version = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), first.policy_version
-        meta = {"id": rid, "created": created, "model": req.model, "system_fingerprint": f"alight-policy-{version}"}
-        answer = Answer(meta, prompt_ids, self.fmt)
+        meta = {"id": f"chatcmpl-{uuid.uuid4().hex}"}
+        answer, n, first, events = await self.start(req, lambda: self.render_chat(req), meta)
         if req.stream:
-            chunks = ChatChunks(req, params.n, answer).stream(first, events)
-            return StreamingResponse(closing(chunks, events), media_type="text/event-stream", headers=_headers(version))
-        per_choice = await collect(first, events, params.n, request)
-        return JSONResponse(chat_body(req, answer, per_choice), headers=_headers(version))
+            return _event_stream(ChatChunks(req, n, answer).stream(first, events), events, first.policy_version)
+        body = chat_body(req, answer, await collect(first, events, n, request))
+        return JSONResponse(body, headers=_headers(first.policy_version))
 
     async def completions(self, req: CompletionRequest, request: Request) -> Any:
-        adapter = self.check_model(req.model)
-        params = req.sampling_params()
-        params.adapter = adapter
-        prompt_ids = req.prompt_ids(self.tokenizer)
-        first, events = await self.start(prompt_ids, params)
-        rid, created, version = f"cmpl-{uuid.uuid4().hex}", int(time.time()), first.policy_version
-        meta = {"id": rid, "object": "text_completion", "created": created, "model": req.model,
-                "system_fingerprint": f"alight-policy-{version}"}  # fmt: skip
-        answer = Answer(meta, prompt_ids, self.fmt)
+        meta = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion"}
+        answer, n, first, events = await self.start(req, lambda: req.prompt_ids(self.tokenizer), meta)
         if req.stream:
-            chunks = completion_chunks(req, params.n, answer, first, events)
-            return StreamingResponse(closing(chunks, events), media_type="text/event-stream", headers=_headers(version))
-        per_choice = await collect(first, events, params.n, request)
-        return JSONResponse(completion_body(req, answer, per_choice), headers=_headers(version))
+            return _event_stream(completion_chunks(req, n, answer, first, events), events, first.policy_version)
+        body = completion_body(req, answer, await collect(first, events, n, request))
+        return JSONResponse(body, headers=_headers(first.policy_version))
 
     async def models(self) -> Any:
         engine = self.engine
