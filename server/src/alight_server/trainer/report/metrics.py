@@ -12,10 +12,8 @@ from alight_server.trainer.config.sections import MetricsConfig
 
 
 class MetricsLog:
-    """`log(step, {"train/reward_mean": 0.4, ...})` writes one record to every configured sink.
-
-    `resume=True` continues the tracker runs named in `OUTPUT_DIR/tracking.json` instead of starting new ones.
-    """
+    """`log(step, {"train/reward_mean": 0.4, ...})` writes one record to every configured sink. `resume=True`
+    continues the tracker runs named in `OUTPUT_DIR/tracking.json` instead of starting new ones."""
 
     def __init__(
         self,

@@ -41,9 +41,7 @@ def trained_config(step_folder: Path) -> dict[str, Any]:
 
 def export_policy(checkpoint: Path, model: str, out: Path) -> Path:
     """Write the checkpoint's policy as a Hugging Face folder `out` and return it; `model`: the new run's base.
-
-    ValueError when the checkpoint trained another base model or was written by another backend.
-    """
+    ValueError when the checkpoint trained another base model or was written by another backend."""
     from transformers import AutoTokenizer
 
     from alight_server.inference.models import load_policy, resolve_model
@@ -89,11 +87,8 @@ def init_model(checkpoint: Path, model: str, output_dir: Path) -> str:
 
 
 def checkpoint_adapter(checkpoint: Path, policy: str) -> dict[str, Any]:
-    """`policies.NAME.init_from`: the LoRA adapter a checkpoint trained, named as `adapter_weights` names tensors.
-
-    From a several-policies checkpoint the policy of the same name (or its only one); from a one-policy checkpoint
-    its adapter. A ValueError says what to change when the checkpoint holds no such adapter.
-    """
+    """`policies.NAME.init_from`: the LoRA adapter a checkpoint trained (from a several-policies one, the policy of
+    the same name or its only one), named as `adapter_weights` names tensors; ValueError when it holds none."""
     step_folder = checkpoint_folder(checkpoint)
     state = load_checkpoint(step_folder, optimizer=False)["trainer"]
     if "policies" in state:

@@ -45,7 +45,6 @@ class StartedPhase:
     """Rollouts created for one phase, not yet waited for."""
 
     ids: list[str]
-    mode: Mode
     started: float  # time.monotonic() at creation
     label: str  # what the display calls it: "step 3 rollouts", "validation before training"
 
@@ -57,9 +56,8 @@ def val_task_count(config: TrainConfig, splits: TaskSplits) -> int:
 
 
 def policy_scores(trajectories: Sequence[Trajectory], policies: Mapping[str, PolicyConfig]) -> dict[str, float]:
-    """`policy/<name>/val/score` (and `_se`) for each policy with a named reward: that reward scored as
-    `val/score` scores the final one (0 for a rollout without it, infra failures left out), and
-    `policy/<name>/val/rewarded`: how many rollouts reported it."""
+    """`policy/<name>/val/score` (and `_se`) for each policy with a named reward, scored as `val/score` scores the
+    final one, and `policy/<name>/val/rewarded`: how many rollouts reported it."""
     metrics: dict[str, float] = {}
     for name, policy in policies.items():
         if policy.reward is None:
@@ -95,7 +93,7 @@ class RunPhases:
             self.client, prefix, tasks, n, mode, cfg.agent, cfg.rollout_timeout_s, cfg.max_attempts,
             {"step": step, "run_dir": str(self.run_dir)},
         )  # fmt: skip
-        return StartedPhase([r.id for r in created], mode, started, label)
+        return StartedPhase([r.id for r in created], started, label)
 
     def start_train(self, step: int) -> StartedPhase:
         """The step's `tasks_per_step` next tasks, `group_size` rollouts each."""
@@ -113,15 +111,14 @@ class RunPhases:
         return self.start(f"{self.run_id}-val{step:05d}", tasks, n, Mode.VAL, step, label)
 
     def start_regressions(self, step: int) -> StartedPhase | None:
-        """The run's regression tasks once each, in val mode (never trained on); None while there are none."""
+        """The run's regression tasks once each, in val mode; None while there are none."""
         tasks = regression_tasks(self.run_dir)
         if not tasks:
             return None
         return self.start(f"{self.run_id}-reg{step:05d}", tasks, 1, Mode.VAL, step, f"regression tasks at step {step}")
 
     def start_suite(self, step: int, last: bool) -> StartedPhase | None:
-        """The frozen suite's tasks and the run's regression tasks, `samples_per_task` each, in val mode (never
-        trained on); None without a suite or when it is not due at `step`."""
+        """The frozen suite's tasks and the run's regression tasks, in val mode; None when no suite is due."""
         if self.suite is None or not self.suite.due(step, last):
             return None
         tasks = [*self.suite.tasks, *regression_tasks(self.run_dir)]
@@ -131,10 +128,8 @@ class RunPhases:
         )
 
     def paired_with_first(self, step: int, trajectories: list[Trajectory]) -> dict[str, float]:
-        """`val/score_gain` and `val/score_gain_se`: this validation's mean reward against the run's first,
-        paired by task (alight.evaluation `paired_difference`, as `alight eval` compares candidates), so the
-        before/after gain and the paired comparison printed under it carry one interval. {} for the first
-        validation (step 0), and after a resume (the first one's scores by task are not checkpointed)."""
+        """`val/score_gain` and `_se`: this validation's mean reward against the run's first, paired by task; {} for
+        the first one, and after a resume (the first one's scores by task are not checkpointed)."""
         # A validation's group ids are {run}-val{step}-t{index}: the index names the held-out task.
         by_task = {group.rpartition("-")[2]: scores for group, scores in scores_by_task(trajectories).items()}
         if step == 0:

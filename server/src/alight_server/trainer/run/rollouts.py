@@ -113,11 +113,9 @@ def wait_all(
     on_unclaimed: Callable[[float], None] | None = None,
     unclaimed_after_s: float = 30.0,
 ) -> list[Rollout]:
-    """Long-poll until every rollout is terminal; reports progress between polls.
-
-    `on_unclaimed(seconds)` is called once when none has finished and the first is still queued after
-    `unclaimed_after_s`: no controller is claiming attempts, and the run would otherwise wait silently.
-    """
+    """Long-poll until every rollout is terminal, reporting progress between polls. `on_unclaimed(seconds)` is
+    called once when none has finished and the first is still queued after `unclaimed_after_s`: no controller is
+    claiming attempts, and the run would otherwise wait silently."""
     finished: dict[str, Rollout] = {}
     pending = list(ids)
     started = time.monotonic()

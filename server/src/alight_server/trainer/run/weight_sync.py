@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,11 +22,8 @@ Weights = dict[str, torch.Tensor]
 
 
 class WeightTarget(Protocol):
-    """An inference server that loads new weights in place (`inference.vllm_weights.VllmWeights`).
-
-    One serving several policies also loads one LoRA adapter by name: `load_adapter(name, tensors, version)`,
-    the tensors in peft's naming (`peft.get_peft_model_state_dict`), asked for only when needed.
-    """
+    """An inference server that loads new weights in place (`inference.vllm_weights.VllmWeights`). One serving
+    several policies also has `load_adapter(name, tensors, version)`: tensors in peft's naming, asked when needed."""
 
     def load(self, weights: Callable[[], Weights], version: int) -> None: ...
 
@@ -40,29 +37,20 @@ class DrainReport:
     timed_out: bool  # calls were still running when the weights changed (let through and marked)
 
 
+@dataclass(eq=False)
 class WeightSync:
     """Pushes trainer weights into an in-process `InferenceEngine`, a `WeightTarget`, or to /admin/weights, or
     wraps a backend's own weight load (`paused`: verl syncs its replicas itself)."""
 
-    def __init__(
-        self,
-        client: AlightClient,
-        engine: Any = None,
-        inference_url: str | None = None,
-        inference_key: str | None = None,
-        drain_timeout_s: float = 120.0,
-        weights_dir: str | None = None,
-        target: WeightTarget | None = None,
-    ) -> None:
-        self.client = client
-        self.engine = engine
-        self.inference_url = inference_url
-        self.inference_key = inference_key
-        self.drain_timeout_s = drain_timeout_s
-        self.weights_dir = weights_dir
-        self.target = target
-        self.late_calls_allowed = False
-        self.last_drain: DrainReport | None = None
+    client: AlightClient
+    engine: Any = None
+    inference_url: str | None = None
+    inference_key: str | None = None
+    drain_timeout_s: float = 120.0
+    weights_dir: str | None = None
+    target: WeightTarget | None = None
+    late_calls_allowed: bool = field(default=False, init=False)
+    last_drain: DrainReport | None = field(default=None, init=False)
 
     def allow_late_calls(self, drain_timeout_s: float) -> None:
         """After `drain_timeout_s` update anyway instead of failing; calls still in flight are marked."""
@@ -74,11 +62,8 @@ class WeightSync:
         metadata: dict[str, Any] | None = None,
         policy: str | None = None,
     ) -> tuple[int, float]:
-        """Load `weights` (or what the function returns, asked only when needed: a LoRA adapter target never
-        asks) everywhere the gateway sends calls; returns (new policy version, seconds paused).
-
-        With `policy` the weights are that policy's LoRA adapter tensors, and only its calls are paused.
-        """
+        """Load `weights` (a function is asked only when needed) everywhere the gateway sends calls; with `policy`
+        they are its LoRA adapter's and only its calls pause. (new policy version, seconds paused)."""
 
         def get() -> Weights:
             return weights() if callable(weights) else weights
@@ -98,12 +83,8 @@ class WeightSync:
     def paused(
         self, load: Callable[[int], int | None], metadata: dict[str, Any] | None = None, policy: str | None = None
     ) -> tuple[int, float]:
-        """Run `load(next version)` with the gateway (or `policy`'s calls) paused and drained, then resume as that
-        policy version.
-
-        `load` may return the version the upstreams now serve (when it re-registers them); None: the next one.
-        Returns (new policy version, seconds paused).
-        """
+        """Run `load(next version)` with the gateway (or `policy`'s calls) paused and drained, then resume as the
+        version `load` returns (the upstreams' own, when it re-registers them) or else the next. (version, seconds)."""
         started = time.monotonic()
         version = int(self.client.pause_gateway(policy)["policy_version"]) + 1
         changed = False
@@ -132,9 +113,7 @@ class WeightSync:
     def _load_adapter(self, policy: str, tensors: Callable[[], Weights], version: int) -> None:
         """One policy's LoRA adapter into the engine, the weight target, or the inference server."""
         if self.target is not None:
-            load_adapter: Callable[[str, Callable[[], Mapping[str, torch.Tensor]], int], None] | None = getattr(
-                self.target, "load_adapter", None
-            )
+            load_adapter = getattr(self.target, "load_adapter", None)  # WeightTarget's docstring says how it is called
             if load_adapter is None:
                 raise ValueError(
                     f"the weight target {type(self.target).__name__} loads whole models only; it cannot update "

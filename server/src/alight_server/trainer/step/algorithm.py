@@ -46,10 +46,8 @@ def uniform_groups(
     rewards: torch.Tensor,  # (U,)
     group: torch.Tensor,  # (U,) int64
 ) -> torch.Tensor:  # (G,) bool
-    """Groups whose rewards are all equal (a group of one included): zero advantage, nothing to learn.
-
-    `uniform_groups(r, g)[g]` marks their rollouts, to skip or report.
-    """
+    """Groups whose rewards are all equal (a group of one included): zero advantage, nothing to learn;
+    `uniform_groups(r, g)[g]` marks their rollouts, to skip or report."""
     num_groups = int(group.max()) + 1 if group.numel() else 0
     rewards = rewards.to(torch.float32)
     low = torch.full((num_groups,), float("inf"), device=rewards.device).scatter_reduce(0, group, rewards, "amin")
@@ -104,10 +102,8 @@ def sft_loss(
     loss_mask: torch.Tensor,  # (R, T)
     weights: torch.Tensor,  # (R, T) token_mean weights of the whole batch (this micro-batch's slice)
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Supervised loss: the weighted negative log-likelihood of the trained tokens, and its metrics.
-
-    With `aggregation_weights(mask, rows, "token_mean")` this is the token-mean NLL of the batch.
-    """
+    """Supervised loss: the weighted negative log-likelihood of the trained tokens, and its metrics; with
+    `aggregation_weights(mask, rows, "token_mean")` the token-mean NLL of the batch."""
     mask = loss_mask > 0  # (R, T) bool
     zero = torch.zeros_like(logprobs)
     nll = -torch.where(mask, logprobs, zero)  # (R, T); where, not *: padding may hold -inf

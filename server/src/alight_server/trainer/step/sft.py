@@ -61,10 +61,8 @@ def passes(config: SftConfig, trajectory: Trajectory, rollout: Rollout | None) -
 def select_for_sft(
     trajectories: Sequence[Trajectory], rollouts: Mapping[str, Rollout], config: SftConfig
 ) -> tuple[list[Trajectory], dict[str, float]]:
-    """(the trajectories to fine-tune on, `sft/kept` and `sft/left_out` for the step's metrics).
-
-    A kept trajectory without a reward gets 0 in the batch: the builder wants one, and sft never reads it.
-    """
+    """(the trajectories to fine-tune on, `sft/kept` and `sft/left_out`). A kept trajectory without a reward gets
+    0 in the batch: the builder wants one, and sft never reads it."""
     kept = [
         t if t.final_reward is not None else t.model_copy(update={"final_reward": 0.0})
         for t in trajectories

@@ -45,9 +45,7 @@ def step_policies(
     status: Callable[[str], object] = lambda _: None,
 ) -> tuple[dict[str, float], int | None]:
     """Step and push every trainable policy with signal; (step metrics, the new global version or None).
-
-    `weights` / `policy_weights` (async training): each group's loss weight, for every policy / per policy.
-    """
+    `weights` / `policy_weights` (async training): each group's loss weight, for every policy / per policy."""
     if policies.named:
         split, metrics = split_by_policy(list(trajectories), config.policies)
     else:
@@ -89,11 +87,8 @@ def _policy_rows(
     decode: Callable[..., str],
     group_weights: dict[str, float] | None,
 ) -> tuple[SampleBatch, list[int], dict[str, float]]:
-    """One policy's rows for its step: (the batch, the rows it learns from, its sample metrics).
-
-    A policy-gradient policy skips the rows of uniform groups (equal rewards: no signal); `group_weights`
-    (async training) down-weights stale groups.
-    """
+    """One policy's rows for its step: (the batch, the rows it learns from, its sample metrics). A policy-gradient
+    policy skips the rows of uniform groups; `group_weights` (async training) down-weights stale groups."""
     own: dict[str, float] = {}
     batch, report = build_samples(trajectories, sample_config, decode=decode)
     batch, rendered = rows_for_step(batch, policy.algorithm)

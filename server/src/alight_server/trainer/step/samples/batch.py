@@ -19,8 +19,7 @@ class SampleBatch:
     input_ids: torch.Tensor  # (R, T) int64, right-padded with pad_token_id
     attention_mask: torch.Tensor  # (R, T) int64, 1 on real tokens
     loss_mask: torch.Tensor  # (R, T) float32, 1 on tokens the model generated (trained on)
-    # Recorded (gateway) logprob of input_ids[r, t] itself, so it pairs with
-    # logits[r, t - 1]; 0 where loss_mask is 0.
+    # Recorded (gateway) logprob of input_ids[r, t] itself, so it pairs with logits[r, t - 1]; 0 where loss_mask is 0.
     old_logprobs: torch.Tensor  # (R, T) float32
     step_returns: torch.Tensor  # (R, T) float32, step rewards to go of the call that produced the token; 0 elsewhere
     row_rollout: torch.Tensor  # (R,) int64, index into rollout_ids
@@ -75,11 +74,8 @@ def pad_rows(
     rollout_groups: list[str],
     pad_token_id: int,
 ) -> SampleBatch:
-    """Pad rows into tensors, vectorised: every list is converted once and scattered in one go.
-
-    Row-major order of the (R, T) masks is the order of the rows' tokens and of
-    their segments, so boolean-mask assignment places each flat array exactly.
-    """
+    """Pad rows into tensors, vectorised: every list is converted once and scattered in one go. Row-major order of
+    the (R, T) masks is the order of the rows' tokens and segments, so boolean-mask assignment places each exactly."""
     segments = [s for _, row in rows for s in row]
     lengths = np.array([row[-1].end for _, row in rows], dtype=np.int64)  # (R,)
     width = int(lengths.max()) if rows else 0

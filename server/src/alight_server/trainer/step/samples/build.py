@@ -42,13 +42,10 @@ class SampleConfig(SamplesConfig):
 def build_samples(
     trajectories: Sequence[Trajectory], config: SampleConfig | None = None, decode: Decode | None = None
 ) -> tuple[SampleBatch, BuildReport]:
-    """Turn trajectories (one attempt per rollout) into a `SampleBatch` and a `BuildReport`.
-
-    `decode` (e.g. `tokenizer.decode`) lets the break classifier tell retokenization from template drift.
-    """
-    # The builder makes many small objects while millions of token ids sit in
-    # live lists; each full collection would walk them all for nothing (the
-    # builder makes no reference cycles), costing up to half the build time.
+    """Turn trajectories (one attempt per rollout) into a `SampleBatch` and a `BuildReport`; `decode` (e.g.
+    `tokenizer.decode`) lets the break classifier tell retokenization from template drift."""
+    # The builder makes many small objects while millions of token ids sit in live lists; each full collection
+    # would walk them all for nothing (the builder makes no reference cycles), costing up to half the build time.
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -109,10 +106,8 @@ def merge_attempt(
 
 
 def prefix_breaks(trajectory: Trajectory, config: SampleConfig, decode: Decode | None = None) -> int:
-    """Prefix breaks in one attempt as the builder counts them: calls that start a row without being a new
-    conversation. The trajectory filter's `samples.max_prefix_breaks` counts with this, so a rollout it drops
-    for breaks is one the builder would have split.
-    """
+    """Prefix breaks in one attempt as the builder counts them (calls that start a row without being a new
+    conversation): the filter's `samples.max_prefix_breaks` counts with this, as the builder would split."""
     report = BuildReport(mode=config.mode)
     merge_attempt(trajectory, config, report, decode)
     return report.total_breaks

@@ -20,9 +20,8 @@ from alight_server.trainer.step.samples.report import BuildReport
 class Segment:
     """One call's generated tokens inside a row."""
 
-    # The recorded lists themselves, never copied: comparing Python lists is
-    # cheaper than converting every prompt to an array, and only the rows'
-    # final tokens are converted (when padding).
+    # The recorded lists themselves, never copied: comparing Python lists is cheaper than converting every prompt
+    # to an array, and only the rows' final tokens are converted (when padding).
     call: ModelCall
     prompt: list[int]  # (p,) the call's prompt ids
     response: list[int]  # (n,) ids the model produced

@@ -10,10 +10,8 @@ from alight_server.trainer.step.samples.breaks import BreakCause, BreakExample
 
 @dataclass
 class BuildReport:
-    """Counts for one `build_samples` call.
-
-    Every model call lands in exactly one place: `calls == calls_used + sum(dropped_calls.values())`.
-    """
+    """Counts for one `build_samples` call. Every model call lands in exactly one place:
+    `calls == calls_used + sum(dropped_calls.values())`."""
 
     mode: str
     trajectories: int = 0
