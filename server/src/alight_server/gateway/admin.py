@@ -18,24 +18,17 @@ from alight_server.policies.versions import bump_metadata, own_version
 router = APIRouter(tags=["gateway admin"])
 
 
-# Several policies: the one policy whose calls a pause, drain or resume is about; None: every call.
-PolicyField = Field(default=None, min_length=1, max_length=200)
-
-
-class PauseRequest(BaseModel):
+class PauseRequest(BaseModel):  # drain and resume bodies extend it
     model_config = ConfigDict(extra="forbid")
-    policy: str | None = PolicyField
+    # Several policies: the one policy whose calls a pause, drain or resume is about; None: every call.
+    policy: str | None = Field(default=None, min_length=1, max_length=200)
 
 
-class DrainRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class DrainRequest(PauseRequest):
     timeout_s: float = Field(default=60.0, gt=0, le=3600)
-    policy: str | None = PolicyField
 
 
-class ResumeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    policy: str | None = PolicyField
+class ResumeRequest(PauseRequest):
     # The version the upstreams now serve; defaults to one past the current when weights changed.
     policy_version: int | None = Field(default=None, ge=0)
     weights_changed: bool = False

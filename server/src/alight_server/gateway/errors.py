@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from alight_server.gateway.reply import Reply
+from alight_server.gateway.reply import Reply, sse
 from alight_server.http.error_types import error_body, error_type
 
 
@@ -42,6 +42,4 @@ class GatewayError(Exception):
 
     def sse(self, anthropic: bool = False) -> bytes:
         """The error as one server-sent event, for failures after a stream has begun."""
-        if anthropic:
-            return b"event: error\ndata: " + orjson.dumps(self.body(True)) + b"\n\n"
-        return b"data: " + orjson.dumps(self.body()) + b"\n\n"
+        return sse(self.body(anthropic), "error" if anthropic else None)

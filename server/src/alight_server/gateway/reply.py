@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mutab
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
@@ -39,6 +41,12 @@ def _raw_headers(reply: Reply) -> list[tuple[bytes, bytes]]:
     if reply.headers:
         raw.extend((k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers.items())
     return raw
+
+
+def sse(data: dict[str, Any], event: str | None = None) -> bytes:
+    """One server-sent event."""
+    head = f"event: {event}\n".encode() if event else b""
+    return head + b"data: " + orjson.dumps(data) + b"\n\n"
 
 
 async def send_reply(reply: Reply, receive: Receive, send: Send) -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-import orjson
-
 from alight.schemas import ApiFlavour
 from alight_server.gateway.flavours.assemble import ChatAssembler, CompletionAssembler
 
@@ -56,8 +54,3 @@ class ChatUpstream:
 
     def assembler(self) -> ChatAssembler:
         return ChatAssembler()
-
-
-def sse(data: dict[str, Any], event: str | None = None) -> bytes:
-    head = f"event: {event}\n".encode() if event else b""
-    return head + b"data: " + orjson.dumps(data) + b"\n\n"

@@ -10,9 +10,9 @@ from typing import Any
 
 import orjson
 
-from alight_server.gateway.flavours.base import sse
 from alight_server.gateway.flavours.chat_wire import first_choice, first_choice_deltas, tool_call_deltas
 from alight_server.gateway.flavours.reasoning import Piece, ThinkSplitter, split_message
+from alight_server.gateway.reply import sse
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use"}
 

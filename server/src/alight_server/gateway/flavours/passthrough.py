@@ -7,7 +7,8 @@ from typing import Any
 from alight.schemas import ApiFlavour
 from alight_server.gateway.errors import GatewayError
 from alight_server.gateway.flavours.assemble import CompletionAssembler
-from alight_server.gateway.flavours.base import ChatUpstream, sse
+from alight_server.gateway.flavours.base import ChatUpstream
+from alight_server.gateway.reply import sse
 
 DONE = b"data: [DONE]\n\n"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from alight_server.gateway.flavours.base import sse
 from alight_server.gateway.flavours.chat_wire import first_choice, first_choice_deltas, tool_call_deltas
 from alight_server.gateway.flavours.reasoning import Piece, ThinkSplitter, split_message
 from alight_server.gateway.flavours.responses_items import (
@@ -15,6 +14,7 @@ from alight_server.gateway.flavours.responses_items import (
     namespaced_tools,
     reasoning_item,
 )
+from alight_server.gateway.reply import sse
 
 
 class ResponsesStream:
