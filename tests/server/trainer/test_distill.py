@@ -14,7 +14,7 @@ from samples_fixtures import model_call, trajectory
 from alight_server.inference.models import load_policy
 from alight_server.stacks.opening import TrainingStacks
 from alight_server.trainer.backends.embedded import EmbeddedBackend, make_embedded_backend
-from alight_server.trainer.backends.teacher import Teacher, score_batch
+from alight_server.trainer.backends.teacher import score_batch
 from alight_server.trainer.config.algorithm import AlgorithmConfig, DistillConfig
 from alight_server.trainer.config.policies import ResolvedPolicy
 from alight_server.trainer.config.sections import LoraConfig, OptimizerConfig
@@ -154,7 +154,7 @@ def test_distill_steps_bring_the_student_closer_to_its_teacher(tiny_config, tmp_
     )
     backend = make_embedded_backend(config)  # loads the teacher as the inference side loads a model
     assert backend.teacher is not None
-    student, teacher = backend.model, backend.teacher.model
+    student, teacher = backend.model, backend.teacher
     prompts = torch.randint(3, 200, (16, 6), generator=torch.Generator().manual_seed(0))
     before = reverse_kl(student, teacher, prompts)
     for step in range(4):
@@ -170,7 +170,7 @@ def test_distill_steps_bring_the_student_closer_to_its_teacher(tiny_config, tmp_
 def test_the_teacher_scores_the_recorded_tokens_as_its_own_forward_does() -> None:
     model, _ = load_policy("tiny", device="cpu")
     batch = batch_for(model)
-    teacher_logprobs, metrics = score_batch(Teacher("tiny", model), batch, token_budget=22)
+    teacher_logprobs, metrics = score_batch(model, batch, token_budget=22)
     assert teacher_logprobs is not None
     # the batch's recorded logprobs are this very model's: the teacher agrees, and the reverse KL is 0
     assert torch.allclose(teacher_logprobs, batch.old_logprobs, atol=1e-5)

@@ -228,7 +228,7 @@ def test_a_training_step_trains_the_group_a_person_accepted_at_a_later_step(
 
     edge: Any = None  # the parts train_step hands on to the update only
     tokenizer = SimpleNamespace(pad_token_id=0, decode=str)
-    live = Started(edge, client, edge, Source(), edge, tokenizer, edge, edge, quarantine())  # type: ignore[arg-type]
+    live = Started(edge, edge, Source(), edge, tokenizer, edge, edge, quarantine())  # type: ignore[arg-type]
     display = RunDisplay(2, enabled=False)
     first, _ = train_step(live, tiny_config(), 0, 0, display)
     decide(live_server, flagged[0].id, "accept")

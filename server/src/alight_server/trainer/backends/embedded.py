@@ -33,7 +33,7 @@ from alight_server.trainer.backends.accumulation import (
 from alight_server.trainer.backends.devices import pick_dtype
 from alight_server.trainer.backends.distributed import World, join, parallelize, unwrap
 from alight_server.trainer.backends.heap import release_freed_memory
-from alight_server.trainer.backends.teacher import Teacher, load_teacher, score_batch
+from alight_server.trainer.backends.teacher import load_teacher, score_batch
 from alight_server.trainer.backends.weights import adapter_weights, frozen_copy, load_adapter, merged_weights, with_lora
 from alight_server.trainer.config.sections import LoraConfig, OptimizerConfig
 from alight_server.trainer.run.weight_sync import WeightSync
@@ -57,7 +57,7 @@ class EmbeddedBackend:
         algorithm: AlgorithmConfig,
         lora: LoraConfig | None = None,
         world: World | None = None,
-        teacher: Teacher | None = None,
+        teacher: Any = None,  # load_teacher's frozen model
     ) -> None:
         if algorithm.distill is not None and teacher is None:
             raise ValueError(f"algorithm.distill needs its teacher {algorithm.distill.teacher!r} loaded: pass teacher=")
@@ -82,7 +82,6 @@ class EmbeddedBackend:
         )
         self.updates = 0
 
-    # -- one RL step ---------------------------------------------------------------------------
     def step(self, batch: SampleBatch) -> dict[str, float]:
         """Train on one batch of rows; returns averaged loss metrics plus update counts."""
         self.world.announce("step", batch)
@@ -168,7 +167,6 @@ class EmbeddedBackend:
         self.updates += 1
         return norm
 
-    # -- weights out ---------------------------------------------------------------------------
     def push_weights(self, sync: WeightSync, metadata: dict[str, Any]) -> tuple[int, float]:
         """Merged weights into inference, asked for only when the target needs them (a vLLM LoRA target takes
         the adapter alone, so merged weights are never built)."""
@@ -186,7 +184,6 @@ class EmbeddedBackend:
         """Start from another adapter (`policies.NAME.init_from`); the optimizer's state is untouched."""
         load_adapter(self.model, self.adapter_weights(), tensors, self.device)
 
-    # -- checkpoints ---------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Trainable weights and optimizer state by parameter name (whole, also under FSDP2: a run can resume on
         another world size or strategy), and the update count."""
@@ -220,7 +217,6 @@ class EmbeddedBackend:
                            optim_state_dict=state["optimizer"], options=options)  # fmt: skip
         self.updates = int(state["updates"])
 
-    # -- ranks ---------------------------------------------------------------------------------
     def follow(self) -> None:
         """On ranks other than 0: run rank 0's commands until it closes."""
         while True:

@@ -28,11 +28,7 @@ def with_lora(model: Any, lora: LoraConfig) -> Any:
 
 def frozen_copy(model: Any) -> Any:
     """A copy of `model` in eval mode with no parameter trained (the KL reference)."""
-    reference = copy.deepcopy(model)
-    reference.eval()
-    for p in reference.parameters():
-        p.requires_grad_(False)
-    return reference
+    return copy.deepcopy(model).eval().requires_grad_(False)
 
 
 def merged_weights(model: Any, lora: LoraConfig | None, world: World) -> dict[str, torch.Tensor]:

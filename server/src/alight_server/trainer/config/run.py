@@ -105,11 +105,6 @@ class TrainConfig(Section):
                                  "letter or digit: it is the model name the policy is served as")  # fmt: skip
         return policies
 
-    @model_validator(mode="after")
-    def _policies_routed(self) -> TrainConfig:
-        check_policies(self.policies, self.routing, self.model, self.lora, self.trainer.backend)
-        return self
-
     def gateway_routing(self) -> GatewayRouting | None:
         """The gateway's routing for this run; None with one policy (the gateway's path is then today's)."""
         return gateway_routing(self.policies, self.routing)
@@ -119,8 +114,9 @@ class TrainConfig(Section):
         return resolve_policies(self.policies, self.model, self.lora, self.optimizer, self.algorithm)
 
     @model_validator(mode="after")
-    def _judge_is_frozen(self) -> TrainConfig:
-        name = self.judge.model if self.judge is not None else None
+    def _policies_routed(self) -> TrainConfig:
+        check_policies(self.policies, self.routing, self.model, self.lora, self.trainer.backend)
+        name = self.judge.model if self.judge is not None else None  # the judge is a frozen policy
         if name is not None and (name not in self.policies or self.policies[name].trainable):
             raise ValueError(
                 f"judge.model {name!r} must name a policy of this run with trainable: false (a frozen role the "

@@ -125,7 +125,6 @@ class VerlBackend:
             replicas=self.replicas,
         )
 
-    # -- one RL step ---------------------------------------------------------------------------
     def step(self, batch: SampleBatch) -> dict[str, float]:
         from verl.utils import tensordict_utils as tu
         from verl.utils.metric import reduce_metrics
@@ -162,14 +161,12 @@ class VerlBackend:
         out["updates"] = float(algorithm.updates_per_batch)
         return out | distill
 
-    # -- weights out ---------------------------------------------------------------------------
     def push_weights(self, sync: WeightSync, metadata: dict[str, Any]) -> tuple[int, float]:
         if self.upstreams is None:
             self.attach(sync.client)
         assert self.upstreams is not None
         return self.upstreams.sync(sync, lambda: self.checkpoints.update_weights(self.updates), metadata)
 
-    # -- checkpoints ---------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """verl writes the FSDP shards and optimizer itself; the checkpoint keeps where, and the update count."""
         folder = Path(self.verl.trainer.default_local_dir) / f"global_step_{self.updates}" / "actor"

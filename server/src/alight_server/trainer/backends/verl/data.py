@@ -1,9 +1,8 @@
 """SampleBatch -> verl's DataProto: the recorded tokens as a left-padded prompt and a right-padded response.
 
-verl trains a row as prompt + response. A row's prompt is everything before its first trained
-token; its response is the rest, context tokens inside it (tool results, user turns) kept with
-response mask 0, exactly as verl's own multi-turn rollouts lay them out. Every id, mask and
-logprob is copied from the batch; nothing is retokenized.
+A row's prompt is everything before its first trained token; its response is the rest, context tokens inside it
+(tool results, user turns) kept with response mask 0, as verl's own multi-turn rollouts lay them out. Every id,
+mask and logprob is copied from the batch; nothing is retokenized.
 """
 # pyright: reportMissingImports=false
 # (verl and omegaconf live in their own venv, .venv-verl; the type check runs in .venv)
@@ -23,10 +22,7 @@ from alight_server.trainer.step.samples import SampleBatch
 @dataclass(frozen=True)
 class RowKey:
     """verl's `uid` of one row: its group (verl groups rows by uid) and rollout, so each rollout counts once.
-
-    `rowless_rewards` are the rewards of the group's rollouts that produced no row (every call
-    filtered out): they still count in the group's statistics, as on the embedded backend.
-    """
+    `rowless_rewards`: the group's rollouts that produced no row still count in its statistics."""
 
     group: str
     rollout: str
