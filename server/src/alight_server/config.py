@@ -29,9 +29,11 @@ def _check_person_key(key: str, role: PersonRole, admin_key: str | None, where: 
         raise ValueError(f"a {role} key in {where} is the admin key; a {role} key must differ from it")
 
 
-def read_key_file(path: Path, role: PersonRole, admin_key: str | None) -> list[str]:
-    """The keys of a viewer or reviewer key file, one a line; blank lines and # comments skipped. ValueError names
-    the file."""
+def read_key_file(path: Path | None, role: PersonRole, admin_key: str | None) -> list[str]:
+    """The keys of a viewer or reviewer key file (none without one), one a line; blank lines and # comments
+    skipped. ValueError names the file."""
+    if path is None:
+        return []
     try:
         lines = path.expanduser().read_text().splitlines()
     except OSError as exc:
@@ -197,15 +199,11 @@ class ServerConfig(BaseModel):
 
     def all_viewer_keys(self) -> tuple[str, ...]:
         """viewer_keys and the lines of viewer_key_file (read when called: the app reads it once, at start)."""
-        if self.viewer_key_file is None:
-            return tuple(self.viewer_keys)
         return (*self.viewer_keys, *read_key_file(self.viewer_key_file, "viewer", self.admin_key))
 
     def all_reviewer_keys(self) -> tuple[str, ...]:
         """reviewer_keys and the lines of reviewer_key_file, none of them a viewer key (read when called)."""
-        keys = tuple(self.reviewer_keys)
-        if self.reviewer_key_file is not None:
-            keys = (*keys, *read_key_file(self.reviewer_key_file, "reviewer", self.admin_key))
+        keys = (*self.reviewer_keys, *read_key_file(self.reviewer_key_file, "reviewer", self.admin_key))
         _distinct_roles(self.all_viewer_keys(), keys)
         return keys
 

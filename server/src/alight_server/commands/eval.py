@@ -96,7 +96,7 @@ def register(app: typer.Typer) -> None:
         from alight_server.redaction.redactor import redact_for_people
 
         if benchmark is not None:
-            raise typer.Exit(_benchmark(config, settings, benchmark, limit, name, output_dir))
+            return _benchmark(config, settings, benchmark, limit, name, output_dir)
         if against or variants or checkpoints or baseline is not None:
             if into_run or traces is not None:
                 raise exit_with(
@@ -250,29 +250,24 @@ def _score_traces(config: Any, run_id: str, db: str | None, admin_key: str | Non
 
 
 def _benchmark(config: Path | None, settings: list[str] | None, spec: str, limit: int | None, name: str | None,
-               output_dir: Path | None) -> int:  # fmt: skip
+               output_dir: Path | None) -> None:  # fmt: skip
     """`--benchmark`: the benchmark's tasks on CONFIG's policy; prints its score and table, writes report.json."""
     from alight_server.evaluation.benchmark import load_benchmark, run_benchmark
     from alight_server.redaction.redactor import redact_for_people
-    from alight_server.trainer.config.run import ConfigError, load_config
 
     if config is None:
-        typer.echo("alight eval --benchmark: name the CONFIG whose policy answers (its model and inference)", err=True)
-        return 2
+        raise exit_with("alight eval --benchmark: name the CONFIG whose policy answers (its model and inference)", 2)
+    train_config = training_config(config, parse_settings(settings), "alight eval", "alight eval: ")
     try:
-        train_config = load_config(config, parse_settings(settings))
         load_benchmark(spec)  # a wrong name fails before any model loads
-    except (ConfigError, ValueError, RuntimeError) as exc:
-        typer.echo(f"alight eval: {exc}", err=True)
-        return 2
+    except (ValueError, RuntimeError) as exc:
+        raise exit_with(f"alight eval: {exc}", 2) from exc
     folder = eval_folder(train_config, config, name or f"{spec.replace(':', '-').replace(',', '_')}-"
                          f"{time.strftime('%Y%m%d-%H%M%S')}", output_dir, False)  # fmt: skip
     try:
         report = run_benchmark(train_config, spec, limit, folder)
-    except (RuntimeError, ValueError, FileNotFoundError) as exc:
-        typer.echo(redact_for_people(f"alight eval: {exc}"), err=True)  # a checker's error may quote an answer
-        return 1
+    except (RuntimeError, ValueError, FileNotFoundError) as exc:  # a checker's error may quote an answer
+        raise exit_with(redact_for_people(f"alight eval: {exc}")) from exc
     typer.echo("\n".join(report.lines()))
     (folder / "report.json").write_text(json.dumps(report.as_dict(), indent=2))
     typer.echo(f"evaluation folder: {folder} (its store alight.db, logs/, report.json)")
-    return 0

@@ -15,30 +15,11 @@ from typing import Annotated
 
 import typer
 
-from alight.commands.options import (
-    AdminKeyOption,
-    RequiredAdminKeyOption,
-    RequiredServerOption,
-    ServerOption,
-    TrainingConfigOption,
-)
-
-__all__ = [  # with the SDK's own, which the server's commands share with `alight run` and `alight logs`
-    "DEFAULT_DB",
-    "AdminKeyOption",
-    "DbOption",
-    "JsonOption",
-    "LogLevelOption",
-    "LogsDirsOption",
-    "ModelOption",
-    "RequiredAdminKeyOption",
-    "RequiredServerOption",
-    "RunDirOption",
-    "ServerConfigOption",
-    "ServerOption",
-    "SettingsOption",
-    "TrainingConfigOption",
-]
+from alight.commands.options import AdminKeyOption as AdminKeyOption
+from alight.commands.options import RequiredAdminKeyOption as RequiredAdminKeyOption
+from alight.commands.options import RequiredServerOption as RequiredServerOption
+from alight.commands.options import ServerOption as ServerOption
+from alight.commands.options import TrainingConfigOption as TrainingConfigOption
 
 DEFAULT_DB = "sqlite:///.alight/alight.db"
 

@@ -23,7 +23,6 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
@@ -218,7 +217,7 @@ class Controller:
                 status,
                 attempt.handle,
                 stopped,
-                self._log_tail(attempt),
+                lambda max_bytes: self.runner.log_tail(attempt.handle, max_bytes),
                 lambda: self.runner.withheld_env(attempt.handle),
             )
         if not attempt.log_uploaded:
@@ -227,9 +226,6 @@ class Controller:
             return  # not acknowledged: keep it, report again next tick
         self.runner.release(attempt.handle)
         del self._attempts[attempt.handle]
-
-    def _log_tail(self, attempt: _Attempt) -> Callable[[int], str]:
-        return lambda max_bytes: self.runner.log_tail(attempt.handle, max_bytes)
 
     def _upload_log(self, attempt: _Attempt) -> None:
         text = self.runner.log_tail(attempt.handle, self.log_tail_bytes)

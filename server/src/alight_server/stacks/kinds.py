@@ -70,7 +70,6 @@ class EmbeddedStack:
         self.engine = engine
         self.preload = preload
         self.run_agents = run_agents  # False: no controller (`alight run` starts its one agent itself)
-        self.routing = routing  # several policies (routing.py); None: one, the gateway's path unchanged
         self._runner: Any = None  # the LocalRunner, closed after the controller
         self.vllm = vllm
         self._check_policy()
@@ -131,7 +130,8 @@ class EmbeddedStack:
         return self
 
     def _start_controller(self) -> None:
-        from alight_server.controller import Controller, LocalRunner
+        from alight_server.controller.local import LocalRunner
+        from alight_server.controller.loop import Controller
 
         # Agents die with this process (a kill -9 included); any an earlier, killed run left are
         # reaped here, so the controller settles their attempts as infra losses and retries them.

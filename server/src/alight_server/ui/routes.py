@@ -10,7 +10,7 @@ from alight.attempt_logs import LOG_EVENT_KIND
 from alight.evaluation import REWARD_HACKING
 from alight.schemas import JUDGEMENT, FailureKind, Mode, RolloutState
 from alight_server.http.deps import ReaderDep, RedactionDep, StoreDep, viewer_copy
-from alight_server.redaction.views import redact_run, redact_trajectory
+from alight_server.redaction.views import redact_rollout, redact_run, redact_trajectory
 from alight_server.store.browse import RolloutFilter
 from alight_server.trajectories.join import build_trajectory
 from alight_server.ui import health, samples, summaries, tokens
@@ -90,17 +90,14 @@ def rollout_view(
     gate_violations = [{"attempt": e.attempt, **e.payload} for e in gates]
     # the judge's calls on this attempt (trainer/judge): beside the rollout, never among its model calls
     judgements = [e.payload for e in store.list_events(rollout_id, attempt=trajectory.attempt, kind=JUDGEMENT)]
-    shown = rollout.model_dump(mode="json")
     if redaction is not None:
+        rollout = redact_rollout(redaction, rollout)
         trajectory = redact_trajectory(redaction, trajectory)
-        shown["task"] = redaction.redact_json(shown["task"])
-        for row in shown["attempts"]:  # an attempt's message can quote what failed
-            row["message"] = redaction.redact(row["message"]) if row.get("message") else row.get("message")
         log = redaction.redact(log) if log is not None else None
         gate_violations = redaction.redact_json(gate_violations)
         judgements = redaction.redact_json(judgements)
     return {
-        "rollout": shown,
+        "rollout": rollout.model_dump(mode="json"),
         "run_id": run.id if (run := samples.run_of(store, rollout)) else None,
         "policies": list(samples.run_policies(run.config if run else None)),  # config order: the policies' colours
         "trajectory": trajectory.model_dump(mode="json"),

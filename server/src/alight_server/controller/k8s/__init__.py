@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-from alight_server.controller.k8s.classify import Limits
-from alight_server.controller.k8s.images import ImageScan
-from alight_server.controller.k8s.kube import INSTALL_HINT, load_configuration
-from alight_server.controller.k8s.manifest import JobTemplate
-from alight_server.controller.k8s.preflight import PERMISSIONS, preflight
-from alight_server.controller.k8s.runner import KubernetesRunner
-
-__all__ = [
-    "INSTALL_HINT",
-    "PERMISSIONS",
-    "ImageScan",
-    "JobTemplate",
-    "KubernetesRunner",
-    "Limits",
-    "load_configuration",
-    "preflight",
-]
+from alight_server.controller.k8s.classify import Limits as Limits
+from alight_server.controller.k8s.images import ImageScan as ImageScan
+from alight_server.controller.k8s.kube import load_configuration as load_configuration
+from alight_server.controller.k8s.manifest import JobTemplate as JobTemplate
+from alight_server.controller.k8s.preflight import PERMISSIONS as PERMISSIONS
+from alight_server.controller.k8s.preflight import preflight as preflight
+from alight_server.controller.k8s.runner import KubernetesRunner as KubernetesRunner
