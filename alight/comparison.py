@@ -30,12 +30,11 @@ def paired_difference(
     baseline: Mapping[str, Sequence[float]], candidate: Mapping[str, Sequence[float]]
 ) -> tuple[float, float, int]:
     """candidate - baseline over the tasks both have samples of: the mean of the per-task differences of means, its
-    paired standard error stdev(differences) / sqrt(tasks), and how many tasks were paired.
+    paired standard error stdev(differences) / sqrt(tasks), and how many tasks were paired (NaN difference without a
+    shared task; NaN error with fewer than two).
 
     Pairing removes what the two share: an easy task is easy for both, so the per-task differences vary far less
-    than either candidate's scores, and the error is `mean_and_error`'s clustered error of those differences (one
-    cluster per task). With the same samples per task the mean difference is the difference of the two means.
-    NaN difference without a shared task; NaN error with fewer than two.
+    than either candidate's scores. With the same samples per task the mean difference is the difference of means.
     """
     differences = {
         task: [statistics.fmean(candidate[task]) - statistics.fmean(samples)]
@@ -154,9 +153,9 @@ def cost_per_success(
 
 
 def compare_reports(baseline: EvalReport, candidate: EvalReport, names: tuple[str, str]) -> Comparison:
-    """`candidate` against `baseline`, paired by task, each of PAIRED_METRICS and the cost per success. Raises ValueError when the reports
-    have no per-task results (written before they were kept) or a task of both differs in content (not the same
-    task list: another dataset, seed or validation.max_tasks)."""
+    """`candidate` against `baseline`, paired by task, each of PAIRED_METRICS and the cost per success. ValueError when
+    a report has no per-task results (an older one) or a task of both differs in content (not the same task list:
+    another dataset, seed or validation.max_tasks)."""
     for name, report in zip(names, (baseline, candidate), strict=True):
         if not report.per_task:
             raise ValueError(f"{name}: the report has no per-task results to pair (none scored, or an older report)")

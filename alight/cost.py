@@ -1,9 +1,8 @@
-"""What rollouts cost: tokens by direction, model-seconds, sandbox-seconds and money from a price table
-(`prices:` in a train config), and the cost per successful task and per accepted patch.
+"""What rollouts cost: tokens, model-seconds, sandbox-seconds and money from a price table (`prices:` in a train
+config), and the cost per successful task and per accepted patch (what each is made of: docs/training.md, "Cost").
 
 One function, `cost_summary`, makes these numbers for `alight eval`'s report, each training step's metrics
-(`cost/...`) and the dashboard's run page, so the three never disagree. What each number is made of, and what
-counts as a success and as an accepted patch: docs/training.md, "Cost".
+(`cost/...`) and the dashboard's run page, so the three never disagree.
 """
 
 from __future__ import annotations
@@ -66,7 +65,7 @@ class Cost:
 
 
 def rollout_cost(trajectory: Trajectory, rollout: Rollout | None, prices: Prices | None) -> Cost:
-    """The cost of the trajectory's attempt (module docstring, 1-4); its sandbox time from `rollout`'s record of
+    """The cost of the trajectory's attempt (docs/training.md, "Cost"); its sandbox time from `rollout`'s record of
     that attempt (0 when the attempt has not ended, or without the rollout)."""
     cost = Cost()
     for tc in trajectory.calls:

@@ -73,12 +73,8 @@ class _Run:
         """`sys.exit(0)` inside the agent is a success, anything else raised a failure."""
         if isinstance(exc, SystemExit) and exc.code in (0, None):
             self.succeeded(None)
-        else:
-            self.failed(exc)
-
-    def failed(self, exc: BaseException) -> None:
-        # record_exception stores type, message and the formatted traceback.
-        self.span.record_exception(exc, escaped=True)
+            return
+        self.span.record_exception(exc, escaped=True)  # its type, message and formatted traceback
         self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
 
     def leave(self) -> None:

@@ -1,13 +1,9 @@
-"""The baseline report of a set of rollouts: success and mean reward with their 95% intervals, tool errors, tokens,
-latency, retries, gate violations by rule, and cost per success (alight.cost). `alight eval` prints it; `alight
-train` prints it before and after.
+"""The baseline report of a set of rollouts (`EvalReport`): `alight eval` prints it, `alight train` before and after;
+comparing two task by task is alight.comparison's (`alight eval --against`).
 
 One convention for every ± alight prints (this report, the before/after table, the plot, the dashboard): a 95%
 interval, ± 2 standard errors, the error clustered by task (`mean_and_error`). A task's samples are correlated (an
-easy task is easy every time), so counting them as independent would narrow the interval; with one sample per
-task the clustered error is the ordinary one.
-
-Comparing two reports task by task is alight.comparison's (`alight eval --against`).
+easy task is easy every time), so counting them as independent would narrow the interval.
 """
 
 from __future__ import annotations

@@ -17,10 +17,8 @@ PARENT_DIED = signal.SIGUSR2  # what alight's process leaders are sent: a signal
 
 
 def signal_on_parent_death(signum: int) -> bool:
-    """Have the kernel send `signum` to this process when its parent dies; False where that is not Linux.
-
-    The parent is the thread that forked this process, and the setting survives an exec (not a setuid one).
-    """
+    """Have the kernel send `signum` to this process when its parent (the thread that forked it) dies, also across
+    an exec (not a setuid one); False where that is not Linux."""
     if not sys.platform.startswith("linux"):
         return False
     import ctypes
@@ -30,10 +28,8 @@ def signal_on_parent_death(signum: int) -> bool:
 
 
 def on_parent_death(handler: Callable[[int, object], object], parent: int) -> None:
-    """Run `handler` (a signal handler) when process `parent` dies, also when it died before this was set.
-
-    Elsewhere than on Linux nothing is set up: the stack's next start reaps leftover process groups
-    (LocalRunner.reap_leftovers).
+    """Run `handler` (a signal handler) when process `parent` dies, also when it died before this was set. Elsewhere
+    than on Linux nothing is set up: the stack's next start reaps leftover process groups (LocalRunner.reap_leftovers).
     """
     if not sys.platform.startswith("linux"):
         return

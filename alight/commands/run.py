@@ -1,9 +1,7 @@
 """`alight run AGENT --task JSON` / `alight run -- COMMAND...`: one rollout of an agent, then its trajectory.
 
-Against `--server URL`, or an embedded server serving a training config's policy (`--config`) or `--upstream URL`
-(run_policy.py): create the rollout, claim its attempt, run the agent with the attempt's environment, wait, and
-print the trajectory. What the agent gets, what prints, the exit code and the hints of a failed run: docs/sdk.md,
-"`alight run`".
+Its server and policy: run_policy.py. What the agent gets, what prints, the exit code and the hints of a failed
+run: docs/sdk.md, "`alight run`".
 """
 
 from __future__ import annotations

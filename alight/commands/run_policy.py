@@ -1,8 +1,6 @@
 """Where `alight run` finds its server and policy, and what to say when that policy's upstream refused the gateway.
 
-An embedded server (the server package's, by entry point) with `--upstream URL` as the policy and its key from
-`--upstream-key-file` / `--upstream-key-env`; the config's own policy served as `alight train` serves it
-(`--config`); or `--server URL`, yours. The key is the gateway's for its upstream: the agent never holds it.
+The key `--upstream-key-file` / `--upstream-key-env` name is the gateway's for its upstream: the agent never holds it.
 """
 
 from __future__ import annotations

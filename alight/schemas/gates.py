@@ -10,9 +10,8 @@ from pydantic import BaseModel, Field
 
 from alight.schemas.strict import Strict
 
-REWARD_HACKING = (
-    "reward_hacking"  # the event kind of a hard gate's violation (alight_sandbox.guards); payload: GatePayload
-)
+# The event kind of a hard gate's violation (alight_sandbox.guards); payload: GatePayload.
+REWARD_HACKING = "reward_hacking"
 REVIEW_FLAG = "review_flag"  # the event kind of a review flag: same payload, the reward unchanged
 # A rollout sent to the review queue with no flag (the random audit of what passed every gate); payload:
 # ReviewRequest. Written by whoever chose it (the trainer), never by the attempt.
