@@ -42,4 +42,4 @@ class GatewayError(Exception):
 
     def sse(self, anthropic: bool = False) -> bytes:
         """The error as one server-sent event, for failures after a stream has begun."""
-        return sse(self.body(anthropic), "error" if anthropic else None)
+        return sse(self.body(anthropic), named=anthropic)

@@ -43,9 +43,9 @@ def _raw_headers(reply: Reply) -> list[tuple[bytes, bytes]]:
     return raw
 
 
-def sse(data: dict[str, Any], event: str | None = None) -> bytes:
-    """One server-sent event."""
-    head = f"event: {event}\n".encode() if event else b""
+def sse(data: dict[str, Any], named: bool = False) -> bytes:
+    """One server-sent event; `named` ones (Anthropic's, the Responses API's) carry their type as the event name."""
+    head = f"event: {data['type']}\n".encode() if named else b""
     return head + b"data: " + orjson.dumps(data) + b"\n\n"
 
 

@@ -95,13 +95,10 @@ class MessagesStream:
     def _open(self, block: dict[str, Any]) -> list[bytes]:
         out = []
         if self.blocks:
-            out.append(sse({"type": "content_block_stop", "index": len(self.blocks) - 1}, "content_block_stop"))
+            out.append(sse({"type": "content_block_stop", "index": len(self.blocks) - 1}, named=True))
         self.blocks.append(block["type"])
         out.append(
-            sse(
-                {"type": "content_block_start", "index": len(self.blocks) - 1, "content_block": block},
-                "content_block_start",
-            )
+            sse({"type": "content_block_start", "index": len(self.blocks) - 1, "content_block": block}, named=True)
         )
         return out
 
@@ -111,7 +108,7 @@ class MessagesStream:
             self.started = True
             usage = {"input_tokens": len(chunk.get("prompt_token_ids") or []), "output_tokens": 0}
             message = _message(self.msg_id, self.body, [], (None, None), usage)
-            out.append(sse({"type": "message_start", "message": message}, "message_start"))
+            out.append(sse({"type": "message_start", "message": message}, named=True))
         for delta in first_choice_deltas(chunk):
             out += self._pieces(self.splitter.feed(delta))
             for k, tc, fn in tool_call_deltas(delta):
@@ -121,7 +118,7 @@ class MessagesStream:
                 if fn.get("arguments"):
                     delta_event = {"type": "input_json_delta", "partial_json": fn["arguments"]}
                     event = {"type": "content_block_delta", "index": self.tool_blocks[k], "delta": delta_event}
-                    out.append(sse(event, "content_block_delta"))
+                    out.append(sse(event, named=True))
         return out, []
 
     def _pieces(self, pieces: list[Piece]) -> list[bytes]:
@@ -136,22 +133,18 @@ class MessagesStream:
                 else {"type": "text_delta", "text": text}
             )
             event = {"type": "content_block_delta", "index": len(self.blocks) - 1, "delta": delta}
-            out.append(sse(event, "content_block_delta"))
+            out.append(sse(event, named=True))
         return out
 
     def finish(self, assembled: dict[str, Any]) -> list[bytes]:
         final = self.agent_response(assembled)
         out = self._pieces(self.splitter.flush())
         if self.blocks:
-            out.append(sse({"type": "content_block_stop", "index": len(self.blocks) - 1}, "content_block_stop"))
+            out.append(sse({"type": "content_block_stop", "index": len(self.blocks) - 1}, named=True))
         delta = {"stop_reason": final["stop_reason"], "stop_sequence": final["stop_sequence"]}
-        out.append(
-            sse(
-                {"type": "message_delta", "delta": delta, "usage": {"output_tokens": final["usage"]["output_tokens"]}},
-                "message_delta",
-            )
-        )
-        out.append(sse({"type": "message_stop"}, "message_stop"))
+        usage = {"output_tokens": final["usage"]["output_tokens"]}
+        out.append(sse({"type": "message_delta", "delta": delta, "usage": usage}, named=True))
+        out.append(sse({"type": "message_stop"}, named=True))
         return out
 
     def agent_response(self, assembled: dict[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,7 @@ class ResponsesStream:
     def _event(self, kind: str, **fields: Any) -> bytes:
         data = {"type": kind, "sequence_number": self.seq, **fields}
         self.seq += 1
-        return sse(data, event=kind)
+        return sse(data, named=True)
 
     def start(self) -> list[bytes]:
         shell = self.shell.build([], "in_progress", None, None)
