@@ -13,9 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from opentelemetry import trace
-from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from alight import agent_header, envvars
@@ -70,9 +69,6 @@ class _RolloutRouter(SpanProcessor):
 
     def __init__(self) -> None:
         self.by_trace: dict[int, SpanProcessor] = {}
-
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        pass
 
     def on_end(self, span: ReadableSpan) -> None:
         ctx = span.context
