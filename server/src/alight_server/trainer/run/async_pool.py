@@ -175,9 +175,7 @@ class GroupPool:
         }
         for s in range(max(staleness) + 1):
             metrics[f"async/staleness_{s}"] = float(staleness.count(s))
-        if not self.policies:
-            return Taken(taken, weights, staleness, metrics)
-        by_policy = self._per_policy(taken, history, version, metrics)
+        by_policy = self._per_policy(taken, history, version, metrics) if self.policies else None
         return Taken(taken, weights, staleness, metrics, by_policy)
 
     def _per_policy(

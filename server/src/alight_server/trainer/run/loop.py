@@ -162,7 +162,7 @@ class TrainingRun:
                 why = {"init_from": "policies' adapters"} if adapters and not self.step else why
                 self.policy_version, _ = backend.push_weights(sync, why)
             quarantine = self._quarantine(client, restored or {})
-            live = Started(backend, client, phases, self.rollouts, sync, tokenizer, metrics_log, reporter, quarantine)
+            live = Started(backend, phases, self.rollouts, sync, tokenizer, metrics_log, reporter, quarantine)
             result = self._loop(live, display)
             ok = True
             return result

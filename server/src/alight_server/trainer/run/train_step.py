@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 
-from alight.client import AlightClient
 from alight.cost import cost_summary
 from alight.evaluation import SUCCESS_AT
 from alight_server.trainer.backends.policy_set import PolicySet
@@ -54,7 +53,6 @@ class Started:
     """What a started run works with, each part built once what it needs exists (`TrainingRun._run`)."""
 
     backend: PolicySet  # of one without `policies:` (trainer/step/update.py)
-    client: AlightClient
     phases: RunPhases  # the step's and the validations' rollouts
     rollouts: RolloutSource  # each step's own groups, or (async_rollout) the groups in flight
     sync: WeightSync

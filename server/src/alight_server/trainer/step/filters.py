@@ -15,12 +15,10 @@ from alight_server.trainer.step.policy_samples import prefix_breaks_by_policy
 from alight_server.trainer.step.samples.build import SampleConfig
 from alight_server.trajectories.call_output import call_output
 
-# The capture-problem thresholds are off unless a config sets them (samples.max_prefix_breaks,
-# samples.max_truncated_share): a small policy's calls are often cut at max_tokens, and its group
-# would lose the rollouts that carry its signal. The coding example sets 2 and 0.5.
-# A prefix break is what the sample builder counts as one (`samples.build.prefix_breaks`), under the run's
-# own sample settings: a retry, a sub-agent's interleaved calls or an excluded side model's call is no break.
-# With several policies it is counted in each policy's own calls (`policy_samples.prefix_breaks_by_policy`).
+# The capture-problem thresholds are off unless a config sets them: a small policy's calls are often cut at
+# max_tokens, and its group would lose the rollouts that carry its signal (the coding example sets 2 and 0.5).
+# A prefix break is one the sample builder counts under the run's own sample settings (a retry or a sub-agent's
+# interleaved calls is none), in each policy's own calls with several policies (`prefix_breaks_by_policy`).
 
 
 def truncated_share(trajectory: Trajectory) -> float:

@@ -109,24 +109,17 @@ def _completion_text(call: ModelCall) -> str | None:
 
 def conversation(call: ModelCall) -> list[Message] | None:
     """The call's input messages, normalised; None when there are none to compare (or no message list)."""
-    request = call.request
-    messages: list[Message] = []
-    if call.flavour in (ApiFlavour.CHAT, ApiFlavour.MESSAGES):
-        raw = request.get("messages")
-        system = request.get("system")  # the messages flavour keeps the system prompt apart
-        if system:
-            messages.append(("system", _text(system)))
-        if isinstance(raw, list):
-            messages.extend(_message(m) for m in raw if isinstance(m, dict))
-    elif call.flavour == ApiFlavour.RESPONSES:
-        raw = request.get("input")
-        instructions = request.get("instructions")
-        if instructions:
-            messages.append(("system", _text(instructions)))
-        if isinstance(raw, str):
-            messages.append(("user", raw))
-        elif isinstance(raw, list):
-            messages.extend(_message(m) for m in raw if isinstance(m, dict))
+    chat = call.flavour in (ApiFlavour.CHAT, ApiFlavour.MESSAGES)
+    if not chat and call.flavour != ApiFlavour.RESPONSES:
+        return None
+    # The messages flavour keeps the system prompt apart; the responses flavour calls it instructions.
+    system = call.request.get("system" if chat else "instructions")
+    raw = call.request.get("messages" if chat else "input")
+    messages: list[Message] = [("system", _text(system))] if system else []
+    if isinstance(raw, str) and not chat:
+        messages.append(("user", raw))
+    elif isinstance(raw, list):
+        messages.extend(_message(m) for m in raw if isinstance(m, dict))
     return messages or None
 
 
