@@ -62,9 +62,9 @@ def test_the_gateway_gets_the_policy_names_rules_and_default(tmp_path: Path) -> 
     routing = load_config(write(tmp_path, TWO)).gateway_routing()
     assert routing is not None
     assert routing.policies == ["planner", "executor"]
-    assert [rule.describe() for rule in routing.rules] == [
-        "{agent: planner, policy: planner}",
-        "{model: *exec*, policy: executor}",
+    assert [rule.model_dump(exclude_none=True) for rule in routing.rules] == [
+        {"agent": "planner", "policy": "planner"},
+        {"model": "*exec*", "policy": "executor"},
     ]
     assert routing.default == "executor"
 

@@ -10,6 +10,7 @@ A teacher (`algorithm.distill`, teacher.py) scores the batch first; under `rende
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -219,20 +220,17 @@ class EmbeddedBackend:
 
     def follow(self) -> None:
         """On ranks other than 0: run rank 0's commands until it closes."""
-        while True:
-            command, payload = self.world.receive()
-            if command == "close":
-                break
-            if command == "step":
-                self._step(payload)
-            elif command == "weights":
-                merged_weights(self.model, self.lora, self.world)
-            elif command == "state":
-                self._state_dict()
-            elif command == "load":
-                self._load_state_dict(payload)
-            else:
+        commands: dict[str, Callable[[Any], Any]] = {
+            "step": self._step,
+            "weights": lambda _: merged_weights(self.model, self.lora, self.world),
+            "state": lambda _: self._state_dict(),
+            "load": self._load_state_dict,
+        }
+        while (message := self.world.receive())[0] != "close":
+            command, payload = message
+            if command not in commands:
                 raise RuntimeError(f"rank {self.world.rank}: unknown command {command!r} from rank 0")
+            commands[command](payload)
         self.world.close()
 
     def close(self) -> None:

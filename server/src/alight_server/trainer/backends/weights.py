@@ -41,12 +41,8 @@ def merged_weights(model: Any, lora: LoraConfig | None, world: World) -> dict[st
         return {name: tensor.detach() for name, tensor in model.state_dict().items()}
     model.merge_adapter()
     try:
-        merged = {}
-        for name, tensor in model.get_base_model().state_dict().items():
-            if "lora_" in name:
-                continue
-            merged[name.replace(".base_layer.", ".")] = tensor.detach().clone()
-        return merged
+        state = model.get_base_model().state_dict()
+        return {k.replace(".base_layer.", "."): t.detach().clone() for k, t in state.items() if "lora_" not in k}
     finally:
         model.unmerge_adapter()
 
