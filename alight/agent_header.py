@@ -41,12 +41,6 @@ def with_agent(name: str, context: Context | None = None) -> Context:
     return otel_context.set_value(_KEY, name, context)
 
 
-def agent_of(context: Context | None = None) -> str | None:
-    """The calling agent in `context` (default: the current one), or None."""
-    value = otel_context.get_value(_KEY, context)
-    return value if isinstance(value, str) and value else None
-
-
 @contextlib.contextmanager
 def calling_agent(name: str) -> Generator[None]:
     """Model calls made inside the block carry `name` as their agent (X-Alight-Agent) during a rollout."""
@@ -63,8 +57,8 @@ class AgentHeaderPropagator(TextMapPropagator):
     def inject(
         self, carrier: CarrierT, context: Context | None = None, setter: Setter[CarrierT] = default_setter
     ) -> None:
-        name = agent_of(context)
-        if name is not None:
+        name = otel_context.get_value(_KEY, context)  # `context` None: the current one
+        if isinstance(name, str) and name:
             setter.set(carrier, HEADER_AGENT, quote(name, safe=_SAFE))
 
     def extract(

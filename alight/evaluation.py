@@ -89,8 +89,7 @@ class EvalReport:
     # A task is its index in the evaluated task list ("t000"), the same for every candidate evaluated on that list.
     per_task: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     task_digests: dict[str, str] = field(default_factory=dict)  # task -> a hash of its content, to check pairing
-    # What the rollouts cost, per success and per accepted patch (alight.cost `CostSummary.as_dict`); {} in an
-    # older report.
+    # What the rollouts cost, per success and per accepted patch (`CostSummary.as_dict`); {} in an older report.
     cost: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:

@@ -26,9 +26,7 @@ _SERVER = typer.Option("--server", envvar="ALIGHT_SERVER_URL", help="The alight 
 ServerOption = Annotated[str | None, _SERVER]
 RequiredServerOption = Annotated[str, _SERVER]
 
-# A training config where a command reads part of one (`alight run` serves its policy; `alight data import` and
-# `check` read its model, `check` its samples: too; `alight controller` its image rules); the server's own
-# settings are the server's `--config`.
+# A training config a command reads part of (its help says which); the server's own settings are its `--config`.
 TrainingConfigOption = Annotated[
     Path | None,
     typer.Option(
