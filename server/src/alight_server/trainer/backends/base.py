@@ -1,8 +1,7 @@
 """The trainer backend seam: what the training loop (trainer/run/loop.py) asks of whatever runs the RL update.
 
-`make_backend` picks one by `trainer.backend`: `embedded` (embedded.py; data-parallel ranks in distributed.py) or
-`verl` (verl/, `pip install 'alight-server[verl]'`: verl's FSDP actor and rollout replicas on Ray). The loop holds
-them in a `PolicySet` (policy_set.py): this backend alone, or one embedded backend per trainable policy.
+`make_backend` picks `embedded` (embedded.py) or `verl` (verl/, `pip install 'alight-server[verl]'`) by
+`trainer.backend`; the loop holds it in a `PolicySet` (policy_set.py), or one embedded one per trainable policy.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Embedded trainer backend: a transformers policy on CPU or GPUs, optional LoRA, data-parallel over ranks.
 
-A step computes the token advantages and weights once on the whole batch (trainer/step/algorithm.py), so the
-micro-batches each rank packs from its share of the rows just add up (accumulation.py); then per update of
-`updates_per_batch`: the clipped loss (or `sft_loss`) micro-batch by micro-batch, gradient clipping, AdamW.
-A teacher (`algorithm.distill`, teacher.py) scores the batch first; under `rendered_rows: recompute` or with
-`tis_cap`, pi_old is recomputed by the current weights before the first update.
+A step weighs the whole batch's tokens once, so the micro-batches each rank packs just add up (accumulation.py);
+then each of `updates_per_batch` updates runs the clipped loss (or `sft_loss`) micro-batch by micro-batch, clips
+the gradient norm and steps AdamW. A distillation teacher (teacher.py) scores the batch first.
 """
 
 from __future__ import annotations

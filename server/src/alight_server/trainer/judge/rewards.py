@@ -1,11 +1,9 @@
 """A group's judgement: flag answers that address the judge, score them, record the scores as rewards.
 
-Each judged rollout gets two rewards from the source `judge`: its score (0..1, named `judge`) and the combined
-final reward `verifiable + weight x score` (the verifiable part 0 without one or with `replace`), which wins over
-the others (trajectories/join.py `SOURCE_PRECEDENCE`); and a `judgement` event with the prompt's hash, the raw
-answer (or the digits' probabilities), the scores, latency and tokens. A judge that gave no usable answer writes
-no reward (never a zero): the event says why, and the caller leaves the group out of training as an
-infrastructure failure.
+Each judged rollout gets its score (0..1, named `judge`) and the combined final reward `verifiable + weight x
+score`, which wins over the others (trajectories/join.py `SOURCE_PRECEDENCE`), and a `judgement` event. A judge
+that gave no usable answer writes no reward (never a zero): the event says why, and the caller leaves the group
+out of training as an infrastructure failure.
 """
 
 from __future__ import annotations
