@@ -25,12 +25,7 @@ from alight_server.store.keys.upstream import KeySources
 
 
 class Gateway:
-    """The store and its sync, the pause gate and its replicas, the upstreams, the capture writer, the metrics, the
-    limits.
-
-    The request path (request/pipeline.py) reads these; admin routes, hooks and tests reach
-    them through `app.state.gateway`.
-    """
+    """What every call shares; the request path reads it, admin routes and hooks reach it as `app.state.gateway`."""
 
     def __init__(
         self,

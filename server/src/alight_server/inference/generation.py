@@ -57,6 +57,5 @@ class GenerationHandle:
         self.cancelled = True
 
     def fail(self, error: BaseException) -> None:
-        """Report `error` as the request's outcome."""
         with suppress(Exception):  # its consumer may be gone; the engine's threads must survive
             self.sink(error)

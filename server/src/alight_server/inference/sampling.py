@@ -12,11 +12,14 @@ MAX_TOP_LOGPROBS = 20
 
 
 class InvalidRequest(ValueError):
-    """A request the engine cannot serve as asked; the message names the field and the allowed range."""
+    """A request the engine cannot serve as asked; the message names the field and the allowed range.
 
-    def __init__(self, message: str, param: str | None = None) -> None:
+    `code`: the providers' error code where it is more precise than the status (`model_not_found`).
+    """
+
+    def __init__(self, message: str, param: str | None = None, code: str | None = None) -> None:
         super().__init__(message)
-        self.param = param
+        self.param, self.code = param, code
 
 
 @dataclass

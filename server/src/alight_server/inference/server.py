@@ -43,16 +43,6 @@ class WeightsUpdate(BaseModel):
     adapter: str | None = None  # set: `path` holds that LoRA adapter's tensors (adapter_model.safetensors)
 
 
-class _HttpError(Exception):
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
-        super().__init__(message)
-        self.status, self.param, self.code = status, param, code
-
-
-def _error(status: int, message: str, param: str | None = None, code: str | None = None) -> JSONResponse:
-    return JSONResponse(error_body(status, message, param=param, code=code), status_code=status)
-
-
 def create_inference_app(engine: InferenceEngine, api_key: str, admin_key: str | None = None) -> FastAPI:
     """The app serves `engine` (starting it if needed). Every route but /health needs a key (KeyGuard):
     `api_key` opens /v1/*, `admin_key` every route, /admin/weights included (None: no key opens them)."""
@@ -69,7 +59,7 @@ def create_inference_app(engine: InferenceEngine, api_key: str, admin_key: str |
 
     app = FastAPI(title="alight inference", lifespan=lifespan)
     app.add_middleware(KeyGuard, api_key=api_key, admin_key=admin_key, open_paths=("/health", "/healthz"))
-    for failure in (InvalidRequest, ClientGone, WeightsError, _HttpError, RequestValidationError):
+    for failure in (InvalidRequest, ClientGone, WeightsError, RequestValidationError):
         app.add_exception_handler(failure, _failure)
     app.state.routes = InferenceRoutes(engine)  # the app owns its routes; its endpoints hold them weakly
     app.include_router(app.state.routes.router())
@@ -77,16 +67,17 @@ def create_inference_app(engine: InferenceEngine, api_key: str, admin_key: str |
 
 
 async def _failure(request: Request, exc: Exception) -> Response:
-    """The error answer to each failure the app hands here."""
+    """The answer to each failure the app hands here: a 400 naming the field at fault, or an empty 499."""
     if isinstance(exc, ClientGone):
         return Response(status_code=499)  # nobody reads it: the status nginx logs for a client that left
+    message, param, code = str(exc), "path", None  # a WeightsError: the weights at `path` cannot be loaded
     if isinstance(exc, RequestValidationError):
         first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        return _error(400, f"invalid request body at {where or 'body'}: {first.get('msg', exc)}", where or None)
-    if isinstance(exc, _HttpError):
-        return _error(exc.status, str(exc), exc.param, exc.code)
-    return _error(400, str(exc), exc.param if isinstance(exc, InvalidRequest) else "path")  # else a WeightsError
+        param = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or None
+        message = f"invalid request body at {param or 'body'}: {first.get('msg', exc)}"
+    elif isinstance(exc, InvalidRequest):
+        param, code = exc.param, exc.code
+    return JSONResponse(error_body(400, message, param=param, code=code), status_code=400)
 
 
 def _headers(version: int) -> dict[str, str]:
@@ -143,7 +134,7 @@ class InferenceRoutes:
             # treat both as final, and the gateway never sends another model's name anyway).
             listed = ", ".join(repr(n) for n in served)
             message = f"The model {name!r} does not exist; this server serves {listed}."
-            raise _HttpError(400, message, "model", "model_not_found")
+            raise InvalidRequest(message, "model", "model_not_found")
         return name if self.engine.adapters is not None else None
 
     def render_chat(self, req: ChatCompletionRequest) -> list[int]:

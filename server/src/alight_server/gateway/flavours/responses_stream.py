@@ -43,7 +43,6 @@ class ResponsesStream:
         return [self._event("response.created", response=shell), self._event("response.in_progress", response=shell)]
 
     def _add(self, kind: str, item: dict[str, Any]) -> bytes:
-        """A new output item, announced."""
         self.items.append((kind, item["id"]))
         return self._event("response.output_item.added", output_index=len(self.items) - 1, item=item)
 
