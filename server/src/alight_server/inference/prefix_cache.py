@@ -1,9 +1,8 @@
 """Prompt-prefix KV reuse: the longest prefix a prompt shares with a stored prompt or reply is not prefilled again.
 
 What is kept, why reuse changes no output and when the cache empties: docs/inference.md "Prefix reuse". Entries
-are per-layer (keys, values) of batch 1, keyed by adapter too (`scope`: an adapter's update clears only its own),
-least recently used out first. Thread-safe: the engine's prefill thread looks up and stores prompts while its
-decode thread stores replies.
+are keyed by adapter too (`scope`: an adapter's update clears only its own). Thread-safe: the engine's prefill
+thread looks up and stores prompts while its decode thread stores replies.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The policy served by vLLM for one training run: the server subprocess plus its in-place weight updates.
 
-Several policies: each LoRA policy is one of vLLM's adapters (`--lora-modules NAME=FOLDER`, a zero adapter
-written before launch), each frozen policy without LoRA one more name of the base model; the weight sync
-replaces one adapter at a time (`VllmWeights.load_adapter`).
+Several policies served by one vLLM: docs/inference.md "Several adapters".
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""Anthropic Messages responses from chat completions: whole (`text`, `tool_use` and `thinking` blocks, Anthropic
-stop reasons) or streamed as `message_start`, `content_block_start/delta/stop`, `message_delta` (stop reason,
-usage) and `message_stop`.
-"""
+"""Anthropic Messages responses from chat completions, whole or streamed."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 Checked on the chat/completions body the gateway sends upstream (after translating responses and
 messages calls), before anything is forwarded: a wrong type here reached vLLM as a 400 at best and,
-on a less careful upstream, as a 500 the agent saw as a 502. Cheap: a few dict lookups per call,
-one pass over the messages.
+on a less careful upstream, as a 500 the agent saw as a 502.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The upstream HTTP client: one pooled aiohttp session per event loop, behind the small interface the proxy uses.
 
-aiohttp is the fastest maintained asyncio HTTP client here (keep-alive pool,
-C parser). The session is tuned for a proxy's hot path: no cookie jar, no
-decompression of answers the agent never sees compressed, no connection cap
-(the pause gate bounds concurrency). Its errors become UpstreamConnectionError
-so the proxy's retry policy sees one kind of transport failure.
+aiohttp is the fastest maintained asyncio HTTP client here (keep-alive pool, C parser). Its errors become
+UpstreamConnectionError so the proxy's retry policy sees one kind of transport failure.
 """
 
 from __future__ import annotations
@@ -83,6 +80,7 @@ class UpstreamHttp:
     def _session_for_loop(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or loop is not self._loop:
+            # No connection cap (the pause gate bounds concurrency), no cookie jar, no decompression (relayed as is).
             connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S, enable_cleanup_closed=True)
             self._session = aiohttp.ClientSession(
                 connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar()
