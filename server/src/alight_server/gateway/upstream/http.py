@@ -49,16 +49,13 @@ class HttpResponse:
         finally:
             self._response.release()
 
-    async def chunks(self, deadline: float | None = None) -> AsyncIterator[bytes]:
+    async def chunks(self, deadline: float) -> AsyncIterator[bytes]:
         """The body as it arrives (whatever has arrived, per step); TimeoutError past `deadline` (time.monotonic)."""
         content = self._response.content
         while True:
             try:
-                if deadline is None:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                     piece = await content.readany()
-                else:
-                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                        piece = await content.readany()
             except aiohttp.ClientError as exc:
                 raise _transport_error(exc) from exc
             if not piece:
