@@ -36,13 +36,11 @@ def refuse_rendered(batch: SampleBatch, algorithm: AlgorithmConfig) -> None:
 def rows_for_step(batch: SampleBatch, algorithm: AlgorithmConfig) -> tuple[SampleBatch, dict[str, float]]:
     """The batch a step may train on under `algorithm.rendered_rows`, and `samples/rendered_*` metrics."""
     rendered = int(batch.row_rendered.sum())
+    metrics = {"samples/rendered_rows": float(rendered)} if rendered else {}
     if not rendered or algorithm.estimator == "sft":
-        return batch, {"samples/rendered_rows": float(rendered)} if rendered else {}
+        return batch, metrics
     if algorithm.rendered_rows == "drop":
         exact = (~batch.row_rendered).nonzero()[:, 0]
-        return batch.select(exact), {
-            "samples/rendered_rows": float(rendered),
-            "samples/rendered_dropped": float(rendered),
-        }
+        return batch.select(exact), {**metrics, "samples/rendered_dropped": float(rendered)}
     refuse_rendered(batch, algorithm)
-    return batch, {"samples/rendered_rows": float(rendered), "samples/rendered_recomputed": float(rendered)}
+    return batch, {**metrics, "samples/rendered_recomputed": float(rendered)}

@@ -51,9 +51,6 @@ class Row:
         """The last merged call's prompt: it contains every earlier turn of the row."""
         return self.segments[-1].prompt
 
-    def __len__(self) -> int:
-        return self.segments[-1].end
-
     def ids(self) -> np.ndarray:
         last = self.segments[-1]
         return np.asarray(last.prompt + last.response, dtype=np.int64)  # (len,)
