@@ -189,8 +189,8 @@ def test_a_store_opened_without_a_kek_opens_its_keys_again_in_the_same_process_o
         assert again.keyring.current() == (key_id, key)
     finally:
         again.close()
-    probe = "from alight_server.store.keys.kek import KekSource; print(KekSource.process().ids()[0])"
+    probe = "from alight_server.store.keys.kek import KekSource; print(KekSource('process').ids()[0])"
     import subprocess
 
     other = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
-    assert other.startswith("process-") and other not in KekSource.process().ids()  # another process: another key
+    assert other.startswith("process-") and other not in KekSource("process").ids()  # another process: another key

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, select
 
 from alight.attempt_logs import attempt_log_path
 from alight.schemas import RolloutCreate
 from alight_server.store import tables as t
 from alight_server.store.database import make_engine
 from alight_server.store.keys.kek import KekSource
-from alight_server.store.keys.keyring import Keyring, new_data_key
+from alight_server.store.keys.keyring import Keyring, add_data_key
 from alight_server.store.keys.sealed_logs import LogSeal
 from alight_server.store.sql import SqlStore
 
@@ -115,10 +115,7 @@ def test_a_rotation_killed_midway_finishes_when_run_again(store_url: str, tmp_pa
     source = KekSource.parse(old)
     engine = make_engine(store_url)
     keys = dict([Keyring.open(engine, source).current()])
-    rows = [new_data_key(source.ids()[0], source.keys()[0]) for _ in range(400)]
-    keys.update({row["id"]: key for row, key in rows})
-    with engine.begin() as conn:
-        conn.execute(insert(t.data_keys), [row for row, _ in rows])
+    keys.update(add_data_key(engine, source.ids()[0], source.keys()[0]) for _ in range(400))
     engine.dispose()
 
     command = [ALIGHT, "data", "rotate-key", "--db", store_url, "--old-kek", old, "--new-kek", new, "--batch", "1"]

@@ -252,7 +252,7 @@ class Store(Protocol):
 
     # training runs as their trainers report them (the dashboard reads these)
     def report_run(self, report: RunReport) -> Run:
-        """Insert or update by id."""
+        """Insert or update by id (a resumed run reports its id again, with its status back to running)."""
         ...
 
     def get_run(self, run_id: str) -> Run:
@@ -264,7 +264,8 @@ class Store(Protocol):
         ...
 
     def add_run_step(self, run_id: str, report: RunStepReport) -> RunStep:
-        """Idempotent per (run, step): a repeat merges its metrics into the stored ones. NotFound for a new run."""
+        """Idempotent per (run, step): a repeat (a resumed run's last step) merges its metrics into the stored ones,
+        new values winning. NotFound for a new run."""
         ...
 
     def list_run_steps(self, run_id: str) -> list[RunStep]:
@@ -277,14 +278,14 @@ class Store(Protocol):
         ...
 
     def browse_rollouts(self, where: RolloutFilter, *, offset: int = 0, limit: int = 50) -> tuple[list[Rollout], int]:
-        """A page of rollouts matching `where` in creation order, and how many match in all."""
+        """A page of rollouts matching `where` in creation order (a group's members adjacent), and how many match."""
         ...
 
     def rollouts_with_events(
         self, any_of: Sequence[str], *, none_of: Sequence[str] = (), offset: int = 0, limit: int = 100
     ) -> tuple[list[Rollout], int]:
         """A page of the rollouts (creation order) with an event of a kind in `any_of` and none of a kind in
-        `none_of`, and how many match in all."""
+        `none_of` (the review queue: flagged, not yet decided), and how many match in all."""
         ...
 
     # retention (store/retention.py)

@@ -30,8 +30,7 @@ def _matching(where: RolloutFilter) -> tuple[FromClause, ColumnElement[bool]]:
     if where.ids is not None:
         clauses.append(r.id.in_(list(where.ids)))
     if where.id_prefix:
-        escaped = where.id_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        clauses.append(r.id.like(escaped + "%", escape="\\"))
+        clauses.append(r.id.startswith(where.id_prefix, autoescape=True))
     source: FromClause = t.rollouts
     if where.failure_kind is not None:
         source = t.rollouts.join(t.attempts, and_(a.rollout_id == r.id, a.attempt == r.attempt_count))
@@ -41,37 +40,33 @@ def _matching(where: RolloutFilter) -> tuple[FromClause, ColumnElement[bool]]:
 
 class SqlRolloutListing(SqlDatabase):
     def list_rollouts(self, query: RolloutQuery | None = None) -> list[Rollout]:
-        """Ordered by `seq` (bumped on every change), only rollouts with seq > since_seq."""
+        query = query or RolloutQuery()
+        source, condition = _matching(query)
+        c = t.rollouts.c
+        stmt = select(t.rollouts).select_from(source).where(condition, c.seq > query.since_seq)
         with self._read() as conn:
-            return self._list(conn, query or RolloutQuery())
+            return self._with_attempts(conn, conn.execute(stmt.order_by(c.seq).limit(query.limit)).all())
 
     def browse_rollouts(self, where: RolloutFilter, *, offset: int = 0, limit: int = 50) -> tuple[list[Rollout], int]:
-        """One page of matching rollouts in creation order (a group's members are adjacent), and the total."""
-        source, condition = _matching(where)
-        with self._read() as conn:
-            total = int(conn.execute(select(func.count()).select_from(source).where(condition)).scalar_one())
-            stmt = select(t.rollouts).select_from(source).where(condition).order_by(t.rollouts.c.ordinal)
-            return self._with_attempts(conn, conn.execute(stmt.offset(offset).limit(limit)).all()), total
+        return self._page(*_matching(where), offset, limit)
 
     def rollouts_with_events(
         self, any_of: Sequence[str], *, none_of: Sequence[str] = (), offset: int = 0, limit: int = 100
     ) -> tuple[list[Rollout], int]:
-        """One page (creation order) of the rollouts with an event of a kind in `any_of` and none of a kind in
-        `none_of`, and how many there are in all (the review queue: flagged, not yet decided)."""
         r, e = t.rollouts.c, t.events.c
         condition = r.id.in_(select(e.rollout_id).where(e.kind.in_(list(any_of))))
         if none_of:
             condition = and_(condition, r.id.not_in(select(e.rollout_id).where(e.kind.in_(list(none_of)))))
-        with self._read() as conn:
-            total = int(conn.execute(select(func.count()).select_from(t.rollouts).where(condition)).scalar_one())
-            stmt = select(t.rollouts).where(condition).order_by(r.ordinal).offset(offset).limit(limit)
-            return self._with_attempts(conn, conn.execute(stmt).all()), total
+        return self._page(t.rollouts, condition, offset, limit)
 
-    def _list(self, conn: Connection, query: RolloutQuery) -> list[Rollout]:
-        source, condition = _matching(query)
-        c = t.rollouts.c
-        stmt = select(t.rollouts).select_from(source).where(condition, c.seq > query.since_seq)
-        return self._with_attempts(conn, conn.execute(stmt.order_by(c.seq).limit(query.limit)).all())
+    def _page(
+        self, source: FromClause, condition: ColumnElement[bool], offset: int, limit: int
+    ) -> tuple[list[Rollout], int]:
+        """A page of the rollouts matching `condition` in creation order, and how many match in all."""
+        with self._read() as conn:
+            total = int(conn.execute(select(func.count()).select_from(source).where(condition)).scalar_one())
+            stmt = select(t.rollouts).select_from(source).where(condition).order_by(t.rollouts.c.ordinal)
+            return self._with_attempts(conn, conn.execute(stmt.offset(offset).limit(limit)).all()), total
 
     def _by_ids(self, conn: Connection, ids: Sequence[str], *, sealed: bool = False) -> dict[str, Rollout]:
         """The stored rollouts of these ids, however many (the store's own reads after a write)."""

@@ -15,6 +15,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import StaticPool
 
+from alight.schemas import RolloutCreate
 from alight_server.store import rows
 from alight_server.store import tables as t
 from alight_server.store.base import NotFound, Purged, SchemaTooNew, StoreError
@@ -45,7 +47,7 @@ class SqlDatabase:
         self.url = url
         parsed = make_url(url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
-        self.engine = _sqlite_engine(url) if self.is_sqlite else _server_engine(url)
+        self.engine = make_engine(url)
         # SQLite has one writer; queueing writers on a lock here beats spinning on SQLITE_BUSY.
         self._write_lock = threading.Lock() if self.is_sqlite else None
         # An in-memory database is one shared connection: readers must queue too.
@@ -135,14 +137,18 @@ class SqlDatabase:
             lock.release()
 
     def _unwaiting_connection(self) -> Any:
-        if self._unwaiting is None:
-            pooled = self.engine.raw_connection()  # set up by the engine's connect hook like any other
-            pooled.detach()  # never back in the pool: closed by `close`, its busy timeout stays its own
-            conn = pooled.dbapi_connection
-            assert conn is not None
-            conn.execute("PRAGMA busy_timeout=0")
-            self._unwaiting = conn
+        if self._unwaiting is None:  # closed by `close`, its busy timeout stays its own
+            self._unwaiting = self._own_connection()
+            self._unwaiting.execute("PRAGMA busy_timeout=0")
         return self._unwaiting
+
+    def _own_connection(self) -> Any:
+        """A driver connection set up by the engine's connect hook, never back in the pool: the caller closes it."""
+        pooled = self.engine.raw_connection()
+        pooled.detach()
+        conn = pooled.dbapi_connection
+        assert conn is not None
+        return conn
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -230,6 +236,12 @@ class SqlDatabase:
             raise NotFound(f"no rollout with id {rollout_id!r}")
         return row
 
+    def _insert_rollout(self, conn: Connection, item: RolloutCreate, now: datetime, **values: Any) -> None:
+        """A new rollout row of `item` with `values`, next in creation order (`ordinal`) and change order (`seq`)."""
+        ordinal, seq = self._bump(conn, "rollout_ordinal"), self._bump(conn, "rollout_seq")
+        values.update(created_at=now, updated_at=now, ordinal=ordinal, seq=seq)
+        conn.execute(t.rollouts.insert().values(rows.values(t.rollouts, item, sealer=self.sealer, **values)))
+
     def _upsert(self, table: Any) -> Any:
         """An INSERT of this dialect, which has `on_conflict_do_nothing` / `on_conflict_do_update`."""
         return (sqlite if self.is_sqlite else postgresql).insert(table)
@@ -265,8 +277,7 @@ def _seal_upstream_keys(conn: Connection) -> None:
             f"set {upstream_keys.SECRET_KEY_ENV} and open it again, which encrypts them (make a key with: "
             f"{upstream_keys.MAKE_KEY})"
         )
-    if conn.dialect.name == "sqlite":  # freed pages are zeroed, so the old text does not linger in the file
-        conn.exec_driver_sql("PRAGMA secure_delete = ON")
+    secure_delete(conn)
     for upstream_id, api_key in plain:
         sealed = upstream_keys.seal(api_key)
         conn.execute(
@@ -274,6 +285,12 @@ def _seal_upstream_keys(conn: Connection) -> None:
             {"s": sealed, "i": upstream_id},
         )
     conn.execute(text("ALTER TABLE upstreams DROP COLUMN api_key"))
+
+
+def secure_delete(conn: Connection) -> None:
+    """SQLite: zero the pages this transaction frees, so deleted or overwritten text does not linger in the file."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("PRAGMA secure_delete = ON")
 
 
 @contextmanager
@@ -292,10 +309,8 @@ def _committing(conn: Any, cursor: Any = None) -> Iterator[Any]:
 
 def make_engine(url: str) -> Engine:
     """An engine on `url` set up as the store's own (SQLite: WAL, busy timeout), for tools that open no store."""
-    return _sqlite_engine(url) if make_url(url).get_backend_name() == "sqlite" else _server_engine(url)
-
-
-def _server_engine(url: str) -> Engine:
+    if make_url(url).get_backend_name() == "sqlite":
+        return _sqlite_engine(url)
     try:
         return create_engine(url, pool_pre_ping=True, pool_size=10)
     except ModuleNotFoundError as exc:

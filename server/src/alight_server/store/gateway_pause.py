@@ -11,7 +11,6 @@ from alight_server.store import tables as t
 from alight_server.store.database import SqlDatabase
 
 _PAUSED, _EPOCH, _ROLLOUT_SEQ = "gateway_paused", "gateway_pause_epoch", "rollout_seq"
-_PAUSE = select(t.counters.c.name, t.counters.c.value).where(t.counters.c.name.in_((_PAUSED, _EPOCH)))
 _FOLLOWED = select(t.counters.c.name, t.counters.c.value).where(t.counters.c.name.in_((_PAUSED, _EPOCH, _ROLLOUT_SEQ)))
 _PAUSED_POLICIES = select(t.gateway_paused_policies.c.policy).order_by(t.gateway_paused_policies.c.policy)
 # A sync that finds more changes than this drops every cached rollout instead of listing them.
@@ -24,7 +23,9 @@ _CHANGED = (
 )
 
 
-def _pause(conn: Connection, values: dict[str, int]) -> GatewayPause:
+def _pause(conn: Connection, values: dict[str, int] | None = None) -> GatewayPause:
+    """The pause as the counters `values` (read here when not given) and the paused policies say."""
+    values = values or dict(conn.execute(_FOLLOWED).tuples().all())
     policies = list(conn.execute(_PAUSED_POLICIES).scalars())
     return GatewayPause(paused=bool(values[_PAUSED]), epoch=int(values[_EPOCH]), policies=policies)
 
@@ -32,14 +33,11 @@ def _pause(conn: Connection, values: dict[str, int]) -> GatewayPause:
 class SqlGatewayReplicas(SqlDatabase):
     def gateway_pause(self) -> GatewayPause:
         with self._read() as conn:
-            return _pause(conn, dict(conn.execute(_PAUSE).tuples().all()))
+            return _pause(conn)
 
     def gateway_sync(self, since_seq: int | None) -> GatewaySync:
-        """The pause, the policy version and the rollouts changed after `since_seq`, in one read.
-
-        The rollout seq is read first: seq order is commit order (tables.py), so every change
-        up to it has committed and the list that follows misses none, whatever the isolation.
-        """
+        """The rollout seq is read first: seq order is commit order (tables.py), so every change up to it has
+        committed and the list that follows misses none, whatever the isolation."""
         with self._read() as conn:
             values = dict(conn.execute(_FOLLOWED).tuples().all())
             upto = int(values[_ROLLOUT_SEQ])
@@ -53,7 +51,6 @@ class SqlGatewayReplicas(SqlDatabase):
         return GatewaySync(pause=pause, policy_version=version, rollout_seq=upto, changed=changed)
 
     def set_gateway_paused(self, paused: bool, policy: str | None = None) -> GatewayPause:
-        """Pause or open every replica, or only `policy`'s calls; the epoch moves only when the state changes."""
         with self._write() as conn:
             c = t.counters.c
             if policy is None:
@@ -72,10 +69,9 @@ class SqlGatewayReplicas(SqlDatabase):
                     else:
                         conn.execute(held.delete().where(held.c.policy == policy))
                     self._bump(conn, _EPOCH)
-            return _pause(conn, dict(conn.execute(_PAUSE).tuples().all()))
+            return _pause(conn)
 
     def report_gateway_replica(self, replica: GatewayReplica) -> None:
-        """Insert or replace the replica's report, its calls in flight per policy with it."""
         values = rows.values(t.gateway_replicas, replica)
         stmt = self._upsert(t.gateway_replicas)
         stmt = stmt.on_conflict_do_update(index_elements=["id"], set_={k: stmt.excluded[k] for k in values})
@@ -101,7 +97,6 @@ class SqlGatewayReplicas(SqlDatabase):
             ]
 
     def remove_gateway_replica(self, replica_id: str) -> None:
-        """Forget a replica that stopped; unknown ids are ignored (it may have been removed already)."""
         with self._write() as conn:
             conn.execute(t.gateway_replicas.delete().where(t.gateway_replicas.c.id == replica_id))
             per_policy = t.gateway_replica_policies

@@ -37,16 +37,10 @@ def end_running_attempt(conn: Connection, rollout_id: str, to: RolloutState, sea
     status = AttemptStatus.SUCCEEDED if to == RolloutState.SUCCEEDED else AttemptStatus.FAILED
     where = (a.rollout_id == rollout_id) & (a.status == AttemptStatus.RUNNING.value)
     for attempt in conn.execute(select(a.attempt).where(where)).scalars().all():
-        values = {"status": status.value, "message": f"rollout moved to {to.value} while this attempt ran"}
-        conn.execute(
-            update(t.attempts)
-            .where((a.rollout_id == rollout_id) & (a.attempt == attempt))
-            .values(
-                **sealer.seal_row(t.attempts, values, (rollout_id, attempt)),
-                ended_at=rows.now(),
-                ended_by_transition=True,
-            )
-        )
+        message = f"rollout moved to {to.value} while this attempt ran"
+        values = {"status": status.value, "message": message, "ended_at": rows.now(), "ended_by_transition": True}
+        values = sealer.seal_row(t.attempts, values, (rollout_id, attempt))
+        conn.execute(update(t.attempts).where((a.rollout_id == rollout_id) & (a.attempt == attempt)).values(**values))
 
 
 def apply_finish(

@@ -38,23 +38,18 @@ class SqlOfflineRollouts(SqlRolloutListing):
                     continue
                 existing[rid] = digest
                 created.add(rid)
-                values = rows.values(
-                    t.rollouts,
+                self._insert_rollout(
+                    conn,
                     item,
-                    sealer=self.sealer,
+                    now,
                     id=rid,
+                    body_hash=digest,
+                    policy_version=policy,
                     runner=None,
                     state=RolloutState.SUCCEEDED,
-                    policy_version=policy,
-                    created_at=now,
-                    updated_at=now,
-                    ordinal=self._bump(conn, "rollout_ordinal"),
-                    seq=self._bump(conn, "rollout_seq"),
                     claimable=False,
                     attempt_count=1,
-                    body_hash=digest,
                 )
-                conn.execute(t.rollouts.insert().values(values))
                 attempt = rows.values(
                     t.attempts,
                     sealer=self.sealer,

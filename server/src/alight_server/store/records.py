@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
-from sqlalchemy import DateTime, Dialect, select
+from sqlalchemy import ColumnElement, DateTime, Dialect, Table, select, true
 
 from alight.schemas import AttemptStatus, Event, EventCreate, ModelCall, Reward, RewardCreate, SpanRecord
 from alight_server.store import rows
@@ -87,18 +87,7 @@ class SqlRecords(SqlDatabase):
         return CaptureSql(self.engine.dialect)
 
     def add_event(self, rollout_id: str, event: EventCreate, *, while_running: bool = False) -> Event:
-        values = rows.values(
-            t.events,
-            event,
-            sealer=self.sealer,
-            rollout_id=rollout_id,
-            id=event.id or uuid.uuid4().hex,
-            created_at=rows.now(),
-        )
-        running = event.attempt if while_running else None
-        stored = rows.from_row(
-            Event, t.events, self._insert_once(t.events, rollout_id, values, running), sealer=self.sealer
-        )
+        stored = self._insert_once(Event, t.events, rollout_id, event, while_running)
         if (stored.attempt, stored.kind, stored.payload) != (event.attempt, event.kind, event.payload):
             raise Conflict(f"event {stored.id!r} of rollout {rollout_id!r} already exists with a different body")
         return stored
@@ -106,59 +95,68 @@ class SqlRecords(SqlDatabase):
     def list_events(
         self, rollout_id: str, *, attempt: int | None = None, kind: str | tuple[str, ...] | None = None
     ) -> list[Event]:
-        with self._read() as conn:
-            self._rollout_row(conn, rollout_id)
-            stmt = select(t.events).where(t.events.c.rollout_id == rollout_id).order_by(t.events.c.pk)
-            if attempt is not None:
-                stmt = stmt.where(t.events.c.attempt == attempt)
-            if kind is not None:  # one kind, or any of several
-                stmt = stmt.where(t.events.c.kind.in_((kind,) if isinstance(kind, str) else kind))
-            return [rows.from_row(Event, t.events, row, sealer=self.sealer) for row in conn.execute(stmt)]
+        kinds = true() if kind is None else t.events.c.kind.in_((kind,) if isinstance(kind, str) else kind)
+        return self._records(Event, t.events, rollout_id, attempt, [t.events.c.pk], where=kinds, known=True)
 
     def add_reward(self, rollout_id: str, reward: RewardCreate, *, while_running: bool = False) -> Reward:
-        values = rows.values(
-            t.rewards, reward, rollout_id=rollout_id, id=reward.id or uuid.uuid4().hex, created_at=rows.now()
-        )
-        running = reward.attempt if while_running else None
-        stored = rows.from_row(Reward, t.rewards, self._insert_once(t.rewards, rollout_id, values, running))
+        stored = self._insert_once(Reward, t.rewards, rollout_id, reward, while_running)
         fields = set(RewardCreate.model_fields) - {"id"}
         if stored.model_dump(include=fields) != reward.model_dump(include=fields):
             raise Conflict(f"reward {stored.id!r} of rollout {rollout_id!r} already exists with a different body")
         return stored
 
     def list_rewards(self, rollout_id: str, *, attempt: int | None = None) -> list[Reward]:
+        return self._records(Reward, t.rewards, rollout_id, attempt, [t.rewards.c.pk], known=True)
+
+    def _records(
+        self,
+        model: type[rows.M],
+        table: Table,
+        rollout_id: str,
+        attempt: int | None,
+        order: list[Any],
+        *,
+        where: ColumnElement[bool] | None = None,
+        known: bool = False,
+    ) -> list[rows.M]:
+        """The rollout's rows of `table` (of one attempt when given) in `order`; `known`: NotFound when the
+        rollout is unknown (else an empty list)."""
+        stmt = select(table).where(table.c.rollout_id == rollout_id, true() if where is None else where)
+        if attempt is not None:
+            stmt = stmt.where(table.c.attempt == attempt)
         with self._read() as conn:
-            self._rollout_row(conn, rollout_id)
-            stmt = select(t.rewards).where(t.rewards.c.rollout_id == rollout_id).order_by(t.rewards.c.pk)
-            if attempt is not None:
-                stmt = stmt.where(t.rewards.c.attempt == attempt)
-            return [rows.from_row(Reward, t.rewards, row) for row in conn.execute(stmt)]
+            if known:
+                self._rollout_row(conn, rollout_id)
+            return [rows.from_row(model, table, row, sealer=self.sealer) for row in conn.execute(stmt.order_by(*order))]
 
-    def _insert_once(self, table: Any, rollout_id: str, values: dict[str, Any], running: int | None = None) -> Any:
-        """Insert a (rollout_id, id)-keyed row unless it exists; return the stored row.
+    def _insert_once(
+        self, model: type[rows.M], table: Table, rollout_id: str, item: EventCreate | RewardCreate, while_running: bool
+    ) -> rows.M:
+        """Insert `item` as a (rollout_id, id)-keyed row unless it exists; return the stored one.
 
-        With `running` (an attempt number), a new row needs that attempt to be running: the
-        rollout row lock orders this against the attempt's finish, so no write lands after it.
+        `while_running` (and `item.attempt` given): a new row needs that attempt to be running; the rollout
+        row lock orders this against the attempt's finish, so no write lands after it.
         """
-        where = (table.c.rollout_id == rollout_id) & (table.c.id == values["id"])
+        item_id = item.id or uuid.uuid4().hex
+        values = rows.values(table, item, sealer=self.sealer, rollout_id=rollout_id, id=item_id, created_at=rows.now())
+        where = (table.c.rollout_id == rollout_id) & (table.c.id == item_id)
+        running = item.attempt if while_running else None
         with self._write() as conn:
             self._rollout_row(conn, rollout_id, lock=running is not None)
             if running is not None and conn.execute(select(table.c.id).where(where)).first() is None:
-                self._require_running(conn, rollout_id, running)
+                a = t.attempts.c
+                found = conn.execute(
+                    select(a.status).where((a.rollout_id == rollout_id) & (a.attempt == running))
+                ).first()
+                if found is None or found.status != AttemptStatus.RUNNING.value:
+                    state = "was never started" if found is None else f"ended ({found.status})"
+                    raise AttemptEnded(
+                        f"attempt {running} of rollout {rollout_id!r} {state}; an agent may write events and "
+                        "rewards only while its attempt runs (score finished attempts with an evaluator)"
+                    )
             conn.execute(self._insert_ignore(table).values(**values))
-            return conn.execute(select(table).where(where)).one()
-
-    def _require_running(self, conn: Any, rollout_id: str, attempt: int | None) -> None:
-        a = t.attempts.c
-        found = conn.execute(
-            select(a.status, a.ended_at).where((a.rollout_id == rollout_id) & (a.attempt == attempt))
-        ).first()
-        if found is None or found.status != AttemptStatus.RUNNING.value:
-            state = "was never started" if found is None else f"ended ({found.status})"
-            raise AttemptEnded(
-                f"attempt {attempt} of rollout {rollout_id!r} {state}; an agent may write events and rewards "
-                "only while its attempt runs (score finished attempts with an evaluator)"
-            )
+            row = conn.execute(select(table).where(where)).one()
+        return rows.from_row(model, table, row, sealer=self.sealer)
 
     # ---- gateway captures
 
@@ -166,13 +164,8 @@ class SqlRecords(SqlDatabase):
         return self.add_model_calls([call])[0]
 
     def add_model_calls(self, calls: Sequence[ModelCall]) -> list[ModelCall]:
-        """The gateway's group commit: four driver statements whatever the group's size.
-
-        Lock the group's rollouts, find ids stored before, read each attempt's
-        last seq, insert the rest in one executemany. The statements go to the
-        driver's cursor as prepared SQL: SQLAlchemy's per-statement work was
-        most of what a small group cost.
-        """
+        """The gateway's group commit: four driver statements whatever the group's size, sent to the driver's
+        cursor as prepared SQL (SQLAlchemy's per-statement work was most of what a small group cost)."""
         if not calls:
             return []
         rows_by_id = self._call_rows(calls)  # before the transaction: the write lock is held for the SQL alone
@@ -180,7 +173,6 @@ class SqlRecords(SqlDatabase):
             return self._insert_calls(cursor, calls, rows_by_id)
 
     def add_model_calls_now(self, calls: Sequence[ModelCall]) -> list[ModelCall] | None:
-        """As `add_model_calls` when that needs no waiting for another writer; None (nothing stored) when it would."""
         with self._driver_write_now() as cursor:
             return None if cursor is None else self._insert_calls(cursor, calls, self._call_rows(calls))
 
@@ -225,12 +217,8 @@ class SqlRecords(SqlDatabase):
         return out
 
     def list_model_calls(self, rollout_id: str, attempt: int | None = None) -> list[ModelCall]:
-        with self._read() as conn:
-            m = t.model_calls.c
-            stmt = select(t.model_calls).where(m.rollout_id == rollout_id).order_by(m.attempt, m.seq)
-            if attempt is not None:
-                stmt = stmt.where(m.attempt == attempt)
-            return [rows.from_row(ModelCall, t.model_calls, row, sealer=self.sealer) for row in conn.execute(stmt)]
+        m = t.model_calls.c
+        return self._records(ModelCall, t.model_calls, rollout_id, attempt, [m.attempt, m.seq])
 
     # ---- OTLP spans
 
@@ -246,9 +234,5 @@ class SqlRecords(SqlDatabase):
             return len(conn.execute(stmt, [rows.values(t.spans, span, sealer=self.sealer) for span in spans]).all())
 
     def list_spans(self, rollout_id: str, attempt: int | None = None) -> list[SpanRecord]:
-        with self._read() as conn:
-            s = t.spans.c
-            stmt = select(t.spans).where(s.rollout_id == rollout_id).order_by(s.attempt, s.start_time_ns, s.span_id)
-            if attempt is not None:
-                stmt = stmt.where(s.attempt == attempt)
-            return [rows.from_row(SpanRecord, t.spans, row, sealer=self.sealer) for row in conn.execute(stmt)]
+        s = t.spans.c
+        return self._records(SpanRecord, t.spans, rollout_id, attempt, [s.attempt, s.start_time_ns, s.span_id])

@@ -1,15 +1,9 @@
 """Retention in the SQL store: which ended rollouts may go, deleting them with their rows, tombstones, free space.
 
-1. A rollout may be purged once it has ended (a final state; `updated_at` is then when it ended) and nothing a
-   running training needs depends on it (the rules: docs/data.md "What a running training still needs").
-2. The purge works through the matching rollouts in creation order, a batch per write transaction (a short
-   hold of SQLite's one write lock), checking 1. again inside each transaction.
-3. Per batch: every row under the rollouts is deleted (model calls, spans, events, rewards, attempts), then
-   the rollouts, and a tombstone per rollout keeps when and why (`purged_rollouts`). SQLite zeroes the freed
-   pages (secure_delete), so the text does not linger in the file.
-4. `reclaim_space` hands the freed pages back to the file system: an incremental vacuum on a store made with
-   auto_vacuum=INCREMENTAL (every new one, store/database.py), else one full VACUUM, which also converts it.
-   PostgreSQL is left to autovacuum (docs/data.md says what an operator does).
+A rollout may be purged once it has ended (`updated_at` is then when it ended) and nothing a running training
+needs depends on it (docs/data.md "What a running training still needs"). The purge goes through the matching
+rollouts in creation order, a batch per write transaction (a short hold of SQLite's one write lock), checking
+that again inside each transaction.
 """
 
 from __future__ import annotations
@@ -29,7 +23,7 @@ from alight.schemas import TERMINAL_STATES, Rollout, RunStatus
 from alight_server.store import rows
 from alight_server.store import tables as t
 from alight_server.store.base import Conflict, NotFound, PurgeReport, PurgeScope, SealError
-from alight_server.store.database import SqlDatabase
+from alight_server.store.database import SqlDatabase, secure_delete
 
 log = logging.getLogger("alight.store")
 
@@ -38,11 +32,6 @@ VACUUM_STEP = 2048  # pages an incremental vacuum frees per hold of the write lo
 # Rows under a rollout, deleted before it (explicitly: each table's count goes in the report).
 CHILDREN = (t.model_calls, t.spans, t.events, t.rewards, t.attempts)
 _ENDED = [s.value for s in TERMINAL_STATES]
-
-
-def _prefix(value: str) -> str:
-    """A LIKE pattern matching ids that start with `value` (its wildcards escaped with backslash)."""
-    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 class SqlRetention(SqlDatabase):
@@ -67,7 +56,7 @@ class SqlRetention(SqlDatabase):
         with self._read() if dry_run else self._write() as conn:
             if dry_run:
                 return int(conn.execute(select(func.count()).select_from(t.run_steps).where(where)).scalar_one())
-            self._secure_delete(conn)
+            secure_delete(conn)
             return int(conn.execute(t.run_steps.delete().where(where)).rowcount)
 
     def reclaim_space(self, *, full: bool = True) -> tuple[int, int]:
@@ -80,7 +69,7 @@ class SqlRetention(SqlDatabase):
         if path is None:
             return 0, 0
         before = _bytes(path)
-        driver = self._driver()
+        driver = self._own_connection()  # in autocommit: VACUUM cannot run inside a transaction
         try:
             incremental = driver.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
             if incremental:
@@ -120,16 +109,16 @@ class SqlRetention(SqlDatabase):
     def _of_run(self, conn: Connection, run_id: str) -> ColumnElement[bool]:
         """The run's rollouts: ids `<run id>-...`, less those of another run whose id extends it (`<run id>-b`)."""
         r = t.rollouts.c
-        prefix = _prefix(f"{run_id}-")
-        longer = conn.execute(select(t.runs.c.id).where(t.runs.c.id.like(prefix, escape="\\"))).scalars()
-        return and_(r.id.like(prefix, escape="\\"), *(not_(r.id.like(_prefix(f"{o}-"), escape="\\")) for o in longer))
+        longer = conn.execute(select(t.runs.c.id).where(t.runs.c.id.startswith(f"{run_id}-", autoescape=True)))
+        mine = r.id.startswith(f"{run_id}-", autoescape=True)
+        return and_(mine, *(not_(r.id.startswith(f"{o}-", autoescape=True)) for o in longer.scalars()))
 
     def _needed(self, conn: Connection) -> dict[str, ColumnElement[bool]]:
         """Why a rollout is still needed by a training, each reason as a condition on `rollouts`."""
         r = t.rollouts.c
         member = t.rollouts.alias("member")
         running = conn.execute(select(t.runs.c.id).where(t.runs.c.status == RunStatus.RUNNING.value)).scalars()
-        of_running = [r.id.like(_prefix(f"{run_id}-"), escape="\\") for run_id in running]
+        of_running = [r.id.startswith(f"{run_id}-", autoescape=True) for run_id in running]
         return {
             "not ended": r.state.not_in(_ENDED),
             "a member of its group has not ended": exists().where(
@@ -170,7 +159,7 @@ class SqlRetention(SqlDatabase):
         ids = [row.id for row in found]
         report.rollouts += [(row.id, self._run_dir(row)) for row in found]
         if not dry_run:
-            self._secure_delete(conn)
+            secure_delete(conn)
         for table in CHILDREN:
             where = table.c.rollout_id.in_(ids)
             if dry_run:
@@ -207,10 +196,6 @@ class SqlRetention(SqlDatabase):
             return None
         return found if isinstance(found, str) else None
 
-    def _secure_delete(self, conn: Connection) -> None:
-        if self.is_sqlite:  # freed pages are zeroed: deleted text does not linger in the file
-            conn.exec_driver_sql("PRAGMA secure_delete = ON")
-
     # ---- SQLite plumbing
 
     def _file(self) -> Path | None:
@@ -218,14 +203,6 @@ class SqlRetention(SqlDatabase):
         if not self.is_sqlite or self._read_lock is not None:
             return None
         return Path(make_url(self.url).database or "").expanduser()
-
-    def _driver(self) -> Any:
-        """A driver connection of its own in autocommit (VACUUM cannot run inside a transaction)."""
-        pooled = self.engine.raw_connection()
-        pooled.detach()  # never back in the pool: closed by the caller
-        conn = pooled.dbapi_connection
-        assert conn is not None
-        return conn
 
 
 def _bytes(path: Path) -> int:

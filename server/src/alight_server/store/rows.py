@@ -1,8 +1,6 @@
 """Conversions between stored rows and the shared schemas, derived from the tables (store/tables.py).
 
-A schema field and a column of the same name carry the same value: JSON columns (marked in the
-table) are encoded and decoded here, timestamps come back in UTC, enums go in as their values, and
-content columns are sealed and opened by the store's sealer (store/keys/sealing.py).
+A schema field and a column of the same name carry the same value, JSON columns encoded and content sealed here.
 """
 
 from __future__ import annotations

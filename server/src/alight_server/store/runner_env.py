@@ -9,7 +9,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from cryptography.fernet import Fernet, InvalidToken
 
@@ -18,6 +19,7 @@ from alight_server.store.base import StoreError
 from alight_server.store.keys import upstream as upstream_keys
 
 MASK = "***"
+R = TypeVar("R", Rollout, RolloutCreate)
 SEALED = "sealed:"  # the prefix of a stored value; one without it was stored before sealing and is opened as is
 
 
@@ -56,11 +58,7 @@ class RunnerEnvBox:
 
     def opened(self, rollout: Rollout) -> Rollout:
         """The rollout with its runner env values readable again; RunnerEnvError when one cannot be opened."""
-        runner = rollout.runner
-        if runner is None or not runner.env:
-            return rollout
-        env = {name: self._open(rollout.id, name, value) for name, value in runner.env.items()}
-        return rollout.model_copy(update={"runner": runner.model_copy(update={"env": env})})
+        return _env_replaced(rollout, lambda name, value: self._open(rollout.id, name, value))
 
     def _seal(self, value: str) -> str:
         if upstream_keys.has_secret_key():
@@ -90,17 +88,18 @@ class RunnerEnvBox:
 def without_values(item: RolloutCreate) -> RolloutCreate:
     """The create with its runner env values blanked: what the stored body hash covers, so that no hash of a
     secret (which a guess could be checked against) is kept; `same_values` compares the values themselves."""
-    if item.runner is None or not item.runner.env:
-        return item
-    return item.model_copy(
-        update={"runner": item.runner.model_copy(update={"env": dict.fromkeys(item.runner.env, "")})}
-    )
+    return _env_replaced(item, lambda _name, _value: "")
 
 
 def masked(rollout: Rollout) -> Rollout:
     """The rollout as every reader but the controller sees it: its runner env names, each value "***"."""
-    runner = rollout.runner
+    return _env_replaced(rollout, lambda _name, _value: MASK)
+
+
+def _env_replaced(item: R, value_of: Callable[[str, str], str]) -> R:
+    """`item` with each of its runner env values replaced by `value_of(name, value)`."""
+    runner = item.runner
     if runner is None or not runner.env:
-        return rollout
-    env = dict.fromkeys(runner.env, MASK)
-    return rollout.model_copy(update={"runner": runner.model_copy(update={"env": env})})
+        return item
+    env = {name: value_of(name, value) for name, value in runner.env.items()}
+    return item.model_copy(update={"runner": runner.model_copy(update={"env": env})})

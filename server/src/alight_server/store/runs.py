@@ -19,7 +19,6 @@ _LATEST_STEP = (
 
 class SqlRuns(SqlDatabase):
     def report_run(self, report: RunReport) -> Run:
-        """Insert or update: a resumed run reports its id again, with its status back to running."""
         values = rows.values(t.runs, report, sealer=self.sealer, updated_at=rows.now())
         del values["id"]
         with self._write() as conn:
@@ -32,13 +31,11 @@ class SqlRuns(SqlDatabase):
             return self._run(conn, run_id)
 
     def list_runs(self, limit: int = 100) -> list[Run]:
-        """Newest first."""
         with self._read() as conn:
             stmt = self._runs_select().order_by(t.runs.c.created_at.desc(), t.runs.c.id).limit(limit)
             return [rows.from_row(Run, t.runs, row, sealer=self.sealer) for row in conn.execute(stmt)]
 
     def add_run_step(self, run_id: str, report: RunStepReport) -> RunStep:
-        """A step reported again (a resumed run repeats its last step) keeps the union, new values winning."""
         with self._write() as conn:
             self._run(conn, run_id)
             s = t.run_steps.c
@@ -54,7 +51,6 @@ class SqlRuns(SqlDatabase):
             return RunStep(run_id=run_id, step=report.step, metrics=metrics, created_at=values["created_at"])
 
     def list_run_steps(self, run_id: str) -> list[RunStep]:
-        """Oldest step first."""
         with self._read() as conn:
             self._run(conn, run_id)
             stmt = select(t.run_steps).where(t.run_steps.c.run_id == run_id).order_by(t.run_steps.c.step)

@@ -1,10 +1,4 @@
-"""SqlStore: the Store protocol over SQLAlchemy Core, on SQLite (WAL) or PostgreSQL; rollouts and attempts here.
-
-Every write runs in one transaction that commits before the method returns.
-SQLite write transactions start with BEGIN IMMEDIATE (one writer at a time,
-no lock upgrades mid-transaction); PostgreSQL claims use FOR UPDATE SKIP
-LOCKED so concurrent controllers never start the same attempt twice.
-"""
+"""SqlStore: the Store protocol over SQLAlchemy Core, on SQLite (WAL) or PostgreSQL; rollouts and attempts here."""
 
 from __future__ import annotations
 
@@ -93,27 +87,17 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlOfflineRollouts, SqlR
                     continue
                 sealed = self._runner_env.sealed(item.runner)
                 existing[rid] = (digest, None if sealed is None else rows.dumps(sealed))
-                ordinal = self._bump(conn, "rollout_ordinal")
-                seq = self._bump(conn, "rollout_seq")
-                conn.execute(
-                    t.rollouts.insert().values(
-                        rows.values(
-                            t.rollouts,
-                            item,
-                            runner=sealed,
-                            sealer=self.sealer,
-                            id=rid,
-                            state=RolloutState.QUEUED,
-                            policy_version=policy,
-                            created_at=now,
-                            updated_at=now,
-                            ordinal=ordinal,
-                            seq=seq,
-                            claimable=True,
-                            attempt_count=0,
-                            body_hash=digest,
-                        )
-                    )
+                self._insert_rollout(
+                    conn,
+                    item,
+                    now,
+                    id=rid,
+                    body_hash=digest,
+                    policy_version=policy,
+                    runner=sealed,
+                    state=RolloutState.QUEUED,
+                    claimable=True,
+                    attempt_count=0,
                 )
             by_id = self._by_ids(conn, list(dict.fromkeys(ids)))
         return [by_id[rid] for rid in ids]
@@ -144,6 +128,7 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlOfflineRollouts, SqlR
             stmt = select(c.id, c.state, c.attempt_count).where(c.claimable.is_(True))
             if ids is not None:
                 stmt = stmt.where(c.id.in_(list(ids)))
+            # PostgreSQL: SKIP LOCKED, so concurrent controllers never start the same attempt twice.
             stmt = stmt.order_by(c.ordinal).limit(limit).with_for_update(skip_locked=True, key_share=True)
             claimed: list[tuple[str, int]] = []
             for row in conn.execute(stmt).all():
@@ -235,11 +220,7 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlOfflineRollouts, SqlR
             version = self._bump(conn, "policy_version")
             values = rows.values(t.policy_versions, version=version, metadata=metadata or {}, created_at=rows.now())
             conn.execute(t.policy_versions.insert().values(**values))
-            return rows.from_row(
-                PolicyVersion,
-                t.policy_versions,
-                conn.execute(select(t.policy_versions).where(t.policy_versions.c.version == version)).one(),
-            )
+        return rows.from_row(PolicyVersion, t.policy_versions, values)
 
 
 def _upstream(row: Any) -> Upstream:

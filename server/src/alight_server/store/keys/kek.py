@@ -94,19 +94,13 @@ class KekSource:
         return cls(kind.strip(), spec, admin_key=admin_key)
 
     @classmethod
-    def process(cls) -> KekSource:
-        """The key of this process only (every store it opens without a source shares it): what such a store
-        wraps under."""
-        return cls("process")
-
-    @classmethod
     def default(cls, admin_key: str | None = None) -> KekSource:
         """ALIGHT_DATA_KEY when set, else the server secret when there is one, else a key of this process."""
         if os.environ.get(KEK_ENV, "").strip():
             return cls.parse(os.environ[KEK_ENV], admin_key=admin_key)
         if admin_key or os.environ.get(SECRET_KEY_ENV, "").strip():
             return cls("secret", admin_key=admin_key)
-        return cls.process()
+        return cls("process")  # shared by every store this process opens without a source
 
     def describe(self) -> str:
         if self.kind == "secret":

@@ -48,10 +48,20 @@ def unwrap(kek: bytes, key_id: str, wrapped: str) -> bytes:
         ) from exc
 
 
-def new_data_key(kek_id: str, kek: bytes) -> tuple[dict[str, Any], bytes]:
-    """A fresh random data key and its `data_keys` row, wrapped under `kek` (fingerprint `kek_id`)."""
+def add_data_key(engine: Engine, kek_id: str, kek: bytes) -> tuple[str, bytes]:
+    """A fresh random data key stored wrapped under `kek` (fingerprint `kek_id`), in a transaction of its own."""
     key_id, key = secrets.token_hex(8), AESGCM.generate_key(bit_length=256)
-    return {"id": key_id, "wrapped": wrap(kek, key_id, key), "kek_id": kek_id, "created_at": now()}, key
+    with engine.begin() as conn:
+        row = {"id": key_id, "wrapped": wrap(kek, key_id, key), "kek_id": kek_id, "created_at": now()}
+        conn.execute(insert(t.data_keys).values(**row))
+    return key_id, key
+
+
+def data_key_rows(engine: Engine) -> Sequence[Any]:
+    """(id, wrapped, kek_id) of every data key, oldest first."""
+    d = t.data_keys.c
+    with engine.connect().execution_options(alight_read=True) as conn:  # BEGIN, not BEGIN IMMEDIATE
+        return conn.execute(select(d.id, d.wrapped, d.kek_id).order_by(d.created_at, d.id)).all()
 
 
 def _bound(key_id: str) -> bytes:
@@ -130,22 +140,12 @@ class Keyring:
 
     def add_key(self) -> tuple[str, bytes]:
         """A new data key wrapped under this source's first KEK; it becomes `current`. Outside any transaction."""
-        row, key = new_data_key(self._wrap_id, self._keks[self._wrap_id])
-        with self._engine.begin() as conn:
-            conn.execute(insert(t.data_keys).values(**row))
-        key_id = row["id"]
-        self._keys[key_id] = key
-        self._current = (key_id, key)
+        self._current = add_data_key(self._engine, self._wrap_id, self._keks[self._wrap_id])
+        self._keys[self._current[0]] = self._current[1]
         return self._current
 
     def _load(self) -> None:
-        with self._engine.connect().execution_options(alight_read=True) as conn:  # BEGIN, not BEGIN IMMEDIATE
-            rows: Sequence[Any] = conn.execute(
-                select(t.data_keys.c.id, t.data_keys.c.wrapped, t.data_keys.c.kek_id).order_by(
-                    t.data_keys.c.created_at, t.data_keys.c.id
-                )
-            ).all()
-        for key_id, wrapped, kek_id in rows:
+        for key_id, wrapped, kek_id in data_key_rows(self._engine):
             kek = self._keks.get(kek_id)
             if kek is None:
                 self._foreign[key_id] = kek_id

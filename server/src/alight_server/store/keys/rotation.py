@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Engine, update
 
 from alight.attempt_logs import SEALED_SUFFIX
 from alight_server.store import tables as t
 from alight_server.store.keys.kek import PROCESS_PREFIX, SETTING, KekError, KekSource
-from alight_server.store.keys.keyring import new_data_key, unwrap, wrap
+from alight_server.store.keys.keyring import add_data_key, data_key_rows, unwrap, wrap
 from alight_server.store.keys.sealed_logs import LogSeal, under_new_kek
 
 DEFAULT_BATCH = 50
@@ -45,13 +45,13 @@ def rotate(
     new_id, new_kek = new.ids()[0], new.keys()[0]
     with engine.begin() as conn:
         t.data_keys.create(conn, checkfirst=True)
-    rows = _rows(engine)
+    rows = data_key_rows(engine)
     lasting = [r for r in rows if not r.kek_id.startswith(PROCESS_PREFIX)]
     pending = [r for r in lasting if r.kek_id != new_id]
     old_keks = _old_keks(old, pending) if pending else {}
     new_key = None
     if not lasting or lasting[-1].kek_id != new_id:
-        new_key = _add_key(engine, new_id, new_kek)
+        new_key, _ = add_data_key(engine, new_id, new_kek)
     done = 0
     for start in range(0, len(pending), batch):
         chunk = pending[start : start + batch]
@@ -74,12 +74,6 @@ def rotate(
     )
 
 
-def _rows(engine: Engine) -> Sequence[Any]:
-    d = t.data_keys.c
-    with engine.connect() as conn:
-        return conn.execute(select(d.id, d.wrapped, d.kek_id).order_by(d.created_at, d.id)).all()
-
-
 def _old_keks(old: KekSource, pending: Sequence[Any]) -> dict[str, bytes]:
     """The old source's KEKs by fingerprint; KekError naming the keys none of them wrapped."""
     keks = dict(zip(old.ids(), old.keys(), strict=True))
@@ -93,13 +87,6 @@ def _old_keks(old: KekSource, pending: Sequence[Any]) -> dict[str, bytes]:
             "data_key, with its ALIGHT_SECRET_KEY or admin key), nothing was changed"
         )
     return keks
-
-
-def _add_key(engine: Engine, kek_id: str, kek: bytes) -> str:
-    row, _ = new_data_key(kek_id, kek)
-    with engine.begin() as conn:
-        conn.execute(insert(t.data_keys).values(**row))
-    return row["id"]
 
 
 def rotate_logs(folders: Sequence[Path], old: KekSource, new: KekSource) -> tuple[int, int]:

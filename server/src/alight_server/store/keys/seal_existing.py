@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import ColumnElement, Table, and_, false, not_, or_, select, tuple_, update
 
 from alight_server.store import tables as t
-from alight_server.store.database import CLEAR_CONTENT, SqlDatabase
+from alight_server.store.database import CLEAR_CONTENT, SqlDatabase, secure_delete
 from alight_server.store.keys.sealing import PREFIX, identity, sealed_columns
 
 DEFAULT_BATCH = 200  # rows per write transaction: a short hold of SQLite's one write lock
@@ -71,8 +71,7 @@ def _seal_table(store: SqlDatabase, table: Table, batch: int, progress: Progress
     rows = cells = 0
     while True:
         with store._write() as conn:
-            if store.is_sqlite:  # the old text's freed space is zeroed, not left in the file
-                conn.exec_driver_sql("PRAGMA secure_delete = ON")
+            secure_delete(conn)
             stmt = select(*(table.c[name] for name in wanted)).where(clear).order_by(*keys).limit(batch)
             if after is not None:
                 stmt = stmt.where(tuple_(*keys) > tuple_(*after))

@@ -11,7 +11,10 @@ import json
 import os
 import secrets
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -53,9 +56,7 @@ class LogSeal:
             "wrapped": wrap(self._keks[kek_id], self._bound(key_id, path), key),
         }
         cipher = AESGCM(key)
-        tmp = sealed.with_name(sealed.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as out, path.open("rb") as src:
+        with _replacing(sealed) as out, path.open("rb") as src:
             out.write(MAGIC + json.dumps(header).encode() + b"\n")
             chunk, index = src.read(CHUNK), 0
             while True:
@@ -66,9 +67,6 @@ class LogSeal:
                 if not following:
                     break
                 chunk, index = following, index + 1
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, sealed)
         path.unlink()
         return sealed
 
@@ -126,18 +124,24 @@ class LogSeal:
             "kek_id": new_id,
             "wrapped": wrap(new._keks[new_id], self._bound(header["key_id"], sealed), key),
         }
-        tmp = sealed.with_name(sealed.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as out:
+        with _replacing(sealed) as out:
             out.write(MAGIC + json.dumps(header).encode() + b"\n" + rest)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, sealed)
         return True
 
     @staticmethod
     def _bound(key_id: str, path: Path) -> str:
         return f"{key_id}:{log_name(path)}"
+
+
+@contextmanager
+def _replacing(target: Path) -> Iterator[BinaryIO]:
+    """A file (mode 600) written aside, synced, then renamed over `target`: a crash leaves the old file or the new."""
+    tmp = target.with_name(target.name + ".tmp")
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+        yield out
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, target)
 
 
 def under_new_kek(sealed: Path, new: LogSeal) -> bool:
