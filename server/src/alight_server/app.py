@@ -29,9 +29,8 @@ _NO_NATIVE_TELEMETRY: dict[str, Any] = (
 def create_app(config: ServerConfig | None = None, store: Store | None = None) -> FastAPI:
     """Build the server. `store` defaults to the one at `config.db_url`.
 
-    Routers live in their own modules; this function only assembles them.
-    With no admin key configured a random one is generated, so admin routes
-    are never open (`alight serve` prints the key it generated).
+    With no admin key configured a random one is generated, so admin routes are never open (`alight serve`
+    prints the key it generated).
     """
     from alight_server import ui
     from alight_server.api import attempts, health, reviews, rollouts, runs, trajectory, upstreams
@@ -74,12 +73,8 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
     install_evaluator(app, config)
     install_error_handlers(app, config)
     app.include_router(health.router)
-    app.include_router(rollouts.router, prefix="/api")
-    app.include_router(attempts.router, prefix="/api")
-    app.include_router(upstreams.router, prefix="/api")
-    app.include_router(trajectory.router, prefix="/api")
-    app.include_router(runs.router, prefix="/api")
-    app.include_router(reviews.router, prefix="/api")
+    for api in (rollouts, attempts, upstreams, trajectory, runs, reviews):
+        app.include_router(api.router, prefix="/api")
     ui.install(app)
     app.include_router(otlp_router)
     gateway_routes.install(app)

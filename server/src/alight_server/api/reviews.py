@@ -1,12 +1,7 @@
 """The review queue: flagged (or audited) rollouts wait out of training until a person accepts or rejects them.
 
-1. A rollout is queued by a `review_flag` event (a gate that keeps the reward) or a `review_requested` one (the
-   trainer's random audit), unless a hard gate set it to 0: `review_state` (alight.schemas.gates) is the rule.
-2. `GET /api/reviews` lists the pending ones with each flag's evidence and the coding episode's diff and commands
-   (its `episode` event), redacted for people unless the admin asks `reveal=true`.
-3. `POST /api/rollouts/{id}/review` stores the one `review_decision` event, under a reviewer key or the admin key,
-   naming the key (its fingerprint), never the key. A decision is final: a second is a 409, and the generic events
-   route refuses the review kinds it must not carry (a decision at all, an audit request from an attempt token).
+What queues a rollout, who decides and why a decision is final: docs/security.md, "The review queue and reviewer
+keys"; `review_state` (alight.schemas.gates) is the rule the queue and the decision both apply.
 """
 
 from __future__ import annotations

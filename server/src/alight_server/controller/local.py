@@ -67,7 +67,7 @@ class LocalRunner:
     ) -> None:
         self.logs_dir = Path(logs_dir).absolute()  # absolute: agents run in their own cwd
         # The host is part of the name so that two machines' local controllers never fail each other's attempts.
-        self._name = name or f"local@{socket.gethostname()}"
+        self.name = name or f"local@{socket.gethostname()}"
         # Where agents reach the server; by default the address the server handed out in the claim.
         self.agent_server_url = agent_server_url
         self.python = python
@@ -85,12 +85,8 @@ class LocalRunner:
         self._swept: set[str] = set()  # groups already cleaned after their leader ended
         self.log_seal = log_seal  # seals each released attempt's log (None: the clear file is kept)
 
-    @property
-    def name(self) -> str:
-        return self._name
-
     def handle_for(self, rollout_id: str, attempt: int) -> str:
-        return attempt_handle(self._name, rollout_id, attempt)
+        return attempt_handle(self.name, rollout_id, attempt)
 
     # files
 
@@ -125,7 +121,7 @@ class LocalRunner:
             raise SpawnError(f"rollout {rollout.id!r}: {exc}") from exc
         cwd = spec.cwd
         if cwd is not None and not Path(cwd).is_dir():
-            raise SpawnError(f"rollout {rollout.id!r}: runner cwd {cwd!r} is not a directory on {self._name}")
+            raise SpawnError(f"rollout {rollout.id!r}: runner cwd {cwd!r} is not a directory on {self.name}")
         log_path, state_path, exit_path = self._paths(handle)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         exit_path.unlink(missing_ok=True)

@@ -1,17 +1,8 @@
 """`alight eval CONFIG --benchmark NAME:CATEGORY`: a public benchmark's tasks and own checker on the config's policy.
 
-A benchmark is a class another package registers in the entry-point group `alight.benchmarks`; its agent sends
-each task's prompt to the policy (through the gateway, as every rollout does) and its evaluator scores the
-recorded answer with the benchmark's own checker::
-
-    class MyBench:
-        agent = "my_pkg.bench:answer"         # answer(task): the policy's call, nothing else
-        evaluator = "my_pkg.bench:score"      # score(task, trajectory) -> 1.0 or 0.0
-        def categories(self) -> dict[str, list[str]]: ...          # a name (or group) -> its categories
-        def tasks(self, categories, limit) -> list[dict]: ...      # each with its "category"
-
-    [project.entry-points."alight.benchmarks"]
-    mybench = "my_pkg.bench:MyBench"
+A benchmark is a class (`Benchmark`) another package registers in the entry-point group `alight.benchmarks`
+(`mybench = "my_pkg.bench:MyBench"`); its agent sends each task's prompt to the policy (through the gateway, as
+every rollout does) and its evaluator scores the recorded answer with the benchmark's own checker.
 """
 
 from __future__ import annotations
@@ -28,11 +19,11 @@ from alight_server.trainer.config.run import TrainConfig
 
 
 class Benchmark(Protocol):
-    agent: str
-    evaluator: str
+    agent: str  # "my_pkg.bench:answer": answer(task), the policy's call and nothing else
+    evaluator: str  # "my_pkg.bench:score": score(task, trajectory) -> 1.0 or 0.0
 
-    def categories(self) -> dict[str, list[str]]: ...
-    def tasks(self, categories: list[str], limit: int | None) -> list[dict[str, Any]]: ...
+    def categories(self) -> dict[str, list[str]]: ...  # a name (or group) -> its categories
+    def tasks(self, categories: list[str], limit: int | None) -> list[dict[str, Any]]: ...  # each with its "category"
 
 
 def load_benchmark(spec: str) -> tuple[Benchmark, list[str]]:

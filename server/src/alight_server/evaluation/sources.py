@@ -44,10 +44,6 @@ class SourceKeys(BaseModel):
     validation: int = Field(default=0, ge=0)
 
 
-class TaskSource(Protocol):
-    def splits(self, spec: dict[str, Any], seed: int) -> tuple[list[Any], list[Any]]: ...
-
-
 class Scorer(Protocol):
     def score(self, task: Any, answer: str) -> float: ...
 

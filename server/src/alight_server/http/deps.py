@@ -30,9 +30,8 @@ ENDED_ATTEMPT_GRACE_S = 60.0
 log = logging.getLogger("alight.server")
 
 _AUTH_HINT = "send `Authorization: Bearer <admin key>` (or a viewer or reviewer key), or an agent's attempt token on its own routes"
-# What a viewer key may do, in the 403 that refuses it anything else.
+AGENT_ROUTES = "attempt tokens may only call their own agent routes"
 VIEWER_SCOPE = "a viewer key only reads (GET) rollouts, trajectories, events, rewards, runs and the dashboard, redacted"
-# What a reviewer key may do, in the 403 that refuses it anything else.
 REVIEWER_SCOPE = (
     "a reviewer key reads what a viewer key reads (redacted) and decides the review queue "
     "(POST /api/rollouts/{id}/review), nothing else"
@@ -139,40 +138,36 @@ def get_caller(request: Request) -> Caller:
     )
 
 
+def _refused(caller: Caller, needs: str) -> HTTPException:
+    """The 403 saying what the route needs, and what the caller's key may do instead."""
+    return HTTPException(403, f"{needs}; {caller.scope if caller.viewer else AGENT_ROUTES}")
+
+
 def get_writer(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
     """The admin or an attempt token, on routes that write (events, rewards); a viewer key is refused."""
     if caller.viewer:
-        raise HTTPException(403, f"writing needs the admin key or the attempt's token; {caller.scope}")
+        raise _refused(caller, "writing needs the admin key or the attempt's token")
     return caller
 
 
 def require_admin(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
-    if caller.viewer:
-        raise HTTPException(403, f"this route needs the admin key; {caller.scope}")
     if not caller.admin:
-        raise HTTPException(403, "this route needs the admin key; attempt tokens may only call their own agent routes")
+        raise _refused(caller, "this route needs the admin key")
     return caller
 
 
 def require_reader(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
     """The admin or a viewer key, on the read routes people use; attempt tokens are refused."""
     if not (caller.admin or caller.viewer):
-        raise HTTPException(
-            403, "this route needs the admin key or a viewer key; attempt tokens may only call their own agent routes"
-        )
+        raise _refused(caller, "this route needs the admin key or a viewer key")
     return caller
 
 
 def require_reviewer(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
     """The admin or a reviewer key, on the routes that decide reviews; a viewer key and attempt tokens are refused."""
-    if caller.admin or caller.reviewer:
-        return caller
-    if caller.viewer:
-        raise HTTPException(403, f"deciding a review needs a reviewer key or the admin key; {VIEWER_SCOPE}")
-    raise HTTPException(
-        403,
-        "deciding a review needs a reviewer key or the admin key; attempt tokens may only call their own agent routes",
-    )
+    if not (caller.admin or caller.reviewer):
+        raise _refused(caller, "deciding a review needs a reviewer key or the admin key")
+    return caller
 
 
 def get_attempt_token(request: Request) -> AttemptClaims:
@@ -235,14 +230,10 @@ def viewer_copy(request: Request, caller: Caller) -> Redactor | None:
 StoreDep = Annotated[Store, Depends(get_store)]
 ConfigDep = Annotated[ServerConfig, Depends(get_config)]
 CallerDep = Annotated[Caller, Depends(get_caller)]
-# Routes that write as the admin or as an agent for its own attempt: a viewer key is refused (403).
 WriterDep = Annotated[Caller, Depends(get_writer)]
-# Read routes people use: the admin key or a viewer key.
 ReaderDep = Annotated[Caller, Depends(require_reader)]
 AdminDep = Annotated[Caller, Depends(require_admin)]
-# Routes that decide reviews: the admin key or a reviewer key.
 ReviewerDep = Annotated[Caller, Depends(require_reviewer)]
 AttemptTokenDep = Annotated[AttemptClaims, Depends(get_attempt_token)]
 AttemptDep = Annotated[AttemptClaims, Depends(get_path_attempt)]
-# A read route's copy for people: None when the admin key asked for the exact content (reveal=true).
 RedactionDep = Annotated[Redactor | None, Depends(people_copy)]

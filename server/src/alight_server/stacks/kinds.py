@@ -1,19 +1,12 @@
 """The stacks `alight train` runs against: the embedded one in this process, or servers you started.
 
-With no server URL configured, a training run needs the whole system on one machine:
-1. the alight server (SQLite in the run folder) on a free loopback port;
-2. the inference engine behind its OpenAI-compatible app on another port, registered as the upstream
-   (or, with `inference.backend: vllm`, a vLLM server subprocess: `inference/vllm_server.py`); it answers
-   only with a key generated at each start, which the upstream registration names as a file (0600) under
-   run_dir/upstream-keys, the one folder this server reads upstream keys from;
-3. a local controller on a thread, spawning one agent subprocess per attempt (`run_agents=False`: none,
-   for `alight run --config`, which starts its one agent itself: stacks/one_rollout.py).
-`close()` (or leaving the `with` block, Ctrl-C included) stops them in reverse order and kills agents.
-`ReplicaStack` is 1 and 3 only: with `trainer.backend: verl` the backend's rollout replicas are the
-inference side and it registers them as the upstreams itself (trainer/backends/verl/replicas.py).
-
-With `server.url`, `ExternalStack` only checks that the server, its upstream and the inference server
-answer; `alight controller` (run by you) starts the agents, and weights go to `server.inference_url`.
+`EmbeddedStack` is docs/training.md's "What one run does": the server; the policy's inference (the engine, or with
+`inference.backend: vllm` a vLLM subprocess) registered as the upstream with a key generated at each start, kept
+0600 under run_dir/upstream-keys, the one folder this server reads upstream keys from; and a local controller on a
+thread (`run_agents=False`: none, for `alight run --config`, which starts its one agent itself). `close()` stops
+them in reverse order and kills agents. `ReplicaStack` is the server and the controller: with `trainer.backend:
+verl` the backend's rollout replicas are the inference side and register themselves. `ExternalStack`
+(`server.url`) only checks that the server, its upstream and the inference server answer.
 
 Long because: the stack kinds a run is handed, side by side so the face they share (start, url,
 weight_sync, close) reads in one place; ReplicaStack is EmbeddedStack less its policy server.

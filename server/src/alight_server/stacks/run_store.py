@@ -1,14 +1,8 @@
 """Opening a store to read it: a training run's by its folder, any other by its server's settings.
 
-Every reader of a run's store opens it here: `alight serve --run-dir`, `alight eval --traces`, the `alight data`
-commands that open a store, `alight eval`'s per-step reports and the benchmarks. A training run's embedded
-server (stacks/kinds.py) seals its store's content under data keys wrapped by the KEK `data_key: secret` gives
-(store/keys/kek.py): ALIGHT_DATA_KEY when set, else ALIGHT_SECRET_KEY, else a key derived from the admin key its
-folder keeps (stacks/state.py, `stack.json`). So the folder alone opens the store, as the run left it.
-
-A key that opens none of the store's data keys is refused before the store is touched (opening it would add
-a data key of its own and every old cell would fail to open, one by one), in one sentence that says what
-opens it: `--run-dir` and the folder when the store lies in a run's folder, else the sealing server's settings.
+Every reader of a run's store opens it here, with the key its folder keeps (`stack.json`); a key that opens none
+of a store's data keys is refused before the store is touched, since opening it would add a data key of its own and
+every old cell would fail to open, one by one (docs/data.md, "Every process on a store opens it with the same KEK").
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """A recorded run's trajectories split by policy as its trainer split them, for the export and capture health.
 
-With `policies:` the gateway flags every call `policy:<name>` and the sample builder drops a flagged call, so
-a reader of the record that built samples from whole trajectories would find no rows. The trainer first
-splits (`trainer/policy_samples.split_by_policy`): each policy gets copies holding only its calls, scored by
-its reward. `split_run` does the same with the run's recorded policies (`ui/samples.run_policies`); a run of
-one policy is one part, as is.
+Why (the builder drops a call flagged `policy:<name>`, so whole trajectories would give no rows): docs/data.md,
+the export's "several policies"; a run of one policy is one part, as is.
 """
 
 from __future__ import annotations

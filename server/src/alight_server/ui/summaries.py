@@ -21,7 +21,6 @@ MAX_GROUP = 1000  # members read per group for its spread
 def rollout_row(store: Store, rollout: Rollout) -> dict[str, Any]:
     """One table row: the latest attempt's outcome, reward, calls and tokens."""
     latest = rollout.attempts[-1] if rollout.attempts else None
-    rewards = store.list_rewards(rollout.id, attempt=latest.attempt) if latest else []
     calls = store.list_model_calls(rollout.id, latest.attempt) if latest else []
     duration = None
     if latest is not None and latest.ended_at is not None:
@@ -33,7 +32,7 @@ def rollout_row(store: Store, rollout: Rollout) -> dict[str, Any]:
         "mode": rollout.mode.value,
         "group_id": rollout.group_id,
         "step": metrics_step(rollout),
-        "reward": final_reward(rewards),
+        "reward": _final(store, rollout),
         "failure_kind": latest.failure_kind.value if latest and latest.failure_kind else None,
         "attempts": len(rollout.attempts),
         "duration_s": duration,

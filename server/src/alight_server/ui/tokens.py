@@ -24,14 +24,8 @@ if TYPE_CHECKING:
 
 
 def token_view(store: Store, trajectory: Trajectory, redaction: Redactor | None = None) -> dict[str, Any]:
-    """Run the real sample builder on this one trajectory, with the settings of the run it belongs to.
-
-    With several policies the trainer's split runs first (trainer/step/policy_samples.py): each policy's rows hold
-    only its calls, scored by its reward, and each row names its `policy`; calls of no known policy are
-    counted among the dropped calls. With a redactor (a copy for people), each redacted span of a row's text
-    becomes one block over the tokens it covers (redaction/views.py `redact_tokens`); the builder itself
-    always reads the exact data.
-    """
+    """Run the real sample builder on this one trajectory, with the settings of the run it belongs to, split by
+    policy as the trainer splits (`_parts`); it reads the exact data, and `redaction` shapes only the answer."""
     from alight_server.trainer.step.samples import build_samples
 
     rollout = store.get_rollout(trajectory.rollout_id)
@@ -102,12 +96,8 @@ def _row(
 def _parts(
     trajectory: Trajectory, run_config: dict[str, Any] | None, dropped_calls: Counter[str]
 ) -> list[tuple[str | None, Trajectory]]:
-    """(policy, its copy of the trajectory) per policy as the trainer splits it; [(None, trajectory)] with one.
-
-    The policies are the run's (`policies:` in its config); a trajectory of no run whose calls carry policy
-    flags is split by the names the flags give. A call the split leaves out is counted by its reason
-    (`no_policy`, `unknown_policy`, `several_policies`, `rollout_no_named_reward`: ui/policy_parts.py).
-    """
+    """(policy, its copy of the trajectory) per policy as the trainer splits it, by the run's policies (without a
+    run, by the names its calls' flags give); [(None, trajectory)] with one. Calls left out count by reason."""
     policies = samples.run_policies(run_config)
     if not policies:
         flagged = [policy_of(tc.call.flags) for tc in trajectory.calls]

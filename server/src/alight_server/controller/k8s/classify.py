@@ -1,17 +1,5 @@
-"""What Kubernetes reports about an attempt's Job and Pods, read as a RunStatus (the failure table in docs/controller.md).
-
-| Kubernetes says                                              | phase           | attempt kind |
-|--------------------------------------------------------------|-----------------|--------------|
-| container terminated, exit 0                                 | EXITED(0)       | succeeded    |
-| container terminated, exit N != 0                            | EXITED(N)       | task         |
-| ErrImagePull / ImagePullBackOff / InvalidImageName           | FAILED_TO_START | infra        |
-| PodScheduled=False Unschedulable, longer than the limit      | FAILED_TO_START | infra        |
-| CreateContainerConfigError & co., longer than the limit      | FAILED_TO_START | infra        |
-| OOMKilled, Evicted, DisruptionTarget (node lost, preempted)  | KILLED          | infra        |
-| Pod deleted before it finished (by someone else)             | KILLED          | infra        |
-| Job FailureTarget or Failed, reason DeadlineExceeded         | DEADLINE        | timeout      |
-| Pod deleted (no other reason) once the Job's deadline passed | DEADLINE        | timeout      |
-| Job deleted while it ran                                     | LOST            | infra        |
+"""What Kubernetes reports about an attempt's Job and Pods, read as a RunStatus: the table in docs/controller.md,
+"How a Job ends" (outcome.py turns each phase into the attempt's outcome).
 """
 
 from __future__ import annotations

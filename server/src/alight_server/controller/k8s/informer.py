@@ -1,13 +1,7 @@
-"""A list-then-watch mirror of one kind of object (Jobs or Pods) carrying the runner's labels.
+"""A list-then-watch mirror of one kind of object (Jobs or Pods) carrying the runner's labels, on its own thread.
 
-On its own thread: list (remember the list's resourceVersion), then watch
-from there, keeping the resourceVersion of every event. A watch that ends
-(the server's timeout) or drops (a broken connection) resumes from the last
-resourceVersion after a short backoff; a `410 Gone` (that version was
-compacted away) or the slow periodic safety net triggers a full re-list,
-which also notices objects deleted while no watch was open. The API server
-being unreachable only makes the loop back off (up to `backoff_max_s`); the
-mirror keeps its last view and nothing is concluded from the silence.
+How it resumes, re-lists (after `410 Gone`, and periodically) and rides out an unreachable API server:
+docs/controller.md, "Watch, not poll". Nothing is concluded from silence: the mirror keeps its last view.
 """
 
 from __future__ import annotations

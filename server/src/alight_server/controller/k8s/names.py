@@ -29,12 +29,8 @@ def _slug(text: str) -> str:
 
 
 def job_name(runner_name: str, rollout_id: str, attempt: int) -> str:
-    """`alight-<readable part of the rollout id>-<attempt>-<hash>`: a valid DNS-1123 label of at most 63 chars.
-
-    The hash covers the runner name and the exact rollout id, so ids that
-    slug the same (`Run.1`, `run-1`), or two controllers sharing a namespace,
-    never collide; the readable part is cut to fit.
-    """
+    """`alight-<readable part of the rollout id>-<attempt>-<hash>`, a DNS-1123 label of at most 63 chars; the hash
+    (of runner name and exact id) keeps ids that slug the same, or two controllers in a namespace, apart."""
     suffix = f"-{attempt}-{_digest(f'{runner_name}/{rollout_id}/{attempt}')}"
     readable = _slug(rollout_id)[: NAME_LIMIT - len("alight-") - len(suffix)].strip("-")
     return f"alight-{readable}{suffix}" if readable else f"alight{suffix}"

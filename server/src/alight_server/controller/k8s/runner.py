@@ -92,15 +92,15 @@ class KubernetesRunner:
         # Where a spec's inherit_env names are read (the controller's own environment, by default).
         self.host_env = dict(os.environ if host_env is None else host_env)
         self.namespace = namespace
-        self._name = name or f"k8s@{namespace}"
+        self.name = name or f"k8s@{namespace}"
         self.api = client.ApiClient(configuration)
         self.batch = client.BatchV1Api(self.api)
         self.core = client.CoreV1Api(self.api)
-        self.settings = manifest.JobSettings(self._name, namespace, image, ttl_after_finished_s, termination_grace_s)
+        self.settings = manifest.JobSettings(self.name, namespace, image, ttl_after_finished_s, termination_grace_s)
         self.agent_server_url = agent_server_url
         self.limits = limits or Limits()
         self.min_create_gap_s = 1.0 / creations_per_s
-        selector = names.runner_selector(self._name)
+        selector = names.runner_selector(self.name)
         watch = {"relist_s": relist_s, "watch_timeout_s": watch_timeout_s}
         self.jobs = Informer("jobs", self.batch.list_namespaced_job, namespace, selector, **watch)
         self.pods = Informer("pods", self.core.list_namespaced_pod, namespace, selector, **watch)
@@ -113,16 +113,12 @@ class KubernetesRunner:
         self._next_try: dict[str, float] = {}  # handle -> monotonic time of the next create/confirm
         self._next_create_at = 0.0
 
-    @property
-    def name(self) -> str:
-        return self._name
-
     def handle_for(self, rollout_id: str, attempt: int) -> str:
-        return attempt_handle(self._name, rollout_id, attempt)
+        return attempt_handle(self.name, rollout_id, attempt)
 
     def job_name(self, handle: str) -> str:
         _, rollout_id, attempt = parse_handle(handle)
-        return names.job_name(self._name, rollout_id, attempt)
+        return names.job_name(self.name, rollout_id, attempt)
 
     def close(self) -> None:
         """Stop the watches (Jobs keep running; a new runner adopts them)."""
@@ -293,7 +289,7 @@ class KubernetesRunner:
 
     def handles(self) -> list[str]:
         response = self.batch.list_namespaced_job(
-            self.namespace, label_selector=names.runner_selector(self._name), _preload_content=False
+            self.namespace, label_selector=names.runner_selector(self.name), _preload_content=False
         )
         listed = json.loads(response.data).get("items") or []
         found = {
