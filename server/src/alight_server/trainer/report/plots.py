@@ -15,7 +15,6 @@ if TYPE_CHECKING:
 
 
 def plot_run(history: list[dict[str, Any]], path: Path, title: str = "alight training") -> Path:
-    """Draw `history` (as `run_figure`) into the PNG at `path`; returns `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     run_figure(history, title).savefig(path)
     return path
@@ -57,7 +56,6 @@ def run_figure(history: list[dict[str, Any]], title: str = "alight training") ->
 
 
 def plot_comparison(comparisons: list[Comparison], path: Path) -> Path:
-    """Draw `comparison_figure` into the PNG at `path`; returns `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     comparison_figure(comparisons).savefig(path)
     return path

@@ -1,10 +1,8 @@
 """`alight train --init-from CHECKPOINT`: a new run whose policy starts from another run's checkpoint.
 
-The checkpoint's trainable weights (LoRA merged in) are written as a plain Hugging Face model folder in the
-new run's output folder, and the run's `model` becomes that folder: inference serves it, every backend
-loads it, and the optimizer starts fresh (a new phase, e.g. RL after supervised fine-tuning, with its own
-learning rate). `--resume` is the other way in: the same run, optimizer and step included.
-"""
+The checkpoint's weights (LoRA merged in) become a plain Hugging Face folder in the new run's output folder, and
+the run's `model` that folder; the optimizer starts fresh (a new phase, e.g. RL after supervised fine-tuning).
+`--resume` is the other way in: the same run, optimizer and step included."""
 
 from __future__ import annotations
 

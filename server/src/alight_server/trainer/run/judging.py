@@ -1,10 +1,7 @@
-"""The run's side of the judge (`judge:`): built from the config, it judges a step's groups (synchronous
-training) or each group as its last member ends (asynchronous training, trainer/run/async_pool.py).
+"""The run's side of the judge (`judge:`): it judges a step's groups, or each group as its last member ends (async).
 
-A group the judge failed on is left out of training as an infrastructure failure: its trajectories are marked
-`infra` here, in the trainer's copy only (the rollouts themselves ended as they did), so every count and filter
-that leaves infra failures out leaves it out, and no reward is read as a zero.
-"""
+A group the judge failed on is marked `infra` in the trainer's copy only (the rollouts ended as they did), so
+every count and filter that leaves infra failures out leaves it out, and no reward is read as a zero."""
 
 from __future__ import annotations
 
@@ -69,7 +66,6 @@ class Judging:
         return tally(phase.rollouts, marked, time.monotonic() - started)
 
     def metrics(self) -> dict[str, float]:
-        """The run's judge so far: calls, tokens, flagged answers, failed groups, cached verdicts."""
         judge = self.judge
         return {"judge/calls": float(judge.caller.calls), "judge/tokens": float(judge.caller.tokens),
                 "judge/flagged": float(judge.flagged), "judge/failed_groups": float(judge.failed),

@@ -110,7 +110,7 @@ class Quarantine:
         """Step `step + 1`'s rollouts as training should see them, while the trainer holds policy `version`."""
         counts = Counter[str]()
         self._poll(step, counts)
-        released = self._release(step, version, counts)
+        released = self._release(version, counts)
         fresh = [self._audit(t, counts) for t in phase.trajectories]
         for trajectory in fresh:
             if trajectory.review != "clear":
@@ -192,7 +192,7 @@ class Quarantine:
                 kept += [t for t in members if t.review != "rejected"]
         return kept
 
-    def _release(self, step: int, version: int, counts: Counter[str]) -> Screened:
+    def _release(self, version: int, counts: Counter[str]) -> Screened:
         """The held groups decided since: their trajectories read again (rejected ones left out); the groups
         past the staleness bound dropped (their queued rollouts still watched, so a rejection is recorded)."""
         released = Screened([], [])

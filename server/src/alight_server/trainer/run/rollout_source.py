@@ -1,13 +1,6 @@
-"""Where a training step's rollouts come from, behind one interface the loop asks.
-
-- `StepGroups`: each step creates its own groups and waits for all of them (trainer/run/phases.py); the first
-  step's can be created ahead, right behind the first validation;
-- `PoolGroups`: asynchronous training (`async_rollout.enabled`): groups stay in flight across steps and a
-  step takes the first complete, fresh enough ones (trainer/run/async_pool.py); their rows carry a weight, and
-  the pool's state goes into each checkpoint;
-- `ImportedTraces`: `traces.run` names trajectories imported from logs (`alight data import`); nothing is
-  sampled for training, each step takes the next `traces.per_step` of them, epoch after epoch.
-"""
+"""Where a training step's rollouts come from, behind one interface the loop asks: each step's own groups
+(`StepGroups`, trainer/run/phases.py), the groups in flight of asynchronous training (`PoolGroups`,
+trainer/run/async_pool.py), or trajectories imported from logs with `traces.run` (`ImportedTraces`)."""
 
 from __future__ import annotations
 

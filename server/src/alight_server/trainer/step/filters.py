@@ -1,9 +1,7 @@
 """The trajectory filter before training: rollouts a gate flagged, with capture problems, or infra failures.
 
-Dropped rollouts are kept in the store (a flagged one is a security regression to look at, not data) and
-counted in the step's metrics as `filter/<reason>`. Gate flags arrive with the trajectory (`gate_flags`),
-so the filter asks the server nothing.
-"""
+Dropped rollouts stay in the store (a flagged one is a security regression to look at, not data) and are
+counted as `filter/<reason>`; gate flags arrive with the trajectory, so the filter asks the server nothing."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Rows of calls imported as text (fidelity `rendered`) before a policy-gradient step: refuse, drop or recompute.
 
-A rendered call's tokens are the policy's own rendering of logged text; no logprob was recorded when it was
-sampled, so pi / pi_old has no pi_old. `algorithm.rendered_rows` says what a policy-gradient step does with
-such rows; supervised fine-tuning (`estimator: sft`) needs no pi_old and trains them as they are.
-"""
+No logprob was recorded when a rendered call was sampled, so pi / pi_old has no pi_old; supervised fine-tuning
+(`estimator: sft`) needs none and trains such rows as they are."""
 
 from __future__ import annotations
 

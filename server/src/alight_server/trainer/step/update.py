@@ -1,12 +1,8 @@
 """A training step's update: samples per policy, then a step and a push for each that learns.
 
-A one-policy run is a set of one: its trajectories go to its policy whole, and its metrics are the step's own
-(`train/*`, `samples/*`, `sync/*`). With `policies:` (issue 32) each policy's rows come from the calls routed to
-it (`split_by_policy`: calls of different policies never share a row; a policy's reward is the rollout's or its
-named one); a trainable policy with rows whose groups are not all uniform takes one step and is pushed alone (the
-gateway pauses only its calls); the others are untouched. Metrics: the same keys for the totals,
-`policy/<name>/<key>` per policy (docs/training.md#several-policies).
-"""
+A one-policy run is a set of one whose metrics are the step's own. With `policies:` each policy's rows come from
+the calls routed to it (`split_by_policy`), a trainable policy with signal steps and is pushed alone (the gateway
+pauses only its calls), and metrics are totals plus `policy/<name>/<key>` (docs/training.md#several-policies)."""
 
 from __future__ import annotations
 
