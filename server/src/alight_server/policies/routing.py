@@ -40,10 +40,6 @@ class RoutingRule(BaseModel):
                 return value is not None and fnmatch.fnmatchcase(value, pattern)
         return False  # pragma: no cover - the validator requires one condition
 
-    def describe(self) -> str:
-        key, value = next((k, v) for k, v in (("agent", self.agent), ("model", self.model), ("role", self.role)) if v)
-        return f"{{{key}: {value}, policy: {self.policy}}}"
-
 
 class RoutingConfig(BaseModel):
     """`routing:`: rules tried in order, the first match wins; no match goes to `default`, or is refused."""

@@ -1,11 +1,7 @@
 """The check report: what the sample builder would make of a run's trajectories, before anyone trains on them.
 
-1. Each rollout of the run (ids `<run>-`) is joined into its trajectory, as the trainer reads it.
-2. The builder runs over all of them (`build_samples`, with the run's or the config's `samples:` settings):
-   rows after merging, prefix breaks by cause (its own classifier, `breaks.classify_break`), truncations and
-   drops. A trajectory without a reward yet counts as reward 0 here, so the check needs no scoring first.
-3. Per trajectory: its calls (exact, rendered, left out at import), its rows and breaks, and the first place
-   where call k+1's prompt stops continuing call k's prompt + response, as token ids and as text.
+The builder and its break classifier are the trainer's own (`build_samples`, `breaks.classify_break`); a
+trajectory without a reward yet counts as reward 0 here, so the check needs no scoring first.
 """
 
 from __future__ import annotations

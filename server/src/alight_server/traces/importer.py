@@ -1,13 +1,8 @@
 """Sessions into the store as a run of offline rollouts: exact calls as recorded, the rest rendered and flagged.
 
-1. The run NAME is reported (status succeeded, its config saying where the traces came from).
-2. Each session is one rollout `NAME-<content hash>`, created ended and never claimable
-   (`Store.add_offline_rollouts`), so no controller ever starts it; re-importing the same content finds the
-   same ids and stores nothing new.
-3. Each call is stored as a model call `<rollout id>-<n>`: with its recorded ids (`exact`) or rendered by the
-   policy's template (`rendered`: RENDERED_FLAG, no logprobs). A call that cannot be rendered is left out
-   and recorded as an `alight.import.unrendered` event on its rollout (the check report counts them).
-4. Rewards the source carried become the rollout's rewards (ids `import-<n>`).
+Each session is one rollout `NAME-<content hash>`, created ended and never claimable, so no controller starts
+it and re-importing the same content stores nothing new. A call that cannot be rendered is left out and
+recorded as an UNRENDERED_EVENT on its rollout (the check report counts them).
 """
 
 from __future__ import annotations

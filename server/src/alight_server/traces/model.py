@@ -92,10 +92,21 @@ class TraceFormatError(ValueError):
     """A whole file cannot be read in the format named (not one bad record: those are RecordErrors)."""
 
 
+def json_text(value: Any) -> str:
+    """`value` as JSON text, unless it is text already (what a model wrote as arguments, what a tool answered)."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def first_prompt(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The task a conversation's first user message states, for a source that records none of its own."""
+    first = next((m for m in messages if m.get("role") == "user"), None)
+    return {"prompt": first.get("content")} if first else None
+
+
 def tool_call(call_id: str | None, name: str, arguments: Any) -> dict[str, Any]:
     """A chat-completions tool call; arguments as the JSON text the model wrote."""
-    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-    return {"id": call_id or f"call_{name}", "type": "function", "function": {"name": name, "arguments": text}}
+    function = {"name": name, "arguments": json_text(arguments)}
+    return {"id": call_id or f"call_{name}", "type": "function", "function": function}
 
 
 def assistant(content: str | None, tool_calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:

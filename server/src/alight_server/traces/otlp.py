@@ -196,13 +196,6 @@ def store_batch(store: Store, batch: Batch, rollout_id: str) -> None:
         store.add_reward(rollout_id, reward, while_running=True)
 
 
-def _respond(content_type: str) -> Response:
-    answer = ExportTraceServiceResponse()
-    if content_type.split(";")[0].strip().lower() == JSON:
-        return Response(json_format.MessageToJson(answer), media_type=JSON)
-    return Response(answer.SerializeToString(), media_type=PROTOBUF)
-
-
 @router.post("/v1/traces", tags=["otlp"], summary="OTLP/HTTP trace export (protobuf or JSON, optionally gzip)")
 async def export_traces(request: Request, claims: AttemptTokenDep, store: StoreDep, config: ConfigDep) -> Response:
     """Authenticated by the attempt token (ALIGHT_TOKEN); spans may only name the token's own attempt."""
@@ -213,4 +206,7 @@ async def export_traces(request: Request, claims: AttemptTokenDep, store: StoreD
         await run_in_threadpool(store_batch, store, batch, claims.rollout_id)
     except NotFound as exc:
         raise HTTPException(404, f"rollout {claims.rollout_id!r} of this token does not exist: {exc}") from exc
-    return _respond(content_type)
+    answer = ExportTraceServiceResponse()
+    if content_type.split(";")[0].strip().lower() == JSON:
+        return Response(json_format.MessageToJson(answer), media_type=JSON)
+    return Response(answer.SerializeToString(), media_type=PROTOBUF)

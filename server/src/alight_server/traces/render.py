@@ -1,8 +1,6 @@
 """A call known only as text, rendered with the policy's own chat template and tokenizer (fidelity `rendered`).
 
-How the prompt and response are rendered: docs/traces.md "Fidelity". A template that renders the reply differently
-from how it renders the same turn in history cannot give a response that continues its prompt: that call is
-reported, not stored.
+How the prompt and response are rendered: docs/traces.md "Fidelity".
 """
 
 from __future__ import annotations
@@ -53,8 +51,8 @@ class Renderer:
                 f"the chat template of {self.name} renders the reply into the history differently from the generation "
                 f"prompt (they part at character {at}: {prompt[at : at + 30]!r} vs {whole[at : at + 30]!r})"
             )
-        prompt_ids = self._ids(prompt)
-        response_ids = self._ids(whole[len(prompt) :])
+        prompt_ids = self.render_ids(prompt)
+        response_ids = self.render_ids(whole[len(prompt) :])
         end = next((i for i, t in enumerate(response_ids) if t in self._end), None)
         if not response_ids or (end is None and not call.reply.get("content") and not call.reply.get("tool_calls")):
             raise RenderError("the reply is empty: nothing the model generated to store")
@@ -75,7 +73,4 @@ class Renderer:
 
     def render_ids(self, text: str) -> list[int]:
         """`text` as token ids, special tokens read as such (no BOS added): how rendered prompts are tokenized."""
-        return self._ids(text)
-
-    def _ids(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -1,8 +1,7 @@
 """A model call's answer as text, tool calls and finish reason, read from whichever API flavour recorded it.
 
 The gateway stores each response in the shape its agent got (chat completions, completions, Responses,
-Anthropic Messages), so code that scores answers would otherwise need four parsers. `call_output` reads
-any of them, and an absent or malformed response (a failed or interrupted call) reads as empty.
+Anthropic Messages): code that scores answers reads them here rather than with four parsers of its own.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
-"""The trajectory join: an attempt's model calls (tokens) annotated with its spans (structure) and rewards.
+"""The trajectory join: an attempt's model calls (tokens, in gateway order) annotated with its spans and rewards.
 
-1. Model calls in gateway order (`seq`).
-2. Each call's caller span comes from the traceparent the gateway recorded;
-   an HTTP client span (what httpx instrumentation opens around the request)
-   stands for the span that made the call, so the path ends at the agent's step.
-3. The span path is the chain of names from the root to that span; the agent
-   name is the nearest `gen_ai.agent.name` on the way up.
-4. Tool spans are listed in start order with the index of the call before them.
-5. Each call's answer is also read into one shape (text, tool calls, finish reason) whatever its flavour.
-6. Rewards: every reward of the attempt; a non-final reward linked to a call
-   (by model_call_id, or by the span that made the call) is also on that call.
-7. Several policies: each call's policy (its `policy:<name>` flag) and that policy's own version at the
-   call's global policy version (policy_versions.py).
-8. Gate flags: the rollout's `reward_hacking` and `review_flag` events, of any attempt, by kind and rule
-   (the trainer's filter reads them here, with no request per rollout).
-9. Review: the rollout's review state (gates.review_state) from its flags, audit requests and decision, and
-   whether its gates ran at all (the grader's `episode` event): the random audit draws only gated rollouts.
-Calls with no traceparent, or whose span never arrived, keep an empty path.
+A call's span is the one its recorded traceparent names, above the HTTP client span httpx instrumentation opens
+around the request, so its span path (names from the root) ends at the agent's step; a call with no traceparent,
+or whose span never arrived, keeps an empty path. Gate flags are the rollout's `reward_hacking` and `review_flag`
+events of any attempt (the trainer's filter reads them here, with no request per rollout); `gated` says whether
+its gates ran at all (the grader's `episode` event): the random audit draws only gated rollouts.
 """
 
 from __future__ import annotations
@@ -139,17 +127,12 @@ def final_reward(rewards: list[Reward]) -> float | None:
     return finals[0].value if finals else None
 
 
-def latest_attempt(store: Store, rollout_id: str) -> int:
-    rollout = store.get_rollout(rollout_id)
-    if not rollout.attempts:
-        raise NotFound(f"rollout {rollout_id!r} has no attempts yet (state {rollout.state.value}); nothing to show")
-    return max(a.attempt for a in rollout.attempts)
-
-
 def build_trajectory(store: Store, rollout_id: str, attempt: int | None = None) -> Trajectory:
     """Join one attempt (default: the latest) of a rollout. NotFound for an unknown rollout or attempt."""
     rollout = store.get_rollout(rollout_id)
-    number = attempt if attempt is not None else latest_attempt(store, rollout_id)
+    if attempt is None and not rollout.attempts:
+        raise NotFound(f"rollout {rollout_id!r} has no attempts yet (state {rollout.state.value}); nothing to show")
+    number = attempt if attempt is not None else max(a.attempt for a in rollout.attempts)
     record = next((a for a in rollout.attempts if a.attempt == number), None)
     if record is None:
         known = sorted(a.attempt for a in rollout.attempts)

@@ -1,10 +1,8 @@
 """Claude Code session files (`~/.claude/projects/<folder>/<session id>.jsonl`), as the CLI writes them.
 
-Each `user` and `assistant` entry holds one Messages-API message; the blocks of one answer may come as several
-entries sharing the message id, merged here. Every answer is a model call whose prompt is the conversation
-before it. A session's sub-agent conversations (side chains, and the sub-agents' own files, which name the parent
-session) stay in its rollout, as a live attempt captures them; each keeps its own history. The CLI does not write its
-system prompt or tool schemas to the session: rendered prompts lack them (docs/traces.md#fidelity).
+Each `user` and `assistant` entry holds one Messages-API message; every answer is a model call whose prompt is the
+conversation before it. The CLI does not write its system prompt or tool schemas to the session: rendered prompts
+lack them (docs/traces.md#fidelity).
 """
 
 from __future__ import annotations
@@ -54,8 +52,9 @@ def read(paths: Sequence[Path]) -> Parsed:
 
 
 def _session(key: str, entries: list[tuple[str, dict[str, Any]]], roots: dict[str, str]) -> TraceSession:
-    """One session, sub-agents included (as a live attempt captures them): each conversation (the main one, each
-    side chain, told apart by the root of its parentUuid chain) keeps its own history; calls in time order."""
+    """One session, sub-agents included (side chains, and the sub-agents' own files, which name the parent session),
+    as a live attempt captures them: each conversation (the main one, each side chain, told apart by the root of its
+    parentUuid chain) keeps its own history; calls in time order."""
     histories: dict[str, list[dict[str, Any]]] = {}
     problems: dict[str, str] = {}  # a message no template renders poisons every later prompt of its conversation
     calls: list[TraceCall] = []

@@ -7,7 +7,6 @@ is one model call; its prompt is everything before it. Event and bookkeeping lin
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 from alight_server.traces.formats.claude_code import session_files
 from alight_server.traces.formats.content import Unrenderable, text_of
 from alight_server.traces.formats.lines import json_lines
-from alight_server.traces.model import Parsed, TraceCall, TraceSession, assistant, tool_call
+from alight_server.traces.model import Parsed, TraceCall, TraceSession, assistant, json_text, tool_call
 
 MODEL_ITEMS = frozenset({"function_call", "custom_tool_call", "local_shell_call", "reasoning"})
 
@@ -90,9 +89,7 @@ def _input_message(item: dict[str, Any]) -> list[dict[str, Any]]:
         role = "system" if item.get("role") == "developer" else str(item.get("role"))
         return [{"role": role, "content": text_of(item.get("content"))}]
     if kind in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
-        output = item.get("output")
-        text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
-        return [{"role": "tool", "tool_call_id": item.get("call_id"), "content": text}]
+        return [{"role": "tool", "tool_call_id": item.get("call_id"), "content": json_text(item.get("output"))}]
     raise Unrenderable(f"a {kind!r} item has no chat form the template can render")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from alight_server.traces.model import assistant, tool_call
@@ -62,7 +61,3 @@ def anthropic_messages(role: str, content: Any) -> list[dict[str, Any]]:
     if texts:
         out.append({"role": role, "content": "".join(texts)})
     return out
-
-
-def arguments_text(arguments: Any) -> str:
-    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)

@@ -23,7 +23,10 @@ def read_bytes(path: Path) -> bytes:
     try:
         return gzip.decompress(raw)
     except (EOFError, OSError) as exc:
-        return _partial_gunzip(raw, exc, path)
+        try:
+            return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS).decompress(raw)
+        except zlib.error:
+            raise TraceFormatError(f"{path} is not gzip ({exc}); name it without .gz if it is plain text") from exc
 
 
 def read_text(path: Path) -> str:
@@ -34,14 +37,6 @@ def base_suffix(path: Path) -> str:
     """The suffix that says the format, under a .gz: `spans.pb.gz` -> `.pb`."""
     suffixes = path.suffixes
     return suffixes[-2] if len(suffixes) > 1 and suffixes[-1] == ".gz" else path.suffix
-
-
-def _partial_gunzip(raw: bytes, exc: Exception, path: Path) -> bytes:
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    try:
-        return inflater.decompress(raw)
-    except zlib.error:
-        raise TraceFormatError(f"{path} is not gzip ({exc}); name it without .gz if it is plain text") from exc
 
 
 def json_lines(path: Path, errors: list[RecordError]) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from alight_server.traces.formats.lines import json_lines
-from alight_server.traces.model import Parsed, RecordError, TraceCall, TraceSession
+from alight_server.traces.model import Parsed, RecordError, TraceCall, TraceSession, first_prompt
 
 
 def read(paths: Sequence[Path]) -> Parsed:
@@ -88,7 +88,4 @@ def _comparable(message: dict[str, Any]) -> tuple[Any, ...]:
 
 def _task(record: dict[str, Any], call: TraceCall) -> Any:
     """The record's own `task` when a logger added one, else the conversation's first user message."""
-    if record.get("task") is not None:
-        return record["task"]
-    first = next((m for m in call.messages if m.get("role") == "user"), None)
-    return {"prompt": first.get("content")} if first else None
+    return record["task"] if record.get("task") is not None else first_prompt(call.messages)

@@ -14,9 +14,19 @@ from typing import Any
 from fastapi import HTTPException
 
 from alight import semconv
-from alight_server.traces.formats.content import Unrenderable, arguments_text, text_of
+from alight_server.traces.formats.content import Unrenderable, text_of
 from alight_server.traces.formats.lines import base_suffix, read_bytes, read_text
-from alight_server.traces.model import Parsed, RecordError, TraceCall, TraceReward, TraceSession, assistant, tool_call
+from alight_server.traces.model import (
+    Parsed,
+    RecordError,
+    TraceCall,
+    TraceReward,
+    TraceSession,
+    assistant,
+    first_prompt,
+    json_text,
+    tool_call,
+)
 from alight_server.traces.otlp import JSON, PROTOBUF, attributes, parse_request
 
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
@@ -49,9 +59,7 @@ def read(paths: Sequence[Path]) -> Parsed:
                 parsed.errors.append(RecordError(f"{span['file']}:span {span['span_id']}", str(exc)))
                 continue
             session.calls.append(call)
-            if session.task is None:
-                first = next((m for m in call.messages if m.get("role") == "user"), None)
-                session.task = {"prompt": first.get("content")} if first else None
+            session.task = session.task if session.task is not None else first_prompt(call.messages)
         if session.calls:
             parsed.sessions.append(session)
     return parsed
@@ -179,9 +187,7 @@ def _from_parts(message: Any) -> list[dict[str, Any]]:
         elif kind == "tool_call":
             calls.append(tool_call(part.get("id"), str(part.get("name")), part.get("arguments") or {}))
         elif kind == "tool_call_response":
-            response = part.get("response")
-            text = response if isinstance(response, str) else json.dumps(response, ensure_ascii=False)
-            results.append({"role": "tool", "tool_call_id": part.get("id"), "content": text})
+            results.append({"role": "tool", "tool_call_id": part.get("id"), "content": json_text(part.get("response"))})
         elif kind == "reasoning":
             continue
         else:
@@ -258,10 +264,7 @@ def _event_message(role: str, body: dict[str, Any]) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": body.get("id"), "content": text}
     if role == "assistant":
         raw = _json(body.get("tool_calls")) or []
-        calls = [
-            tool_call(c.get("id"), str((c.get("function") or {}).get("name")),
-                      arguments_text((c.get("function") or {}).get("arguments") or {}))
-            for c in raw if isinstance(c, dict)
-        ]  # fmt: skip
+        functions = [(c.get("id"), c.get("function") or {}) for c in raw if isinstance(c, dict)]
+        calls = [tool_call(call_id, str(f.get("name")), f.get("arguments") or {}) for call_id, f in functions]
         return assistant(text or None, calls)
     return {"role": role, "content": text}
