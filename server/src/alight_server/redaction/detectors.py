@@ -37,17 +37,12 @@ class Span(NamedTuple):
 Finder = Callable[[str], Iterator[Span]]
 
 
-def _slug(secret_type: str) -> str:
-    """detect-secrets' 'AWS Access Key' -> 'aws_access_key'."""
-    return re.sub(r"[^a-z0-9]+", "_", secret_type.lower()).strip("_")
-
-
-def _regex_plugins() -> dict[str, type[RegexBasedDetector]]:
-    mapping = get_mapping_from_secret_type_to_class()
-    return {_slug(t): c for t, c in mapping.items() if issubclass(c, RegexBasedDetector)}
-
-
-PLUGINS = _regex_plugins()
+# detect-secrets' regex plugins by kind: its secret type 'AWS Access Key' is the kind 'aws_access_key'.
+PLUGINS: dict[str, type[RegexBasedDetector]] = {
+    re.sub(r"[^a-z0-9]+", "_", secret_type.lower()).strip("_"): plugin
+    for secret_type, plugin in get_mapping_from_secret_type_to_class().items()
+    if issubclass(plugin, RegexBasedDetector)
+}
 HIGH_ENTROPY, KEYWORD, EMAIL, PHONE, CARD = "high_entropy", "secret_keyword", "email", "phone", "card"
 KINDS: tuple[str, ...] = (*sorted(PLUGINS), KEYWORD, HIGH_ENTROPY, EMAIL, PHONE, CARD)
 # A public IP address is in nearly every log line (servers, upstreams): on only when the config asks.
