@@ -64,8 +64,7 @@ class RunDisplay:
 
     def step_line(self, step: int, m: dict[str, Any]) -> None:
         """The step's line, printed when its update ends (its validation, if any, prints its own line after)."""
-        # Step 1's rollouts start behind the first validation and share the engine with it: their time and rate
-        # count from there (trainer/run/loop.py).
+        # step 1's rollouts ran beside the first validation, timed from there (trainer/run/loop.py says why)
         overlap = " (overlapped validation)" if m.get("time/overlapped_val_s") else ""
         parts = [
             f"step {step:>3}",
