@@ -3,6 +3,7 @@ whole gateway or, with several policies, for one policy's calls."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import anyio.to_thread
@@ -98,12 +99,7 @@ async def drain(request: Request, _: AdminDep, body: DrainRequest | None = None)
     or calls keep arriving."""
     gw, body = _gateway(request), body or DrainRequest()
     result = await gw.replicas.drain(body.timeout_s, _policy(gw, body.policy))
-    return {
-        "drained": result.drained,
-        "in_flight_at_start": result.in_flight_at_start,
-        "waited_s": round(result.waited_s, 4),
-        "replicas": result.replicas,
-    }
+    return {**dataclasses.asdict(result), "waited_s": round(result.waited_s, 4)}
 
 
 def _bump(gw: Gateway, body: ResumeRequest) -> int:

@@ -36,13 +36,6 @@ class Reply:
     release: Callable[[], None] | None = None
 
 
-def _raw_headers(reply: Reply) -> list[tuple[bytes, bytes]]:
-    raw = [(b"content-type", reply.content_type)]
-    if reply.headers:
-        raw.extend((k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers.items())
-    return raw
-
-
 def sse(data: dict[str, Any], named: bool = False) -> bytes:
     """One server-sent event; `named` ones (Anthropic's, the Responses API's) carry their type as the event name."""
     head = f"event: {data['type']}\n".encode() if named else b""
@@ -51,7 +44,8 @@ def sse(data: dict[str, Any], named: bool = False) -> bytes:
 
 async def send_reply(reply: Reply, receive: Receive, send: Send) -> None:
     """Send `reply`; a stream stops as soon as the client disconnects."""
-    headers = _raw_headers(reply)
+    headers = [(b"content-type", reply.content_type)]
+    headers.extend((k.encode("latin-1"), v.encode("latin-1")) for k, v in (reply.headers or {}).items())
     if reply.stream is None:
         headers.append((b"content-length", str(len(reply.body)).encode()))
         await send({"type": "http.response.start", "status": reply.status, "headers": headers})

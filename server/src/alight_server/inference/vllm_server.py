@@ -162,15 +162,6 @@ def _short(line: str, limit: int = 240) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def port_is_free(host: str, port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 class VllmServer:
     """`start()` launches vLLM and waits for /health; `stop()` ends its whole process group. Safe to call twice."""
 
@@ -193,8 +184,11 @@ class VllmServer:
         launch = self.launch
         if not Path(launch.python).is_file():
             raise VllmStartError(f"no vLLM interpreter at {launch.python}: build it with `{SETUP_COMMAND}`")
-        if not port_is_free(launch.host, launch.port):
-            raise VllmStartError(f"port {launch.port} is already in use: free it or set inference.vllm.port to another")
+        with socket.socket() as probe:
+            try:
+                probe.bind((launch.host, launch.port))
+            except OSError:
+                raise VllmStartError(_PORT.format(port=launch.port)) from None
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._spawned_at = time.monotonic()
         with open(self.log_path, "wb") as log:
