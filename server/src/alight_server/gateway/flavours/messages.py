@@ -33,11 +33,8 @@ def _block_text(block: dict[str, Any], where: str) -> str:
 
 
 def _tool_result_text(block: dict[str, Any], where: str) -> str:
-    content = block.get("content", "")
-    if isinstance(content, str):
-        text = content
-    else:
-        text = "".join(_block_text(b, f"{where}.content[{j}]") for j, b in enumerate(_blocks(content, where)))
+    blocks = _blocks(block.get("content", ""), where)  # a string is one text block
+    text = "".join(_block_text(b, f"{where}.content[{j}]") for j, b in enumerate(blocks))
     return f"Error: {text}" if block.get("is_error") else text
 
 
@@ -45,9 +42,7 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     system = body.get("system")
     if system:
-        text = (
-            system if isinstance(system, str) else "".join(_block_text(b, "system") for b in _blocks(system, "system"))
-        )
+        text = "".join(_block_text(b, "system") for b in _blocks(system, "system"))  # a string is one text block
         out.append({"role": "system", "content": text})
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:

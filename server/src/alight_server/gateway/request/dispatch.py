@@ -95,10 +95,7 @@ class AgentEndpoint:
     ) -> None:
         """Answer one gateway request; `route` is what follows /v1/ (a flavour's path or `models`)."""
         began = time.perf_counter()
-        headers: dict[bytes, str] = {}
-        for name, value in scope["headers"]:
-            if name in _WANTED:
-                headers[name] = value.decode("latin-1")
+        headers = {name: value.decode("latin-1") for name, value in scope["headers"] if name in _WANTED}
         token = presented_token(headers.get(b"authorization"), headers.get(b"x-api-key"))
         flavour = FLAVOURS.get(route)
         watch = DisconnectWatch(receive)
