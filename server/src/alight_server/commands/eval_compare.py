@@ -45,8 +45,7 @@ def folder_name(text: str) -> str:
 def read_report(path: Path) -> EvalReport:
     """A report.json `alight eval` wrote; a usage error when it is missing or not one."""
     try:
-        data = json.loads(path.read_text())
-        return EvalReport.from_dict(data)
+        return EvalReport.from_dict(json.loads(path.read_text()))
     except (OSError, json.JSONDecodeError, TypeError) as exc:
         raise exit_with(f"alight eval: {path} is not a report alight eval wrote ({exc})", 2) from exc
 
@@ -66,9 +65,8 @@ def candidates(
     if config is not None and (baseline is None or not (variants or checkpoints)):
         runs.append(Candidate(folder_name(config.stem), config, source=str(config)))
     for path in against:
-        if path.suffix == ".json":  # a saved report: named by its folder (OUTPUT_DIR/eval/NAME/report.json)
-            name = folder_name(path.resolve().parent.name)
-            runs.append(Candidate(name, report=read_report(path), source=str(path)))
+        if path.suffix == ".json":
+            runs.append(_saved(path))
         else:
             runs.append(Candidate(folder_name(path.stem), path, source=str(path)))
     if (variants or checkpoints) and config is None:
@@ -87,9 +85,7 @@ def candidates(
                               source=f"{config} with the policy of {path}"))  # fmt: skip
     first: Candidate | None = None
     if baseline is not None:
-        first = Candidate(
-            folder_name(baseline.resolve().parent.name), report=read_report(baseline), source=str(baseline)
-        )
+        first = _saved(baseline)
     elif runs:
         first, runs = runs[0], runs[1:]
     if first is None or not runs:
@@ -102,6 +98,11 @@ def candidates(
             candidate.name = f"{base}-{n}"
         seen.add(candidate.name)
     return first, runs
+
+
+def _saved(path: Path) -> Candidate:
+    """A saved report as a candidate, named by its folder (OUTPUT_DIR/eval/NAME/report.json)."""
+    return Candidate(folder_name(path.resolve().parent.name), report=read_report(path), source=str(path))
 
 
 def _variant(text: str) -> tuple[str | None, str]:

@@ -36,6 +36,7 @@ from alight_server.controller.base import Runner, SpawnError
 log = logging.getLogger("alight.controller")
 
 IMAGE_EVENT_KIND = "image"  # what an attempt ran (Runner.launched): images, digests, scans
+LOG_TAIL_BYTES = 64 * 1024  # of an ended attempt's output, uploaded as its `log` event
 
 
 @dataclass
@@ -74,7 +75,6 @@ class Controller:
         poll_interval: float = 0.5,
         *,
         kill_grace_s: float = 5.0,
-        log_tail_bytes: int = 64 * 1024,
         watch_interval: float = 1.0,
         kill_on_stop: bool = True,
     ) -> None:
@@ -85,7 +85,6 @@ class Controller:
         self.concurrency = concurrency
         self.poll_interval = poll_interval
         self.kill_grace_s = kill_grace_s
-        self.log_tail_bytes = log_tail_bytes
         # Cancellation checks ask the server (polls are local), so they run less often.
         self.watch_interval = watch_interval
         self._next_watch = 0.0
@@ -228,9 +227,9 @@ class Controller:
         del self._attempts[attempt.handle]
 
     def _upload_log(self, attempt: _Attempt) -> None:
-        text = self.runner.log_tail(attempt.handle, self.log_tail_bytes)
+        text = self.runner.log_tail(attempt.handle, LOG_TAIL_BYTES)
         launched = self.runner.launched(attempt.handle)
-        uploads = [(LOG_EVENT_KIND, {"text": text, "handle": attempt.handle, "max_bytes": self.log_tail_bytes})]
+        uploads = [(LOG_EVENT_KIND, {"text": text, "handle": attempt.handle, "max_bytes": LOG_TAIL_BYTES})]
         uploads += [(IMAGE_EVENT_KIND, launched)] if launched is not None else []
         for kind, payload in uploads:
             event_id = log_event_id(attempt.rollout_id, attempt.attempt, kind)

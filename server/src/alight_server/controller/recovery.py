@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from alight.api_models import RolloutQuery
 from alight.client import AlightClient, ApiError
-from alight.schemas import Attempt, AttemptFinish, AttemptStatus, FailureKind, Rollout, RolloutState, parse_handle
+from alight.schemas import AttemptFinish, AttemptStatus, FailureKind, Rollout, RolloutState, parse_handle
 from alight_server.controller.base import Runner
 
 PAGE = 500
@@ -24,14 +24,8 @@ class Leftover:
 
     @property
     def running_on_server(self) -> bool:
-        current = attempt_of(self.rollout, self.attempt)
-        return current is not None and current.status is AttemptStatus.RUNNING
-
-
-def attempt_of(rollout: Rollout | None, number: int) -> Attempt | None:
-    if rollout is None:
-        return None
-    return next((a for a in rollout.attempts if a.attempt == number), None)
+        attempts = self.rollout.attempts if self.rollout is not None else []
+        return any(a.attempt == self.attempt and a.status is AttemptStatus.RUNNING for a in attempts)
 
 
 def leftovers(client: AlightClient, runner: Runner, skip: Collection[str] = ()) -> list[Leftover]:

@@ -79,9 +79,7 @@ def decoder(model: str | None) -> Callable[[Sequence[int]], str] | None:
 
 def token_texts(model: str | None, ids: Sequence[int]) -> list[str] | None:
     tokenizer = _tokenizer(model) if model else None
-    if tokenizer is None:
-        return None
-    return tokenizer.batch_decode([[i] for i in ids])
+    return tokenizer.batch_decode([[i] for i in ids]) if tokenizer is not None else None
 
 
 @functools.lru_cache(maxsize=4)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,9 @@ def kubernetes_client() -> Any:
 
 def load_configuration(kubeconfig: str | None = None, context: str | None = None) -> Any:
     """A client Configuration: the kubeconfig (path, $KUBECONFIG or ~/.kube/config), else the in-cluster account."""
-    kubernetes_client()
+    configuration = kubernetes_client().Configuration()  # its ImportError names the extra
     from kubernetes import config
 
-    configuration = kubernetes_client().Configuration()
     try:
         config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
     except config.ConfigException as exc:
@@ -44,7 +44,7 @@ def default_namespace(kubeconfig: str | None = None, context: str | None = None)
     """The namespace of the kubeconfig's context, or the Pod's own namespace in a cluster, or `default`."""
     from kubernetes import config
 
-    try:
+    with contextlib.suppress(config.ConfigException, OSError):
         found: Any = config.list_kube_config_contexts(config_file=kubeconfig)
         contexts, active = found
         if context is not None:
@@ -52,8 +52,6 @@ def default_namespace(kubeconfig: str | None = None, context: str | None = None)
         namespace = (active or {}).get("context", {}).get("namespace")
         if namespace:
             return namespace
-    except (config.ConfigException, OSError):
-        pass
     if IN_CLUSTER_NAMESPACE.exists():
         return IN_CLUSTER_NAMESPACE.read_text().strip()
     return "default"

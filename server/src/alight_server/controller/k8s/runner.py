@@ -19,6 +19,7 @@ Long because: the Runner's verbs over one API client, each with its own retry an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -53,10 +54,8 @@ def api_message(exc: BaseException) -> str:
     """The API server's own sentence from a Status body, else the exception's text."""
     body = getattr(exc, "body", None)
     if isinstance(body, str | bytes):
-        try:
+        with contextlib.suppress(TypeError, ValueError, KeyError):
             return str(json.loads(body)["message"])
-        except (TypeError, ValueError, KeyError):
-            pass
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
