@@ -42,7 +42,6 @@ class Call:
     upstream: dict[str, Any]
     record: CallRecord
     deadline: float
-    policy: str | None = None  # several policies: the routed one, sent upstream as the model name
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -126,9 +125,10 @@ class CallPipeline:
         held: str | None = None  # the policy this call counts under once routed (it leaves with it)
         try:
             call = await self._prepare(flavour, caller, await read_body(), traceparent, who)
-            if call.policy is not None:
-                self._enter_policy(call.policy)
-                held = call.policy
+            if (policy := call.record.policy) is not None:
+                if not self.gw.gate.enter_policy(policy):  # a paused policy's call: the same 429 (its slot freed below)
+                    raise self._paused(f"policy {policy!r} is paused for its update")
+                held = policy
             try:
                 reply = await self._forward(call, caller)
             except asyncio.CancelledError:  # the agent disconnected (client_gone.py): keep what is known
@@ -162,11 +162,6 @@ class CallPipeline:
             await anyio.to_thread.run_sync(self.gw.store.add_event, caller.rollout_id, event)
         except Exception:
             log.exception("could not record the budget breach of %s attempt %s", caller.rollout_id, caller.attempt)
-
-    def _enter_policy(self, policy: str) -> None:
-        """After routing: a call of a paused policy gets the same 429 (its slot is freed by `handle`)."""
-        if not self.gw.gate.enter_policy(policy):
-            raise self._paused(f"policy {policy!r} is paused for its update")
 
     def _paused(self, what: str) -> GatewayError:
         wait = self.gw.config.retry_after_s
@@ -215,7 +210,7 @@ class CallPipeline:
             started=time.perf_counter(),
             policy=policy,
         )
-        return Call(flavour, body, upstream, record, time.monotonic() + cfg.upstream_timeout_s, policy)
+        return Call(flavour, body, upstream, record, time.monotonic() + cfg.upstream_timeout_s)
 
     async def _forward(self, call: Call, caller: CallerAttempt) -> Reply:
         """Send to the upstream, then relay its stream or answer from its body; every outcome is recorded."""
@@ -223,7 +218,11 @@ class CallPipeline:
         agent_model = call.upstream.get("model")
 
         async def payload(target: Target) -> dict[str, Any]:
-            return {**call.upstream, "model": call.policy or await self.gw.upstreams.model_name(target) or agent_model}
+            # Several policies: the routed one is the model name upstream.
+            return {
+                **call.upstream,
+                "model": record.policy or await self.gw.upstreams.model_name(target) or agent_model,
+            }
 
         try:
             targets = await self.gw.upstreams.route(f"{caller.rollout_id}/{caller.attempt}", record.policy_version)
