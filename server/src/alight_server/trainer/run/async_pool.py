@@ -43,9 +43,6 @@ class Group:
     judging: Future[RolloutPhase] | None = None  # its judgement in flight (`judge:`)
     judging_since: float = 0.0
 
-    def state(self) -> dict[str, Any]:
-        return {"number": self.number, "task": self.task, "created_step": self.created_step}
-
 
 @dataclass
 class Taken:
@@ -118,7 +115,8 @@ class GroupPool:
 
     # -- checkpoints ---------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"next_number": self.next_number, "groups": [g.state() for g in self.groups]}
+        groups = [{"number": g.number, "task": g.task, "created_step": g.created_step} for g in self.groups]
+        return {"next_number": self.next_number, "groups": groups}
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue the groups a checkpoint had in flight: the same ids, so none starts again."""

@@ -29,14 +29,6 @@ def checkpoint_folder(path: Path) -> Path:
     )
 
 
-def trained_config(step_folder: Path) -> dict[str, Any]:
-    """The config the checkpoint's run trained with (its run.json), for its model and LoRA settings."""
-    run_json = step_folder.parent.parent / "run.json"
-    if not run_json.is_file():
-        raise ValueError(f"--init-from {str(step_folder)!r}: {run_json} is missing, so the base model is unknown")
-    return json.loads(run_json.read_text())["config"]
-
-
 def export_policy(checkpoint: Path, model: str, out: Path) -> Path:
     """Write the checkpoint's policy as a Hugging Face folder `out` and return it; `model`: the new run's base.
     ValueError when the checkpoint trained another base model or was written by another backend."""
@@ -48,7 +40,10 @@ def export_policy(checkpoint: Path, model: str, out: Path) -> Path:
     from alight_server.trainer.step.algorithm import AlgorithmConfig
 
     step_folder = checkpoint_folder(checkpoint)
-    trained = trained_config(step_folder)
+    run_json = step_folder.parent.parent / "run.json"  # the config its run trained with: model and LoRA settings
+    if not run_json.is_file():
+        raise ValueError(f"--init-from {str(step_folder)!r}: {run_json} is missing, so the base model is unknown")
+    trained = json.loads(run_json.read_text())["config"]
     if resolve_model(trained["model"]).resolve() != resolve_model(model).resolve():
         raise ValueError(
             f"--init-from: {step_folder} trained model {trained['model']!r} but this config names {model!r}; "

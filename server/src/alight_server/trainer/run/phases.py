@@ -166,7 +166,6 @@ class RunPhases:
         metrics: dict[str, float] = {}
         if started is not None or (started := self.start_validation(step)) is not None:
             phase = self.wait(started, display)
-            scores = [s for s in map(scored, phase.trajectories) if s is not None]
             score, error = score_and_error(phase.trajectories)
             success, success_error = success_and_error(phase.trajectories)
             metrics = {
@@ -174,7 +173,7 @@ class RunPhases:
                 "val/score_se": error,
                 "val/success": success,
                 "val/success_se": success_error,
-                "val/rollouts": float(len(scores)),
+                "val/rollouts": float(sum(scored(t) is not None for t in phase.trajectories)),
                 "time/val_s": phase.seconds,
                 **policy_scores(phase.trajectories, self.config.policies),
                 **self.paired_with_first(step, phase.trajectories),
