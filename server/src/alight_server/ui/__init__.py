@@ -15,10 +15,8 @@ STATIC = Path(__file__).parent / "static"
 def install(app: FastAPI) -> None:
     """Mount the page and its JSON routes. The page itself holds no data: every read needs the admin key."""
     from alight_server.ui.routes import router
-    from alight_server.ui.traces import router as traces_router
 
     app.include_router(router, prefix="/api/ui")
-    app.include_router(traces_router, prefix="/api/ui")
     app.add_api_route("/ui", lambda: RedirectResponse("/ui/"), include_in_schema=False)
     app.mount("/ui/", StaticFiles(directory=STATIC, html=True), name="ui")
 

@@ -1,4 +1,5 @@
-"""The dashboard's read-only JSON routes under /api/ui: the admin key or a viewer key (which reads redacted copies)."""
+"""The dashboard's read-only JSON routes under /api/ui: the admin key or a viewer key (which reads redacted copies;
+an imported run's check is the admin's only)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 from alight.attempt_logs import LOG_EVENT_KIND
 from alight.evaluation import REWARD_HACKING
 from alight.schemas import JUDGEMENT, FailureKind, Mode, RolloutState
-from alight_server.http.deps import ReaderDep, RedactionDep, StoreDep, viewer_copy
+from alight_server.http.deps import AdminDep, ReaderDep, RedactionDep, StoreDep, viewer_copy
 from alight_server.redaction.views import redact_rollout, redact_run, redact_trajectory
 from alight_server.store.browse import RolloutFilter
 from alight_server.trajectories.join import build_trajectory
@@ -140,3 +141,18 @@ def run_health(run_id: RunId, store: StoreDep, _: ReaderDep) -> dict[str, Any]:
         return health.run_health(store, run_id)
     except (ImportError, samples.NeedsTrainExtra) as exc:
         raise HTTPException(501, samples.TRAIN_HINT) from exc
+
+
+@router.get("/runs/{run_id}/check")
+def run_check(run_id: RunId, store: StoreDep, _: AdminDep) -> dict[str, Any]:
+    """An imported run (`alight data import`) as `alight data check` prints it: what the sample builder makes of its
+    trajectories (fidelity, rows, breaks, first differing tokens)."""
+    run = store.get_run(run_id)
+    try:
+        from alight_server.traces.check import check_run
+
+        config = samples.sample_config(run.config)
+    except (ImportError, samples.NeedsTrainExtra) as exc:
+        raise HTTPException(501, samples.TRAIN_HINT) from exc
+    report = check_run(store, run_id, config, samples.decoder(samples.model_name(store, run.config)))
+    return {"run": run.model_dump(mode="json"), "check": report.as_dict()}
