@@ -58,17 +58,17 @@ class TraceSession:
 
     def digest(self, fmt: str) -> str:
         """A content hash: the same session read twice gets the same rollout id (idempotent re-import)."""
-        body = {"format": fmt, "key": self.key, "task": self.task, "calls": [_call_body(c) for c in self.calls]}
+        calls = [
+            {
+                "messages": c.messages,
+                "reply": c.reply,
+                "tools": c.tools,
+                "ids": [c.prompt_token_ids, c.response_token_ids],
+            }
+            for c in self.calls
+        ]
+        body = {"format": fmt, "key": self.key, "task": self.task, "calls": calls}
         return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:20]
-
-
-def _call_body(call: TraceCall) -> dict[str, Any]:
-    return {
-        "messages": call.messages,
-        "reply": call.reply,
-        "tools": call.tools,
-        "ids": [call.prompt_token_ids, call.response_token_ids],
-    }
 
 
 @dataclass
@@ -107,6 +107,17 @@ def tool_call(call_id: str | None, name: str, arguments: Any) -> dict[str, Any]:
     """A chat-completions tool call; arguments as the JSON text the model wrote."""
     function = {"name": name, "arguments": json_text(arguments)}
     return {"id": call_id or f"call_{name}", "type": "function", "function": function}
+
+
+def chat_message(
+    role: str, text: str, tool_calls: list[dict[str, Any]] | None = None, call_id: Any = None
+) -> dict[str, Any]:
+    """A chat-completions message of any role: an assistant's with its tool calls, a tool's answering `call_id`."""
+    if role == "assistant":
+        return assistant(text or None, tool_calls)
+    if role == "tool":
+        return {"role": "tool", "tool_call_id": call_id, "content": text}
+    return {"role": role, "content": text}
 
 
 def assistant(content: str | None, tool_calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:

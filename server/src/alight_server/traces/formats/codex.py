@@ -7,6 +7,7 @@ is one model call; its prompt is everything before it. Event and bookkeeping lin
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,22 +51,17 @@ def _session(key: str, system: Any, model: Any, items: list[tuple[str, dict[str,
     calls: list[TraceCall] = []
     problem: str | None = None
     task: Any = None
-    i = 0
-    while i < len(items):
-        if not _by_model(items[i][1]):
-            where, item = items[i]
-            try:
-                history.extend(_input_message(item))
-            except Unrenderable as exc:
-                problem = problem or f"{where}: {exc}"
-            if task is None and item.get("role") == "user" and not _is_context(item):
-                task = {"prompt": text_of(item.get("content"))}
-            i += 1
+    for by_model, group in itertools.groupby(items, key=lambda found: _by_model(found[1])):
+        if not by_model:
+            for where, item in group:
+                try:
+                    history.extend(_input_message(item))
+                except Unrenderable as exc:
+                    problem = problem or f"{where}: {exc}"
+                if task is None and item.get("role") == "user" and not _is_context(item):
+                    task = {"prompt": text_of(item.get("content"))}
             continue
-        run: list[dict[str, Any]] = []
-        while i < len(items) and _by_model(items[i][1]):
-            run.append(items[i][1])
-            i += 1
+        run = [item for _, item in group]
         try:
             reply, bad = _reply(run), problem
         except Unrenderable as exc:

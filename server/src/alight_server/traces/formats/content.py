@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from alight_server.traces.model import assistant, tool_call
+from alight_server.traces.model import assistant, chat_message, tool_call
 
 
 class Unrenderable(ValueError):
@@ -47,9 +47,7 @@ def anthropic_messages(role: str, content: Any) -> list[dict[str, Any]]:
     for block in content:
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "tool_result":
-            out.append(
-                {"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": text_of(block.get("content"))}
-            )
+            out.append(chat_message("tool", text_of(block.get("content")), call_id=block.get("tool_use_id")))
         elif kind == "tool_use":
             calls.append(tool_call(block.get("id"), str(block.get("name")), block.get("input") or {}))
         elif kind in ("thinking", "redacted_thinking"):

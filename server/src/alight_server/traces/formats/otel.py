@@ -23,6 +23,7 @@ from alight_server.traces.model import (
     TraceReward,
     TraceSession,
     assistant,
+    chat_message,
     first_prompt,
     json_text,
     tool_call,
@@ -187,16 +188,12 @@ def _from_parts(message: Any) -> list[dict[str, Any]]:
         elif kind == "tool_call":
             calls.append(tool_call(part.get("id"), str(part.get("name")), part.get("arguments") or {}))
         elif kind == "tool_call_response":
-            results.append({"role": "tool", "tool_call_id": part.get("id"), "content": json_text(part.get("response"))})
+            results.append(chat_message("tool", json_text(part.get("response")), call_id=part.get("id")))
         elif kind == "reasoning":
             continue
         else:
             raise Unrenderable(f"a {kind!r} message part has no text form the chat template can render")
-    if results:
-        return results
-    if role == "assistant":
-        return [assistant("".join(texts) or None, calls)]
-    return [{"role": role, "content": "".join(texts)}]
+    return results or [chat_message(role, "".join(texts), calls)]
 
 
 # ---- 2. previous, indexed attributes: gen_ai.prompt.N.* / gen_ai.completion.N.*
@@ -217,7 +214,6 @@ def _indexed_messages(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]
     while f"{prefix}.{n}.role" in attrs or f"{prefix}.{n}.content" in attrs:
         at = f"{prefix}.{n}"
         role = str(attrs.get(f"{at}.role") or ("assistant" if prefix == "gen_ai.completion" else "user"))
-        content = _json(attrs.get(f"{at}.content"))
         calls = []
         m = 0
         while f"{at}.tool_calls.{m}.name" in attrs:
@@ -226,13 +222,8 @@ def _indexed_messages(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]
                 tool_call(attrs.get(f"{tc}.id"), str(attrs[f"{tc}.name"]), attrs.get(f"{tc}.arguments") or "{}")
             )
             m += 1
-        text = content if isinstance(content, str) else text_of(content)
-        if role == "assistant":
-            out.append(assistant(text or None, calls))
-        elif role == "tool":
-            out.append({"role": "tool", "tool_call_id": attrs.get(f"{at}.tool_call_id"), "content": text})
-        else:
-            out.append({"role": role, "content": text})
+        text = text_of(_json(attrs.get(f"{at}.content")))
+        out.append(chat_message(role, text, calls, call_id=attrs.get(f"{at}.tool_call_id")))
         n += 1
     return out
 
@@ -258,13 +249,9 @@ def _events(span: Span) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
 
 
 def _event_message(role: str, body: dict[str, Any]) -> dict[str, Any]:
-    content = _json(body.get("content"))
-    text = content if isinstance(content, str) else text_of(content)
-    if role == "tool":
-        return {"role": "tool", "tool_call_id": body.get("id"), "content": text}
+    text, calls = text_of(_json(body.get("content"))), []
     if role == "assistant":
         raw = _json(body.get("tool_calls")) or []
         functions = [(c.get("id"), c.get("function") or {}) for c in raw if isinstance(c, dict)]
         calls = [tool_call(call_id, str(f.get("name")), f.get("arguments") or {}) for call_id, f in functions]
-        return assistant(text or None, calls)
-    return {"role": role, "content": text}
+    return chat_message(role, text, calls, call_id=body.get("id"))
