@@ -133,15 +133,10 @@ def latest_checkpoint(directory: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def has_optimizer(path: Path) -> bool:
-    """Whether a checkpoint folder can be resumed from: it kept its optimizer state (or predates the split)."""
-    return (path / OPTIMIZER).is_file() or not (path / WEIGHTS).is_file()
-
-
 def load_checkpoint(path: Path, optimizer: bool = True, resume: bool = False) -> dict[str, Any]:
     """The payload as saved; `optimizer=False` skips reading the optimizer state (init_from needs weights only);
     `resume=True` refuses a checkpoint whose optimizer state was dropped, since the run would not continue exactly."""
-    if resume and not has_optimizer(path):
+    if resume and not (path / OPTIMIZER).is_file() and (path / WEIGHTS).is_file():  # (state.pt alone: before the split)
         raise RuntimeError(
             f"--resume: {path} kept no optimizer state (with checkpoint.optimizer: last only the newest checkpoint "
             "keeps it, and a newer one was deleted); resume from a folder that holds optimizer.pt, or start a new "
