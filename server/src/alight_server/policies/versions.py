@@ -20,9 +20,7 @@ def bump_metadata(metadata: dict[str, object], policy: str) -> dict[str, object]
 def changes(version: PolicyVersion, policy: str) -> bool:
     """Did this bump change `policy`? Every policy, unless its metadata names the ones it changed."""
     names = version.metadata.get(POLICIES_KEY)
-    if not isinstance(names, list):
-        return True
-    return policy in names
+    return not isinstance(names, list) or policy in names
 
 
 def own_version(history: Iterable[PolicyVersion], policy: str, upto: int | None = None) -> int:

@@ -70,11 +70,8 @@ class SpanTree:
         return [s.name for s in reversed(self.ancestry(span.span_id))] if span else []
 
     def agent_name(self, span: SpanRecord | None) -> str | None:
-        for s in self.ancestry(span.span_id if span else None):
-            name = s.attributes.get(semconv.GEN_AI_AGENT_NAME)
-            if name:
-                return str(name)
-        return None
+        names = (s.attributes.get(semconv.GEN_AI_AGENT_NAME) for s in self.ancestry(span.span_id if span else None))
+        return next((str(name) for name in names if name), None)
 
 
 def _call_end_ns(call: ModelCall, tree: SpanTree) -> int:
@@ -83,11 +80,6 @@ def _call_end_ns(call: ModelCall, tree: SpanTree) -> int:
     if recorded is not None and recorded.end_time_ns:
         return recorded.end_time_ns
     return int(call.created_at.timestamp() * 1e9)
-
-
-def _preceding(call_ends: list[int], start_ns: int) -> int:
-    """Index of the last call answered before `start_ns`; -1 when none was."""
-    return max((i for i, end in enumerate(call_ends) if end <= start_ns), default=-1)
 
 
 def _tool_entry(span: SpanRecord, after_call: int, tree: SpanTree) -> ToolSpan:
@@ -218,4 +210,7 @@ def _tool_spans(calls: list[ModelCall], tree: SpanTree) -> list[ToolSpan]:
     """The tool spans in start order, each with the index of the last call answered before it began."""
     ends = [_call_end_ns(c, tree) for c in calls]
     tools = sorted((s for s in tree.by_id.values() if is_tool_span(s)), key=lambda s: s.start_time_ns)
-    return [_tool_entry(s, _preceding(ends, s.start_time_ns), tree) for s in tools]
+    return [
+        _tool_entry(s, max((i for i, end in enumerate(ends) if end <= s.start_time_ns), default=-1), tree)
+        for s in tools
+    ]
