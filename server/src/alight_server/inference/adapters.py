@@ -84,9 +84,6 @@ def _thread_rows(module: Any, args: Any, kwargs: dict[str, Any]) -> tuple[Any, d
 @contextmanager
 def rows(names: list[str] | None) -> Iterator[None]:
     """Forward passes of this thread inside run row i under adapter names[i] (None: the model has no adapters)."""
-    if names is None:
-        yield
-        return
     _calling.rows = names
     try:
         yield

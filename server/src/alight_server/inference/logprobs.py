@@ -28,10 +28,7 @@ class LogprobFormatter:
             getattr(tokenizer, "added_tokens_decoder", {})
         )
         # Token strings repeat constantly; decoding each id once keeps streaming cheap.
-        self.token_text = functools.lru_cache(maxsize=65536)(self._decode)
-
-    def _decode(self, token_id: int) -> str:
-        return self.tokenizer.decode([token_id])
+        self.token_text = functools.lru_cache(maxsize=65536)(lambda token_id: tokenizer.decode([token_id]))
 
     def _entry(self, token_id: int, logprob: float) -> dict[str, Any]:
         text = self.token_text(token_id)

@@ -38,23 +38,20 @@ class PrefixCache:
         At most len(prompt) - 1 tokens are reused: the last prompt token must run to give the first logits.
         """
         with self._lock:
-            return self._lookup(prompt_ids, scope)
-
-    def _lookup(self, prompt_ids: list[int], scope: str | None) -> tuple[int, Layers]:
-        best_len, best_key = 0, None
-        for key in self._entries:
-            length = _common_prefix(key[1], prompt_ids) if key[0] == scope else 0
-            if length > best_len:
-                best_len, best_key = length, key
-        best_len = min(best_len, len(prompt_ids) - 1)
-        if best_key is None or best_len <= 0:
-            self.miss_tokens += len(prompt_ids)
-            return 0, []
-        self._entries.move_to_end(best_key)
-        self.hit_tokens += best_len
-        self.miss_tokens += len(prompt_ids) - best_len
-        layers = self._entries[best_key]
-        return best_len, [(k[:, :, :best_len], v[:, :, :best_len]) for k, v in layers]
+            best_len, best_key = 0, None
+            for key in self._entries:
+                length = _common_prefix(key[1], prompt_ids) if key[0] == scope else 0
+                if length > best_len:
+                    best_len, best_key = length, key
+            best_len = min(best_len, len(prompt_ids) - 1)
+            if best_key is None or best_len <= 0:
+                self.miss_tokens += len(prompt_ids)
+                return 0, []
+            self._entries.move_to_end(best_key)
+            self.hit_tokens += best_len
+            self.miss_tokens += len(prompt_ids) - best_len
+            layers = self._entries[best_key]
+            return best_len, [(k[:, :, :best_len], v[:, :, :best_len]) for k, v in layers]
 
     def store(
         self, token_ids: list[int], layers: Layers, replaces: list[int] | None = None, scope: str | None = None
@@ -63,21 +60,19 @@ class PrefixCache:
 
         `replaces`: an entry this one extends (a prompt, now stored with its reply), dropped as redundant.
         """
-        with self._lock:
-            self._store(tuple(token_ids), layers, replaces, scope)
-
-    def _store(self, tokens: tuple[int, ...], layers: Layers, replaces: list[int] | None, scope: str | None) -> None:
+        tokens = tuple(token_ids)
         key = (scope, tokens)
-        if self.max_tokens <= 0 or len(tokens) > self.max_tokens or key in self._entries:
-            return
         old = tuple(replaces) if replaces is not None else tokens
-        if old != tokens and tokens[: len(old)] == old and self._entries.pop((scope, old), None) is not None:
-            self._tokens -= len(old)
-        self._entries[key] = layers
-        self._tokens += len(tokens)
-        while self._tokens > self.max_tokens:
-            (_, dropped), _ = self._entries.popitem(last=False)
-            self._tokens -= len(dropped)
+        with self._lock:
+            if self.max_tokens <= 0 or len(tokens) > self.max_tokens or key in self._entries:
+                return
+            if old != tokens and tokens[: len(old)] == old and self._entries.pop((scope, old), None) is not None:
+                self._tokens -= len(old)
+            self._entries[key] = layers
+            self._tokens += len(tokens)
+            while self._tokens > self.max_tokens:
+                (_, dropped), _ = self._entries.popitem(last=False)
+                self._tokens -= len(dropped)
 
     def clear(self) -> None:
         with self._lock:
