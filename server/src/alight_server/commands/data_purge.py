@@ -73,8 +73,7 @@ def purge(
     as_json: JsonOption = False,
 ) -> None:
     """Delete ended rollouts and everything under them; leave a tombstone so the API answers 'purged on DATE'."""
-    from sqlalchemy.engine import make_url
-
+    from alight_server.commands.serve import redacted_url
     from alight_server.stacks.run_store import open_target
     from alight_server.store import NotFound, StoreError
     from alight_server.store.base import Conflict, Purged
@@ -85,8 +84,7 @@ def purge(
     try:  # the data keys open the rollouts' metadata, where the run folder of their attempt logs is
         store = open_target(target)
     except Exception as exc:  # a StoreOpenError, a KekError, a bad URL, an unreachable database, a missing driver
-        shown = make_url(target.url).render_as_string(hide_password=True)
-        raise exit_with(f"cannot open the store at {shown}: {exc}") from exc
+        raise exit_with(f"cannot open the store at {redacted_url(target.url)}: {exc}") from exc
     try:
         outcome = run_purge(
             store,
@@ -118,16 +116,13 @@ def _scope(
 
     when = parse_when(before, "--before")
     steps = parse_when(steps_before, "--steps-before")
-    if when is None and run is None and rollout is None and steps is None:
-        raise typer.BadParameter(
-            "say what to purge: --before DATE, --run ID, --rollout ID (any together) or --steps-before DATE"
-        )
-    scope = (
-        None
-        if when is None and run is None and rollout is None
-        else PurgeScope(before=when, run_id=run, rollout_id=rollout, reason=reason)
-    )
-    return scope, steps
+    if when is None and run is None and rollout is None:
+        if steps is None:
+            raise typer.BadParameter(
+                "say what to purge: --before DATE, --run ID, --rollout ID (any together) or --steps-before DATE"
+            )
+        return None, steps
+    return PurgeScope(before=when, run_id=run, rollout_id=rollout, reason=reason), steps
 
 
 def _summary(outcome: PurgeOutcome, dry_run: bool) -> dict[str, Any]:

@@ -156,13 +156,11 @@ def _compare(
     first, runs = candidates(config, against, variants, checkpoints, baseline, parse_settings)
     configs = _candidate_configs([first, *runs], parse_settings(settings))
     main = next(iter(configs.values()), None)
-    if output_dir is not None:
-        folder = output_dir.resolve()
-    elif main is not None:
+    if main is not None:
         assert config is not None or against
-        folder = eval_folder(main, config or against[0], name, None, False)
-    else:  # saved reports only: nothing runs, the comparison goes in ./eval/NAME
-        folder = (Path("eval") / (name or f"compare-{time.strftime('%Y%m%d-%H%M%S')}")).resolve()
+        folder = eval_folder(main, config or against[0], name, output_dir, False)
+    else:  # saved reports only: nothing runs, the comparison goes in --output-dir or ./eval/NAME
+        folder = (output_dir or Path("eval") / (name or f"compare-{time.strftime('%Y%m%d-%H%M%S')}")).resolve()
     reports = _candidate_reports([first, *runs], configs, folder)
     try:
         comparisons = comparisons_of(first, reports)

@@ -146,7 +146,7 @@ def register(app: typer.Typer) -> None:
             app = create_app(cfg, store=store)
         except UpstreamKeyError as exc:  # stored upstream keys this server's ALIGHT_SECRET_KEY cannot open
             raise exit_with(f"cannot start: {exc}") from exc
-        typer.echo(f"alight server on http://{cfg.host}:{cfg.port} (store: {_redacted(cfg.db_url)})")
+        typer.echo(f"alight server on http://{cfg.host}:{cfg.port} (store: {redacted_url(cfg.db_url)})")
         uvicorn.run(
             app,
             host=cfg.host,
@@ -191,7 +191,7 @@ def _settings(config: Path | None, given: dict[str, Any]) -> ServerConfig:
     return cfg
 
 
-def _redacted(url: str) -> str:
+def redacted_url(url: str) -> str:
     from sqlalchemy.engine import make_url
 
     return make_url(url).render_as_string(hide_password=True)
