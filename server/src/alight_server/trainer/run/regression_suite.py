@@ -16,7 +16,6 @@ from typing import Any
 
 from alight.client import AlightClient
 from alight.comparison import paired_difference, verdict
-from alight.cost import CostSummary
 from alight.evaluation import EPISODE, EvalReport, build_report
 from alight.schemas import Event, Rollout, RolloutState, Trajectory
 from alight_server.trainer.config.sections import RegressionConfig
@@ -46,9 +45,7 @@ def suite_metrics(report: EvalReport, trajectories: Sequence[Trajectory]) -> dic
         "regression/flag_share": shares["integrity/flag_share"],
         "regression/tool_errors_per_rollout": report.tool_errors / scored,
         "regression/calls_per_rollout": report.model_calls / scored,
-        "regression/tokens_per_rollout": CostSummary.from_dict(report.cost).per(scored)["tokens"]
-        if report.cost
-        else float(report.prompt_tokens + report.completion_tokens) / scored,
+        "regression/tokens_per_rollout": float(report.prompt_tokens + report.completion_tokens) / scored,
     }
     metrics.update({f"regression/violations/{rule}": n / rollouts for rule, n in report.gate_violations.items()})
     metrics.update({f"regression/flags/{rule}": n / rollouts for rule, n in report.review_flags.items()})
