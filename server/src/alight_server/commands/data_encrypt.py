@@ -38,11 +38,10 @@ def encrypt(
     except (KekError, StoreError, StoreOpenError) as exc:
         raise exit_with(f"cannot encrypt: {exc}") from exc
 
-    def progress(table: str, rows: int) -> None:
-        typer.echo(f"{table}: {rows} rows sealed")
-
     try:
-        done = seal_existing(store, batch=batch, progress=progress)
+        done = seal_existing(
+            store, batch=batch, progress=lambda table, rows: typer.echo(f"{table}: {rows} rows sealed")
+        )
     except StoreError as exc:
         raise exit_with(f"cannot encrypt: {exc}") from exc
     finally:

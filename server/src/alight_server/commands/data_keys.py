@@ -80,13 +80,12 @@ def rotate_key(
     except KekError as exc:
         raise exit_with(f"cannot rotate: {exc}") from exc
 
-    def progress(done: int, total: int) -> None:
-        typer.echo(f"re-wrapped {done}/{total} data keys")
-
     engine = make_engine(target.url)
     folders = [*(logs_dirs or []), *([run_dir / "logs"] if run_dir is not None else [])]
     try:
-        report = rotate(engine, old, new, batch=batch, progress=progress)
+        report = rotate(
+            engine, old, new, batch=batch, progress=lambda n, total: typer.echo(f"re-wrapped {n}/{total} data keys")
+        )
         logs = rotate_logs(folders, old, new)
     except (KekError, SealError) as exc:
         raise exit_with(f"cannot rotate: {exc}") from exc
