@@ -70,7 +70,7 @@ async def until_disconnect(work: Coroutine[Any, Any, None], receive: Receive) ->
     client left first, else done (its `result()` re-raises what broke `work`).
     """
     task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_disconnected(receive))
+    watcher = asyncio.ensure_future(disconnected(receive))
     try:
         await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -93,6 +93,6 @@ async def _pump(stream: AsyncIterator[bytes], send: Send) -> None:
             await aclose()
 
 
-async def _disconnected(receive: Receive) -> None:
+async def disconnected(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass

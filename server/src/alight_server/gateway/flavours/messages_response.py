@@ -44,11 +44,6 @@ def _stop(choice: dict[str, Any], body: dict[str, Any]) -> tuple[str | None, str
     return STOP_REASONS.get(finish or "stop", "end_turn"), None
 
 
-def _usage(usage: dict[str, Any] | None) -> dict[str, Any]:
-    u = usage or {}
-    return {"input_tokens": int(u.get("prompt_tokens") or 0), "output_tokens": int(u.get("completion_tokens") or 0)}
-
-
 def _message(
     msg_id: str,
     body: dict[str, Any],
@@ -72,7 +67,9 @@ def whole_message(msg_id: str, completion: dict[str, Any], body: dict[str, Any])
     """The Messages response to request `body` that chat `completion` (a response, or a stream's record) makes."""
     choice = first_choice(completion)
     content = _content(choice.get("message") or {})
-    return _message(msg_id, body, content, _stop(choice, body), _usage(completion.get("usage")))
+    u = completion.get("usage") or {}
+    usage = {"input_tokens": int(u.get("prompt_tokens") or 0), "output_tokens": int(u.get("completion_tokens") or 0)}
+    return _message(msg_id, body, content, _stop(choice, body), usage)
 
 
 class MessagesStream:

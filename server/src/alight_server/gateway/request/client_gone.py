@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from alight_server.gateway.reply import CLIENT_GONE, Receive
+from alight_server.gateway.reply import CLIENT_GONE, Receive, disconnected
 
 
 class DisconnectWatch:
@@ -34,8 +34,7 @@ class DisconnectWatch:
         return read_then_watch
 
     async def _watch(self) -> None:
-        while (await self.receive())["type"] != "http.disconnect":
-            pass
+        await disconnected(self.receive)
         self.gone = True
         assert self._owner is not None
         self._owner.cancel(CLIENT_GONE)
