@@ -135,38 +135,27 @@ async def completion_chunks(
     yield "data: [DONE]\n\n"
 
 
-class ChatChunks:
+async def chat_chunks(
+    req: ChatCompletionRequest, n: int, answer: Answer, first: TokenEvent, events: AsyncIterator[TokenEvent]
+) -> AsyncIterator[str]:
     """A streamed chat completion's server-sent events: each choice's opening chunk, then one chunk per token."""
-
-    def __init__(self, req: ChatCompletionRequest, n: int, answer: Answer) -> None:
-        self.req, self.n, self.meta, self.prompt_ids, self.fmt = req, n, answer.meta, answer.prompt_ids, answer.fmt
-        self.tool_streams = [ToolCallStream() for _ in range(n)]
-
-    async def stream(self, first: TokenEvent, events: AsyncIterator[TokenEvent]) -> AsyncIterator[str]:
-        req, meta, prompt_ids = self.req, self.meta, self.prompt_ids
-        for i in range(self.n):
-            head = {**meta, "object": "chat.completion.chunk",
-                    "choices": [{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]}  # fmt: skip
-            if req.return_token_ids and i == 0:
-                head["prompt_token_ids"] = prompt_ids
-            yield _sse(head)
-        produced = 0
-        async for event in _prepend(first, events):
-            produced += 1
-            yield _sse({**meta, "object": "chat.completion.chunk", "choices": [self.choice(event)]})
-        if req.stream_options and req.stream_options.include_usage:
-            yield _sse(
-                {**meta, "object": "chat.completion.chunk", "choices": [], "usage": _usage(prompt_ids, produced)}
-            )
-        yield "data: [DONE]\n\n"
-
-    def choice(self, event: TokenEvent) -> dict[str, Any]:
+    meta, prompt_ids, fmt = {**answer.meta, "object": "chat.completion.chunk"}, answer.prompt_ids, answer.fmt
+    tool_streams = [ToolCallStream() for _ in range(n)]
+    for i in range(n):
+        head = {**meta,
+                "choices": [{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]}  # fmt: skip
+        if req.return_token_ids and i == 0:
+            head["prompt_token_ids"] = prompt_ids
+        yield _sse(head)
+    produced = 0
+    async for event in _prepend(first, events):
+        produced += 1
         delta: dict[str, Any] = {}
         text, finish = event.text, event.finish_reason
-        if self.req.use_tools():
-            text = self.tool_streams[event.choice].push(text)
+        if req.use_tools():
+            text = tool_streams[event.choice].push(text)
             if finish:
-                rest, calls = self.tool_streams[event.choice].finish()
+                rest, calls = tool_streams[event.choice].finish()
                 text += rest
                 if calls:
                     delta["tool_calls"] = [{"index": j, **call} for j, call in enumerate(calls)]
@@ -174,7 +163,10 @@ class ChatChunks:
         if text:
             delta["content"] = text
         choice: dict[str, Any] = {"index": event.choice, "delta": delta, "finish_reason": finish,
-                                  "logprobs": {"content": [self.fmt.chat_entry(event)]} if self.req.logprobs else None}  # fmt: skip
-        if self.req.return_token_ids:
+                                  "logprobs": {"content": [fmt.chat_entry(event)]} if req.logprobs else None}  # fmt: skip
+        if req.return_token_ids:
             choice["token_ids"] = [event.token_id]
-        return choice
+        yield _sse({**meta, "choices": [choice]})
+    if req.stream_options and req.stream_options.include_usage:
+        yield _sse({**meta, "choices": [], "usage": _usage(prompt_ids, produced)})
+    yield "data: [DONE]\n\n"

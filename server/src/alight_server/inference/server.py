@@ -24,9 +24,9 @@ from alight_server.inference.logprobs import LogprobFormatter
 from alight_server.inference.protocol import ChatCompletionRequest, CompletionRequest, chat_messages
 from alight_server.inference.responses import (
     Answer,
-    ChatChunks,
     ClientGone,
     chat_body,
+    chat_chunks,
     closing,
     collect,
     completion_body,
@@ -167,7 +167,7 @@ class InferenceRoutes:
         meta = {"id": f"chatcmpl-{uuid.uuid4().hex}"}
         answer, n, first, events = await self.start(req, lambda: self.render_chat(req), meta)
         if req.stream:
-            return _event_stream(ChatChunks(req, n, answer).stream(first, events), events, first.policy_version)
+            return _event_stream(chat_chunks(req, n, answer, first, events), events, first.policy_version)
         body = chat_body(req, answer, await collect(first, events, n, request))
         return JSONResponse(body, headers=_headers(first.policy_version))
 
