@@ -45,8 +45,7 @@ class SqlDatabase:
 
     def __init__(self, url: str, data_key: KekSource | None = None) -> None:
         self.url = url
-        parsed = make_url(url)
-        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        self.is_sqlite = make_url(url).get_backend_name() == "sqlite"
         self.engine = make_engine(url)
         # SQLite has one writer; queueing writers on a lock here beats spinning on SQLITE_BUSY.
         self._write_lock = threading.Lock() if self.is_sqlite else None
@@ -54,12 +53,10 @@ class SqlDatabase:
         self._read_lock = self._write_lock if _in_memory(url) else None
         self._unwaiting: Any = None  # `_driver_write_now`'s connection, made on first use
         self._runner_env = RunnerEnvBox()  # seals runner env values (store/runner_env.py)
-        self._clear_content = False  # may content cells be in the clear (read as they are)? set by _open_schema
-        self._open_schema()
+        clear_content = self._open_schema()  # may content cells be in the clear (read as they are)?
         # The data keys that seal content cells (store/keys/keyring.py), wrapped under `data_key`'s KEK.
         self.keyring = Keyring.open(self.engine, data_key or KekSource.default())
-        # Seals and opens content cells (store/keys/sealing.py).
-        self.sealer = CellSealer(self.keyring, clear_allowed=self._clear_content)
+        self.sealer = CellSealer(self.keyring, clear_allowed=clear_content)
 
     def use_data_keys(self, keys: DataKeys | None) -> None:
         """Seal content under `keys` (the store's keyring); None writes it clear (a benchmark's baseline only)."""
@@ -155,7 +152,8 @@ class SqlDatabase:
         with self._read_lock or nullcontext(), self.engine.connect().execution_options(alight_read=True) as conn:
             yield conn
 
-    def _open_schema(self) -> None:
+    def _open_schema(self) -> bool:
+        """Create or migrate the schema; whether the store may hold content cells in the clear."""
         with self._write() as conn:
             if inspect(conn).has_table("schema_version"):
                 found = conn.execute(select(func.max(t.schema_version.c.version))).scalar()
@@ -183,13 +181,13 @@ class SqlDatabase:
             if clear is None:  # schema 4 begins: a store made before it holds its content in the clear
                 clear = int(found is not None and found < 4)
                 conn.execute(t.counters.insert().values(name=CLEAR_CONTENT, value=clear))
-        self._clear_content = bool(clear)
         if clear:
             log.warning(
                 "the store at %s may hold captured content in the clear (written before schema 4); new content is "
                 "sealed, and `alight data encrypt` (with the server's --config, or --db URL) seals the rest",
                 make_url(self.url).render_as_string(hide_password=True),
             )
+        return bool(clear)
 
     def _spans_keyed_by_attempt(self, conn: Connection) -> None:
         """Schema 1 -> 2: the spans table's primary key gains rollout_id and attempt; every row is kept."""

@@ -50,9 +50,7 @@ def _call(record: dict[str, Any]) -> TraceCall:
     if not isinstance(reply, dict):
         raise ValueError("response.choices[0].message is missing")
     prompt_ids, response_ids = response.get("prompt_token_ids"), choice.get("token_ids")
-    exact = (
-        isinstance(prompt_ids, list) and isinstance(response_ids, list) and _ints(prompt_ids) and _ints(response_ids)
-    )
+    exact = _ints(prompt_ids) and _ints(response_ids)
     logprobs = None
     if exact:
         content = (choice.get("logprobs") or {}).get("content") or []
