@@ -85,10 +85,8 @@ def _policy_rows(
 ) -> tuple[SampleBatch, list[int], dict[str, float]]:
     """One policy's rows for its step: (the batch, the rows it learns from, its sample metrics). A policy-gradient
     policy skips the rows of uniform groups; `group_weights` (async training) down-weights stale groups."""
-    own: dict[str, float] = {}
     batch, report = build_samples(trajectories, sample_config, decode=decode)
-    batch, rendered = rows_for_step(batch, policy.algorithm)
-    own.update(rendered)
+    batch, own = rows_for_step(batch, policy.algorithm)  # a fresh dict: the policy's own metrics start with it
     if group_weights is not None and batch.num_rows:  # async: stale groups down-weighted
         per_group = torch.tensor([group_weights.get(g, 1.0) for g in batch.group_ids], dtype=torch.float32)  # (G,)
         batch.row_weight = per_group[batch.row_group]  # (R,)
