@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from typing import Any
 
 from alight.schemas import CallOutput, Rollout, Run, Trajectory, TrajectoryCall
@@ -81,40 +83,28 @@ def redact_tokens(
     texts: list[str | None] = [t[1] for t in tokens]
     if not tokens or any(text is None for text in texts):
         return tokens, starts
-    offsets: list[int] = []
-    at = 0
-    for text in texts:
-        offsets.append(at)
-        at += len(text or "")
+    ends = list(itertools.accumulate(len(text or "") for text in texts))  # where each token's text ends
     blocks: list[tuple[int, int, str]] = []  # (first token, last token, kind), in order
-    i = 0
     for span in redactor.spans("".join(text or "" for text in texts)):
-        while i < len(tokens) and offsets[i] + len(texts[i] or "") <= span.start:
-            i += 1
-        if i == len(tokens):
+        first = bisect.bisect_right(ends, span.start)  # the first token ending after the span starts
+        if first == len(tokens):
             break
-        last = i
-        while last + 1 < len(tokens) and offsets[last + 1] < span.end:
-            last += 1
-        if blocks and blocks[-1][1] >= i:  # two spans meet inside one token: one block
+        last = max(first, bisect.bisect_left(ends, span.end, 0, len(tokens) - 1))  # the token it ends in
+        if blocks and blocks[-1][1] >= first:  # two spans meet inside one token: one block
             first, end, kind = blocks.pop()
             blocks.append((first, max(end, last), kind))
         else:
-            blocks.append((i, last, span.kind))
+            blocks.append((first, last, span.kind))
     by_first = {first: (last, kind) for first, last, kind in blocks}
     shown: list[Token] = []
-    moved: dict[int, int] = {}
+    moved: list[int] = []  # each token's place in `shown`
     i = 0
     while i < len(tokens):
-        moved[i] = len(shown)
-        if i in by_first:
-            last, kind = by_first[i]
-            covered = tokens[i : last + 1]
-            for j in range(i, last + 1):
-                moved[j] = len(shown)
-            shown.append([None, mark(kind), max(int(t[2]) for t in covered), None, len(covered)])
-            i = last + 1
-        else:
-            shown.append(tokens[i])
-            i += 1
-    return shown, {seq: moved.get(index, len(shown)) for seq, index in starts.items()}
+        last, kind = by_first.get(i, (i, None))
+        covered = tokens[i : last + 1]
+        moved += [len(shown)] * len(covered)
+        shown.append(
+            tokens[i] if kind is None else [None, mark(kind), max(int(t[2]) for t in covered), None, len(covered)]
+        )
+        i = last + 1
+    return shown, {seq: moved[index] if 0 <= index < len(moved) else len(shown) for seq, index in starts.items()}
