@@ -97,7 +97,6 @@ class MlflowSink:
             raise RuntimeError(f"metrics.mlflow is set but mlflow is not installed: {INSTALL_HINT}") from exc
         self._metric = Metric
         uri = config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{run_dir / 'mlflow.db'}"
-        self.tracking_uri = uri
         try:
             self.client = MlflowClient(tracking_uri=uri)
             if resume_id:
