@@ -1,8 +1,6 @@
-"""The trainer's reports to the server: the run with its config at start and end, and each step's metrics.
+"""The trainer's reports to the server: the run at start and end, and each step's metrics, for its dashboard.
 
-The server keeps them so its dashboard (`/ui`) shows runs and curves, live while they train. A server
-that refuses or cannot be reached costs the run nothing: metrics.jsonl on disk stays the full record.
-"""
+A server that refuses or cannot be reached costs the run nothing: metrics.jsonl on disk stays the full record."""
 
 from __future__ import annotations
 

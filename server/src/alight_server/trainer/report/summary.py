@@ -97,7 +97,7 @@ def _before_after(vals: list[dict[str, Any]], metric: str, name: str) -> dict[st
 
 
 def _print_summary(display: RunDisplay, summary: dict[str, Any], k: int, val_tasks: int, run_dir: Path) -> None:
-    """The before/after table (its title says what ± means), the validation gain and where the plot and metrics went."""
+    """The before/after table (its title says what ± means), the validation gain and where plot and metrics went."""
     rows = [
         (f"validation mean reward ({val_tasks} held-out tasks)",
          interval(summary["val_before"], summary["val_before_se"]), interval(summary["val_after"], summary["val_after_se"])),

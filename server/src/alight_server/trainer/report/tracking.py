@@ -1,8 +1,6 @@
 """Experiment trackers for metrics: Weights & Biases and MLflow, imported only when configured.
 
-Each tracker run gets the config as parameters, every metric record at its step, and the end-of-run
-plot. Its id is kept in `OUTPUT_DIR/tracking.json`, so `--resume` continues the same tracker run.
-"""
+Each tracker run gets the config as parameters, every metric record at its step, and the end-of-run plot."""
 
 from __future__ import annotations
 

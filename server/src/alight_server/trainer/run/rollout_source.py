@@ -1,6 +1,7 @@
-"""Where a training step's rollouts come from, behind one interface the loop asks: each step's own groups
-(`StepGroups`, trainer/run/phases.py), the groups in flight of asynchronous training (`PoolGroups`,
-trainer/run/async_pool.py), or trajectories imported from logs with `traces.run` (`ImportedTraces`)."""
+"""Where a training step's rollouts come from, behind one interface the loop asks.
+
+Each step's own groups (`StepGroups`, trainer/run/phases.py), the groups in flight of asynchronous training
+(`PoolGroups`, trainer/run/async_pool.py), or trajectories imported from logs with `traces.run` (`ImportedTraces`)."""
 
 from __future__ import annotations
 

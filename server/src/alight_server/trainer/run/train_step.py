@@ -1,4 +1,4 @@
-"""One training step of a started run (steps 2-4 of trainer/run/loop.py): its rollouts taken, their metrics, the
+"""One training step of a started run (docs/training.md lists its parts): its rollouts taken, their metrics, the
 trajectories kept for training, and the policies' update and weight push (trainer/step/update.py)."""
 
 from __future__ import annotations
