@@ -311,7 +311,8 @@ class Store(Protocol):
         ...
 
     def use_data_key(self, source: KekSource) -> None:
-        """Open the data keys that seal content under `source`'s key-encryption key from now on."""
+        """Open the data keys that seal content under `source`'s key-encryption key from now on (the server's
+        `data_key`, once its admin key is known)."""
         ...
 
     def close(self) -> None: ...

@@ -75,7 +75,6 @@ class SqlDatabase:
         self._runner_env.derive_fallback(secret)
 
     def use_data_key(self, source: KekSource) -> None:
-        """Open the data keys under `source` from now on (the server's `data_key`, once its admin key is known)."""
         if not self.keyring.source.same_as(source):
             self.keyring = Keyring.open(self.engine, source)
             self.sealer = CellSealer(self.keyring, clear_allowed=self.sealer.clear_allowed)

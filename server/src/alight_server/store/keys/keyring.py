@@ -104,7 +104,6 @@ class Keyring:
         return ring
 
     def current(self) -> tuple[str, bytes]:
-        """(key id, 32-byte data key) that new cells are sealed with."""
         assert self._current is not None  # set by `open`
         return self._current
 
@@ -131,7 +130,6 @@ class Keyring:
         )
 
     def holds(self, key_id: str) -> bool:
-        """Whether this store's data_keys has a key of this id, whether or not this KEK unwraps it."""
         if key_id in self._keys or key_id in self._foreign:
             return True
         with self._lock:
