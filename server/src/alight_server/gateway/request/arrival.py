@@ -8,17 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import MutableMapping
-from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-ARRIVED = "alight.arrived"  # scope key: time.perf_counter() at arrival
-
-
-def arrived_at(scope: MutableMapping[str, Any]) -> float | None:
-    """The request's arrival as stamped by StampedHttp; None under another server."""
-    return scope.get(ARRIVED)
+ARRIVED = "alight.arrived"  # scope key: time.perf_counter() at arrival (absent under another server)
 
 
 class StampedHttp(HttpToolsProtocol):

@@ -20,7 +20,7 @@ from alight_server.gateway.flavours.messages import MessagesFlavour
 from alight_server.gateway.flavours.passthrough import ChatFlavour, CompletionsFlavour
 from alight_server.gateway.flavours.responses import ResponsesFlavour
 from alight_server.gateway.reply import Receive, Reply, Send, send_reply
-from alight_server.gateway.request.arrival import arrived_at
+from alight_server.gateway.request.arrival import ARRIVED
 from alight_server.gateway.request.client_gone import DisconnectWatch
 from alight_server.gateway.request.pipeline import CallPipeline
 
@@ -124,7 +124,7 @@ class AgentEndpoint:
                 reply.release()
             await watch.settle()
             return
-        self.gateway.metrics.response_started(arrived_at(scope), began, time.perf_counter())
+        self.gateway.metrics.response_started(scope.get(ARRIVED), began, time.perf_counter())
         await send_reply(reply, receive, send)
 
     async def _models(self, token: str | None, rollout: str | None, attempt: int | None) -> Reply:
