@@ -167,11 +167,16 @@ def test_preloaded_attempts_die_with_a_stack_runner_killed_by_sigkill(
         f"runner.start(make_start(task={{'out': {str(out)!r}, 'sleep': 120}}, runner=RunnerSpec(**{spec.model_dump()!r})))\n"
         "time.sleep(120)\n"
     )
-    owner = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).parent), str(logs_dir)])
+    scratch = tmp_path / "tmp"  # the owner's temporary folders: the zygote's socket is made there
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    owner = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).parent), str(logs_dir)], env=env)
     pid = json.loads(wait_until(lambda: out.exists() and out.read_text(), timeout_s=60))["pid"]
+    assert list(scratch.iterdir())
     owner.kill()
     owner.wait()
     wait_until(lambda: not pid_alive(pid), timeout_s=15)
+    wait_until(lambda: not list(scratch.iterdir()), timeout_s=15)  # the orphaned zygote cleaned up after it
     runner = LocalRunner(logs_dir)
     (handle,) = runner.handles()
     assert _finished(runner, handle).phase is RunPhase.LOST  # no exit status: an infra failure, retried

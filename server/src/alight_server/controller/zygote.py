@@ -40,8 +40,9 @@ def _keep_going(signum: int, frame: object) -> None:
 
 
 class Zygote:
-    def __init__(self, listener: socket.socket, die_with: int | None) -> None:
+    def __init__(self, listener: socket.socket, sock: str, die_with: int | None) -> None:
         self.listener = listener
+        self.sock = sock
         self.die_with = die_with
         self.leaders: set[int] = set()
 
@@ -86,6 +87,15 @@ class Zygote:
         for pid in list(self.leaders):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
+        os._exit(0)
+
+    def orphaned(self, signum: int = 0, frame: object = None) -> None:
+        """The runner died, kill -9 included: nobody else removes the socket, nor (the last one gone) its folder."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.sock)
+            os.rmdir(os.path.dirname(self.sock))
+        if self.die_with is not None:
+            self.kill_attempts()
         os._exit(0)
 
     def _lead(self, env: dict[str, str], log: str, exit_file: str) -> None:
@@ -157,11 +167,11 @@ def main(argv: list[str]) -> int:
     listener.bind(f"{sock_path}.tmp")
     listener.listen(64)
     os.rename(f"{sock_path}.tmp", sock_path)  # the runner waits for the name: it appears ready to connect
-    zygote = Zygote(listener, die_with)
+    zygote = Zygote(listener, sock_path, die_with)
     signal.signal(signal.SIGTERM, zygote.kill_attempts if die_with is not None else signal.SIG_DFL)
     parent = die_with if die_with is not None else os.getppid()
     # The zygote never outlives the runner; its attempts do only when they may (no --die-with).
-    on_parent_death(zygote.kill_attempts if die_with is not None else lambda *_: os._exit(0), parent)
+    on_parent_death(zygote.orphaned, parent)
     zygote.serve()
     sys.argv = [str(entry.__file__), target]  # what the agent sees under `python -m alight.entry`
     return entry.run_loaded(fn)
