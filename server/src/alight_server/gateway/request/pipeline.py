@@ -219,10 +219,8 @@ class CallPipeline:
 
         async def payload(target: Target) -> dict[str, Any]:
             # Several policies: the routed one is the model name upstream.
-            return {
-                **call.upstream,
-                "model": record.policy or await self.gw.upstreams.model_name(target) or agent_model,
-            }
+            model = record.policy or await self.gw.upstreams.model_name(target) or agent_model
+            return {**call.upstream, "model": model}
 
         try:
             targets = await self.gw.upstreams.route(f"{caller.rollout_id}/{caller.attempt}", record.policy_version)
