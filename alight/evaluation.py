@@ -31,6 +31,9 @@ __all__ = [
     "build_report",
     "interval",
     "mean_and_error",
+    "scored",
+    "scores_by_task",
+    "success_and_error",
 ]
 EPISODE = "episode"  # rollout events with the harness's command counts (alight_sandbox.guards)
 Z = 2.0  # a printed ± is Z standard errors: a 95% interval (1.96, rounded)
@@ -54,6 +57,28 @@ def mean_and_error(scores: Mapping[str, Sequence[float]]) -> tuple[float, float]
         return mean, float("nan")
     spread = sum(sum(y - mean for y in samples) ** 2 for samples in clusters)
     return mean, math.sqrt(len(clusters) / (len(clusters) - 1) * spread) / len(values)
+
+
+def scored(trajectory: Trajectory) -> float | None:
+    """A rollout's score: its final reward, 0 when the agent failed without one; None for an infra failure or a
+    timeout, which say nothing about the policy."""
+    if trajectory.failure_kind in (FailureKind.INFRA, FailureKind.TIMEOUT):
+        return None
+    return trajectory.final_reward if trajectory.final_reward is not None else 0.0
+
+
+def scores_by_task(trajectories: Sequence[Trajectory]) -> dict[str, list[float]]:
+    """Each task's (cluster's: the rollout's group, else the rollout) scores; infra failures and timeouts left out."""
+    by_task: dict[str, list[float]] = {}
+    for t in trajectories:
+        if (score := scored(t)) is not None:
+            by_task.setdefault(t.group_id or t.rollout_id, []).append(score)
+    return by_task
+
+
+def success_and_error(trajectories: Sequence[Trajectory], at: float = SUCCESS_AT) -> tuple[float, float]:
+    """The share of scored rollouts scoring at least `at`, and its clustered error (`mean_and_error`)."""
+    return mean_and_error({task: [float(s >= at) for s in ss] for task, ss in scores_by_task(trajectories).items()})
 
 
 def interval(value: float | None, error: float | None) -> str:
@@ -134,12 +159,8 @@ def build_report(
 ) -> EvalReport:
     """The report over `rollouts` (their latest trajectories, and the events of any attempt); money from
     `prices` (the config's `prices:`), tokens and seconds without."""
-    by_task: dict[str, list[float]] = {}
-    for t in trajectories:
-        if t.failure_kind not in (FailureKind.INFRA, FailureKind.TIMEOUT):
-            score = t.final_reward if t.final_reward is not None else 0.0
-            by_task.setdefault(t.group_id or t.rollout_id, []).append(score)
-    rate, rate_se = mean_and_error({task: [float(s >= success_at) for s in ss] for task, ss in by_task.items()})
+    by_task = scores_by_task(trajectories)
+    rate, rate_se = success_and_error(trajectories, success_at)
     mean, mean_se = mean_and_error(by_task)
     calls = [tc.call for t in trajectories for tc in t.calls]
     latencies = [c.latency_ms for c in calls if c.latency_ms is not None]
@@ -190,7 +211,7 @@ def _per_task(
     for e in events:
         events_of.setdefault(e.rollout_id, []).append(e)
     for t in trajectories:
-        if t.failure_kind in (FailureKind.INFRA, FailureKind.TIMEOUT):
+        if (score := scored(t)) is None:
             continue
         rollout = by_id.get(t.rollout_id)
         index = rollout.metadata.get("task_index") if rollout is not None else None
@@ -198,7 +219,6 @@ def _per_task(
         content = rollout.task if rollout is not None else t.task
         digests[task] = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
         mine = events_of.get(t.rollout_id, [])
-        score = t.final_reward if t.final_reward is not None else 0.0
         values = {
             "success": float(score >= success_at),
             "reward": score,

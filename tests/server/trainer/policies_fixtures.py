@@ -39,7 +39,7 @@ def embedded(policies: PolicySet, name: str) -> EmbeddedBackend:
 
 
 def step(policies: PolicySet, name: str) -> dict[str, float]:
-    return policies.step(name, batch_for(embedded(policies, name).model))
+    return policies.backends[name].step(batch_for(embedded(policies, name).model))
 
 
 PROMPTS = [[1, 504, 218, 314, 350, 30], [1, 504, 147, 28, 253, 143, 30]]

@@ -12,12 +12,12 @@ from typing import Any
 from alight.api_models import RolloutQuery
 from alight.commands.console import output_console
 from alight.cost import Prices
-from alight.evaluation import EvalReport, build_report
+from alight.evaluation import EvalReport, build_report, scored
 from alight.schemas import Event, Mode, Rollout, RolloutState, Trajectory
 from alight_server.stacks.run_store import open_run_store
 from alight_server.trainer.config.run import TrainConfig
 from alight_server.trainer.report.display import RunDisplay
-from alight_server.trainer.run.rollouts import Progress, create_group_rollouts, scored, wait_all
+from alight_server.trainer.run.rollouts import Progress, create_group_rollouts, wait_all
 from alight_server.trajectories.join import build_trajectory
 
 

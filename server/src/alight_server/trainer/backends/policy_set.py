@@ -18,7 +18,6 @@ from alight_server.trainer.backends.base import TrainerBackend, make_backend
 from alight_server.trainer.backends.embedded import EmbeddedBackend
 from alight_server.trainer.config.policies import ResolvedPolicy
 from alight_server.trainer.run.weight_sync import WeightSync
-from alight_server.trainer.step.samples import SampleBatch
 
 if TYPE_CHECKING:
     from alight_server.trainer.config.run import TrainConfig
@@ -53,10 +52,6 @@ class PolicySet:
     def starts_from_checkpoints(self) -> bool:
         """A policy starts from an `init_from` adapter, which inference must get before the first rollout."""
         return any(policy.init_from for policy in self.policies.values())
-
-    def step(self, name: str, batch: SampleBatch) -> dict[str, float]:
-        """One RL step of policy `name` on its own rows; the other policies' weights and optimizers are untouched."""
-        return self.backends[name].step(batch)
 
     def weights(self, name: str) -> Weights:
         """What inference loads for `name`: its adapter's tensors (C1 names)."""

@@ -113,7 +113,6 @@ class GroupPool:
         self.next_number = 0
         self.used: list[tuple[int, str, int]] = []  # (step, group id, staleness) of each group trained on
 
-    # -- checkpoints ---------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         groups = [{"number": g.number, "task": g.task, "created_step": g.created_step} for g in self.groups]
         return {"next_number": self.next_number, "groups": groups}
@@ -125,7 +124,6 @@ class GroupPool:
         for group in self.groups:
             self._create(group)
 
-    # -- one step ------------------------------------------------------------------------------
     def take(self, step: int, version: int, on_progress: Callable[[str], None] | None = None) -> Taken:
         """Wait until `tasks_per_step` usable groups are complete; return the oldest of them."""
         pool = self.config.async_rollout

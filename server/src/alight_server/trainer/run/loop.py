@@ -67,7 +67,6 @@ class TrainingRun:
         self.policy_version = 0
         self.judging: Judging | None = None  # `judge:`
 
-    # -- setup ---------------------------------------------------------------------------------
     def _run_id(self) -> str:
         path = self.run_dir / "run.json"
         if path.is_file():
@@ -108,7 +107,6 @@ class TrainingRun:
             self.config.run_dir_checkpoints(), self.step, payload, checkpoint.keep_last, checkpoint.optimizer
         )
 
-    # -- the run -------------------------------------------------------------------------------
     def run(self) -> RunResult:
         # The run's torch threads (inference.torch_threads), given back afterwards: a caller's process keeps its own.
         # The display from the start: a log hears from the run while its servers and weights load too.

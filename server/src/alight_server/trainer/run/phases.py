@@ -16,6 +16,7 @@ from typing import Any
 
 from alight.client import AlightClient
 from alight.comparison import paired_difference
+from alight.evaluation import scored, scores_by_task, success_and_error
 from alight.schemas import Mode, Trajectory
 from alight_server.trainer.config.policies import PolicyConfig
 from alight_server.trainer.config.run import TrainConfig
@@ -29,9 +30,6 @@ from alight_server.trainer.run.rollouts import (
     collect,
     create_group_rollouts,
     score_and_error,
-    scored,
-    scores_by_task,
-    success_and_error,
     wait_all,
 )
 from alight_server.trainer.step.integrity import integrity_metrics

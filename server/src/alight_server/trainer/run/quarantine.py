@@ -128,7 +128,6 @@ class Quarantine:
             metrics["integrity/audits_decided"] = float(decided)
         return Screened(kept + released.trajectories, phase.rollouts + released.rollouts, metrics)
 
-    # -- the queue -----------------------------------------------------------------------------
     def _queue(self, trajectory: Trajectory, step: int, counts: Counter[str]) -> None:
         reason = "flag" if review_flagged(trajectory) else "audit"
         self.queued[trajectory.rollout_id] = Queued(reason, trajectory.task)
@@ -166,7 +165,6 @@ class Quarantine:
         counts["audited"] += 1
         return trajectory.model_copy(update={"review": "pending"})
 
-    # -- training ------------------------------------------------------------------------------
     def _by_mode(
         self, trajectories: list[Trajectory], rollouts: list[Rollout], step: int, counts: Counter[str]
     ) -> list[Trajectory]:

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from alight.client import AlightClient
-from alight.evaluation import SUCCESS_AT, mean_and_error
+from alight.evaluation import mean_and_error, scores_by_task
 from alight.schemas import FailureKind, Mode, Rollout, RolloutCreate, RolloutState, RunnerSpec, Trajectory
 
 
@@ -163,26 +163,3 @@ def tally(rollouts: list[Rollout], trajectories: list[Trajectory], seconds: floa
 def score_and_error(trajectories: list[Trajectory]) -> tuple[float, float]:
     """Mean validation score and its standard error clustered by task (`mean_and_error`); NaN when none scored."""
     return mean_and_error(scores_by_task(trajectories))
-
-
-def success_and_error(trajectories: list[Trajectory], at: float = SUCCESS_AT) -> tuple[float, float]:
-    """The share of scored rollouts scoring at least `at` (as `alight eval` counts success), and its error."""
-    by_task = scores_by_task(trajectories)
-    return mean_and_error({task: [float(s >= at) for s in scores] for task, scores in by_task.items()})
-
-
-def scores_by_task(trajectories: list[Trajectory]) -> dict[str, list[float]]:
-    """Each task's (group's) scores; infra failures and timeouts left out."""
-    by_task: dict[str, list[float]] = {}
-    for trajectory in trajectories:
-        score = scored(trajectory)
-        if score is not None:
-            by_task.setdefault(trajectory.group_id or trajectory.rollout_id, []).append(score)
-    return by_task
-
-
-def scored(trajectory: Trajectory) -> float | None:
-    """A rollout's validation score: its final reward; 0 when the agent failed without one; None for infra."""
-    if trajectory.failure_kind in (FailureKind.INFRA, FailureKind.TIMEOUT):
-        return None
-    return trajectory.final_reward if trajectory.final_reward is not None else 0.0

@@ -53,7 +53,7 @@ def step_policies(
         batch, keep, own = _policy_rows(policy, split.get(policy.name, []), sample_config, decode, group_weights)
         if policy.trainable and keep:
             with threads():
-                trained = {f"train/{k}": v for k, v in policies.step(policy.name, batch.select(keep)).items()}
+                trained = {f"train/{k}": v for k, v in policies.backends[policy.name].step(batch.select(keep)).items()}
             own.update(trained)
             stepped.append(trained)
             status("syncing weights")
@@ -69,9 +69,7 @@ def step_policies(
         own["train/reward_mean"] = statistics.fmean(rewards) if rewards else float("nan")
         own["policy_version"] = float(policies.own_versions[policy.name])
         metrics.update({f"policy/{policy.name}/{key}": value for key, value in own.items()})
-        for key in SUMMED:
-            if key in own:
-                metrics[key] = metrics.get(key, 0.0) + own[key]
+        metrics.update({key: metrics.get(key, 0.0) + own[key] for key in SUMMED if key in own})
     metrics.update(_combined(stepped))
     return metrics, version
 
