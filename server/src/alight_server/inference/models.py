@@ -142,11 +142,8 @@ BUILDERS: dict[str, Callable[[Path], None]] = {"tiny": _build_tiny, "smollm2-135
 def _file_lock(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        fcntl.flock(handle, fcntl.LOCK_EX)  # closing the file releases it
+        yield
 
 
 def resolve_model(name_or_path: str | os.PathLike[str]) -> Path:

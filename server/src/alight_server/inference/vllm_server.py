@@ -215,11 +215,9 @@ class VllmServer:
             code = self.process.poll()
             if code is not None:
                 raise VllmStartError(classify_failure(self.launch, code, self._log_text(), self.log_path))
-            try:
+            with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
                     return
-            except httpx.HTTPError:
-                pass
             if time.monotonic() > deadline:
                 detail = classify_failure(self.launch, None, self._log_text(), self.log_path)
                 raise VllmStartError(

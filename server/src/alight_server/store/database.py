@@ -1,9 +1,5 @@
 """The SQL store's database: engines for SQLite (WAL) and PostgreSQL, transactions, the schema check.
 
-Every write runs in one transaction that commits before the method returns.
-SQLite write transactions start with BEGIN IMMEDIATE (one writer at a time,
-no lock upgrades mid-transaction).
-
 Long because: the one object every store module's SQL runs through (transactions, the schema check) and
 the engines it opens, whose connect and begin hooks those transactions rely on (WAL, BEGIN IMMEDIATE).
 """

@@ -1,9 +1,7 @@
 """Retention: one purge (store rows, files on disk, freed space) and the server's task that runs it on a period.
 
 The store decides which rollouts may go and deletes their rows (store/retention.py); the folders outside it that
-go with each rollout (its attempt logs, its agents' workspaces, links unlinked, never followed) are those
-docs/data.md "What a purge deletes" lists. A package declares where it makes workspaces under the
-`alight.workspaces` entry point group (a `WorkspaceKind`).
+go with each rollout are those docs/data.md "What a purge deletes" lists.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Retention in the SQL store: which ended rollouts may go, deleting them with their rows, tombstones, free space.
 
-A rollout may be purged once it has ended (`updated_at` is then when it ended) and nothing a running training
-needs depends on it (docs/data.md "What a running training still needs"). The purge goes through the matching
-rollouts in creation order, a batch per write transaction (a short hold of SQLite's one write lock), checking
-that again inside each transaction.
+What a running training still needs, and so is kept: docs/data.md "What a running training still needs".
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Sessions into the store as a run of offline rollouts: exact calls as recorded, the rest rendered and flagged.
 
-Each session is one rollout `NAME-<content hash>`, created ended and never claimable, so no controller starts
-it and re-importing the same content stores nothing new. A call that cannot be rendered is left out and
-recorded as an UNRENDERED_EVENT on its rollout (the check report counts them).
+Each session is one ended rollout `NAME-<content hash>`, so re-importing the same content stores nothing new; a
+call that cannot be rendered is left out, recorded as an UNRENDERED_EVENT on its rollout.
 """
 
 from __future__ import annotations
@@ -65,9 +64,7 @@ def group_id(name: str, session: TraceSession, task_key: str | None) -> str | No
     """The task group: the source's own (alight's export), else the task's `task_key` value, else none."""
     if session.group:
         return session.group
-    if task_key is None:
-        return None
-    value = session.task.get(task_key) if isinstance(session.task, dict) else None
+    value = session.task.get(task_key) if task_key is not None and isinstance(session.task, dict) else None
     if value is None:
         return None
     digest = hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -109,15 +109,12 @@ class Keyring:
 
     def key(self, key_id: str) -> bytes:
         """The data key `key_id`; SealError naming it when this store has no such key or cannot unwrap it."""
-        found = self._keys.get(key_id)
-        if found is not None:
-            return found
-        if not isinstance(self._engine.pool, StaticPool):  # an in-memory store: no other process adds keys
+        # Not loaded yet: another process may have added it (not so in an in-memory store).
+        if key_id not in self._keys and not isinstance(self._engine.pool, StaticPool):
             with self._lock:
                 self._load()
-            found = self._keys.get(key_id)
-            if found is not None:
-                return found
+        if (found := self._keys.get(key_id)) is not None:
+            return found
         if key_id in self._foreign:
             raise SealError(
                 f"data key {key_id!r} is wrapped under the key-encryption key {self._foreign[key_id]}, but this "
