@@ -25,7 +25,6 @@ from alight_server.api.reviews import check_event_kind
 from alight_server.http.deps import AdminDep, ReaderDep, RedactionDep, StoreDep, WriterDep, viewer_copy
 from alight_server.http.hooks import rollout_changed
 from alight_server.redaction.views import redact_rollout
-from alight_server.store import Store
 
 router = APIRouter(tags=["rollouts"])
 
@@ -60,8 +59,8 @@ async def wait_for_rollouts(body: WaitRequest, request: Request, store: StoreDep
     pause = 0.05
     while True:
         found = await run_in_threadpool(store.list_rollouts, RolloutQuery(ids=ids, limit=len(ids)))
-        if len(found) < len(ids):
-            await run_in_threadpool(_raise_unknown, store, ids, {r.id for r in found})
+        if unknown := set(ids) - {r.id for r in found}:  # get_rollout raises NotFound naming the first
+            await run_in_threadpool(store.get_rollout, next(rid for rid in ids if rid in unknown))
         done = [r for r in found if r.state in TERMINAL_STATES]
         # Stop at the deadline, or early when the caller has hung up: nobody would read the answer.
         if len(done) == len(ids) or time.monotonic() >= deadline or await request.is_disconnected():
@@ -69,12 +68,6 @@ async def wait_for_rollouts(body: WaitRequest, request: Request, store: StoreDep
             return WaitResult(done=done, pending=[rid for rid in ids if rid not in finished])
         await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
         pause = min(pause * 2, 0.5)
-
-
-def _raise_unknown(store: Store, ids: list[str], known: set[str]) -> None:
-    for rid in ids:
-        if rid not in known:
-            store.get_rollout(rid)  # raises NotFound naming the id
 
 
 @router.get("/rollouts/{rollout_id}", response_model=Rollout)

@@ -140,14 +140,10 @@ def _connected_client(server: str, admin_key: str) -> Any:
     client = AlightClient(server, admin_key=admin_key)
     try:
         client.list_rollouts(RolloutQuery(limit=1))
-    except Exception as exc:  # an ApiError: the server answered; anything else: it did not
-        refused = isinstance(exc, ApiError)
-        why = (
-            f"the server at {server} refused the admin key"
-            if refused
-            else f"cannot reach the alight server at {server}"
-        )
-        raise exit_with(f"{why}: {exc}") from exc
+    except ApiError as exc:  # the server answered
+        raise exit_with(f"the server at {server} refused the admin key: {exc}") from exc
+    except Exception as exc:  # it did not
+        raise exit_with(f"cannot reach the alight server at {server}: {exc}") from exc
     return client
 
 
@@ -162,9 +158,8 @@ def _k8s_runner(name: str | None, agent_server_url: str | None, options: dict[st
         kubernetes_client()
         configuration = k8s.load_configuration(options["kubeconfig"], options["context"])
         template = k8s.JobTemplate.load(options["job_template"]) if options["job_template"] else None
-        scan = None
-        if options["image_scan"]:
-            scan = k8s.ImageScan(options["image_scan"], options["image_scan_timeout"], options["scan_cache"])
+        scan_args = (options["image_scan"], options["image_scan_timeout"], options["scan_cache"])
+        scan = k8s.ImageScan(*scan_args) if options["image_scan"] else None
         namespace = options["namespace"] or default_namespace(options["kubeconfig"], options["context"])
         runner = k8s.KubernetesRunner(
             namespace,

@@ -19,6 +19,9 @@ FORMAT, VERSION = "alight-export", 1
 # Fields holding token ids: a redacted export leaves them out, since they decode straight back to the text.
 TOKEN_ID_FIELDS = ("prompt_token_ids", "response_token_ids", "input_ids")
 TEXT_FIELDS = ("task", "request", "response")
+REWARD_FIELDS = {"name", "value", "final", "source", "attempt"}
+CALL_FIELDS = {"rollout_id", "attempt", "seq", "policy_version", "flavour", "prompt_token_ids", "response_token_ids",
+               "response_logprobs", "request", "response", "status_code", "flags", "upstream"}  # fmt: skip
 
 Line = dict[str, Any]
 Policies = Mapping[str, str | None]  # the run's policies, each with its named reward; {} for one policy
@@ -131,10 +134,7 @@ def _rollout_line(client: AlightClient, rollout: Rollout, latest: Trajectory | N
         "task": rollout.task,
         "state": rollout.state.value,
         "policy_version": rollout.policy_version,
-        "rewards": [
-            {"name": r.name, "value": r.value, "final": r.final, "source": r.source.value, "attempt": r.attempt}
-            for r in rewards
-        ],
+        "rewards": [r.model_dump(mode="json", include=REWARD_FIELDS) for r in rewards],
         "reward": latest.final_reward if latest is not None else None,
         "attempt": latest.attempt if latest is not None else None,  # the attempt trained on
         "rows": rows,
@@ -142,23 +142,8 @@ def _rollout_line(client: AlightClient, rollout: Rollout, latest: Trajectory | N
 
 
 def _call_line(call: ModelCall) -> Line:
-    return {
-        "kind": "call",
-        "rollout_id": call.rollout_id,
-        "attempt": call.attempt,
-        "seq": call.seq,
-        "policy_version": call.policy_version,
-        "flavour": call.flavour.value,
-        "prompt_token_ids": call.prompt_token_ids,
-        "response_token_ids": call.response_token_ids,
-        "response_logprobs": call.response_logprobs,
-        "fidelity": "rendered" if "rendered" in call.flags else "exact",
-        "request": call.request,
-        "response": call.response,
-        "status_code": call.status_code,
-        "flags": call.flags,
-        "upstream": call.upstream,
-    }
+    fidelity = "rendered" if "rendered" in call.flags else "exact"
+    return {"kind": "call", **call.model_dump(mode="json", include=CALL_FIELDS), "fidelity": fidelity}
 
 
 def row_lines(batch: Any, trajectory: Trajectory, *, policy: str | None = None, first_index: int = 0) -> Iterator[Line]:

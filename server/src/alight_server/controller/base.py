@@ -43,7 +43,23 @@ class SpawnError(Exception):
 
 
 class Runner(Protocol):
-    """Starts and watches attempts. All methods are synchronous, quick, and safe to call twice."""
+    """Starts and watches attempts. All methods are synchronous, quick, and safe to call twice.
+
+    A new runner only has to implement these methods; for example one that runs nothing and reports success
+    (`attempt_handle` is alight.schemas'):
+
+        class NoopRunner:
+            name = "noop"
+            def handle_for(self, rollout_id, attempt): return attempt_handle(self.name, rollout_id, attempt)
+            def start(self, start): return self.handle_for(start.rollout.id, start.attempt)
+            def poll(self, handle): return RunStatus(RunPhase.EXITED, exit_code=0)
+            def kill(self, handle, grace_s): pass
+            def handles(self): return []
+            def release(self, handle): pass
+            def log_tail(self, handle, max_bytes): return ""
+            def withheld_env(self, handle): return []
+            def launched(self, handle): return None
+    """
 
     @property
     def name(self) -> str:

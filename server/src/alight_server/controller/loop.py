@@ -1,19 +1,17 @@
 """The controller: a reconcile loop that claims attempts from the server, runs them, and reports how they ended.
 
 Each tick, against the server's HTTP API only (never the store):
-  1. On the first tick, recover: adopt the attempts a previous controller left
-     running (the runner still holds them), and fail as `infra` the server's
-     running attempts that carry this runner's handle but that no runner holds.
-  2. Watch the server's view of the attempts we run: one cancelled (or ended
-     by anyone else) is killed and not reported again.
-  3. Poll each attempt: past its deadline it is killed and reported as
-     `timeout`; once ended, its log tail is uploaded as a `log` event (and what
-     it ran, where the runner says, as an `image` event) and the outcome is reported (`succeeded`, or `failed` with kind task|infra|timeout).
-     A report the server did not acknowledge is retried next tick.
+  1. On the first tick, recover: adopt the attempts a previous controller left running (the runner still holds
+     them), and fail as `infra` the server's running attempts that carry this runner's handle but no runner holds.
+  2. Watch the server's view of the attempts we run: one cancelled (or ended by anyone else) is killed and not
+     reported again.
+  3. Poll each attempt: past its deadline it is killed and reported as `timeout`; once ended, its log tail is
+     uploaded as a `log` event (and what it ran, where the runner says, as an `image` event) and the outcome is
+     reported (`succeeded`, or `failed` with kind task|infra|timeout). An unacknowledged report is retried next tick.
   4. Claim up to `concurrency - running` new attempts and start them.
 
-Every step is idempotent (deterministic handles, event ids, finish outcomes),
-so a tick that dies halfway and runs again does nothing twice.
+Every step is idempotent (deterministic handles, event ids, finish outcomes), so a tick that dies halfway and runs
+again does nothing twice.
 """
 
 from __future__ import annotations

@@ -21,10 +21,9 @@ def decide(
 ) -> AttemptFinish:
     """The outcome of an attempt that ended with `status`.
 
-    `stopped` is (kind, why) when the controller itself killed it (timeout,
-    shutdown): that reason outranks whatever exit code the kill produced.
-    A task failure whose output names a variable of `withheld_env()` (set
-    where the runner runs, not passed to the agent) says which setting to fix.
+    `stopped` is (kind, why) when the controller itself killed it (timeout, shutdown): that reason outranks whatever
+    exit code the kill produced. A task failure whose output names a variable of `withheld_env()` (set where the
+    runner runs, not passed to the agent) says which setting to fix.
     """
 
     def failed(kind: FailureKind, message: str) -> AttemptFinish:

@@ -1,17 +1,14 @@
 """Attempt supervisor: runs the agent and records its exit status where a restarted controller can read it.
 
-The local runner starts `python -I supervise.py EXIT_FILE -- AGENT_ARGV...` as
-the leader of the attempt's process group. Only a process's parent can learn
-its exit status, and the parent (the controller) may restart while the agent
-runs; so this small script (the standard library, and the SDK's
-parent_death.py under --die-with) waits for the agent and writes
-`{"exit_code": N}` (or `{"spawn_error": "..."}`) to EXIT_FILE. It is run by
-path with `-I`, never imported, so it costs one bare interpreter start.
+The local runner starts `python -I supervise.py EXIT_FILE -- AGENT_ARGV...` as the leader of the attempt's process
+group. Only a process's parent can learn its exit status, and the parent (the controller) may restart while the
+agent runs; so this small script (the standard library, and the SDK's parent_death.py under --die-with) waits for
+the agent and writes `{"exit_code": N}` (or `{"spawn_error": "..."}`) to EXIT_FILE. It is run by path with `-I`,
+never imported, so it costs one bare interpreter start.
 
-`--die-with PID` (the embedded stack): on Linux, when process PID dies (kill -9
-included) the kernel signals this supervisor (PR_SET_PDEATHSIG), which kills
-the attempt's whole process group, itself included, without an exit status:
-the next controller reads that as a lost attempt, an infra failure to retry.
+`--die-with PID` (the embedded stack): on Linux, when process PID dies (kill -9 included) the kernel signals this
+supervisor (PR_SET_PDEATHSIG), which kills the attempt's whole process group, itself included, without an exit
+status: the next controller reads that as a lost attempt, an infra failure to retry.
 """
 
 from __future__ import annotations

@@ -85,12 +85,9 @@ def policy_server(
         raise typer.BadParameter(f"serving the config's policy needs the train extra ({exc}): {TRAIN_EXTRA}") from exc
     options = {**stack_options(config), "evaluator": evaluator or config.evaluator, "run_agents": False}
     with torch_threads(config.inference.torch_threads):
-        if config.inference.backend == "vllm":
-            stack = EmbeddedStack(None, workdir, vllm=vllm_policy(config, workdir), **options)
-        else:
-            stack = EmbeddedStack(
-                policy_engine(config.model, config.inference, engine_adapters(config)), workdir, **options
-            )
+        vllm = vllm_policy(config, workdir) if config.inference.backend == "vllm" else None
+        engine = None if vllm else policy_engine(config.model, config.inference, engine_adapters(config))
+        stack = EmbeddedStack(engine, workdir, vllm=vllm, **options)
         try:
             stack.start()
         except ValueError as exc:  # an evaluator that cannot be loaded

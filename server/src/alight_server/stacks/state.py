@@ -1,10 +1,9 @@
 """The embedded stack's identity in the run folder: its ports and admin key, kept across `--resume`.
 
-A trainer killed mid-step leaves attempts the server still calls running.
-The resumed stack serves at the same address with the same admin key (so
-the same token secret): what the store and the run folder say about those
-attempts stays true, and the controller can settle them. The file holds a
-secret, so it is written 0600 and re-tightened when found looser.
+A trainer killed mid-step leaves attempts the server still calls running. The resumed stack serves at the same
+address with the same admin key (so the same token secret): what the store and the run folder say about those
+attempts stays true, and the controller can settle them. The file holds a secret, so it is written 0600 and
+re-tightened when found looser.
 """
 
 from __future__ import annotations

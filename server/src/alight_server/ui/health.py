@@ -13,7 +13,7 @@ from typing import Any
 
 from alight.cost import Prices, cost_summary
 from alight.evaluation import REWARD_HACKING, SUCCESS_AT
-from alight.schemas import Mode, Rollout, RolloutState, Trajectory
+from alight.schemas import Mode, Rollout, RolloutState
 from alight_server.policies.routing import POLICY_FLAG
 from alight_server.store import Store
 from alight_server.store.browse import RolloutFilter
@@ -52,9 +52,8 @@ def step_health(
     prices: Prices | None = None,
 ) -> dict[str, Any]:
     """One step's counts and its rollouts' cost (alight/cost.py, as the step's `cost/` metrics). With several
-    `policies` (name -> named reward) the builder runs on each policy's share of the calls (ui/policy_parts.py):
-    counts are summed, a rollout left out of any policy's samples counts once per reason, and `policies` in the
-    answer gives each policy's own counts."""
+    `policies` (name -> named reward; the split: ui/policy_parts.py) counts are summed, a rollout left out of any
+    policy's samples counts once per reason, and `policies` in the answer gives each policy's own counts."""
     from alight_server.trainer.step.samples import build_samples
 
     states = Counter(r.state.value for r in rollouts)
@@ -76,9 +75,10 @@ def step_health(
         total.update(counts)
         dropped_calls.update(report.dropped_calls)
         breaks.update(report.breaks)
-        left_out = {t.rollout_id for t in part} - set(batch.rollout_ids)
-        for reason, ids in _drop_reasons([t for t in part if t.rollout_id in left_out], config).items():
-            dropped_rollouts.setdefault(reason, set()).update(ids)
+        kept = set(batch.rollout_ids)  # each one left out is built alone for its reasons (it stops at the reward)
+        for left_out in (t for t in part if t.rollout_id not in kept):
+            for reason in build_samples([left_out], config)[1].dropped_rollouts:
+                dropped_rollouts.setdefault(reason, set()).add(left_out.rollout_id)
         if policy is not None:
             own[policy] = {**counts, "dropped_rollouts": _nonzero(report.dropped_rollouts),
                            "no_named_reward": len(split.no_named_reward.get(policy, ()))}  # fmt: skip
@@ -120,18 +120,6 @@ def _gate_counts(store: Store, rollouts: list[Rollout]) -> dict[str, Any]:
         "gate_violations": dict(sorted(Counter(rule for rules in gates.values() for rule in rules).items())),
         "gate_flagged_rollouts": sum(bool(rules) for rules in gates.values()),
     }
-
-
-def _drop_reasons(left_out: list[Trajectory], config: Any) -> dict[str, set[str]]:
-    """reason -> ids of the rollouts the builder left out (each alone: it stops at the reward, before merging)."""
-    from alight_server.trainer.step.samples import build_samples
-
-    reasons: dict[str, set[str]] = {}
-    for trajectory in left_out:
-        _, report = build_samples([trajectory], config)
-        for reason in report.dropped_rollouts:
-            reasons.setdefault(reason, set()).add(trajectory.rollout_id)
-    return reasons
 
 
 def gate_rules(store: Store, rollout_id: str) -> set[str]:

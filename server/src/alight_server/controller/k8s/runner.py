@@ -203,7 +203,8 @@ class KubernetesRunner:
     def poll(self, handle: str) -> RunStatus:
         self._watch()
         name = self.job_name(handle)
-        self._retry_delete(name)
+        if (propagation := self._undeleted.get(name)) is not None:  # a delete the API did not take
+            self._delete(name, propagation)
         pending = self._pending.get(handle)
         if pending is not None:
             if time.monotonic() >= self._next_try.get(handle, 0.0):
@@ -256,11 +257,6 @@ class KubernetesRunner:
                 self._undeleted[name] = propagation
                 return
         self._undeleted.pop(name, None)
-
-    def _retry_delete(self, name: str) -> None:
-        propagation = self._undeleted.get(name)
-        if propagation is not None:
-            self._delete(name, propagation)
 
     def release(self, handle: str) -> None:
         name = self.job_name(handle)
