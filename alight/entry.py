@@ -77,7 +77,7 @@ def run_loaded(fn: Callable[..., Any]) -> int:
     try:
         result = entry()
         if inspect.isawaitable(result):
-            asyncio.run(_await(result))
+            asyncio.run(awaited(result))
     except BaseException as exc:
         if isinstance(exc, SystemExit):
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -86,7 +86,8 @@ def run_loaded(fn: Callable[..., Any]) -> int:
     return 0
 
 
-async def _await(awaitable: Any) -> Any:
+async def awaited(awaitable: Any) -> Any:
+    """`awaitable`'s result, as a coroutine for asyncio.run (which takes no other awaitable)."""
     return await awaitable
 
 

@@ -184,7 +184,7 @@ def build_report(
         latency_p50_ms=_quantile(latencies, 0.5),
         latency_p95_ms=_quantile(latencies, 0.95),
         retries=sum(max(0, len(r.attempts) - 1) for r in rollouts) + sum(1 for c in calls if c.status_code == 429),
-        infra_failures=sum(1 for t in trajectories if t.failure_kind in (FailureKind.INFRA, FailureKind.TIMEOUT)),
+        infra_failures=sum(scored(t) is None for t in trajectories),
         gate_violations=gates,
         review_flags=flags,
         success_at=success_at,

@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from alight import envvars
-from alight.entry import load_target
+from alight.entry import awaited, load_target
 from alight.schemas import (
     AttemptFinish,
     AttemptStatus,
@@ -163,13 +163,9 @@ def score_attempt(store: Store, rollout: Rollout, trajectory: Trajectory, evalua
     """Store the rewards `evaluate` gives the attempt's trajectory (awaited when it is a coroutine)."""
     result = evaluate(rollout, trajectory)
     if inspect.isawaitable(result):
-        result = asyncio.run(_await(result))
+        result = asyncio.run(awaited(result))
     for reward in rewards_from(result, rollout.id, trajectory.attempt):
         store.add_reward(rollout.id, reward)
-
-
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
 
 
 def install_evaluator(app: FastAPI, config: ServerConfig) -> None:

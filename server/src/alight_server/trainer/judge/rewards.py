@@ -16,11 +16,11 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from alight.client import AlightClient
+from alight.evaluation import scored
 from alight.schemas import (
     JUDGEMENT,
     REVIEW_FLAG,
     EventCreate,
-    FailureKind,
     GatePayload,
     RewardCreate,
     RewardSource,
@@ -57,10 +57,6 @@ class Verdict:
     def record(self, mode: str, model: str, scores: dict[str, float]) -> dict[str, Any]:
         cut = {"scores": scores, "answer": self.answer[:MAX_ANSWER_CHARS]}  # scores by rollout id
         return {"mode": mode, "model": model, **asdict(self), **cut}
-
-
-def unscored(trajectory: Trajectory) -> bool:
-    return trajectory.failure_kind in (FailureKind.INFRA, FailureKind.TIMEOUT)
 
 
 def tied(trajectories: Sequence[Trajectory]) -> bool:
@@ -121,7 +117,7 @@ class Judge:
 
     def judge_group(self, trajectories: Sequence[Trajectory]) -> bool:
         """Flag, judge and reward one finished group; False when the judge failed (no reward written)."""
-        scorable = [t for t in trajectories if not unscored(t)]
+        scorable = [t for t in trajectories if scored(t) is not None]
         self.flag_injections(scorable)
         if not scorable or (self.config.only_when_tied and not tied(scorable)):
             return True

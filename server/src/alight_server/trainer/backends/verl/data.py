@@ -46,14 +46,9 @@ def row_keys(batch: SampleBatch) -> np.ndarray:
 
 
 def to_data_proto(batch: SampleBatch, pad_token_id: int = 0, token_rewards: torch.Tensor | None = None) -> Any:
-    """The batch as a verl `DataProto` (R rows, P prompt and A response columns).
-
-    batch: prompts (R, P), responses (R, A), input_ids = prompts ++ responses (R, P + A),
-    attention_mask, position_ids, response_mask (R, A) = the loss mask, old_log_probs and
-    rollout_log_probs (R, A) = the gateway's logprobs, token_level_rewards (R, A) = the rollout's
-    final reward on the row's last trained token; with `token_rewards` (R, T) (a teacher's distillation
-    reward) their response columns as distill_rewards (R, A). non_tensor_batch: uid (R,) RowKey.
-    """
+    """The batch as a verl `DataProto`: each row split at its first trained token into left-padded prompts (R, P)
+    and responses (R, A), the rollout's final reward on the row's last trained token, `token_rewards` (R, T) (a
+    teacher's distillation reward) as distill_rewards (R, A), and each row's RowKey as its uid."""
     require_verl()
     from verl import DataProto
     from verl.utils.model import compute_position_id_with_mask
