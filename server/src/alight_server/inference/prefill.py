@@ -29,9 +29,8 @@ class Prefilled:
 class Prefiller:
     """Owns the prompts between admission and the batch: queued, being prefilled, prefilled.
 
-    Its lists are guarded by the engine's condition `cond` (the engine thread waits on it for
-    prefilled prompts, the prefill thread for queued ones); `stopping` reads the engine's stop flag
-    and is called under `cond`.
+    Its lists are guarded by the engine's condition `cond` (the engine thread waits on it for prefilled prompts, the
+    prefill thread for queued ones); `stopping` reads the engine's stop flag and is called under `cond`.
     """
 
     def __init__(

@@ -88,13 +88,11 @@ def _text_content(content: Any, where: str) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = []
         for part in content:
             if not isinstance(part, dict) or part.get("type") not in ("text", "input_text", "output_text"):
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
                 raise InvalidRequest(f"{where} has a content part of type {kind!r}; only text parts are supported")
-            parts.append(str(part.get("text", "")))
-        return "".join(parts)
+        return "".join(str(part.get("text", "")) for part in content)
     raise InvalidRequest(f"{where} content must be a string or a list of text parts; got {type(content).__name__}")
 
 

@@ -128,10 +128,9 @@ _HEX = HexHighEntropyString()
 def random_looking(token: str) -> bool:
     """True when `token` reads like key material rather than words, code or a path.
 
-    Its Shannon entropy (detect-secrets' own measure, over its alphabet) must reach detect-secrets' own
-    limit (3.0 for hex, 4.5 for base64), or, for a token too short to reach it, 85 % of log2 of its length:
-    what a random string of that length has, and identifiers and paths, made of repeated letters, do not.
-    Letters and digits must both appear.
+    Its Shannon entropy (detect-secrets' own measure, over its alphabet) must reach detect-secrets' own limit (3.0 for
+    hex, 4.5 for base64), or, for a token too short to reach it, 85 % of log2 of its length: what a random string of
+    that length has, and identifiers and paths, made of repeated letters, do not. Letters and digits must both appear.
     """
     core = token.strip("=-_/")
     if len(core) < 20 or not any(c.isdigit() for c in core) or not any(c.isalpha() for c in core):

@@ -75,10 +75,9 @@ def redact_tokens(
 ) -> tuple[list[Token], dict[str, int]]:
     """A token view row with each redacted span shown as one block over the tokens it covers.
 
-    A block is `[None, "[REDACTED:kind]", loss_mask, None, count]`: no id (ids decode back to the text),
-    trained if any token under it is, and how many tokens it stands for. `starts` (a call's first token)
-    is moved to the new positions. Without token texts (no tokenizer) nothing can be found: the row is
-    returned as it is.
+    A block is `[None, "[REDACTED:kind]", loss_mask, None, count]`: no id (ids decode back to the text), trained if any
+    token under it is, and how many tokens it stands for. `starts` (a call's first token) is moved to the new positions.
+    Without token texts (no tokenizer) nothing can be found: the row is returned as it is.
     """
     texts: list[str | None] = [t[1] for t in tokens]
     if not tokens or any(text is None for text in texts):

@@ -51,9 +51,8 @@ class NotFound(StoreError):
 class Conflict(StoreError):
     """An illegal state move, or an id reused with a different body.
 
-    Caller-chosen ids make creates idempotent: repeating a create with the same
-    id and the same body returns the stored object; the same id with a
-    different body raises Conflict rather than silently keeping either one.
+    Caller-chosen ids make creates idempotent: repeating a create with the same id and the same body returns the stored
+    object; the same id with a different body raises Conflict rather than silently keeping either one.
     """
 
 
@@ -140,12 +139,11 @@ class Store(Protocol):
     ) -> list[tuple[Rollout, int]]:
         """Atomically start the next attempt of up to `limit` rollouts that need one.
 
-        `ids` restricts the claim to those rollouts (`alight run` claims its own).
-        `runner` (a runner name) records each attempt's handle `runner/rollout-id/attempt` at once.
+        `ids` restricts the claim to those rollouts (`alight run` claims its own). `runner` (a runner name) records each
+        attempt's handle `runner/rollout-id/attempt` at once.
 
-        A rollout needs one when it is queued, or running with its latest
-        attempt failed as infra/timeout and attempts left. Each claimed
-        rollout is running afterwards; the attempt row exists with status running.
+        A rollout needs one when it is queued, or running with its latest attempt failed as infra/timeout and attempts
+        left. Each claimed rollout is running afterwards; the attempt row exists with status running.
         """
         ...
 
@@ -154,10 +152,9 @@ class Store(Protocol):
     def finish_attempt(self, rollout_id: str, attempt: int, finish: AttemptFinish) -> Rollout:
         """Record the attempt's end and move the rollout accordingly.
 
-        succeeded -> rollout succeeded; failed/task -> rollout failed;
-        failed/infra|timeout -> rollout stays running and becomes claimable
-        again while attempts remain, else failed. Finishing twice with the
-        same outcome is a no-op; with a different outcome it is a Conflict.
+        succeeded -> rollout succeeded; failed/task -> rollout failed; failed/infra|timeout -> rollout stays running and
+        becomes claimable again while attempts remain, else failed. Finishing twice with the same outcome is a no-op;
+        with a different outcome it is a Conflict.
         """
         ...
 

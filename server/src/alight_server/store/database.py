@@ -104,11 +104,10 @@ class SqlDatabase:
     def _driver_write_now(self) -> Iterator[Any | None]:
         """As `_driver_write` if the transaction can begin without waiting, else it yields None.
 
-        For a caller that must not block (the gateway's event loop committing a call that is
-        alone): SQLite only, on a connection of its own that gives up at once while another
-        writer, in this process or another, holds the database. A file database only (an
-        in-memory one is a single shared connection); PostgreSQL always yields None, as its
-        statements are network round trips, which belong on a thread.
+        For a caller that must not block (the gateway's event loop committing a call that is alone): SQLite only, on a
+        connection of its own that gives up at once while another writer, in this process or another, holds the
+        database. A file database only (an in-memory one is a single shared connection); PostgreSQL always yields None,
+        as its statements are network round trips, which belong on a thread.
         """
         lock = self._write_lock
         if lock is None or self._read_lock is not None or not lock.acquire(blocking=False):

@@ -41,9 +41,8 @@ def dumps(value: Any, what: str = "value") -> str:
 def dumps_recorded(value: Any) -> str:
     """Compact JSON of what the gateway recorded: a -inf logprob is data and is kept as -Infinity.
 
-    orjson (several times faster than the stdlib on the capture hot path) writes a
-    non-finite float as null, so a value whose encoding holds a null is checked for
-    one and, only then, encoded by the stdlib, which keeps it.
+    orjson (several times faster than the stdlib on the capture hot path) writes a non-finite float as null, so a value
+    whose encoding holds a null is checked for one and, only then, encoded by the stdlib, which keeps it.
     """
     try:
         text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)

@@ -41,9 +41,8 @@ def _settle(outcomes: list[_Outcome]) -> None:
 class CaptureWriter:
     """Group commit: calls queued while a transaction runs are committed together in the next one.
 
-    A call's future resolves only once its transaction committed. A call `alone` (nothing in flight could
-    share its commit) commits on the event loop when the store can begin at once: docs/gateway.md "Capture"
-    and "The lone call".
+    A call's future resolves only once its transaction committed. A call `alone` (nothing in flight could share its
+    commit) commits on the event loop when the store can begin at once: docs/gateway.md "Capture" and "The lone call".
     """
 
     def __init__(self, store: Store, alone: Callable[[], bool] = lambda: False) -> None:

@@ -43,8 +43,7 @@ def _score(key: str, upstream_id: str) -> bytes:
 class UpstreamPool:
     """Rendezvous hashing keeps each attempt on one upstream (its KV cache stays warm).
 
-    When an upstream leaves only the attempts it served move; when one joins
-    it takes over only its own share.
+    When an upstream leaves only the attempts it served move; when one joins it takes over only its own share.
     """
 
     def __init__(
@@ -112,9 +111,8 @@ class UpstreamPool:
     async def route(self, key: str, served_version: int) -> list[Target]:
         """Targets for one attempt in preference order (first is its sticky home).
 
-        An upstream serves from its registered policy version onward (an
-        embedded backend updates weights in place); the newest registration
-        not beyond the served version wins.
+        An upstream serves from its registered policy version onward (an embedded backend updates weights in place); the
+        newest registration not beyond the served version wins.
         """
         targets = await self.targets()
         cached = self._routes.get((key, served_version))

@@ -73,10 +73,9 @@ class Proxy:
     ) -> tuple[Target, UpstreamReply]:
         """POST to the first target that answers with a non-retryable status.
 
-        Non-streamed answers come back fully read. A streamed 200 comes back
-        open (the caller reads and closes it); once its first byte has been
-        forwarded it is never retried. Raises GatewayError 502/504 when every
-        try failed or the deadline passed.
+        Non-streamed answers come back fully read. A streamed 200 comes back open (the caller reads and closes it); once
+        its first byte has been forwarded it is never retried. Raises GatewayError 502/504 when every try failed or the
+        deadline passed.
         """
         last = "no attempt made"
         for retry in range(self.config.max_retries + 1):
