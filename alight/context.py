@@ -75,10 +75,7 @@ def task_context() -> AttemptContext | None:
 
 def current() -> AttemptContext | None:
     """The running rollout's context, from any thread or task inside it; None outside a rollout."""
-    ctx = _current.get()
-    if ctx is not None:
-        return ctx
-    return _process[-1] if _process else None
+    return _current.get() or (_process[-1] if _process else None)
 
 
 def activate(ctx: AttemptContext) -> contextvars.Token[AttemptContext | None]:

@@ -79,18 +79,15 @@ def run_summary(
 
 def _before_after(vals: list[dict[str, Any]], metric: str, name: str) -> dict[str, float | None]:
     """`{name}_before`, `_after`, `_gain` and their `_se` from the first and last validation's `metric`."""
-    before = vals[0].get(metric) if vals else None
-    after = vals[-1].get(metric) if len(vals) > 1 else None
-    se_before = vals[0].get(f"{metric}_se") if vals else None
-    se_after = vals[-1].get(f"{metric}_se") if len(vals) > 1 else None
+    first, last = vals[0] if vals else {}, vals[-1] if len(vals) > 1 else {}
+    before, se_before = first.get(metric), first.get(f"{metric}_se")
+    after, se_after = last.get(metric), last.get(f"{metric}_se")
     gain = after - before if before is not None and after is not None else None
     # Paired by task where the last validation recorded it (the same tasks, so an easy one is easy for both);
     # else (a run resumed since its first validation) the independent-samples error of the difference.
-    paired_se = vals[-1].get(f"{metric}_gain_se") if len(vals) > 1 else None
-    if paired_se is not None:
-        gain_se = paired_se
-    else:
-        gain_se = math.hypot(se_before, se_after) if se_before is not None and se_after is not None else None
+    paired_se = last.get(f"{metric}_gain_se")
+    independent_se = math.hypot(se_before, se_after) if se_before is not None and se_after is not None else None
+    gain_se = paired_se if paired_se is not None else independent_se
     return {f"{name}_before": before, f"{name}_after": after, f"{name}_before_se": se_before,
             f"{name}_after_se": se_after, f"{name}_gain": gain, f"{name}_gain_se": gain_se,
             f"{name}_gain_paired": paired_se is not None}  # fmt: skip

@@ -30,10 +30,8 @@ class Judging:
         cfg = config.judge
         if cfg is None:
             return None
-        endpoint = resolve_endpoint(cfg, client)
-        budget = config.limits.run
-        caller = JudgeCaller(endpoint, retries=cfg.retries, timeout_s=cfg.timeout_s, sampling=cfg.sampling(),
-                             budget=budget)  # fmt: skip
+        caller = JudgeCaller(resolve_endpoint(cfg, client), retries=cfg.retries, timeout_s=cfg.timeout_s,
+                             sampling=cfg.sampling(), budget=config.limits.run)  # fmt: skip
         return cls(Judge(cfg, cfg.rubric, caller, client), client)
 
     @property
