@@ -44,10 +44,10 @@ class GatewayMetrics:
             "Calls refused past their attempt's budget (gateway.limits.attempt), by run and limit",
             ["run", "limit"],
         )
-        gauge = Gauge("alight_gateway_in_flight", "Model calls in flight", registry=r)
-        gauge.set_function(in_flight)
-        paused = Gauge("alight_gateway_paused_seconds", "Total seconds the gateway spent paused", registry=r)
-        paused.set_function(paused_seconds)
+        Gauge("alight_gateway_in_flight", "Model calls in flight", registry=r).set_function(in_flight)
+        Gauge("alight_gateway_paused_seconds", "Total seconds the gateway spent paused", registry=r).set_function(
+            paused_seconds
+        )
         self._prompt_tokens = self.tokens.labels(kind="prompt")
         self._response_tokens = self.tokens.labels(kind="response")
         # Labelled children by label values: `labels()` validates and locks on every call (hot path).

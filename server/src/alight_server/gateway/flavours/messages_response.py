@@ -121,11 +121,7 @@ class MessagesStream:
             block = "thinking" if kind == "reasoning" else "text"
             if not self.blocks or self.blocks[-1] != block:
                 out += self._open(_thinking_block() if block == "thinking" else {"type": "text", "text": ""})
-            delta = (
-                {"type": "thinking_delta", "thinking": text}
-                if block == "thinking"
-                else {"type": "text_delta", "text": text}
-            )
+            delta = {"type": f"{block}_delta", block: text}  # thinking_delta or text_delta
             event = {"type": "content_block_delta", "index": len(self.blocks) - 1, "delta": delta}
             out.append(sse(event, named=True))
         return out

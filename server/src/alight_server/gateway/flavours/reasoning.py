@@ -26,8 +26,7 @@ def field_reasoning(message_or_delta: dict[str, Any]) -> str:
 def split_message(message: dict[str, Any]) -> tuple[str, str]:
     """(reasoning, answer text) of a whole chat message."""
     splitter = ThinkSplitter()
-    pieces = splitter.feed(message)
-    pieces += splitter.flush()
+    pieces = splitter.feed(message) + splitter.flush()
     reasoning = "".join(text for kind, text in pieces if kind == "reasoning")
     return reasoning, "".join(text for kind, text in pieces if kind == "text")
 

@@ -20,13 +20,11 @@ def _text(content: Any, where: str) -> str:
         return content
     if not isinstance(content, list):
         raise GatewayError(400, f"{where}.content must be a string or a list of parts, got {type(content).__name__}")
-    out = []
     for j, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
         if kind not in ("input_text", "output_text", "text", "refusal"):
             raise GatewayError(400, f"{where}.content[{j}] has type {kind!r}; the gateway forwards text parts only")
-        out.append(str(part.get("text", part.get("refusal", ""))))
-    return "".join(out)
+    return "".join(str(part.get("text", part.get("refusal", ""))) for part in content)
 
 
 def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
