@@ -42,29 +42,15 @@ class SampleBatch:
         return int(self.input_ids.shape[0])
 
     def select(self, rows: Sequence[int] | torch.Tensor) -> SampleBatch:
-        """A batch of some rows (a micro-batch); rollout and group tables are kept whole."""
+        """A batch of some rows (a micro-batch); the rollout tables (`rollout_*`) and group ids are kept whole."""
         index = torch.as_tensor(rows, dtype=torch.long)
-        picked = {name: getattr(self, name)[index] for name in _ROW_TENSORS}
+        tensors = {f.name: v for f in fields(self) if isinstance(v := getattr(self, f.name), torch.Tensor)}
+        picked = {name: v[index] for name, v in tensors.items() if not name.startswith("rollout_")}
         return replace(self, **picked, row_calls=[self.row_calls[i] for i in index.tolist()])
 
     def to(self, device: torch.device | str) -> SampleBatch:
         moved = {f.name: v.to(device) for f in fields(self) if isinstance(v := getattr(self, f.name), torch.Tensor)}
         return replace(self, **moved)
-
-
-_ROW_TENSORS = (
-    "input_ids",
-    "attention_mask",
-    "loss_mask",
-    "old_logprobs",
-    "step_returns",
-    "row_rollout",
-    "row_group",
-    "row_reward",
-    "row_policy_version",
-    "row_weight",
-    "row_rendered",
-)
 
 
 def pad_rows(
