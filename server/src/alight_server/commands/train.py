@@ -18,14 +18,6 @@ if TYPE_CHECKING:
     from alight.evaluation import EvalReport
 
 
-def _parse_value(text: str) -> Any:
-    """`--set key=VALUE`: VALUE as YAML-ish JSON (numbers, true/false, null, lists), else the plain string."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
 def parse_settings(settings: list[str] | None) -> dict[str, Any]:
     """`--set KEY=VALUE` options as config overrides; exits with a message on a malformed one."""
     overrides: dict[str, Any] = {}
@@ -33,7 +25,10 @@ def parse_settings(settings: list[str] | None) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise exit_with(f"--set expects KEY=VALUE, got {item!r}", 2)
-        overrides[key.strip()] = _parse_value(value)
+        try:  # VALUE as YAML-ish JSON (numbers, true/false, null, lists), else the plain string
+            overrides[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key.strip()] = value
     return overrides
 
 
@@ -66,10 +61,8 @@ def print_validation_reports(run_dir: Path) -> tuple[Comparison | None, dict[str
         typer.echo(f"no paired comparison of the validations: {exc}")
         return None, named, f"no paired comparison of the validations ({exc})"
     typer.echo("\n".join(comparison.lines()))
-    first, last = (
-        Candidate(names[0], source=f"validation at step {steps[0]}"),
-        Candidate(names[1], source=f"validation at step {steps[-1]}"),
-    )
+    ends = (steps[0], steps[-1])
+    first, last = (Candidate(n, source=f"validation at step {s}") for n, s in zip(names, ends, strict=True))
     write_comparison(run_dir, first, [last], [comparison])
     return comparison, named, ""
 

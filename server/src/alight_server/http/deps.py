@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated
@@ -138,36 +139,26 @@ def get_caller(request: Request) -> Caller:
     )
 
 
-def _refused(caller: Caller, needs: str) -> HTTPException:
-    """The 403 saying what the route needs, and what the caller's key may do instead."""
-    return HTTPException(403, f"{needs}; {caller.scope if caller.viewer else AGENT_ROUTES}")
+def _allowing(allowed: Callable[[Caller], bool], needs: str) -> Callable[[Caller], Caller]:
+    """A route dependency that lets the callers `allowed` through; the 403 it gives the others says what the route
+    `needs`, and what the caller's key may do instead."""
+
+    def check(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
+        if not allowed(caller):
+            raise HTTPException(403, f"{needs}; {caller.scope if caller.viewer else AGENT_ROUTES}")
+        return caller
+
+    return check
 
 
-def get_writer(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
-    """The admin or an attempt token, on routes that write (events, rewards); a viewer key is refused."""
-    if caller.viewer:
-        raise _refused(caller, "writing needs the admin key or the attempt's token")
-    return caller
-
-
-def require_admin(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
-    if not caller.admin:
-        raise _refused(caller, "this route needs the admin key")
-    return caller
-
-
-def require_reader(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
-    """The admin or a viewer key, on the read routes people use; attempt tokens are refused."""
-    if not (caller.admin or caller.viewer):
-        raise _refused(caller, "this route needs the admin key or a viewer key")
-    return caller
-
-
-def require_reviewer(caller: Annotated[Caller, Depends(get_caller)]) -> Caller:
-    """The admin or a reviewer key, on the routes that decide reviews; a viewer key and attempt tokens are refused."""
-    if not (caller.admin or caller.reviewer):
-        raise _refused(caller, "deciding a review needs a reviewer key or the admin key")
-    return caller
+# Routes that write (events, rewards): the admin or an attempt token. Read routes people use: the admin or a viewer
+# key. Routes that decide reviews: the admin or a reviewer key.
+get_writer = _allowing(lambda c: not c.viewer, "writing needs the admin key or the attempt's token")
+require_admin = _allowing(lambda c: c.admin, "this route needs the admin key")
+require_reader = _allowing(lambda c: c.admin or c.viewer, "this route needs the admin key or a viewer key")
+require_reviewer = _allowing(
+    lambda c: bool(c.admin or c.reviewer), "deciding a review needs a reviewer key or the admin key"
+)
 
 
 def get_attempt_token(request: Request) -> AttemptClaims:

@@ -37,5 +37,4 @@ def error_body(status: int, message: str, *, param: str | None = None, code: str
     `param` names the field at fault (None: no one field); `code` is the HTTP status unless a more precise
     code is given (`model_not_found`), as the providers' SDKs show it.
     """
-    error = {"message": message, "type": error_type(status), "param": param, "code": code or status}
-    return {"error": error}
+    return {"error": {"message": message, "type": error_type(status), "param": param, "code": code or status}}

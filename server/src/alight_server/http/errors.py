@@ -1,8 +1,7 @@
 """Error answers: every failure is JSON `{"error": {"message", "type", "param", "code"}}` a person can act on.
 
-Client mistakes (bad JSON, wrong types, unknown fields, unknown ids, illegal
-moves, oversize bodies) are 4xx naming the problem; only a bug in the server
-is a 500, and that one says so without leaking internals.
+Client mistakes (bad JSON, wrong types, unknown fields, unknown ids, illegal moves, oversize bodies) are 4xx naming
+the problem; only a bug in the server is a 500, and that one says so without leaking internals.
 """
 
 from __future__ import annotations
@@ -89,8 +88,8 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 class BodyLimit:
     """Refuse request bodies over `max_bytes` with 413, before a route reads them.
 
-    A declared Content-Length is checked up front; a chunked body is counted as
-    it arrives and buffered (it is under the limit by then) for the route.
+    A declared Content-Length is checked up front; a chunked body is counted as it arrives and buffered (it is
+    under the limit by then) for the route.
     """
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
@@ -103,13 +102,10 @@ class BodyLimit:
             return
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
-        if declared is not None:
-            if not declared.isdigit() or int(declared) > self.max_bytes:
-                await self._refuse(scope, receive, send, declared.decode(errors="replace"))
-                return
-            await self.app(scope, receive, send)
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await self._refuse(scope, receive, send, declared.decode(errors="replace"))
             return
-        if headers.get(b"transfer-encoding") is None:
+        if declared is not None or headers.get(b"transfer-encoding") is None:
             await self.app(scope, receive, send)
             return
         body = await _read_body(receive, self.max_bytes)

@@ -1,11 +1,9 @@
 """The JSON depth limit: how deep a request body may nest, checked where bodies are parsed (gateway, API, OTLP JSON).
 
-Deeper bodies parse, then fail later in a serialiser or a recursive walk
-(orjson refuses to write past 254 levels; protobuf's JSON parser recurses per
-level): a 500 long after the request was accepted. Checking once, where the
-body is read, turns that into a 400 that names the limit. A body with fewer
-opening brackets than the limit costs two `bytes.count` calls; the rest (a
-CLI agent's: its tool schemas and content blocks alone pass 64) are walked
+Deeper bodies parse, then fail later in a serialiser or a recursive walk (orjson refuses to write past 254 levels;
+protobuf's JSON parser recurses per level): a 500 long after the request was accepted. Checking once, where the
+body is read, turns that into a 400 that names the limit. A body with fewer opening brackets than the limit costs
+two `bytes.count` calls; the rest (a CLI agent's: its tool schemas and content blocks alone pass 64) are walked
 level by level, which is on the gateway's path for every such call.
 """
 

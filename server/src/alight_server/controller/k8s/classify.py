@@ -127,10 +127,8 @@ def classify(
     if ending is not None and ending.get("reason") == "DeadlineExceeded":
         return deadline_status
     for pod in pods:
-        if not pod["metadata"].get("deletionTimestamp"):
-            ended = _terminal(pod, job_name)
-            if ended is not None:
-                return replace(ended, started_at=started_at)
+        if not pod["metadata"].get("deletionTimestamp") and (ended := _terminal(pod, job_name)) is not None:
+            return replace(ended, started_at=started_at)
     if job["metadata"].get("deletionTimestamp"):
         return RunStatus(
             RunPhase.LOST, message=f"Job {job_name} was deleted while the attempt ran", started_at=started_at
@@ -146,8 +144,7 @@ def classify(
         message = f"Pod {pod['metadata']['name']} of Job {job_name} was deleted before its agent finished{why}"
         return RunStatus(RunPhase.KILLED, message=message, started_at=started_at)
     for pod in pods:
-        stuck = _pending(pod, job_name, limits, waited)
-        if stuck is not None:
+        if (stuck := _pending(pod, job_name, limits, waited)) is not None:
             return replace(stuck, started_at=started_at)
     finished = failed or _condition(job, "Complete")
     if finished is not None and now - (epoch(finished.get("lastTransitionTime")) or now) >= limits.settle_s:

@@ -6,12 +6,15 @@ from typing import Any
 
 from alight_server.controller.k8s.kube import kubernetes_client
 
+# Free-form maps: the models keep whatever keys they hold.
+FREE_FORM = (".labels", ".annotations", ".data", ".stringData", ".nodeSelector", ".matchLabels", ".limits", ".requests")
+
 
 def check_object(obj: dict[str, Any], model: str) -> Any:
     """The `kubernetes.client` model (e.g. "V1Job") built from obj; ValueError naming what is wrong or unknown.
 
-    The models drop fields they do not know, so a typo (`contianers`) would
-    pass silently; comparing the input with the model's own dict catches it.
+    The models drop fields they do not know, so a typo (`contianers`) would pass silently; comparing the input with
+    the model's own dict catches it.
     """
     client = kubernetes_client()
     cls = getattr(client, model)
@@ -19,18 +22,15 @@ def check_object(obj: dict[str, Any], model: str) -> Any:
         built = cls.from_dict(obj)
     except Exception as exc:  # pydantic's ValidationError, or a TypeError on a wrong shape
         raise ValueError(f"not a valid {model.removeprefix('V1')}: {exc}") from exc
-    unknown = _unknown_fields(obj, built.to_dict(serialize=True), "")
-    if unknown:
+    if unknown := _unknown_fields(obj, built.to_dict(serialize=True), ""):
         raise ValueError(f"not a valid {model.removeprefix('V1')}: unknown field(s) {', '.join(unknown)}")
     return built
 
 
 def _unknown_fields(given: Any, known: Any, path: str) -> list[str]:
     if isinstance(given, dict) and isinstance(known, dict):
-        if path.endswith((".labels", ".annotations", ".data", ".stringData", ".nodeSelector", ".matchLabels")) or (
-            path.endswith((".limits", ".requests"))
-        ):
-            return []  # free-form maps
+        if path.endswith(FREE_FORM):
+            return []
         found = []
         for key, value in given.items():
             if value is None:
