@@ -35,23 +35,16 @@ class Completion:
     policy_version: int = 0
 
 
+@dataclass(eq=False)  # identity: handles are kept in sets
 class GenerationHandle:
     """A submitted request; `cancel()` retires its choices at the next step (a client went away)."""
 
-    def __init__(
-        self,
-        prompt_ids: list[int],
-        params: SamplingParams,
-        max_tokens: int,
-        sink: Callable[[Any], object],
-        row: str | None = None,
-    ):
-        self.prompt_ids = prompt_ids
-        self.row = row  # peft's adapter name for its rows (an engine with adapters), else None
-        self.params = params
-        self.max_tokens = max_tokens
-        self.sink = sink
-        self.cancelled = False
+    prompt_ids: list[int]
+    params: SamplingParams
+    max_tokens: int
+    sink: Callable[[Any], object]
+    row: str | None = None  # peft's adapter name for its rows (an engine with adapters), else None
+    cancelled: bool = field(default=False, init=False)
 
     def cancel(self) -> None:
         self.cancelled = True

@@ -16,11 +16,7 @@ Layers = list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values), ea
 
 
 def _common_prefix(a: tuple[int, ...], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 class PrefixCache:
