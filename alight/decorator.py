@@ -31,19 +31,22 @@ def is_rollout(fn: object) -> bool:
     return bool(getattr(fn, _MARK, False))
 
 
-def _wants_task(fn: Callable[..., Any]) -> bool:
+def positional_params(fn: Callable[..., Any]) -> float:
+    """How many positional arguments `fn` takes: inf with *args, or when its signature cannot be read."""
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        return True
-    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params)
+        return math.inf
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return math.inf
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
 
 
 class _Run:
     """One traced call of the entry function."""
 
     def __init__(self, fn: Callable[..., Any], ctx: AttemptContext, args: tuple[Any, ...], kwargs: dict[str, Any]):
-        if not args and not kwargs and _wants_task(fn):
+        if not args and not kwargs and positional_params(fn) >= 1:
             args = (ctx.task,)
         self.args, self.kwargs = args, kwargs
         self.telemetry = telemetry.start(ctx)

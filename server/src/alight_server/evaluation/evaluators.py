@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from alight import envvars
+from alight.decorator import positional_params
 from alight.entry import awaited, load_target
 from alight.schemas import (
     AttemptFinish,
@@ -52,7 +53,7 @@ def load_evaluator(spec: EvaluatorSpec) -> Evaluator:
         target = load_target(spec)
     except Exception as exc:
         raise ValueError(f"cannot load the evaluator {spec!r}: {exc}") from exc
-    takes_task = _takes_task(target)
+    takes_task = positional_params(target) >= 2  # (task, trajectory) rather than only the trajectory
 
     def evaluate(rollout: Rollout, trajectory: Trajectory) -> Any:
         return target(rollout.task, trajectory) if takes_task else target(trajectory)
@@ -72,16 +73,6 @@ def source_scorer(spec: dict[str, str]) -> Evaluator:
 
     evaluate.__qualname__ = f"source {spec['source']}"
     return evaluate
-
-
-def _takes_task(fn: Callable[..., Any]) -> bool:
-    """Whether `fn` accepts (task, trajectory) rather than only the trajectory."""
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return True
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
 def agent_outcome(finish: AttemptFinish) -> bool:
