@@ -12,11 +12,10 @@ MAX_ATTRIBUTE_CHARS = 8192  # tool arguments and results can be pages long; span
 
 def instrument_all() -> list[str]:
     """Call instrument() of every installed alight integration; return their names."""
-    names = []
-    for ep in entry_points(group="alight.integrations"):
-        ep.load()()
-        names.append(ep.name)
-    return sorted(names)
+    points = list(entry_points(group="alight.integrations"))
+    for point in points:
+        point.load()()
+    return sorted(point.name for point in points)
 
 
 def gateway_endpoint() -> tuple[str, str] | None:

@@ -45,10 +45,8 @@ def _server_logs(
 
     client = AlightClient(server, admin_key=admin_key)
     rollout = client.get_rollout(rollout_id)
-    texts: dict[int, str] = {}
-    for event in client.list_events(rollout_id, kind=LOG_EVENT_KIND, reveal=reveal):
-        if event.attempt is not None:
-            texts[event.attempt] = str(event.payload.get("text", ""))
+    events = client.list_events(rollout_id, kind=LOG_EVENT_KIND, reveal=reveal)
+    texts = {e.attempt: str(e.payload.get("text", "")) for e in events if e.attempt is not None}
     states: dict[int, str] = {}
     for a in rollout.attempts:
         kind = f", {a.failure_kind}" if a.failure_kind else ""
