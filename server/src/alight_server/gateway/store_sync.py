@@ -11,6 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import anyio.to_thread
 
@@ -26,25 +27,17 @@ log = logging.getLogger("alight.gateway")
 STALE_AFTER_S = 2.0
 
 
+@dataclass
 class StoreSync:
-    def __init__(
-        self,
-        store: Store,
-        replicas: Replicas,
-        attempts: AttemptResolver,
-        upstreams: UpstreamPool,
-        learn_version: Callable[[int], None],
-        sync_s: float,
-    ) -> None:
-        self.store = store
-        self.replicas = replicas
-        self.attempts = attempts
-        self.upstreams = upstreams
-        self.learn_version = learn_version
-        self.sync_s = sync_s
-        self._seq: int | None = None  # the rollout seq read last: changes after it are still to come
-        self._synced_at = float("-inf")
-        self._task: asyncio.Task[None] | None = None
+    store: Store
+    replicas: Replicas
+    attempts: AttemptResolver
+    upstreams: UpstreamPool
+    learn_version: Callable[[int], None]
+    sync_s: float
+    _seq: int | None = field(default=None, init=False)  # the rollout seq read last: changes after it are still to come
+    _synced_at: float = field(default=float("-inf"), init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
 
     def following(self) -> bool:
         """True while the reads succeed: every change to the store reaches the caches within `sync_s`."""

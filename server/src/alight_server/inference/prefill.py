@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -26,6 +26,7 @@ class Prefilled:
     logits: torch.Tensor  # (V,) after the prompt's last token
 
 
+@dataclass
 class Prefiller:
     """Owns the prompts between admission and the batch: queued, being prefilled, prefilled.
 
@@ -33,28 +34,18 @@ class Prefiller:
     prefill thread for queued ones); `stopping` reads the engine's stop flag and is called under `cond`.
     """
 
-    def __init__(
-        self,
-        model: Any,
-        device: torch.device,
-        prefix_cache: PrefixCache,
-        cond: threading.Condition,
-        stopping: Callable[[], bool],
-        *,
-        overlap: bool,
-    ) -> None:
-        self.model = model
-        self.device = device
-        self.prefix_cache = prefix_cache
-        self.overlap = overlap
-        self._cond = cond
-        self._stopping = stopping
-        # Held while a prefill runs: the engine thread takes it to change the weights between two prefills.
-        self.lock = threading.Lock()
-        self._queued: list[GenerationHandle] = []
-        self._running: GenerationHandle | None = None
-        self._prefilled: list[Prefilled] = []
-        self.thread: threading.Thread | None = None
+    model: Any
+    device: torch.device
+    prefix_cache: PrefixCache
+    cond: threading.Condition
+    stopping: Callable[[], bool]
+    overlap: bool = field(kw_only=True)
+    # Held while a prefill runs: the engine thread takes it to change the weights between two prefills.
+    lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _queued: list[GenerationHandle] = field(default_factory=list, init=False)
+    _running: GenerationHandle | None = field(default=None, init=False)
+    _prefilled: list[Prefilled] = field(default_factory=list, init=False)
+    thread: threading.Thread | None = field(default=None, init=False)
 
     def start(self) -> None:
         """Start the prefill thread (with `overlap` only); it exits once `stopping()` is true."""
@@ -71,7 +62,7 @@ class Prefiller:
     def queue(self, handles: list[GenerationHandle]) -> None:
         """Hand admitted prompts to the prefill thread (with `overlap` only)."""
         self._queued.extend(handles)
-        self._cond.notify_all()
+        self.cond.notify_all()
 
     def admitted_choices(self) -> int:
         """Choices admitted but not yet in the batch (prefill queued, running or done)."""
@@ -90,7 +81,7 @@ class Prefiller:
     # -- from the engine thread ------------------------------------------------------------------
     def take(self) -> list[Prefilled]:
         """The prompts prefilled since the last call, in the order they finished."""
-        with self._cond:
+        with self.cond:
             ready, self._prefilled = self._prefilled, []
         return ready
 
@@ -109,23 +100,23 @@ class Prefiller:
                     done = Prefilled(handle, layers, logits)
                 except Exception as exc:  # this request alone fails; the batch is untouched
                     handle.fail(exc)
-            with self._cond:
+            with self.cond:
                 self._running = None
-                if done is not None and self._stopping():
+                if done is not None and self.stopping():
                     handle.fail(RuntimeError("the inference engine stopped before this request finished"))
                 elif done is not None:
                     self._prefilled.append(done)
-                self._cond.notify_all()
+                self.cond.notify_all()
 
     # -- the prefill thread ----------------------------------------------------------------------
     def _run(self) -> None:
         """One queued prompt at a time, handed back through `_prefilled`."""
         with torch.inference_mode():
             while True:
-                with self._cond:
-                    while not (self._stopping() or self._queued):
-                        self._cond.wait()
-                    if self._stopping():
+                with self.cond:
+                    while not (self.stopping() or self._queued):
+                        self.cond.wait()
+                    if self.stopping():
                         return
                     handle = self._running = self._queued.pop(0)
                 self.prefill(handle)

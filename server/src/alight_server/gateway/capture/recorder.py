@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from alight.schemas import ModelCall
@@ -17,18 +18,13 @@ from alight_server.gateway.reply import CLIENT_GONE, CLIENT_GONE_STATUS, Reply
 _GONE = f"{CLIENT_GONE}: the agent disconnected before the answer was complete; the upstream request was cancelled"
 
 
+@dataclass
 class Recorder:
-    def __init__(
-        self,
-        writer: CaptureWriter,
-        metrics: GatewayMetrics,
-        served_version: Callable[[], Awaitable[int]],
-        spent: Callable[[str, int, str | None, tuple[int, int]], None],
-    ) -> None:
-        self.writer = writer
-        self.metrics = metrics
-        self.served_version = served_version
-        self.spent = spent  # (rollout id, attempt, upstream, (prompt, completion) tokens): the gateway's limits
+    writer: CaptureWriter
+    metrics: GatewayMetrics
+    served_version: Callable[[], Awaitable[int]]
+    # The gateway's limits, charged an answered call's (rollout id, attempt, upstream, (prompt, completion) tokens).
+    spent: Callable[[str, int, str | None, tuple[int, int]], None]
 
     async def record(self, record: CallRecord, *, status: int, **fields: Any) -> ModelCall:
         """Store the call durably; if that fails the agent gets an error (503), never an unrecorded answer."""
