@@ -123,8 +123,7 @@ def register(app: typer.Typer) -> None:
         except (RuntimeError, ValueError, FileNotFoundError) as exc:
             raise exit_with(redact_for_people(f"alight eval: {exc}")) from exc
         typer.echo(redact_for_people("\n".join(report.lines())))  # for people: nothing captured shows in the clear
-        written = [p for p in (out, folder and folder / "report.json") if p is not None]
-        for path in written:
+        for path in (p for p in (out, folder and folder / "report.json") if p is not None):
             path.write_text(json.dumps(report.as_dict(), indent=2))
         if folder is not None:
             typer.echo(f"evaluation folder: {folder} (its store alight.db, logs/, report.json)")
@@ -154,7 +153,12 @@ def _compare(
     )
 
     first, runs = candidates(config, against, variants, checkpoints, baseline, parse_settings)
-    configs = _candidate_configs([first, *runs], parse_settings(settings))
+    shared = parse_settings(settings)  # every config candidate read (and refused) before the first one runs
+    configs = {
+        c.name: training_config(c.config_path, {**shared, **c.overrides}, "alight eval", f"{c.name}: ")
+        for c in [first, *runs]
+        if c.config_path is not None
+    }
     main = next(iter(configs.values()), None)
     if main is not None:
         assert config is not None or against
@@ -180,16 +184,6 @@ def _compare(
     typer.echo(f"comparison: {folder / COMPARISON_JSON} and {folder / 'comparison.png'}")
     typer.echo(verdict)
     return code
-
-
-def _candidate_configs(candidates: list[Any], shared: dict[str, Any]) -> dict[str, Any]:
-    """Each config candidate's training config (`--set` then its own overrides), every one read (and refused)
-    before the first one runs."""
-    return {
-        c.name: training_config(c.config_path, {**shared, **c.overrides}, "alight eval", f"{c.name}: ")
-        for c in candidates
-        if c.config_path is not None
-    }
 
 
 def _candidate_reports(candidates: list[Any], configs: dict[str, Any], folder: Path) -> dict[str, Any]:

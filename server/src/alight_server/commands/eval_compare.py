@@ -42,14 +42,6 @@ def folder_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._-")[:40] or "candidate"
 
 
-def read_report(path: Path) -> EvalReport:
-    """A report.json `alight eval` wrote; a usage error when it is missing or not one."""
-    try:
-        return EvalReport.from_dict(json.loads(path.read_text()))
-    except (OSError, json.JSONDecodeError, TypeError) as exc:
-        raise exit_with(f"alight eval: {path} is not a report alight eval wrote ({exc})", 2) from exc
-
-
 def candidates(
     config: Path | None,
     against: Sequence[Path],
@@ -101,8 +93,13 @@ def candidates(
 
 
 def _saved(path: Path) -> Candidate:
-    """A saved report as a candidate, named by its folder (OUTPUT_DIR/eval/NAME/report.json)."""
-    return Candidate(folder_name(path.resolve().parent.name), report=read_report(path), source=str(path))
+    """A report.json `alight eval` wrote as a candidate, named by its folder (OUTPUT_DIR/eval/NAME/report.json); a
+    usage error when it is missing or not one."""
+    try:
+        report = EvalReport.from_dict(json.loads(path.read_text()))
+    except (OSError, json.JSONDecodeError, TypeError) as exc:
+        raise exit_with(f"alight eval: {path} is not a report alight eval wrote ({exc})", 2) from exc
+    return Candidate(folder_name(path.resolve().parent.name), report=report, source=str(path))
 
 
 def _variant(text: str) -> tuple[str | None, str]:

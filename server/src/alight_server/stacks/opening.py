@@ -43,8 +43,9 @@ class TrainingStacks:
 
     def open_local(self, config: TrainConfig, run_dir: Path, backend: TrainerBackend | PolicySet) -> RunStack:
         engine = None
-        if self._vllm is not None:
-            self._vllm.adapter = _lora_model(backend)
+        if self._vllm is not None:  # with LoRA on, vLLM loads only the adapter of the trainer's PEFT model
+            model = getattr(backend, "model", None) if getattr(backend, "lora", None) is not None else None
+            self._vllm.adapter = getattr(model, "module", model)  # under DDP the PEFT model is the wrapper's module
         else:
             engine = policy_engine(config.model, config.inference, engine_adapters(config))
         stack = EmbeddedStack(engine, run_dir, vllm=self._vllm, **stack_options(config)).start()
@@ -102,11 +103,3 @@ def stack_options(config: TrainConfig) -> dict[str, Any]:
         max_output_tokens=config.inference.max_output_tokens, preload=config.controller.preload,
         routing=config.gateway_routing(), limits=config.limits,
     )  # fmt: skip
-
-
-def _lora_model(backend: TrainerBackend | PolicySet) -> Any:
-    """The trainer's PEFT model when LoRA is on (vLLM then loads only its adapter), else None."""
-    if getattr(backend, "lora", None) is None:
-        return None
-    model = getattr(backend, "model", None)
-    return getattr(model, "module", model)  # under DDP the PEFT model is the wrapper's module
