@@ -114,25 +114,19 @@ class TrainConfig(Section):
         return resolve_policies(self.policies, self.model, self.lora, self.optimizer, self.algorithm)
 
     @model_validator(mode="after")
-    def _policies_routed(self) -> TrainConfig:
+    def _sections_agree(self) -> TrainConfig:
+        """The checks across sections, in this order: policies and routing (a judge model is a frozen policy), the
+        agent has something to run, sft settings only with sft, async groups to carry over, one policy per teacher."""
         check_policies(self.policies, self.routing, self.model, self.lora, self.trainer.backend)
-        name = self.judge.model if self.judge is not None else None  # the judge is a frozen policy
+        name = self.judge.model if self.judge is not None else None
         if name is not None and (name not in self.policies or self.policies[name].trainable):
             raise ValueError(
                 f"judge.model {name!r} must name a policy of this run with trainable: false (a frozen role the "
                 f"run's inference server serves; policies: {sorted(self.policies) or 'none'}); or use "
                 "judge.upstream / judge.url"
             )
-        return self
-
-    @model_validator(mode="after")
-    def _agent_has_something_to_run(self) -> TrainConfig:
         if not self.agent.entrypoint and not self.agent.command:
             raise ValueError("agent needs `entrypoint` ('module:function' or 'file.py:function') or `command` (argv)")
-        return self
-
-    @model_validator(mode="after")
-    def _sft_settings_with_sft(self) -> TrainConfig:
         # A setting given a value, not one merely present: a dumped config (run.json, the ranks' copy) names
         # every field, None included.
         given = sorted(name for name in type(self.sft).model_fields if getattr(self.sft, name) is not None)
@@ -144,10 +138,6 @@ class TrainConfig(Section):
         if self.traces.run is not None and self.async_rollout.enabled:
             raise ValueError("traces.run trains on imported trajectories: nothing runs in flight; "
                              "remove async_rollout.enabled")  # fmt: skip
-        return self
-
-    @model_validator(mode="after")
-    def _async_has_groups_to_carry(self) -> TrainConfig:
         pool = self.async_rollout
         if pool.enabled and pool.active_groups <= self.tasks_per_step:
             raise ValueError(
@@ -155,10 +145,6 @@ class TrainConfig(Section):
                 f"({self.tasks_per_step}): the groups beyond one step's are the ones that carry over; "
                 f"try active_groups: {2 * self.tasks_per_step}"
             )
-        return self
-
-    @model_validator(mode="after")
-    def _teacher_for_one_policy(self) -> TrainConfig:
         if self.policies and any(policy.algorithm.distill for policy in self.resolved_policies()):
             raise ValueError("algorithm.distill with policies: is not built (each policy's step would need the "
                              "teacher beside its adapter); train one policy with a teacher, or remove distill:")  # fmt: skip
