@@ -144,8 +144,7 @@ def _lines(summary: dict[str, Any]) -> list[str]:
     verb = "would delete" if summary["dry_run"] else "deleted"
     lines = [f"{verb} {len(summary['rollouts'])} rollouts; rows per table:"]
     lines += [f"  {table:<12} {count}" for table, count in summary["deleted"].items()]
-    for why, count in summary["kept"].items():
-        lines.append(f"kept {count} rollouts: {why}")
+    lines += [f"kept {count} rollouts: {why}" for why, count in summary["kept"].items()]
     lines.append(f"{verb} {len(summary['folders'])} folders (attempt logs, CLI workspaces)")
     lines += [f"  {folder}" for folder in summary["folders"]]
     lines += [f"could not remove {why}" for why in summary["left"]]

@@ -33,13 +33,10 @@ def parse_settings(settings: list[str] | None) -> dict[str, Any]:
 
 
 def print_validation_reports(run_dir: Path) -> tuple[Comparison | None, dict[str, EvalReport], str]:
-    """The evaluation report of the run's first and last validation (as `alight eval` prints it), and the last
-    compared with the first as `alight eval --against` compares candidates: paired by task (each validation runs
-    the same held-out tasks, validation.samples_per_task times), each metric's difference ± 2 SE and its verdict,
-    also written as comparison.json and comparison.png in the run's folder.
-
-    Returns the comparison (None when there is nothing to pair), the two reports by name and, without a
-    comparison, why: what `--gate`, `--junit` and `--markdown` read (`gate`)."""
+    """Print the reports of the run's first and last validation (as `alight eval` prints them) and the last compared
+    with the first, paired by task as `alight eval --against` compares candidates (also written as comparison.json
+    and comparison.png in the run's folder). Returns what `gate` reads: the comparison (None when there is nothing
+    to pair), the two reports by name and, without a comparison, why."""
     from alight.comparison import compare_reports
     from alight_server.commands.eval_compare import Candidate, write_comparison
     from alight_server.evaluation.policy import validation_reports

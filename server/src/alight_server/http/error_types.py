@@ -31,10 +31,7 @@ def error_type(status: int) -> str:
 
 
 def error_body(status: int, message: str, *, param: str | None = None, code: str | None = None) -> dict[str, Any]:
-    """The one error answer of the API, the gateway and the inference server, as OpenAI shapes it:
-    `{"error": {"message", "type", "param", "code"}}`, typed by the table above.
-
-    `param` names the field at fault (None: no one field); `code` is the HTTP status unless a more precise
-    code is given (`model_not_found`), as the providers' SDKs show it.
-    """
+    """The one error answer of the API, the gateway and the inference server, shaped as OpenAI's and typed by the
+    table above. `param` names the field at fault (None: no one field); `code` is the HTTP status unless a more
+    precise code is given (`model_not_found`), as the providers' SDKs show it."""
     return {"error": {"message": message, "type": error_type(status), "param": param, "code": code or status}}

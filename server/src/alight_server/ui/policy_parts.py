@@ -35,10 +35,8 @@ def split_run(trajectories: Sequence[Trajectory], policies: Mapping[str, str | N
         return RunParts([(None, list(trajectories))])
     configs = {name: PolicyConfig.model_construct(reward=reward) for name, reward in policies.items()}
     split, metrics = split_by_policy(trajectories, configs)
-    dropped: Counter[str] = Counter()
-    for key, count in metrics.items():
-        if key.startswith("filter/calls_") and count:
-            dropped[key.removeprefix("filter/calls_")] += int(count)
+    prefix = "filter/calls_"
+    dropped = Counter({k.removeprefix(prefix): int(n) for k, n in metrics.items() if k.startswith(prefix) and n})
     # A rollout left out of P's share lacks P's named reward (the split keeps every other): its P calls go with it.
     own: Counter[str] = Counter()
     for trajectory in trajectories:
