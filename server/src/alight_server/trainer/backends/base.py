@@ -1,8 +1,4 @@
-"""The trainer backend seam: what the training loop (trainer/run/loop.py) asks of whatever runs the RL update.
-
-`make_backend` picks `embedded` (embedded.py) or `verl` (verl/, `pip install 'alight-server[verl]'`) by
-`trainer.backend`; the loop holds it in a `PolicySet` (policy_set.py), or one embedded one per trainable policy.
-"""
+"""The trainer backend seam: what the training loop (trainer/run/loop.py) asks of whatever runs the RL update."""
 
 from __future__ import annotations
 

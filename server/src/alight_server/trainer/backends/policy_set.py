@@ -81,8 +81,7 @@ class PolicySet:
         return version, total
 
     def state_dict(self) -> dict[str, Any]:
-        """`{"policies": {name: backend.state_dict()}, "own_versions": {...}}`: every trainable policy's weights,
-        optimizer and update count; a one-policy run's: its backend's own."""
+        """Every trainable policy's backend state and the own versions; a one-policy run's: its backend's own."""
         if (one := self.one) is not None:
             return one.state_dict()
         return {

@@ -21,8 +21,7 @@ def plot_run(history: list[dict[str, Any]], path: Path, title: str = "alight tra
 
 
 def run_figure(history: list[dict[str, Any]], title: str = "alight training") -> Figure:
-    """The plot of metric records ({"step", "train/reward_mean", "train/reward_std", "train/reward_min",
-    "train/reward_max", "val/score", "val/score_se"}), on a figure of its own (no pyplot, no display)."""
+    """The plot of the run's metric records, on a figure of its own (no pyplot, no display)."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 

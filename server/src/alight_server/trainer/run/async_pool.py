@@ -168,9 +168,8 @@ class GroupPool:
             "async/staleness_max": float(max(staleness)),
             "async/downweighted": float(sum(w < 1 for w in weights.values())),
             "time/wait_s": time.monotonic() - started,
+            **{f"async/staleness_{s}": float(staleness.count(s)) for s in range(max(staleness) + 1)},
         }
-        for s in range(max(staleness) + 1):
-            metrics[f"async/staleness_{s}"] = float(staleness.count(s))
         by_policy = self._per_policy(taken, history, version, metrics) if self.policies else None
         return Taken(taken, weights, staleness, metrics, by_policy)
 

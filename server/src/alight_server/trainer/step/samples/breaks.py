@@ -78,9 +78,8 @@ def classify_break(
         extended = previous_messages + reply(previous)
         if messages[: len(extended)] == extended:
             return "template_drift"
-        shared = 0
-        while shared < min(len(messages), len(previous_messages)) and messages[shared] == previous_messages[shared]:
-            shared += 1
+        pairs = zip(messages, previous_messages, strict=False)
+        shared = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(messages), len(previous_messages)))
         if any(role != "system" for role, _ in messages[:shared]):
             return "history_rewrite"
         return "new_conversation"
