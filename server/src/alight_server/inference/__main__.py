@@ -20,10 +20,7 @@ def key_from(given: str | None, path: Path, what: str) -> str:
     """`given`, else the key stored at `path`, else a new one written there (0600); says which it used."""
     if given:
         return given
-    try:
-        stored = path.read_text().strip()
-    except FileNotFoundError:
-        stored = ""
+    stored = path.read_text().strip() if path.exists() else ""
     if stored:
         print(f"{what}: {path}", flush=True)
         return stored

@@ -64,10 +64,9 @@ class SqlGatewayReplicas(SqlDatabase):
                 held = t.gateway_paused_policies
                 found = conn.execute(select(held.c.policy).where(held.c.policy == policy)).first() is not None
                 if found != paused:
-                    if paused:
-                        conn.execute(held.insert().values(policy=policy))
-                    else:
-                        conn.execute(held.delete().where(held.c.policy == policy))
+                    conn.execute(
+                        held.insert().values(policy=policy) if paused else held.delete().where(held.c.policy == policy)
+                    )
                     self._bump(conn, _EPOCH)
             return _pause(conn)
 

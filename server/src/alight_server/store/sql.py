@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -52,12 +53,10 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlOfflineRollouts, SqlR
 
     def create_rollouts(self, items: Sequence[RolloutCreate]) -> list[Rollout]:
         for _ in range(3):
-            try:
+            # IntegrityError: another writer created one of these ids between our check and insert; the retry
+            # sees it and applies the same-body rule.
+            with contextlib.suppress(IntegrityError):
                 return self._create_rollouts(items)
-            except IntegrityError:
-                # Another writer created one of these ids between our check and insert: the
-                # retry sees it and applies the same-body rule.
-                continue
         return self._create_rollouts(items)
 
     def _create_rollouts(self, items: Sequence[RolloutCreate]) -> list[Rollout]:

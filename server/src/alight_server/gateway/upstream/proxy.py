@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,10 +29,8 @@ def backoff_s(
     """Full jitter on an exponential ramp from `base_s`; an upstream's own Retry-After wins when it is shorter than
     the cap (the gateway's defaults keep an agent's call waiting 2 s at most)."""
     if retry_after:
-        try:
+        with contextlib.suppress(ValueError):  # an HTTP date: the ramp instead
             return min(max(0.0, float(retry_after)), cap_s)
-        except ValueError:
-            pass
     return random.uniform(0, min(cap_s, base_s * 2**retry))
 
 
