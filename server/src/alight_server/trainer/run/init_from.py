@@ -19,10 +19,9 @@ def checkpoint_folder(path: Path) -> Path:
     """The `step-N` folder `path` names: itself, or the latest under a run folder or its `checkpoints/`."""
     if (path / "state.pt").is_file():
         return path
-    for folder in (path / "checkpoints", path):
-        found = latest_checkpoint(folder)
-        if found is not None:
-            return found
+    found = latest_checkpoint(path / "checkpoints") or latest_checkpoint(path)
+    if found is not None:
+        return found
     raise ValueError(
         f"--init-from {str(path)!r}: no checkpoint there; name a run folder, its checkpoints/ folder or a "
         "checkpoints/step-N folder (one holding state.pt)"

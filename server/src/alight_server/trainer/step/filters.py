@@ -45,14 +45,9 @@ def filter_for_training(
     trajectories: Sequence[Trajectory], samples: SampleConfig
 ) -> tuple[list[Trajectory], dict[str, float]]:
     """(the trajectories to train on, `filter/<reason>` counts for the step metrics)."""
-    kept: list[Trajectory] = []
-    dropped: Counter[str] = Counter()
-    for trajectory in trajectories:
-        reason = drop_reason(trajectory, samples)
-        if reason is None:
-            kept.append(trajectory)
-        else:
-            dropped[reason] += 1
+    reasons = [drop_reason(trajectory, samples) for trajectory in trajectories]
+    kept = [trajectory for trajectory, reason in zip(trajectories, reasons, strict=True) if reason is None]
+    dropped = Counter(reason for reason in reasons if reason is not None)
     metrics = {
         f"filter/{reason}": float(dropped[reason]) for reason in ("gate_flagged", "prefix_breaks", "truncated", "infra")
     }
