@@ -105,7 +105,6 @@ class InferenceEngine:
         with self._cond:
             return len(self._sequences) + self._prefiller.admitted_choices() + sum(h.params.n for h in self._pending)
 
-    # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> InferenceEngine:
         if self._thread is None:
             self._stopping = False
@@ -143,7 +142,6 @@ class InferenceEngine:
         """What events of model `name` report: an adapter's own version, else the base weights' version."""
         return self._reported(self.adapters.rows.get(name) if self.adapters is not None and name else None)
 
-    # -- requests --------------------------------------------------------------------------------
     def _row(self, params: SamplingParams) -> str | None:
         """The peft row name a request runs under (None: the engine wraps no adapters)."""
         if self.adapters is None:
@@ -230,7 +228,6 @@ class InferenceEngine:
             raise errors[0]
         return results
 
-    # -- weights ---------------------------------------------------------------------------------
     def update_weights(self, weights: Mapping[str, torch.Tensor] | str | Path) -> int:
         """Copy new weights into the live parameters between two decode steps; returns the new policy version."""
         if self._mixed:

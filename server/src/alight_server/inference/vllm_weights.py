@@ -47,7 +47,6 @@ class VllmWeights:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = httpx.Client(base_url=self.url, timeout=_TIMEOUT, headers=headers)
 
-    # -- the update ------------------------------------------------------------------------------
     def load(self, weights: Callable[[], dict[str, Any]], version: int) -> None:
         """Load new weights (or the adapter) and mark them `version`; vLLM serves nothing in between."""
         full = self.adapter is None
@@ -89,7 +88,6 @@ class VllmWeights:
     def close(self) -> None:
         self.http.close()
 
-    # -- the two payloads ------------------------------------------------------------------------
     def _reload(self, weights: dict[str, Any]) -> None:
         from safetensors.torch import save_file
 

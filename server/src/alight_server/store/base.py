@@ -110,7 +110,6 @@ class Store(Protocol):
     server right after loses nothing it acknowledged.
     """
 
-    # rollouts
     def create_rollouts(self, items: Sequence[RolloutCreate]) -> list[Rollout]:
         """Idempotent per caller-chosen id: an existing id returns the stored rollout.
 
@@ -133,7 +132,6 @@ class Store(Protocol):
         """
         ...
 
-    # attempts
     def claim_attempts(
         self, limit: int, ids: Sequence[str] | None = None, runner: str | None = None
     ) -> list[tuple[Rollout, int]]:
@@ -158,7 +156,6 @@ class Store(Protocol):
         """
         ...
 
-    # events and rewards
     def add_event(self, rollout_id: str, event: EventCreate, *, while_running: bool = False) -> Event:
         """Idempotent on event.id.
 
@@ -177,7 +174,6 @@ class Store(Protocol):
 
     def list_rewards(self, rollout_id: str, *, attempt: int | None = None) -> list[Reward]: ...
 
-    # gateway captures
     def add_model_call(self, call: ModelCall) -> ModelCall:
         """Store assigns `seq` (next within the attempt) and returns the stored call."""
         ...
@@ -199,14 +195,12 @@ class Store(Protocol):
 
     def list_model_calls(self, rollout_id: str, attempt: int | None = None) -> list[ModelCall]: ...
 
-    # OTLP spans
     def add_spans(self, spans: Sequence[SpanRecord]) -> int:
         """Idempotent on (rollout_id, attempt, trace_id, span_id); returns how many were new."""
         ...
 
     def list_spans(self, rollout_id: str, attempt: int | None = None) -> list[SpanRecord]: ...
 
-    # upstreams and policy versions
     def add_upstream(self, upstream: UpstreamCreate) -> Upstream: ...
 
     def remove_upstream(self, upstream_id: str) -> None: ...

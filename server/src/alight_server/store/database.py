@@ -75,8 +75,6 @@ class SqlDatabase:
             self.keyring = Keyring.open(self.engine, source)
             self.sealer = CellSealer(self.keyring, clear_allowed=self.sealer.clear_allowed)
 
-    # ---- plumbing
-
     @contextmanager
     def _write(self) -> Iterator[Connection]:
         with self._write_lock or nullcontext(), self.engine.begin() as conn:

@@ -158,8 +158,6 @@ class SqlRecords(SqlDatabase):
             row = conn.execute(select(table).where(where)).one()
         return rows.from_row(model, table, row, sealer=self.sealer)
 
-    # ---- gateway captures
-
     def add_model_call(self, call: ModelCall) -> ModelCall:
         return self.add_model_calls([call])[0]
 
@@ -219,8 +217,6 @@ class SqlRecords(SqlDatabase):
     def list_model_calls(self, rollout_id: str, attempt: int | None = None) -> list[ModelCall]:
         m = t.model_calls.c
         return self._records(ModelCall, t.model_calls, rollout_id, attempt, [m.attempt, m.seq])
-
-    # ---- OTLP spans
 
     def add_spans(self, spans: Sequence[SpanRecord]) -> int:
         if not spans:

@@ -84,8 +84,6 @@ class SqlRetention(SqlDatabase):
             driver.close()
         return before, _bytes(path)
 
-    # ---- selection
-
     def _wanted(self, conn: Connection, scope: PurgeScope) -> ColumnElement[bool]:
         """The rollouts the scope names (ended or not); NotFound for an unknown run or rollout."""
         r = t.rollouts.c
@@ -148,8 +146,6 @@ class SqlRetention(SqlDatabase):
         )
         return conn.execute(stmt.with_for_update() if lock and not self.is_sqlite else stmt).all()
 
-    # ---- deletion
-
     def _purge_batch(
         self, conn: Connection, found: Sequence[Any], reason: str, report: PurgeReport, *, dry_run: bool
     ) -> None:
@@ -192,8 +188,6 @@ class SqlRetention(SqlDatabase):
             log.warning("purging rollout %r without its run folder: %s", row.id, exc)
             return None
         return found if isinstance(found, str) else None
-
-    # ---- SQLite plumbing
 
     def _file(self) -> Path | None:
         """The SQLite database file; None for PostgreSQL or an in-memory database."""

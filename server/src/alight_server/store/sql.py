@@ -49,8 +49,6 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlOfflineRollouts, SqlR
         values.update(seq=self._bump(conn, "rollout_seq"), updated_at=rows.now())
         conn.execute(update(t.rollouts).where(t.rollouts.c.id == rollout_id).values(**values))
 
-    # ---- rollouts
-
     def create_rollouts(self, items: Sequence[RolloutCreate]) -> list[Rollout]:
         for _ in range(3):
             # IntegrityError: another writer created one of these ids between our check and insert; the retry
@@ -114,8 +112,6 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlOfflineRollouts, SqlR
                     end_running_attempt(conn, rollout_id, to, self.sealer)
                 self._touch(conn, rollout_id, state=to.value, claimable=False)
             return self._load(conn, rollout_id)
-
-    # ---- attempts
 
     def claim_attempts(
         self, limit: int, ids: Sequence[str] | None = None, runner: str | None = None
@@ -184,8 +180,6 @@ class SqlStore(SqlRecords, SqlGatewayReplicas, SqlRuns, SqlOfflineRollouts, SqlR
             if changes is not None:
                 self._touch(conn, rollout_id, **changes)
             return self._load(conn, rollout_id)
-
-    # ---- upstreams and policy versions
 
     def add_upstream(self, upstream: UpstreamCreate) -> Upstream:
         """Upsert: registering an id again replaces its url, model, key and policy version."""
