@@ -85,8 +85,6 @@ class AlightClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ---- plumbing
-
     def request(self, method: str, path: str, *, body: BaseModel | None = None, **kwargs: Any) -> httpx.Response:
         """Send one request; raise ApiError on any 4xx/5xx with the server's message."""
         if body is not None:
@@ -100,15 +98,11 @@ class AlightClient:
     def _call(self, model: type[M], method: str, path: str, **kwargs: Any) -> M:
         return model.model_validate_json(self.request(method, path, **kwargs).content)
 
-    # ---- health
-
     def ready(self) -> bool:
         try:
             return self.http.get("/readyz").status_code == 200
         except httpx.TransportError:
             return False
-
-    # ---- rollouts
 
     def create_rollouts(self, items: Iterable[RolloutCreate]) -> list[Rollout]:
         body = RolloutBatch(rollouts=list(items))
@@ -135,8 +129,6 @@ class AlightClient:
         """Block until all `ids` are final or `timeout_s` passes (server-side long-poll)."""
         body = WaitRequest(ids=list(ids), timeout_s=timeout_s)
         return self._call(WaitResult, "POST", "/api/rollouts/wait", body=body, timeout=timeout_s + self.timeout)
-
-    # ---- events and rewards
 
     def add_event(self, rollout_id: str, event: EventCreate) -> Event:
         return self._call(Event, "POST", f"/api/rollouts/{rollout_id}/events", body=event)
@@ -169,8 +161,6 @@ class AlightClient:
 
     def finish_attempt(self, rollout_id: str, attempt: int, finish: AttemptFinish) -> Rollout:
         return self._call(Rollout, "POST", f"/api/rollouts/{rollout_id}/attempts/{attempt}/finish", body=finish)
-
-    # ---- upstreams and policy versions
 
     def add_upstream(self, upstream: UpstreamCreate) -> Upstream:
         return self._call(Upstream, "POST", "/api/upstreams", body=upstream)
