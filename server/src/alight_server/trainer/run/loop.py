@@ -1,10 +1,7 @@
 """The training loop: rollouts in groups, samples, one RL step, weight sync, validation, checkpoints.
 
-Per step (docs/training.md lists it in full) the rollout source gives the step's rollouts
-(trainer/run/rollout_source.py: each step's own groups, the async pool's or imported traces), and `train_step`
-(trainer/run/train_step.py) filters them, builds samples, steps and pushes each policy (trainer/step/update.py).
-Validation runs before training, every `validation.every` steps and at the end; each checkpoint is one that
-`--resume` continues from."""
+A step's parts are in docs/training.md and trainer/run/train_step.py. Validation runs before training, every
+`validation.every` steps and at the end; each checkpoint is one that `--resume` continues from."""
 
 from __future__ import annotations
 

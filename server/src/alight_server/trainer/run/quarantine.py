@@ -1,11 +1,9 @@
 """Flagged work never trains unreviewed: the review queue's side of each training step (`review:`,
 docs/security.md#review-flags).
 
-Each step `Quarantine.screen` asks the oldest queued rollouts for a decision (at most `POLL_PER_STEP`; a
-rejected one's task joins the run's regression tasks), releases held groups decided since (or drops those past
-the staleness bound), queues the random audit's draw, and applies `review.flags`. `quarantine` holds a group
-with a pending rollout whole, because a rollout's advantage is relative to its group: it trains whole once
-decided, never a part now and the rest later. The held groups, the queue and the audit counts are checkpointed."""
+`quarantine` holds a group with a pending rollout whole, because a rollout's advantage is relative to its group:
+it trains whole once decided, never a part now and the rest later. A rejected rollout's task joins the run's
+regression tasks. The held groups, the queue and the audit counts are checkpointed."""
 
 from __future__ import annotations
 
