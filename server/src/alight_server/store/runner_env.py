@@ -7,6 +7,7 @@ the admin key (`seal_runner_env_under`); docs/controller.md "`env` values at res
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable
@@ -70,10 +71,9 @@ class RunnerEnvBox:
             return value
         token = value.removeprefix(SEALED)
         if upstream_keys.has_secret_key():
-            try:
+            # Failing: sealed in memory by this process before the key was set, or under another key.
+            with contextlib.suppress(upstream_keys.UpstreamKeyError):
                 return upstream_keys.unseal(f"runner env {name}", token)
-            except upstream_keys.UpstreamKeyError:
-                pass  # sealed in memory by this process before the key was set, or under another key
         try:
             return self._memory_key.decrypt(token.encode()).decode()
         except InvalidToken:

@@ -12,7 +12,7 @@ import os
 import secrets
 import struct
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import BinaryIO
 
@@ -157,8 +157,6 @@ def open_attempt_log(path: Path, admin_key: str | None = None) -> str:
     ALIGHT_DATA_KEY / ALIGHT_SECRET_KEY / the admin key, or an embedded run's own admin key (its stack.json)."""
     if admin_key is None:
         state = path.parent.parent.parent / "stack.json"  # <run>/logs/<rollout>/<n>.log.sealed
-        try:
+        with suppress(OSError, ValueError, AttributeError):  # none readable there: the key stays unknown
             admin_key = json.loads(state.read_text()).get("admin_key")
-        except (OSError, ValueError, AttributeError):
-            admin_key = None
     return LogSeal(KekSource.default(admin_key)).read(path).decode("utf-8", errors="replace")
