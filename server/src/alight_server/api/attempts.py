@@ -62,8 +62,7 @@ def finish_attempt(
     amends: list[AttemptFinishAmend] = request.app.state.attempt_finish_amends
     for amend in amends:  # on a retried report too, so it matches what was recorded
         body = amend(store, rollout, attempt, body)
-    running = any(a.attempt == attempt and a.status == AttemptStatus.RUNNING for a in rollout.attempts)
-    if running:
+    if any(a.attempt == attempt and a.status == AttemptStatus.RUNNING for a in rollout.attempts):
         hooks: list[AttemptFinishedHook] = request.app.state.attempt_finished_hooks
         for hook in hooks:
             _run_hook(hook, store, rollout, attempt, body)

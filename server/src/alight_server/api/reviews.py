@@ -114,16 +114,14 @@ def review_queue(
 
 def _refuse_unless_pending(rollout: Rollout, events: list[Event]) -> None:
     """409 naming why this rollout cannot be decided now, and what to do instead."""
-    decided = next((e for e in events if e.kind == REVIEW_DECISION), None)
-    if decided is not None:
+    if (decided := next((e for e in events if e.kind == REVIEW_DECISION), None)) is not None:
         by, verdict = decided.payload.get("reviewer"), decided.payload.get("decision")
         raise HTTPException(
             409,
             f"rollout {rollout.id!r} was already decided ({verdict}, by {by}, at {decided.created_at.isoformat()}); "
             "a decision is final, so what trained is never un-decided",
         )
-    gates = [str(e.payload.get("rule")) for e in events if e.kind == REWARD_HACKING]
-    if gates:
+    if gates := [str(e.payload.get("rule")) for e in events if e.kind == REWARD_HACKING]:
         raise HTTPException(
             409,
             f"rollout {rollout.id!r} broke a hard gate ({', '.join(sorted(set(gates)))}): its reward is 0 and it "

@@ -177,8 +177,7 @@ def _k8s_runner(name: str | None, agent_server_url: str | None, options: dict[st
         )
     except (ImportError, ValueError) as exc:
         raise exit_with(str(exc)) from exc
-    problems = k8s.preflight(runner)
-    if problems:
+    if problems := k8s.preflight(runner):
         for problem in problems:
             typer.echo(f"preflight: {problem}", err=True)
         runner.close()

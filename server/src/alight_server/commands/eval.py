@@ -159,8 +159,7 @@ def _compare(
         for c in [first, *runs]
         if c.config_path is not None
     }
-    main = next(iter(configs.values()), None)
-    if main is not None:
+    if (main := next(iter(configs.values()), None)) is not None:
         assert config is not None or against
         folder = eval_folder(main, config or against[0], name, output_dir, False)
     else:  # saved reports only: nothing runs, the comparison goes in --output-dir or ./eval/NAME

@@ -184,8 +184,7 @@ def outcome(comparison: Comparison) -> int:
 
 def exit_status(comparisons: Sequence[Comparison], reports: dict[str, EvalReport]) -> tuple[int, str]:
     """The comparison's exit status (the most severe candidate's) and a line saying why."""
-    unscored = [name for name, report in reports.items() if not report.scored]
-    if unscored:
+    if unscored := [name for name, report in reports.items() if not report.scored]:
         return EXIT_FAILED, f"infrastructure failure: no rollout of {', '.join(unscored)} was scored"
     codes = {c.candidate: outcome(c) for c in comparisons}
     code = max(codes.values(), key=SEVERITY.index, default=EXIT_NO_CHANGE)

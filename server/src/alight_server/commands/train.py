@@ -159,8 +159,7 @@ def train(
 
         follow_rank(train_config)
         return
-    code = _run(train_config, resume=resume, quiet=quiet, reports=(junit, markdown), gate_on=gate_on)
-    if code:
+    if code := _run(train_config, resume=resume, quiet=quiet, reports=(junit, markdown), gate_on=gate_on):
         raise typer.Exit(code)
 
 

@@ -49,8 +49,7 @@ def get_config(request: Request) -> ServerConfig:
 
 def bearer_token(request: Request) -> str | None:
     """The Authorization bearer token; Anthropic-style clients send `x-api-key` instead."""
-    header = request.headers.get("authorization")
-    if header is not None:
+    if (header := request.headers.get("authorization")) is not None:
         scheme, _, value = header.strip().partition(" ")
         return value.strip() or None if scheme.lower() == "bearer" else None
     return request.headers.get("x-api-key") or None

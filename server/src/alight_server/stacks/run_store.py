@@ -92,8 +92,7 @@ def check_key(target: StoreTarget) -> None:
             f"the store of the training run in {_shown(target.run_dir)} is sealed under another key-encryption key "
             f"than {source.describe()} gives: open it with the {KEK_ENV} or ALIGHT_SECRET_KEY the run was trained with"
         )
-    run_dir = sealing_run(target.url)
-    if run_dir is not None:
+    if (run_dir := sealing_run(target.url)) is not None:
         raise StoreOpenError(
             f"this store was sealed by the training run in {_shown(run_dir)}: open it with --run-dir {_shown(run_dir)}"
         )

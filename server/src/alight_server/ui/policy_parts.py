@@ -45,8 +45,7 @@ def split_run(trajectories: Sequence[Trajectory], policies: Mapping[str, str | N
                 own[call_policy(tc.call) or ""] += 1
     no_named: dict[str, set[str]] = {}
     for name in policies:
-        left = own[name] - sum(len(copy.calls) for copy in split[name])
-        if left:
+        if left := own[name] - sum(len(copy.calls) for copy in split[name]):
             dropped[NO_NAMED_REWARD] += left
         if missing := {t.rollout_id for t in trajectories} - {copy.rollout_id for copy in split[name]}:
             no_named[name] = missing

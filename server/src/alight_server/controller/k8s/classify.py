@@ -47,8 +47,7 @@ def _disrupted(pod: Obj) -> str | None:
     why = []
     if status.get("reason") in ("Evicted", "NodeLost", "Shutdown", "Terminated", "UnexpectedAdmissionError"):
         why.append(f"{status['reason']}: {status.get('message', '')}".rstrip(": "))
-    disruption = _condition(pod, "DisruptionTarget")
-    if disruption is not None:
+    if (disruption := _condition(pod, "DisruptionTarget")) is not None:
         why.append(f"{disruption.get('reason')}: {disruption.get('message', '')}".rstrip(": "))
     return "; ".join(why) or None
 
@@ -56,8 +55,7 @@ def _disrupted(pod: Obj) -> str | None:
 def _terminal(pod: Obj, job_name: str) -> RunStatus | None:
     """The outcome a finished Pod reports, or None while its container has not terminated."""
     name = pod["metadata"]["name"]
-    disrupted = _disrupted(pod)
-    if disrupted is not None:
+    if (disrupted := _disrupted(pod)) is not None:
         return RunStatus(
             RunPhase.KILLED, message=f"Pod {name} of Job {job_name} was stopped by Kubernetes ({disrupted})"
         )

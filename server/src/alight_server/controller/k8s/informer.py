@@ -50,8 +50,7 @@ class Informer:
 
     def stop(self) -> None:
         self._stop.set()
-        watch = self._watch
-        if watch is not None:
+        if (watch := self._watch) is not None:
             watch.stop()
         self._thread.join(timeout=5)
 

@@ -49,8 +49,7 @@ def default_namespace(kubeconfig: str | None = None, context: str | None = None)
         contexts, active = found
         if context is not None:
             active = next((c for c in contexts if c["name"] == context), active)
-        namespace = (active or {}).get("context", {}).get("namespace")
-        if namespace:
+        if namespace := (active or {}).get("context", {}).get("namespace"):
             return namespace
     if IN_CLUSTER_NAMESPACE.exists():
         return IN_CLUSTER_NAMESPACE.read_text().strip()

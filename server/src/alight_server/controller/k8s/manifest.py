@@ -45,8 +45,7 @@ def _substitute(node: Any, values: dict[str, Any]) -> Any:
     if isinstance(node, list):
         return [_substitute(v, values) for v in node]
     if isinstance(node, str):
-        whole = PLACEHOLDER.fullmatch(node.strip())
-        if whole:
+        if whole := PLACEHOLDER.fullmatch(node.strip()):
             return values[whole.group(1)]  # keeps lists (command) and numbers as they are
         return PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), node)
     return node
@@ -75,8 +74,7 @@ class JobTemplate:
             raise ValueError(
                 f"{where} must be apiVersion batch/v1, kind Job; got {body.get('apiVersion')}, {body.get('kind')}"
             )
-        unknown = sorted({m.group(1) for m in PLACEHOLDER.finditer(str(body))} - set(PLACEHOLDERS))
-        if unknown:
+        if unknown := sorted({m.group(1) for m in PLACEHOLDER.finditer(str(body))} - set(PLACEHOLDERS)):
             raise ValueError(f"{where} uses unknown placeholder(s) {unknown}; the known ones are {list(PLACEHOLDERS)}")
         template = cls(body)
         if not _pod_spec(template.body).get("containers"):

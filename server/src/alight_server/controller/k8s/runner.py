@@ -175,8 +175,7 @@ class KubernetesRunner:
 
     def _create_job(self, job: dict[str, Any]) -> dict[str, Any]:
         """The created Job, or the existing one of that name (an earlier try, or an earlier controller)."""
-        existing = self._create_ignoring_conflict(self.batch.create_namespaced_job, job)
-        if existing is not None:
+        if (existing := self._create_ignoring_conflict(self.batch.create_namespaced_job, job)) is not None:
             return existing
         response = self.batch.read_namespaced_job(job["metadata"]["name"], self.namespace, _preload_content=False)
         return json.loads(response.data)
@@ -205,8 +204,7 @@ class KubernetesRunner:
         name = self.job_name(handle)
         if (propagation := self._undeleted.get(name)) is not None:  # a delete the API did not take
             self._delete(name, propagation)
-        pending = self._pending.get(handle)
-        if pending is not None:
+        if (pending := self._pending.get(handle)) is not None:
             if time.monotonic() >= self._next_try.get(handle, 0.0):
                 try:
                     self._create(handle, pending)
