@@ -11,8 +11,6 @@ def pick_device(device: str | None) -> torch.device:
 
 def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
     """`auto`: bfloat16 on a GPU that supports it, float32 elsewhere (bf16 matmuls are slow on most CPUs)."""
-    if dtype == "auto":
-        if device.type == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float32
-    return getattr(torch, dtype)
+    if dtype != "auto":
+        return getattr(torch, dtype)
+    return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float32

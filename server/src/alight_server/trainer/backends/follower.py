@@ -17,8 +17,7 @@ def follow(config: TrainConfig) -> None:
     """Build rank 0's backend here and run its commands until it closes."""
     if config.inference.torch_threads:  # as rank 0 does: ranks share the machine's cores with it
         torch.set_num_threads(config.inference.torch_threads)
-    backend = make_embedded_backend(config)
-    backend.follow()
+    make_embedded_backend(config).follow()
 
 
 if __name__ == "__main__":
