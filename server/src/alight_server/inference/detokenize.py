@@ -41,14 +41,10 @@ class IncrementalText:
                 if self.text.endswith(s[:k], 0, end):
                     hold = max(hold, k)
                     break
-        end -= hold
-        end = max(end, self.released)
-        delta = self.text[self.released : end]
-        self.released = end
-        return delta
+        released, self.released = self.released, max(end - hold, self.released)
+        return self.text[released : self.released]
 
     def flush(self) -> str:
         """Everything not yet released (the choice is finished)."""
-        delta = self.text[self.released :]
-        self.released = len(self.text)
-        return delta
+        released, self.released = self.released, len(self.text)
+        return self.text[released:]

@@ -11,13 +11,8 @@ from alight_server.inference.generation import TokenEvent
 def _byte_level_alphabet() -> dict[str, int]:
     """The printable stand-ins byte-level BPE vocabularies use for the 256 byte values (char -> byte)."""
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    mapping = {chr(b): b for b in printable}
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            mapping[chr(256 + extra)] = b
-            extra += 1
-    return mapping
+    others = [b for b in range(256) if b not in printable]  # spelled from chr(256) up, in byte order
+    return {chr(b): b for b in printable} | {chr(256 + i): b for i, b in enumerate(others)}
 
 
 class LogprobFormatter:

@@ -25,16 +25,10 @@ def parse_tool_calls(text: str) -> tuple[str | None, list[dict[str, Any]]]:
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
             return text, []
         arguments = call.get("arguments", call.get("parameters", {}))
-        calls.append(
-            {
-                "id": f"call_{uuid.uuid4().hex[:24]}",
-                "type": "function",
-                "function": {
-                    "name": call["name"],
-                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False),
-                },
-            }
-        )
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        function = {"name": call["name"], "arguments": arguments}
+        calls.append({"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function", "function": function})
     content = text[: text.index(OPEN)].strip()
     return content or None, calls
 
