@@ -36,8 +36,7 @@ def _report(
 
 def validation_reports(run_dir: Path) -> dict[int, EvalReport]:
     """Per step, the report over a finished run's validation rollouts (its embedded SQLite store)."""
-    db = run_dir / "alight.db"
-    if not db.is_file():
+    if not (run_dir / "alight.db").is_file():
         return {}
     run_json = run_dir / "run.json"  # the run's config, with its price table
     priced = json.loads(run_json.read_text()).get("config", {}).get("prices") if run_json.is_file() else None

@@ -36,9 +36,7 @@ class TrackingIds:
         self.path = run_dir / "tracking.json"
 
     def get(self, tracker: str) -> str | None:
-        if not self.path.is_file():
-            return None
-        return json.loads(self.path.read_text()).get(tracker)
+        return json.loads(self.path.read_text()).get(tracker) if self.path.is_file() else None
 
     def set(self, tracker: str, run_id: str) -> None:
         ids = json.loads(self.path.read_text()) if self.path.is_file() else {}
