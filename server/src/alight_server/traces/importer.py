@@ -141,11 +141,8 @@ def _calls(
         except (RenderError, CallRefused) as exc:
             report.calls["left_out"] += 1
             report.errors.append(RecordError(f"session {session.key} call {n}", str(exc)))
-            events.append(
-                EventCreate(
-                    id=f"unrendered-{n}", attempt=1, kind=UNRENDERED_EVENT, payload={"call": n, "message": str(exc)}
-                )
-            )
+            payload = {"call": n, "message": str(exc)}
+            events.append(EventCreate(id=f"unrendered-{n}", attempt=1, kind=UNRENDERED_EVENT, payload=payload))
     return calls, events
 
 

@@ -75,14 +75,8 @@ def _turn(m: dict[str, Any], role: str, i: int) -> list[dict[str, Any]]:
         where = f"messages[{i}].content[{j}]"
         kind = block.get("type")
         if kind == "tool_use" and role == "assistant":
-            arguments = orjson.dumps(block.get("input") or {}).decode()
-            calls.append(
-                {
-                    "id": block.get("id"),
-                    "type": "function",
-                    "function": {"name": block.get("name"), "arguments": arguments},
-                }
-            )
+            function = {"name": block.get("name"), "arguments": orjson.dumps(block.get("input") or {}).decode()}
+            calls.append({"id": block.get("id"), "type": "function", "function": function})
         elif kind == "tool_result" and role == "user":
             out.append(
                 {

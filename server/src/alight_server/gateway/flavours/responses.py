@@ -65,11 +65,8 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
             name = item.get("name")
             if item.get("namespace"):
                 name = chat_names.get((str(item["namespace"]), str(name)), name)
-            call = {
-                "id": item.get("call_id"),
-                "type": "function",
-                "function": {"name": name, "arguments": item.get("arguments") or "{}"},
-            }
+            function = {"name": name, "arguments": item.get("arguments") or "{}"}
+            call = {"id": item.get("call_id"), "type": "function", "function": function}
             last = messages[-1] if messages else None
             if last and last["role"] == "assistant":  # parallel calls share one assistant turn
                 last.setdefault("tool_calls", []).append(call)
