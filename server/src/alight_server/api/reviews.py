@@ -60,6 +60,7 @@ def check_event_kind(caller: Caller, kind: str) -> None:
 
 
 def _queue_item(store: Store, rollout: Rollout, events: list[Event]) -> dict[str, Any]:
+    events = [e for e in events if e.kind in (REVIEW_FLAG, REVIEW_REQUESTED)]  # what queued it
     episodes = store.list_events(rollout.id, kind=EPISODE)
     latest = rollout.attempts[-1].attempt if rollout.attempts else None
     return {
@@ -94,12 +95,8 @@ def review_queue(
         offset=(page - 1) * per_page,
         limit=per_page,
     )
-    items = []
-    for rollout in found:
-        events = store.list_events(rollout.id, kind=REVIEW_KINDS)
-        if review_state(e.kind for e in events) == "pending":
-            queued = [e for e in events if e.kind in (REVIEW_FLAG, REVIEW_REQUESTED)]
-            items.append(_queue_item(store, rollout, queued))
+    listed = [(rollout, store.list_events(rollout.id, kind=REVIEW_KINDS)) for rollout in found]
+    items = [_queue_item(store, r, events) for r, events in listed if review_state(e.kind for e in events) == "pending"]
     if redaction is not None:
         items = redaction.redact_json(items)
     return {

@@ -1,9 +1,7 @@
 """`alight eval CONFIG.yaml`: the policy on the validation tasks, no training; prints the baseline report.
 
-An evaluation keeps its store, keys, logs and report.json in a folder of its own, OUTPUT_DIR/eval/NAME
-(`--output-dir` names another), so its rollouts never join a training run's store unless `--into-run` asks.
-With `--against`, `--variant`, `--checkpoint` or `--baseline` it compares candidates on the same tasks
-(commands/eval_compare.py): each in a subfolder, and comparison.json and comparison.png beside them.
+An evaluation keeps its store, keys, logs and report.json in a folder of its own (`eval_folder`), so its rollouts
+never join a training run's store unless `--into-run` asks; comparing candidates is commands/eval_compare.py's.
 """
 
 from __future__ import annotations

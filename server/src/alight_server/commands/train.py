@@ -90,8 +90,7 @@ def gate(
 
     comparison, reports, why = compared
     if stopped_at is not None:
-        code = EXIT_SAFETY_STOP
-        why = f"the regression suite's safety rule stopped it at step {stopped_at}"
+        code, why = EXIT_SAFETY_STOP, f"the regression suite's safety rule stopped it at step {stopped_at}"
         verdict = f"verdict: {OUTCOMES[code]} (exit {code}; {why})"
     elif comparison is None:
         code, verdict = EXIT_FAILED, f"verdict: infrastructure failure (exit {EXIT_FAILED}; {why})"

@@ -88,8 +88,6 @@ class LocalRunner:
     def handle_for(self, rollout_id: str, attempt: int) -> str:
         return attempt_handle(self.name, rollout_id, attempt)
 
-    # files
-
     def _paths(self, handle: str) -> tuple[Path, Path, Path]:
         _, rollout_id, attempt = parse_handle(handle)
         folder = attempt_dir(self.logs_dir, rollout_id)
@@ -101,8 +99,6 @@ class LocalRunner:
             return json.loads(self._paths(handle)[1].read_text())
         except (OSError, ValueError):
             return None
-
-    # Runner protocol
 
     def start(self, start: AttemptStart) -> str:
         rollout = start.rollout

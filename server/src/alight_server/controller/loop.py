@@ -99,8 +99,6 @@ class Controller:
         """(rollout id, attempt) of every attempt this controller holds."""
         return [(a.rollout_id, a.attempt) for a in list(self._attempts.values())]  # a copy: the loop thread mutates
 
-    # lifecycle
-
     def start(self) -> Controller:
         """Run the loop on a daemon thread (the embedded stack in `alight train`)."""
         self._thread = threading.Thread(target=self.run, name="alight-controller", daemon=True)

@@ -110,14 +110,13 @@ class Preloader:
         watch = ["--die-with", str(self.die_with)] if self.die_with is not None else []
         assert spec.entrypoint
         zygote = _Zygote([self.python, ZYGOTE, sock, spec.entrypoint, *watch], spec.cwd, env, sock, log_path)
-        if not zygote.wait_ready():
+        ready = zygote.wait_ready()
+        if not ready:
             log.warning(
                 "cannot preload %s (see %s); its attempts start the usual way", spec.entrypoint, zygote.log_path
             )
-            self._zygotes[key] = None
-            return None
-        self._zygotes[key] = zygote
-        return zygote
+        self._zygotes[key] = zygote if ready else None
+        return self._zygotes[key]
 
     def close(self) -> None:
         with self._lock:

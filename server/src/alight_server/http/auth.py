@@ -37,10 +37,6 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
 def _sign(secret: bytes, body: str) -> str:
     return _b64(hmac.new(secret, body.encode(), hashlib.sha256).digest())
 
@@ -59,7 +55,7 @@ def verify_attempt_token(secret: bytes, token: str, now: float | None = None) ->
     if not hmac.compare_digest(sig.encode(), _sign(secret, body).encode()):
         raise InvalidToken("attempt token signature does not match (issued by another server?)")
     try:
-        claims = json.loads(_unb64(body))
+        claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))  # _b64 dropped the padding
         out = AttemptClaims(rollout_id=str(claims["r"]), attempt=int(claims["a"]), expires_at=float(claims["e"]))
     except (ValueError, KeyError, TypeError) as exc:
         raise InvalidToken("attempt token body is malformed") from exc

@@ -1,12 +1,10 @@
 """The stacks `alight train` runs against: the embedded one in this process, or servers you started.
 
-`EmbeddedStack` is docs/training.md's "What one run does": the server; the policy's inference (the engine, or with
-`inference.backend: vllm` a vLLM subprocess) registered as the upstream with a key generated at each start, kept
-0600 under run_dir/upstream-keys, the one folder this server reads upstream keys from; and a local controller on a
-thread (`run_agents=False`: none, for `alight run --config`, which starts its one agent itself). `close()` stops
-them in reverse order and kills agents. `ReplicaStack` is the server and the controller: with `trainer.backend:
-verl` the backend's rollout replicas are the inference side and register themselves. `ExternalStack`
-(`server.url`) only checks that the server, its upstream and the inference server answer.
+`EmbeddedStack` is docs/training.md's "What one run does" (its upstream key: docs/inference.md); with
+`run_agents=False` it runs no controller, for `alight run --config`, which starts its one agent itself.
+`ReplicaStack` is the server and the controller: with `trainer.backend: verl` the backend's rollout replicas are
+the inference side and register themselves. `ExternalStack` (`server.url`) only checks that the server, its
+upstream and the inference server answer.
 
 Long because: the stack kinds a run is handed, side by side so the face they share (start, url,
 weight_sync, close) reads in one place; ReplicaStack is EmbeddedStack less its policy server.

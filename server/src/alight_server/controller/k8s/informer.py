@@ -54,8 +54,6 @@ class Informer:
             watch.stop()
         self._thread.join(timeout=5)
 
-    # the mirror, for the runner
-
     def get(self, name: str) -> Obj | None:
         with self.lock:
             return self.objects.get(name)
@@ -89,8 +87,6 @@ class Informer:
     def forget(self, name: str) -> None:
         with self.lock:
             self.gone.pop(name, None)
-
-    # the loop
 
     def _run(self) -> None:
         backoff = 0.1

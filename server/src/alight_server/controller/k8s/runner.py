@@ -133,8 +133,6 @@ class KubernetesRunner:
                 self.jobs.start()
                 self.pods.start()
 
-    # start
-
     def start(self, start: AttemptStart) -> str:
         self._watch()
         handle = self.handle_for(start.rollout.id, start.attempt)
@@ -197,8 +195,6 @@ class KubernetesRunner:
             self._next_create_at = at + self.min_create_gap_s
         time.sleep(at - now)
 
-    # poll
-
     def poll(self, handle: str) -> RunStatus:
         self._watch()
         name = self.job_name(handle)
@@ -238,8 +234,6 @@ class KubernetesRunner:
     def _waited(self, key: str) -> float:
         """Seconds since this runner first saw `key` (a Pod stuck in a waiting reason)."""
         return time.monotonic() - self._waiting_since.setdefault(key, time.monotonic())
-
-    # kill, release
 
     def kill(self, handle: str, grace_s: float) -> None:
         # grace_s is the Pod's terminationGracePeriodSeconds, set when the Job was built.
