@@ -111,16 +111,9 @@ class ChatAssembler(_Assembler):
                 message["tool_calls"] = calls
             if acc["reasoning"]:
                 message["reasoning_content"] = "".join(acc["reasoning"])
-            choices.append(
-                {
-                    "index": i,
-                    "message": message,
-                    "logprobs": None if acc["logprobs"] is None else {"content": acc["logprobs"]},
-                    "finish_reason": acc["finish_reason"],
-                    "stop_reason": acc["stop_reason"],
-                    "token_ids": acc["token_ids"],
-                }
-            )
+            logprobs = None if acc["logprobs"] is None else {"content": acc["logprobs"]}
+            as_streamed = {key: acc[key] for key in ("finish_reason", "stop_reason", "token_ids")}
+            choices.append({"index": i, "message": message, "logprobs": logprobs, **as_streamed})
         return self._result(choices, prompt_token_ids=self.prompt_token_ids)
 
 

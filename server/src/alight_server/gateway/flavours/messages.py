@@ -78,13 +78,8 @@ def _turn(m: dict[str, Any], role: str, i: int) -> list[dict[str, Any]]:
             function = {"name": block.get("name"), "arguments": orjson.dumps(block.get("input") or {}).decode()}
             calls.append({"id": block.get("id"), "type": "function", "function": function})
         elif kind == "tool_result" and role == "user":
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": block.get("tool_use_id"),
-                    "content": _tool_result_text(block, where),
-                }
-            )
+            text = _tool_result_text(block, where)
+            out.append({"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": text})
         elif kind == "thinking":
             thinking.append(str(block.get("thinking", "")))  # back to the policy's template as reasoning
         elif kind == "redacted_thinking":
