@@ -105,8 +105,7 @@ class AlightClient:
             return False
 
     def create_rollouts(self, items: Iterable[RolloutCreate]) -> list[Rollout]:
-        body = RolloutBatch(rollouts=list(items))
-        return self._call(RolloutList, "POST", "/api/rollouts", body=body).rollouts
+        return self._call(RolloutList, "POST", "/api/rollouts", body=RolloutBatch(rollouts=list(items))).rollouts
 
     def list_rollouts_page(self, query: RolloutQuery | None = None) -> RolloutPage:
         params = (query or RolloutQuery()).model_dump(mode="json", exclude_none=True)

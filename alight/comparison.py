@@ -177,5 +177,4 @@ def compare_reports(baseline: EvalReport, candidate: EvalReport, names: tuple[st
         rows.append(MetricDifference(metric, label, mean_before, mean_after, difference, error,
                                      verdict(difference, error, direction)))  # fmt: skip
     rows.append(cost_per_success({t: baseline.per_task[t] for t in shared}, candidate.per_task))
-    unpaired = len(baseline.per_task.keys() ^ candidate.per_task.keys())
-    return Comparison(names[0], names[1], len(shared), unpaired, rows)
+    return Comparison(names[0], names[1], len(shared), len(baseline.per_task.keys() ^ candidate.per_task.keys()), rows)

@@ -38,8 +38,7 @@ def load_benchmark(spec: str) -> tuple[Benchmark, list[str]]:
     unknown = [c for c in wanted.split(",") if c not in known]
     if not wanted or unknown:
         raise ValueError(f"{name} has no category {','.join(unknown) or '(none given)'!r}; valid: {', '.join(known)}")
-    categories = [c for group in wanted.split(",") for c in known[group]]
-    return benchmark, list(dict.fromkeys(categories))
+    return benchmark, list(dict.fromkeys(c for group in wanted.split(",") for c in known[group]))
 
 
 @dataclass

@@ -74,8 +74,7 @@ def proximal_logprobs(model: Any, batch: SampleBatch, mine: list[list[int] | Non
     proximal = torch.zeros_like(batch.old_logprobs)  # (R, T)
     with torch.no_grad():
         for rows in mine:
-            picked = [0] if rows is None else rows
-            micro = batch.select(picked)
+            micro = batch.select([0] if rows is None else rows)
             width, first = window(micro)
             logp = token_logprobs(model, micro.input_ids[:, :width], micro.attention_mask[:, :width], first)
             if rows is not None:

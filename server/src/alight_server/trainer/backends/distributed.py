@@ -166,8 +166,7 @@ def parallelize(model: Any, world: World) -> Any:
     if world.strategy == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
-        ids = [world.device.index] if world.device.type == "cuda" else None
-        return DistributedDataParallel(model, device_ids=ids)
+        return DistributedDataParallel(model, device_ids=[world.device.index] if world.device.type == "cuda" else None)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 

@@ -102,8 +102,7 @@ class EmbeddedBackend:
         if needs_recompute(batch, self.algorithm):
             # pi_old of rendered rows: the current weights', taken as if they had sampled the logged text
             current = proximal_logprobs(self.model, batch, mine)  # (R, T)
-            old = torch.where(batch.row_rendered[:, None], current, batch.old_logprobs)
-            batch = replace(batch, old_logprobs=old)
+            batch = replace(batch, old_logprobs=torch.where(batch.row_rendered[:, None], current, batch.old_logprobs))
         proximal = (
             proximal_logprobs(self.model, batch, mine) if self.algorithm.tis_cap is not None and not sft else None
         )
@@ -159,8 +158,7 @@ class EmbeddedBackend:
         params = [p for p in self.model.parameters() if p.grad is not None]
         norm = 0.0
         if params:
-            max_norm = self.optim_config.max_grad_norm or math.inf
-            total: Any = torch.nn.utils.clip_grad_norm_(params, max_norm)
+            total: Any = torch.nn.utils.clip_grad_norm_(params, self.optim_config.max_grad_norm or math.inf)
             norm = float(total.full_tensor() if hasattr(total, "full_tensor") else total)  # FSDP2: a DTensor
         self.optimizer.step()
         self.updates += 1

@@ -27,13 +27,11 @@ def _key(upstream: Upstream) -> str:
 def resolve_endpoint(config: JudgeConfig, client: AlightClient) -> Endpoint:
     """The judge's endpoint; ValueError naming what to fix when the config points nowhere."""
     if config.url is not None and config.key_file is not None:
-        key = Path(config.key_file).read_text().strip()
-        return Endpoint(config.url, key, config.served_model or "judge")
+        return Endpoint(config.url, Path(config.key_file).read_text().strip(), config.served_model or "judge")
     wanted = config.upstream if config.upstream is not None else POLICY_UPSTREAM
     upstreams = {u.id: u for u in client.list_upstreams()}
     if wanted not in upstreams:
         what = "the run's policy server" if config.model is not None else f"upstream {wanted!r}"
         raise ValueError(f"judge: {what} is not registered with the server (it has {sorted(upstreams) or 'none'})")
     upstream = upstreams[wanted]
-    model = config.served_model or config.model or upstream.model or "judge"
-    return Endpoint(upstream.url, _key(upstream), model)
+    return Endpoint(upstream.url, _key(upstream), config.served_model or config.model or upstream.model or "judge")

@@ -62,8 +62,7 @@ def transcript(trajectory: Trajectory) -> str:
     for n, tc in enumerate(trajectory.calls, start=1):
         calls = [f"[tool call {c.name} {c.arguments}]" for c in tc.output.tool_calls]
         parts.append(f"[turn {n}]\n" + "\n".join([tc.output.text, *calls]).strip())
-    text = "\n".join(parts) or "[no answer]"
-    return text[-MAX_TRANSCRIPT_CHARS:]
+    return ("\n".join(parts) or "[no answer]")[-MAX_TRANSCRIPT_CHARS:]
 
 
 def _block(nonce: str, label: str, text: str) -> str:

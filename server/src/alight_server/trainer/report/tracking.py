@@ -133,5 +133,4 @@ def _artifact_location(uri: str) -> str | None:
 
 def _sentence(exc: BaseException) -> str:
     """A tracker's error message as one sentence ending in a period."""
-    text = str(exc).strip().rstrip(".") or type(exc).__name__
-    return text + "."
+    return (str(exc).strip().rstrip(".") or type(exc).__name__) + "."

@@ -151,8 +151,7 @@ class RunPhases:
             )
             display.line(f"[yellow]{hint}[/]") if display.enabled else log.warning(hint)
 
-        finished = wait_all(self.client, phase.ids, show, on_unclaimed=unclaimed)
-        return collect(self.client, finished, phase.started)
+        return collect(self.client, wait_all(self.client, phase.ids, show, on_unclaimed=unclaimed), phase.started)
 
     def validate(
         self, display: RunDisplay, step: int, started: StartedPhase | None = None, last: bool = False

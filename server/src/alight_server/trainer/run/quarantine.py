@@ -127,8 +127,7 @@ class Quarantine:
         return Screened(kept + released.trajectories, phase.rollouts + released.rollouts, metrics)
 
     def _queue(self, trajectory: Trajectory, step: int, counts: Counter[str]) -> None:
-        reason = "flag" if review_flagged(trajectory) else "audit"
-        self.queued[trajectory.rollout_id] = Queued(reason, trajectory.task)
+        self.queued[trajectory.rollout_id] = Queued("flag" if review_flagged(trajectory) else "audit", trajectory.task)
         if trajectory.review != "pending":  # decided before the step took it
             self._decided(trajectory.rollout_id, trajectory.review, step, counts)
 

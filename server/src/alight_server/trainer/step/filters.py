@@ -23,8 +23,7 @@ def truncated_share(trajectory: Trajectory) -> float:
     """The share of the attempt's calls cut at their token limit, in whichever flavour they were recorded."""
     if not trajectory.calls:
         return 0.0
-    cut = sum(call_output(tc.call).finish_reason == "length" for tc in trajectory.calls)
-    return cut / len(trajectory.calls)
+    return sum(call_output(tc.call).finish_reason == "length" for tc in trajectory.calls) / len(trajectory.calls)
 
 
 def drop_reason(trajectory: Trajectory, samples: SampleConfig) -> str | None:

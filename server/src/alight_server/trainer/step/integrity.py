@@ -19,8 +19,7 @@ def audited(rollout_id: str, seed: int, share: float) -> bool:
     answer every time it is asked (a resumed run picks the same rollouts), independent from one id to the next."""
     if share <= 0:
         return False
-    digest = hashlib.sha256(f"{seed}:{rollout_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64 < share
+    return int.from_bytes(hashlib.sha256(f"{seed}:{rollout_id}".encode()).digest()[:8], "big") / 2**64 < share
 
 
 def passed_every_gate(trajectory: Trajectory) -> bool:

@@ -101,8 +101,7 @@ def _completion_text(call: ModelCall) -> str | None:
     prompt = _prompt_text(call)
     if prompt is None or not call.response:
         return None
-    choices = call.response.get("choices") or [{}]
-    completion = choices[0].get("text")
+    completion = (call.response.get("choices") or [{}])[0].get("text")
     return prompt + completion if isinstance(completion, str) else None
 
 
