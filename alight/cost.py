@@ -120,15 +120,9 @@ class CostSummary:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON: the per-unit figures None where there is no unit (JSON has no NaN)."""
-
-        def finite(values: dict[str, float]) -> dict[str, float | None]:
-            return {k: None if math.isnan(v) else v for k, v in values.items()}
-
-        return {
-            **asdict(self),
-            "per_success": finite(self.per(self.successes)),
-            "per_accepted_patch": finite(self.per(self.accepted_patches)),
-        }
+        units = {"per_success": self.successes, "per_accepted_patch": self.accepted_patches}
+        per = {key: {k: None if math.isnan(v) else v for k, v in self.per(n).items()} for key, n in units.items()}
+        return {**asdict(self), **per}
 
     def metrics(self, prefix: str = "cost/") -> dict[str, float]:
         """Flat metrics for a training step: totals, then `tokens_per_success`, `usd_per_success`, ... (the
@@ -171,9 +165,7 @@ def cost_summary(
 ) -> CostSummary:
     """The cost of `trajectories` (one per rollout: its latest attempt), their successes and accepted patches."""
     by_id = {r.id: r for r in rollouts}
-    total = Cost()
-    for t in trajectories:
-        total += rollout_cost(t, by_id.get(t.rollout_id), prices)
+    total = sum((rollout_cost(t, by_id.get(t.rollout_id), prices) for t in trajectories), Cost())
     return CostSummary(
         rollouts=len(trajectories),
         successes=sum(1 for t in trajectories if t.final_reward is not None and t.final_reward >= success_at),

@@ -184,11 +184,10 @@ class TrainConfig(Section):
         if isinstance(evaluator, str) and evaluator.rpartition(":")[0].endswith(".py"):
             file, _, fn = evaluator.rpartition(":")
             evaluator = f"{absolute(file)}:{fn}"
-        regression = self.regression.model_copy(update={"tasks": absolute(self.regression.tasks)})
         return self.model_copy(
             update={
                 "evaluator": evaluator,
-                "regression": regression,
+                "regression": self.regression.model_copy(update={"tasks": absolute(self.regression.tasks)}),
                 "dataset": dataset,
                 "agent": agent,
                 "output_dir": absolute(self.output_dir),
