@@ -6,6 +6,9 @@ from typing import Any
 
 from alight_server.gateway.flavours.reasoning import field_reasoning
 
+# What `_Assembler.add` folds into every choice, passed on as the stream had it.
+_COMMON = ("finish_reason", "stop_reason", "token_ids")
+
 
 def _extend(acc: dict[str, Any], key: str, values: list[Any]) -> None:
     if acc[key] is None:
@@ -32,7 +35,7 @@ class _Assembler:
             index = c.get("index", 0)
             acc = self.choices.get(index)
             if acc is None:  # not setdefault: that would build a dict for every chunk
-                acc = self.choices[index] = {"token_ids": None, "finish_reason": None, "stop_reason": None}
+                acc = self.choices[index] = dict.fromkeys(_COMMON)
                 acc.update(self._new_choice())
             self._add_choice(c, acc)
             # Extended in place: a long stream stays linear (None until a chunk carries any).
@@ -112,8 +115,7 @@ class ChatAssembler(_Assembler):
             if acc["reasoning"]:
                 message["reasoning_content"] = "".join(acc["reasoning"])
             logprobs = None if acc["logprobs"] is None else {"content": acc["logprobs"]}
-            as_streamed = {key: acc[key] for key in ("finish_reason", "stop_reason", "token_ids")}
-            choices.append({"index": i, "message": message, "logprobs": logprobs, **as_streamed})
+            choices.append({"index": i, "message": message, "logprobs": logprobs, **{k: acc[k] for k in _COMMON}})
         return self._result(choices, prompt_token_ids=self.prompt_token_ids)
 
 
@@ -137,16 +139,9 @@ class CompletionAssembler(_Assembler):
             acc["logprobs"] = merged
 
     def result(self) -> dict[str, Any]:
+        kept = ("logprobs", *_COMMON, "prompt_token_ids")
         choices = [
-            {
-                "index": i,
-                "text": "".join(acc["text"]),
-                "logprobs": acc["logprobs"],
-                "finish_reason": acc["finish_reason"],
-                "stop_reason": acc["stop_reason"],
-                "token_ids": acc["token_ids"],
-                "prompt_token_ids": acc["prompt_token_ids"],
-            }
+            {"index": i, "text": "".join(acc["text"]), **{k: acc[k] for k in kept}}
             for i, acc in sorted(self.choices.items())
         ]
         return self._result(choices)
