@@ -120,8 +120,7 @@ def wait_all(
     warned = on_unclaimed is None
     while pending:
         # Ask in chunks the API accepts; a short timeout keeps the display moving.
-        for rollout in poll_done(client, pending[:500], poll_s):
-            finished[rollout.id] = rollout
+        finished.update((rollout.id, rollout) for rollout in poll_done(client, pending[:500], poll_s))
         pending = [i for i in pending if i not in finished]
         if on_progress is not None:
             failed = sum(r.state in (RolloutState.FAILED, RolloutState.CANCELLED) for r in finished.values())

@@ -69,7 +69,6 @@ def train_step(
     tokenizer = live.tokenizer
     taken = live.rollouts.take(step, policy_version, display)
     phase = taken.phase
-    # What the step's rollouts cost, per success and per accepted patch (alight/cost.py; `prices:` for money).
     cost = cost_summary(phase.rollouts, phase.trajectories, cfg.prices, SUCCESS_AT)
     metrics = {**rollout_metrics(phase), **taken.metrics, **cost.metrics()}
     # Supervised steps on traces need no reward unless their selection reads one.
