@@ -64,10 +64,9 @@ def create_app(config: ServerConfig | None = None, store: Store | None = None) -
     app.state.token_secret = (
         config.token_secret.encode() if config.token_secret else derive_token_secret(config.admin_key)
     )
-    # hook(store, rollout, attempt, finish), called before an attempt's end is recorded (evaluators).
+    # api/attempts.py's hooks (evaluators) and amends (the gateway's budgets: gateway/limits/verdict.py); the amends
+    # run first, on every report of the attempt, the hooks before its end is recorded.
     app.state.attempt_finished_hooks = []
-    # amend(store, rollout, attempt, finish) -> finish: what the server knows of the attempt over its runner's report
-    # (the gateway's budgets: gateway/limits/verdict.py); run before the hooks, on every report of the attempt.
     app.state.attempt_finish_amends = []
     hooks.install(app)  # rollout_changed / upstreams_changed: the gateway drops what it cached
     install_evaluator(app, config)

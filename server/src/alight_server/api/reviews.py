@@ -144,9 +144,8 @@ def decide_review(rollout_id: RolloutId, body: ReviewVerdict, store: StoreDep, c
     reviewer = caller.reviewer or "admin"
     decision = ReviewDecision(decision=body.decision, reviewer=reviewer, note=body.note[:MAX_EVIDENCE_CHARS])
     try:
-        stored = store.add_event(
-            rollout_id, EventCreate(id=DECISION_ID, kind=REVIEW_DECISION, payload=decision.model_dump())
-        )
+        event = EventCreate(id=DECISION_ID, kind=REVIEW_DECISION, payload=decision.model_dump())
+        stored = store.add_event(rollout_id, event)
     except Conflict as exc:  # another decision landed between the check and the write
         raise HTTPException(409, f"rollout {rollout_id!r} was decided by someone else just now; reload it") from exc
     log.info("review decided: rollout %s %s by %s", rollout_id, body.decision, reviewer)

@@ -56,11 +56,7 @@ def candidates(
     # the candidates: `--baseline base/report.json --checkpoint RUN` runs the checkpoint alone, not CONFIG again.
     if config is not None and (baseline is None or not (variants or checkpoints)):
         runs.append(Candidate(folder_name(config.stem), config, source=str(config)))
-    for path in against:
-        if path.suffix == ".json":
-            runs.append(_saved(path))
-        else:
-            runs.append(Candidate(folder_name(path.stem), path, source=str(path)))
+    runs += [_saved(p) if p.suffix == ".json" else Candidate(folder_name(p.stem), p, source=str(p)) for p in against]
     if (variants or checkpoints) and config is None:
         raise exit_with("alight eval: --variant and --checkpoint change the CONFIG argument's config: name one", 2)
     named: dict[str, Candidate] = {}

@@ -95,10 +95,9 @@ def _rows(rollout: Rollout, latest: Trajectory | None, config: Any, policies: Po
 
 def redact_line(line: Line, redact: Callable[[Any], Any]) -> Line:
     """The people's copy of one line: text fields through `redact`, token id fields left out."""
-    out = {k: v for k, v in line.items() if k not in TOKEN_ID_FIELDS}
-    for name in TEXT_FIELDS:
-        if out.get(name) is not None:
-            out[name] = redact(out[name])
+    out = {
+        k: redact(v) if k in TEXT_FIELDS and v is not None else v for k, v in line.items() if k not in TOKEN_ID_FIELDS
+    }
     if line.get("format") == FORMAT:
         out["redacted"] = True
     return out

@@ -186,9 +186,7 @@ class Controller:
         # One request per 1000: a zero-timeout wait answers which are already final.
         ids = [a.rollout_id for a in live]
         ended = {r.id for i in range(0, len(ids), 1000) for r in self.client.wait_rollouts(ids[i : i + 1000], 0).done}
-        for attempt in live:
-            if attempt.rollout_id not in ended:
-                continue
+        for attempt in (a for a in live if a.rollout_id in ended):
             # Final while its attempt still runs here: cancelled. The server ended the attempt; we stop it.
             attempt.report = False
             if attempt.stop_kind is None:
