@@ -190,11 +190,9 @@ class CallPipeline:
         cfg = self.gw.config
         policy = None if cfg.routing is None else routed_policy(cfg.routing, upstream, who)
         upstream["temperature"] = cfg.train_temperature if caller.mode == Mode.TRAIN else cfg.val_temperature
-        if cfg.force_logprobs:
-            if flavour.upstream_path == "/completions":
-                upstream["logprobs"] = max(int(upstream.get("logprobs") or 0), 0)
-            else:
-                upstream["logprobs"] = True
+        if cfg.force_logprobs:  # completions take how many alternatives (at least 0), chat a flag
+            completions = flavour.upstream_path == "/completions"
+            upstream["logprobs"] = max(int(upstream.get("logprobs") or 0), 0) if completions else True
         upstream["return_token_ids"] = True
         trace_id, span_id = parse_traceparent(traceparent)
         cap = cfg.max_output_tokens

@@ -119,17 +119,15 @@ def _rewards(span: Span) -> list[TraceReward]:
 
 def _call(span: Span) -> TraceCall:
     attrs = span["attributes"]
-    for reader in (_current, _indexed, _events):
-        found = reader(span)
-        if found is not None:
-            messages, reply = found
-            break
-    else:
+    readings = (reader(span) for reader in (_current, _indexed, _events))  # lazily: the first form found wins
+    found = next((reading for reading in readings if reading is not None), None)
+    if found is None:
         raise ValueError(
             f"GenAI span {span['name']!r} has no message content in a form this reader knows (gen_ai.input.messages,"
             " gen_ai.prompt.N.*, gen_ai.*.message events); was content capture on "
             "(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT)?"
         )
+    messages, reply = found
     tools = _json(attrs.get("gen_ai.tool.definitions"))
     model = attrs.get("gen_ai.request.model") or attrs.get("gen_ai.response.model")
     finish = attrs.get("gen_ai.response.finish_reasons")
