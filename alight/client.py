@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -236,12 +237,10 @@ class AlightClient:
 
 def _api_error(response: httpx.Response) -> ApiError:
     message, error_type = response.text[:2000] or response.reason_phrase, None
-    try:
+    with contextlib.suppress(ValueError, AttributeError):  # not JSON, or not an object
         error = response.json().get("error")
         if isinstance(error, dict):
             message, error_type = str(error.get("message", message)), error.get("type")
-    except (ValueError, AttributeError):
-        pass
     return ApiError(response.status_code, message, error_type, response.request.method, str(response.request.url))
 
 

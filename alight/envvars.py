@@ -89,9 +89,8 @@ def withheld_hint(output: str, withheld: Collection[str], limit: int = 5) -> str
     mentioned = sorted({w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", output) if w in names})[:limit]
     if not mentioned:
         return None
-    listed = ", ".join(mentioned)
     return (
-        f"the agent's output names {listed}, set where the controller runs but not passed to the agent: agents "
+        f"the agent's output names {', '.join(mentioned)}, set where the controller runs but not passed to the agent: agents "
         f"get only the host variables the rollout names; add it to agent.inherit_env (e.g. inherit_env: "
         f"[{mentioned[0]}]) or set its value in agent.env"
     )

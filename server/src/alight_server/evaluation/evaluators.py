@@ -7,6 +7,7 @@ only: a timeout or infra failure did nothing to score) and what it may return: d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import math
@@ -101,10 +102,8 @@ class CheckCommand:
             raise ValueError(f"the evaluator command ran past {CHECK_TIMEOUT_S:g} s; no reward recorded") from exc
         lines = [line for line in done.stdout.splitlines() if line.strip()]
         if lines:
-            try:
+            with contextlib.suppress(ValueError):  # ordinary output (a test runner's summary): the exit status decides
                 return json.loads(lines[-1])
-            except ValueError:
-                pass  # ordinary output (a test runner's summary): the exit status decides
         return 1.0 if done.returncode == 0 else 0.0
 
 
