@@ -30,13 +30,8 @@ class Leftover:
 
 def leftovers(client: AlightClient, runner: Runner, skip: Collection[str] = ()) -> list[Leftover]:
     """Every attempt the runner holds (except `skip`): adopt those still running on the server, forget the rest."""
-    found = []
-    for handle in runner.handles():
-        if handle in skip:
-            continue
-        _, rollout_id, attempt = parse_handle(handle)
-        found.append(Leftover(handle, rollout_id, attempt, get_rollout(client, rollout_id)))
-    return found
+    held = [(handle, parse_handle(handle)) for handle in runner.handles() if handle not in skip]
+    return [Leftover(handle, rid, attempt, get_rollout(client, rid)) for handle, (_, rid, attempt) in held]
 
 
 def orphans(client: AlightClient, runner_name: str, held: Collection[str]) -> list[tuple[str, int, AttemptFinish]]:

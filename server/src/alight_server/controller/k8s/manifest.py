@@ -167,7 +167,7 @@ def build_job(
 
 
 def _least_privilege(pod_spec: dict[str, Any], container: dict[str, Any], settings: JobSettings) -> None:
-    """The module docstring's second paragraph: fill each unset field with its least-privilege value."""
+    """Fill each field the template leaves unset with its least-privilege value (docs/controller.md)."""
     pod_spec.setdefault("automountServiceAccountToken", False)
     pod_security = pod_spec.setdefault("securityContext", {})
     pod_security.setdefault("runAsNonRoot", True)
