@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -98,11 +99,8 @@ def import_traces(
             param_hint="--model",
         )
     renderer = _renderer(chosen, "--model") if chosen else None
-    store = open_cli_store(db, admin_key)
-    try:
+    with contextlib.closing(open_cli_store(db, admin_key)) as store:
         report = store_traces(store, name, fmt, parsed, renderer, task_key=task_key)
-    finally:
-        store.close()
     typer.echo("\n".join(report.lines(name)))
     if report.sessions == 0:
         raise typer.Exit(1)
@@ -125,11 +123,8 @@ def check(
         loaded = _training_config(config)
         sample_config, model = SampleConfig.from_section(loaded.samples), model or loaded.model
     decode = _renderer(model, "--model").decode if model else None
-    store = open_cli_store(db, admin_key)
-    try:
+    with contextlib.closing(open_cli_store(db, admin_key)) as store:
         report = check_run(store, name, sample_config, decode)
-    finally:
-        store.close()
     if as_json:
         typer.echo(json.dumps(report.as_dict(), indent=2))
         return

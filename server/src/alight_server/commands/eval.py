@@ -6,6 +6,7 @@ never join a training run's store unless `--into-run` asks; comparing candidates
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -231,11 +232,8 @@ def _score_traces(config: Any, run_id: str, db: str | None, admin_key: str | Non
 
     if config.evaluator is None:
         raise ValueError("--traces scores imported trajectories with the config's evaluator: set `evaluator:` in it")
-    store = open_cli_store(db, admin_key, run_dir)
-    try:
+    with contextlib.closing(open_cli_store(db, admin_key, run_dir)) as store:
         return evaluate_traces(store, run_id, load_evaluator(config.evaluator))
-    finally:
-        store.close()
 
 
 def _benchmark(config: Path | None, settings: list[str] | None, spec: str, limit: int | None, name: str | None,
