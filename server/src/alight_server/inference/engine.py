@@ -203,7 +203,6 @@ class InferenceEngine:
         done = threading.Event()
         results = [Completion(index=i) for i in range(params.n)]
         errors: list[BaseException] = []
-        unfinished = [params.n]
 
         def sink(event: Any) -> None:
             if isinstance(event, BaseException):
@@ -217,8 +216,7 @@ class InferenceEngine:
             result.policy_version = event.policy_version
             if event.finish_reason is not None:
                 result.finish_reason = event.finish_reason
-                unfinished[0] -= 1
-                if not unfinished[0]:
+                if all(r.finish_reason is not None for r in results):
                     done.set()
 
         self.submit(prompt_ids, params, sink)

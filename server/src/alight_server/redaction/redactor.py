@@ -110,13 +110,9 @@ class Redactor:
         spans = self.spans(text, identifier=identifier)
         if not spans:
             return text, []
-        parts: list[str] = []
-        at = 0
-        for span in spans:
-            parts += [text[at : span.start], mark(span.kind)]
-            at = span.end
-        parts.append(text[at:])
-        return "".join(parts), spans
+        kept_from = [0, *(span.end for span in spans)]  # where each stretch of text kept as it is starts
+        hidden = "".join(text[at : span.start] + mark(span.kind) for at, span in zip(kept_from, spans, strict=False))
+        return hidden + text[kept_from[-1] :], spans
 
     def redact(self, text: str, *, identifier: bool = False) -> str:
         return self.redact_text(text, identifier=identifier)[0]
