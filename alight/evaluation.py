@@ -85,9 +85,7 @@ def interval(value: float | None, error: float | None) -> str:
     """`value ± Z * error` to 3 places; the value alone without an error (None, or NaN from a single task)."""
     if value is None:
         return "-"
-    if error is None or math.isnan(error):
-        return f"{value:.3f}"
-    return f"{value:.3f} ± {Z * error:.3f}"
+    return f"{value:.3f}" if error is None or math.isnan(error) else f"{value:.3f} ± {Z * error:.3f}"
 
 
 @dataclass

@@ -294,6 +294,4 @@ class MetricsConfig(Section):
     @classmethod
     def _switch(cls, value: Any) -> Any:
         """`true` turns a tracker on with its defaults, `false` off."""
-        if value is True:
-            return {}
-        return None if value is False else value
+        return {} if value is True else None if value is False else value

@@ -80,9 +80,7 @@ def classify_break(
             return "template_drift"
         pairs = zip(messages, previous_messages, strict=False)
         shared = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(messages), len(previous_messages)))
-        if any(role != "system" for role, _ in messages[:shared]):
-            return "history_rewrite"
-        return "new_conversation"
+        return "history_rewrite" if any(role != "system" for role, _ in messages[:shared]) else "new_conversation"
     previous_prompt = _prompt_text(previous)
     if previous_prompt is not None and text is not None:
         pairs = zip(previous_prompt, text, strict=False)
