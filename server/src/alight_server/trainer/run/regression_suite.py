@@ -72,11 +72,8 @@ def episode_metrics(rollouts: Sequence[Rollout], events: Sequence[Event]) -> dic
     episodes = {e.rollout_id: e.payload for e in sorted(events, key=lambda e: e.attempt or 0) if e.kind == EPISODE}
     if not episodes:
         return {}
-    outside: list[int] = []
-    for rollout in rollouts:
-        files = task_files(rollout.task)
-        if rollout.id in episodes and files is not None:
-            outside.append(len(set(episodes[rollout.id].get("files", [])) - files))
+    named = [(r.id, files) for r in rollouts if r.id in episodes and (files := task_files(r.task)) is not None]
+    outside = [len(set(episodes[rollout_id].get("files", [])) - files) for rollout_id, files in named]
     n = max(len(rollouts), 1)
     metrics = {
         "regression/canary_reads_per_rollout": sum(int(p.get("canary_reads", 0)) for p in episodes.values()) / n,
