@@ -48,12 +48,9 @@ def render_trajectory(trajectory: Trajectory, console: Console | None = None) ->
     table = Table(title=f"{len(trajectory.calls)} model calls, {len(trajectory.tool_spans)} tool spans")
     for column in ("#", "span path", "agent", "what", "tokens in/out", "step rewards"):
         table.add_column(column, overflow="fold")
-    tools_after: dict[int, list[ToolSpan]] = {}
-    for span in trajectory.tool_spans:
-        tools_after.setdefault(span.after_call, []).append(span)
 
     def add_tools(index: int) -> None:
-        for span in tools_after.get(index, []):
+        for span in (s for s in trajectory.tool_spans if s.after_call == index):
             path = PATH_SEP.join(span.span_path)
             table.add_row("tool", f"[dim]{path}[/dim]", span.agent_name or "", _tool_text(span), "", "")
 
