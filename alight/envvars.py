@@ -172,8 +172,7 @@ def agent_argv(runner: RunnerSpec, python: str | None = None) -> list[str]:
 def read_task(environ: Mapping[str, str] | None = None) -> object:
     """The task from ALIGHT_TASK or ALIGHT_TASK_FILE (None when neither is set)."""
     environ = os.environ if environ is None else environ
-    if environ.get(ALIGHT_TASK_FILE):
-        path = environ[ALIGHT_TASK_FILE]
+    if path := environ.get(ALIGHT_TASK_FILE):
         try:
             return json.loads(Path(path).read_text())
         except (OSError, ValueError) as exc:
