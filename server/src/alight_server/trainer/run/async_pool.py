@@ -1,13 +1,11 @@
 """Asynchronous rollouts: task groups in flight across steps; a step takes the first complete, fresh ones.
 
-`GroupPool.take` keeps `active_groups` groups in flight (ids from the group's number in the run, so a resumed
-run finds its rollouts where they are) and returns the `tasks_per_step` oldest usable ones; the rest carry over
-across the weight update (docs/training.md#asynchronous-training). A group trains whole or not at all: one with
-a rollout that timed out, was cancelled or failed for infrastructure is dropped and replaced, never filled with
-zeros. Staleness is the trainer's version minus the oldest version among the group's calls; with several
-policies it is counted per policy (`updates_between`), so another policy's updates never age P's rows. With
-`judge:` a group is judged in the background once its last rollout ends (trainer/run/judging.py); one still
-judged after the judge's bound is given up, so a step never waits on a judgement longer than that."""
+The groups a step does not take carry over across the weight update (docs/training.md#asynchronous-training). A
+group trains whole or not at all: one with a rollout that timed out, was cancelled or failed for infrastructure
+is dropped and replaced, never filled with zeros. Staleness is the trainer's version minus the oldest version
+among the group's calls; with several policies it is counted per policy (`updates_between`), so another policy's
+updates never age P's rows. With `judge:` a group is judged in the background once its last rollout ends
+(trainer/run/judging.py); one still judged after the judge's bound is given up, so a step never waits longer."""
 
 from __future__ import annotations
 
@@ -180,11 +178,10 @@ class GroupPool:
         holding its calls) added to `metrics`."""
         own = {g.group_id: own_staleness(g, history, version) for g in taken}
         weights: dict[str, dict[str, float]] = {}
+        bound = self.config.async_rollout.max_staleness
         for name in self.policies:
             ages = {group: s[name] for group, s in own.items() if name in s}
-            weights[name] = {
-                group: stale_weight(s, self.config.async_rollout.max_staleness) for group, s in ages.items()
-            }
+            weights[name] = {group: stale_weight(s, bound) for group, s in ages.items()}
             if ages:
                 metrics[f"policy/{name}/async/staleness_mean"] = sum(ages.values()) / len(ages)
                 metrics[f"policy/{name}/async/staleness_max"] = float(max(ages.values()))
