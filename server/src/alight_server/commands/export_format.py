@@ -72,7 +72,7 @@ def export_lines(client: AlightClient, run_id: str, *, now: datetime | None = No
         latest = trajectories[-1] if trajectories else None
         rows = _rows(rollout, latest, config, policies)
         yield _rollout_line(client, rollout, latest, len(rows))
-        yield from (_call_line(tc.call) for trajectory in trajectories for tc in trajectory.calls)
+        yield from (call_line(tc.call) for trajectory in trajectories for tc in trajectory.calls)
         yield from rows
 
 
@@ -140,8 +140,8 @@ def _rollout_line(client: AlightClient, rollout: Rollout, latest: Trajectory | N
     }
 
 
-def _call_line(call: ModelCall) -> Line:
-    fidelity = "rendered" if "rendered" in call.flags else "exact"
+def call_line(call: ModelCall) -> Line:
+    fidelity = "rendered" if call.rendered else "exact"
     return {"kind": "call", **call.model_dump(mode="json", include=CALL_FIELDS), "fidelity": fidelity}
 
 
