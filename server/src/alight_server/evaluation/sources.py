@@ -25,18 +25,18 @@ import json
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from alight.entry import load_target
+from alight.schemas import Strict
 
 GROUP = "alight.task_sources"
 
 
-class SourceKeys(BaseModel):
+class SourceKeys(Strict):
     """A source's keys in `dataset:` (the trainer's DatasetConfig), e.g. {source: reasoning_gym, task: chain_sum,
     train: 2000, validation: 128, seed: 0, config: {...}}: `train` and `validation` are then counts."""
 
-    model_config = ConfigDict(extra="forbid")
     source: str = Field(default="jsonl", min_length=1)  # jsonl: the dataset's files
     task: str | None = None
     config: dict[str, Any] = Field(default_factory=dict[str, Any])

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from alight.schemas import Strict
 
 
-class ImageSettings(BaseModel):
+class ImageSettings(Strict):
     """`alight controller --runner k8s --config CONFIG` reads these (controller/k8s/images.py); its flags override."""
-
-    model_config = ConfigDict(extra="forbid")  # as every section: a typo is an error
 
     # Run once per digest before the first Job that uses it, `{image}` replaced by the pinned reference; a non-zero
     # exit, a timeout or a missing binary refuses the image (fails closed), a pass is cached. E.g.

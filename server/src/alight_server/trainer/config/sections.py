@@ -4,19 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from alight.schemas import Strict
 from alight_server.evaluation.sources import SourceKeys
 from alight_server.trainer.config.images import ImageSettings
 
-
-class Section(BaseModel):
-    """Every section forbids unknown keys: a typo is an error, never a silently ignored setting."""
-
-    model_config = ConfigDict(extra="forbid")
+Section = Strict  # every section forbids unknown keys: a typo is an error, never a silently ignored setting
 
 
-class DatasetConfig(Section, SourceKeys):
+class DatasetConfig(SourceKeys):  # SourceKeys is Strict, like every Section
     """Tasks, one JSON object per row. `train` and `val` are JSONL / JSON / Parquet files, or a source makes
     them (SourceKeys). Without `val`, the last `val_size` rows of `train` (after a seeded shuffle) are held out."""
 
