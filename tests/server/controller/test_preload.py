@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -167,16 +169,20 @@ def test_preloaded_attempts_die_with_a_stack_runner_killed_by_sigkill(
         f"runner.start(make_start(task={{'out': {str(out)!r}, 'sleep': 120}}, runner=RunnerSpec(**{spec.model_dump()!r})))\n"
         "time.sleep(120)\n"
     )
-    scratch = tmp_path / "tmp"  # the owner's temporary folders: the zygote's socket is made there
-    scratch.mkdir()
+    # The owner's temporary folders, where the zygote's socket is made: short, as a socket path must fit in 108
+    # bytes (under tmp_path it would not, and the attempt would start the usual way).
+    scratch = Path(tempfile.mkdtemp(prefix="alight-test-"))
     env = {**os.environ, "TMPDIR": str(scratch)}
-    owner = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).parent), str(logs_dir)], env=env)
-    pid = json.loads(wait_until(lambda: out.exists() and out.read_text(), timeout_s=60))["pid"]
-    assert list(scratch.iterdir())
-    owner.kill()
-    owner.wait()
-    wait_until(lambda: not pid_alive(pid), timeout_s=15)
-    wait_until(lambda: not list(scratch.iterdir()), timeout_s=15)  # the orphaned zygote cleaned up after it
+    try:
+        owner = subprocess.Popen([sys.executable, "-c", code, str(Path(__file__).parent), str(logs_dir)], env=env)
+        pid = json.loads(wait_until(lambda: out.exists() and out.read_text(), timeout_s=60))["pid"]
+        assert list(scratch.glob("*/*.sock")), "the attempt was not preloaded"
+        owner.kill()
+        owner.wait()
+        wait_until(lambda: not pid_alive(pid), timeout_s=15)
+        wait_until(lambda: not list(scratch.iterdir()), timeout_s=15)  # the orphaned zygote cleaned up after it
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     runner = LocalRunner(logs_dir)
     (handle,) = runner.handles()
     assert _finished(runner, handle).phase is RunPhase.LOST  # no exit status: an infra failure, retried
