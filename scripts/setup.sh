@@ -51,7 +51,11 @@ if [ "$verl" = 1 ]; then
     [ -x .venv-verl/bin/python ] || "$PY" -m venv .venv-verl
     .venv-verl/bin/python -c "import torch" 2>/dev/null || .venv-verl/bin/pip "${PIP[@]}" torch==2.13.0
     build_backend .venv-verl
-    .venv-verl/bin/python -c "import verl" 2>/dev/null || .venv-verl/bin/pip "${PIP[@]}" "${EDITABLE[@]}" -e ".[dev]" -e "server[verl,train]"
+    .venv-verl/bin/python -c "import verl, alight_testing" 2>/dev/null \
+        || .venv-verl/bin/pip "${PIP[@]}" "${EDITABLE[@]}" -e ".[dev]" -e "server[verl,train]" -e testing
+    # verl's wheel ships its own test suite as a top-level regular package `tests`, which hides this repo's
+    # tests/ (a namespace package: `import tests.longest_first` in tests/conftest.py fails). Nothing imports it.
+    rm -rf .venv-verl/lib/python3*/site-packages/tests
 fi
 
 # Two parts share nothing with the main venv and mostly wait on disk and network: they run beside its install
