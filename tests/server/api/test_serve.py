@@ -130,3 +130,11 @@ def test_settings_come_from_yaml_then_flags(tmp_path: Path) -> None:
 def test_help_works() -> None:
     assert "--admin-key" in CliRunner().invoke(cli, ["serve", "--help"]).output
     assert "serve" in CliRunner().invoke(cli, ["--help"]).output
+
+
+def test_a_store_that_cannot_be_opened_is_named_without_its_password() -> None:
+    db = "postgresql+psycopg://alice:s3cret-pw@127.0.0.1:1/alight"  # nothing listens on port 1
+    result = CliRunner().invoke(cli, ["serve", "--db", db, "--admin-key", "k"], env={"ALIGHT_ADMIN_KEY": ""})
+    assert result.exit_code != 0
+    assert "cannot open the store at postgresql+psycopg://alice:***@127.0.0.1:1/alight" in result.output
+    assert "s3cret-pw" not in result.output

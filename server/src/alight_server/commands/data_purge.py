@@ -73,10 +73,10 @@ def purge(
     as_json: JsonOption = False,
 ) -> None:
     """Delete ended rollouts and everything under them; leave a tombstone so the API answers 'purged on DATE'."""
-    from alight_server.commands.serve import redacted_url
     from alight_server.stacks.run_store import open_target
     from alight_server.store import NotFound, StoreError
     from alight_server.store.base import Conflict, Purged
+    from alight_server.store.database import redacted_url
     from alight_server.store.purge import purge as run_purge
 
     scope, steps = _scope(before, run, rollout, steps_before, reason)

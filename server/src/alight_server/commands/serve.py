@@ -134,12 +134,16 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"admin key: the run's, `admin_key` in {run_dir / STATE_FILE}{shown}")
 
         logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        from alight_server.store.database import redacted_url
+
         try:
             store = open_target(StoreTarget(cfg.db_url, cfg.admin_key, cfg.data_key, run_dir))
         except (StoreError, KekError, StoreOpenError) as exc:  # StoreOpenError: a key that opens none of its keys
             raise exit_with(f"cannot open the store: {exc}") from exc
         except Exception as exc:  # bad URL, unreachable database, missing driver
-            raise exit_with(f"cannot open the store at {cfg.db_url}: {type(exc).__name__}: {exc}") from exc
+            raise exit_with(
+                f"cannot open the store at {redacted_url(cfg.db_url)}: {type(exc).__name__}: {exc}"
+            ) from exc
         from alight_server.store.keys.upstream import UpstreamKeyError
 
         try:
@@ -189,9 +193,3 @@ def _settings(config: Path | None, given: dict[str, Any]) -> ServerConfig:
     except (ValidationError, ValueError) as exc:
         raise exit_with(f"invalid server settings: {exc}", 2) from exc
     return cfg
-
-
-def redacted_url(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)

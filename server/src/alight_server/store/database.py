@@ -36,6 +36,11 @@ log = logging.getLogger("alight.store")
 CLEAR_CONTENT = "clear_content"
 
 
+def redacted_url(url: str) -> str:
+    """A database URL as a person may see it: the password hidden."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
 class SqlDatabase:
     """Connections, transactions and counters at a SQLAlchemy URL; the store's methods build on these."""
 
@@ -151,7 +156,7 @@ class SqlDatabase:
                 found = conn.execute(select(func.max(t.schema_version.c.version))).scalar()
                 if found is not None and found > t.SCHEMA_VERSION:
                     raise SchemaTooNew(
-                        f"the database at {make_url(self.url).render_as_string(hide_password=True)} has schema "
+                        f"the database at {redacted_url(self.url)} has schema "
                         f"version {found}, but this alight-server understands versions up to {t.SCHEMA_VERSION}; "
                         "upgrade alight-server (pip install -U alight-server) or point --db at another database"
                     )
@@ -177,7 +182,7 @@ class SqlDatabase:
             log.warning(
                 "the store at %s may hold captured content in the clear (written before schema 4); new content is "
                 "sealed, and `alight data encrypt` (with the server's --config, or --db URL) seals the rest",
-                make_url(self.url).render_as_string(hide_password=True),
+                redacted_url(self.url),
             )
         return bool(clear)
 
